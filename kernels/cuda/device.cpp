@@ -1,0 +1,37 @@
+#include "tpb/kernels/device.h"
+
+#include <cuda_runtime_api.h>
+
+namespace tpb {
+
+std::vector<GpuInfo> visible_gpus() {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) {
+    (void)cudaGetLastError();  // no driver or no device: report none, clear the sticky error
+    return {};
+  }
+  std::vector<GpuInfo> gpus;
+  for (int i = 0; i < count; ++i) {
+    cudaDeviceProp prop{};
+    if (cudaGetDeviceProperties(&prop, i) != cudaSuccess) continue;
+    gpus.push_back({i, prop.name, prop.totalGlobalMem, prop.multiProcessorCount, prop.major, prop.minor});
+  }
+  return gpus;
+}
+
+static std::string format_cuda_version(int v) {
+  if (v <= 0) return {};
+  return std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10);
+}
+
+std::string cuda_driver_version() {
+  int v = 0;
+  return cudaDriverGetVersion(&v) == cudaSuccess ? format_cuda_version(v) : std::string();
+}
+
+std::string cuda_runtime_version() {
+  int v = 0;
+  return cudaRuntimeGetVersion(&v) == cudaSuccess ? format_cuda_version(v) : std::string();
+}
+
+}  // namespace tpb

@@ -1,0 +1,29 @@
+// Makes a Communicator by backend name. Backends that are not compiled in (no CUDA, no
+// NCCL) are an InputError naming what is missing, never a silent substitute.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "reference_engine/comm/bootstrap.h"
+#include "reference_engine/comm/communicator.h"
+
+namespace tpb {
+
+struct CommOptions {
+  int device = -1;                           // CUDA device ordinal for GPU backends; -1 for CPU
+  std::size_t max_bytes = 8u << 20;          // largest message a custom backend must handle, bytes
+  double timeout_s = 60.0;                   // a peer that does not arrive within this fails the call
+};
+
+// Names: "shm" (CPU), "nccl", "custom-oneshot", "custom-twoshot", "auto" (GPU).
+std::unique_ptr<Communicator> make_communicator(const std::string& backend, Bootstrap& bootstrap,
+                                                const CommOptions& options);
+
+// Backends compiled into this binary, for `tpbench list` and validation messages.
+std::vector<std::string> available_backends();
+bool is_gpu_backend(const std::string& backend);
+
+}  // namespace tpb

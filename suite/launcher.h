@@ -1,0 +1,58 @@
+// Launcher (controller side): one OS process per rank, the tpbench binary re-executed in
+// its hidden worker role (`tpbench __worker`), RANK / WORLD_SIZE / LOCAL_RANK in the
+// environment. The controller relays the ranks' bootstrap traffic over Unix-domain
+// sockets, sends each case as JSON and collects one JSON result per rank.
+//
+// A group of workers stays alive across consecutive cases with the same group key (model,
+// TP, device), so only what changes is rebuilt. A rank that crashes, hangs past the case's
+// timeout or exits non-zero fails that case: every process of the group is killed and
+// reaped, and the next case starts a fresh group.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace tpb {
+
+struct LauncherOptions {
+  std::string worker_binary;  // path of the tpbench binary to re-execute
+  std::string log_dir;        // each rank's stderr goes to <log_dir>/<group>-rank<r>.log
+  int stderr_tail_lines = 20; // how many of a failed rank's last stderr lines to report
+};
+
+struct CaseRun {
+  bool ok = false;                  // every rank returned a result
+  std::string error;                // when !ok: which rank, exit status or signal or timeout, stderr tail
+  std::vector<nlohmann::json> ranks;  // when ok: one result object per rank, in rank order
+  double wall_s = 0;                // controller wall time for the case, seconds
+};
+
+class Launcher {
+ public:
+  explicit Launcher(LauncherOptions options);
+  ~Launcher();  // shuts the live group down and reaps every process
+  Launcher(const Launcher&) = delete;
+  Launcher& operator=(const Launcher&) = delete;
+
+  // Runs `case_spec` (see suite/workload.h) on `world_size` ranks. Reuses the live group
+  // when `group_key` and `world_size` match it; otherwise replaces it. Never throws for a
+  // rank's failure: that is a CaseRun with ok = false.
+  CaseRun run_case(const std::string& group_key, int world_size, const nlohmann::json& case_spec,
+                   double timeout_s);
+
+  // Stops the live group (asks the workers to exit, then kills what is left) and reaps it.
+  void shutdown();
+
+  // PIDs of the live group, for tests that check nothing is left behind.
+  std::vector<int> worker_pids() const;
+
+ private:
+  struct Group;
+  LauncherOptions options_;
+  std::unique_ptr<Group> group_;
+};
+
+}  // namespace tpb

@@ -1,0 +1,64 @@
+// Worker side: what a rank does with one case. A workload is a function found by
+// name ("allreduce": a communicator-only sweep; "engine": the reference engine's prefill or
+// decode). It runs in a rank process, with the state that outlives one case in WorkerState.
+//
+// case_spec (built by the runner, sent by the launcher), JSON:
+//   case_id      string   stable id of the case
+//   workload     string   "allreduce" | "engine"
+//   device       string   "cpu" | "cuda"
+//   params       object   the swept values: mode, tp, batch_size, seq_len, allreduce,
+//                         mem_fraction, instrumentation, cuda_graph (+ workload-specific
+//                         axes such as message_bytes)
+//   model        object   resolved model section: config_path, overrides, weights, seed
+//   measure      object   warmup, iterations, repetitions, min_duration_s, timeout_s
+//
+// A rank's result, JSON (one per rank, collected by the launcher):
+//   rank         int
+//   latency_us   [number] one sample per timed iteration, microseconds
+//   digests      object   name -> hex digest of an output (bitwise comparisons)
+//   memory       object   phase -> {used_bytes, free_bytes, ...} (MemoryMeter)
+//   metrics      object   workload-specific numbers (bytes, tokens/s, comm share, ...)
+//   comm         object   backend, memory_bytes, fallback_reason
+//   outputs      object   optional: name -> small float array for tolerance checks
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "reference_engine/comm/bootstrap.h"
+#include "reference_engine/comm/communicator.h"
+#include "reference_engine/comm/factory.h"
+
+namespace tpb {
+
+// State a worker keeps across the cases of its group.
+class WorkerState {
+ public:
+  explicit WorkerState(Bootstrap& bootstrap) : bootstrap_(bootstrap) {}
+  Bootstrap& bootstrap() { return bootstrap_; }
+  int rank() const { return bootstrap_.rank(); }
+  int world_size() const { return bootstrap_.size(); }
+
+  // The communicator for `backend`, created on first use (collectively: every rank asks in
+  // the same order) and kept for later cases.
+  Communicator& communicator(const std::string& backend, const CommOptions& options);
+
+  // Workload-owned objects kept across cases (e.g. an engine with its weights), by key.
+  std::map<std::string, std::shared_ptr<void>>& cache() { return cache_; }
+
+ private:
+  Bootstrap& bootstrap_;
+  std::map<std::string, std::unique_ptr<Communicator>> communicators_;
+  std::map<std::string, std::shared_ptr<void>> cache_;
+};
+
+using WorkloadFn = nlohmann::json (*)(const nlohmann::json& case_spec, WorkerState& state);
+
+// The built-in workloads, from an explicit table in suite/workload.cpp (static registrars
+// would be dropped by the linker from a static library). nullptr when unknown.
+WorkloadFn find_workload(const std::string& name);
+
+}  // namespace tpb
