@@ -1,0 +1,292 @@
+// Reads HF config.json files of the DeepSeek-V3 family. Two shapes exist in the wild:
+// a plain DeepseekV3 config, and Kimi-K2.5's multimodal wrapper whose text model sits under
+// `text_config` (tensor names then carry `language_model.`). The yarn block is called
+// `rope_scaling` in older files and `rope_parameters` in transformers >= 5.
+#include "reference_engine/config/model_config.h"
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <vector>
+
+#include "tpb/check.h"
+
+namespace tpb {
+namespace fs = std::filesystem;
+
+namespace {
+
+// Reads one field with a type check; collects nothing, throws the first problem with its path.
+template <typename T>
+void read_field(const nlohmann::json& j, const char* key, T& out, bool required,
+                const std::string& source, const std::string& prefix) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) {
+    TPB_INPUT_CHECK(!required, source << ": " << prefix << key << ": missing (required by the DeepseekV3 architecture)");
+    return;
+  }
+  if constexpr (std::is_same_v<T, bool>) {
+    TPB_INPUT_CHECK(it->is_boolean(), source << ": " << prefix << key << ": expected a boolean, got " << it->dump());
+  } else if constexpr (std::is_integral_v<T>) {
+    TPB_INPUT_CHECK(it->is_number_integer(), source << ": " << prefix << key << ": expected an integer, got " << it->dump());
+  } else if constexpr (std::is_floating_point_v<T>) {
+    TPB_INPUT_CHECK(it->is_number(), source << ": " << prefix << key << ": expected a number, got " << it->dump());
+  } else {
+    TPB_INPUT_CHECK(it->is_string(), source << ": " << prefix << key << ": expected a string, got " << it->dump());
+  }
+  out = it->get<T>();
+}
+
+// The integer and float fields, shared by parsing and by scenario overrides.
+struct IntField { const char* key; std::int64_t ModelConfig::*member; bool required; };
+struct FloatField { const char* key; double ModelConfig::*member; };
+
+const std::vector<IntField>& int_fields() {
+  static const std::vector<IntField> fields = {
+      {"vocab_size", &ModelConfig::vocab_size, true},
+      {"hidden_size", &ModelConfig::hidden_size, true},
+      {"intermediate_size", &ModelConfig::intermediate_size, true},
+      {"moe_intermediate_size", &ModelConfig::moe_intermediate_size, true},
+      {"num_hidden_layers", &ModelConfig::num_hidden_layers, true},
+      {"first_k_dense_replace", &ModelConfig::first_k_dense_replace, false},
+      {"num_attention_heads", &ModelConfig::num_attention_heads, true},
+      {"num_key_value_heads", &ModelConfig::num_key_value_heads, false},
+      {"q_lora_rank", &ModelConfig::q_lora_rank, false},
+      {"kv_lora_rank", &ModelConfig::kv_lora_rank, true},
+      {"qk_nope_head_dim", &ModelConfig::qk_nope_head_dim, true},
+      {"qk_rope_head_dim", &ModelConfig::qk_rope_head_dim, true},
+      {"v_head_dim", &ModelConfig::v_head_dim, true},
+      {"n_routed_experts", &ModelConfig::n_routed_experts, false},
+      {"n_shared_experts", &ModelConfig::n_shared_experts, false},
+      {"num_experts_per_tok", &ModelConfig::num_experts_per_tok, false},
+      {"n_group", &ModelConfig::n_group, false},
+      {"topk_group", &ModelConfig::topk_group, false},
+      {"max_position_embeddings", &ModelConfig::max_position_embeddings, false},
+  };
+  return fields;
+}
+
+const std::vector<FloatField>& float_fields() {
+  static const std::vector<FloatField> fields = {
+      {"routed_scaling_factor", &ModelConfig::routed_scaling_factor},
+      {"rms_norm_eps", &ModelConfig::rms_norm_eps},
+  };
+  return fields;
+}
+
+void parse_rope(const nlohmann::json& text, ModelConfig& c, const std::string& source, const std::string& prefix) {
+  read_field(text, "rope_theta", c.rope.theta, false, source, prefix);
+  const char* block_key = text.contains("rope_scaling") && !text["rope_scaling"].is_null() ? "rope_scaling"
+                          : text.contains("rope_parameters") && !text["rope_parameters"].is_null() ? "rope_parameters"
+                                                                                                   : nullptr;
+  if (!block_key) return;
+  const auto& block = text[block_key];
+  const std::string bp = prefix + block_key + ".";
+  TPB_INPUT_CHECK(block.is_object(), source << ": " << prefix << block_key << ": expected an object");
+  // transformers >= 5 keeps rope_theta inside rope_parameters.
+  read_field(block, "rope_theta", c.rope.theta, false, source, bp);
+  std::string type;
+  if (block.contains("rope_type")) read_field(block, "rope_type", type, false, source, bp);
+  else read_field(block, "type", type, false, source, bp);
+  if (type.empty() || type == "default") return;
+  TPB_INPUT_CHECK(type == "yarn", source << ": " << bp << "rope_type: expected \"yarn\" or \"default\", got \"" << type << "\"");
+  c.rope.type = "yarn";
+  read_field(block, "factor", c.rope.factor, true, source, bp);
+  read_field(block, "beta_fast", c.rope.beta_fast, false, source, bp);
+  read_field(block, "beta_slow", c.rope.beta_slow, false, source, bp);
+  read_field(block, "mscale", c.rope.mscale, false, source, bp);
+  read_field(block, "mscale_all_dim", c.rope.mscale_all_dim, false, source, bp);
+  read_field(block, "original_max_position_embeddings", c.rope.original_max_position_embeddings, false, source, bp);
+}
+
+double yarn_mscale(double scale, double mscale) {
+  return scale <= 1.0 ? 1.0 : 0.1 * mscale * std::log(scale) + 1.0;
+}
+
+}  // namespace
+
+ModelConfig parse_model_config(const nlohmann::json& config, const std::string& source) {
+  TPB_INPUT_CHECK(config.is_object(), source << ": expected a JSON object (an HF config.json)");
+  ModelConfig c;
+  const nlohmann::json* text = &config;
+  std::string prefix = "$.";
+  if (config.contains("text_config") && config["text_config"].is_object()) {
+    text = &config["text_config"];
+    prefix = "$.text_config.";
+    c.nested_text_config = true;
+  }
+  if (config.contains("vision_config") && config["vision_config"].is_object()) {
+    c.has_vision_tower = true;
+    c.vision_config = config["vision_config"];
+  }
+  read_field(*text, "model_type", c.model_type, false, source, prefix);
+  for (const auto& f : int_fields()) read_field(*text, f.key, c.*(f.member), f.required, source, prefix);
+  for (const auto& f : float_fields()) read_field(*text, f.key, c.*(f.member), false, source, prefix);
+  read_field(*text, "norm_topk_prob", c.norm_topk_prob, false, source, prefix);
+  read_field(*text, "scoring_func", c.scoring_func, false, source, prefix);
+  read_field(*text, "topk_method", c.topk_method, false, source, prefix);
+  read_field(*text, "tie_word_embeddings", c.tie_word_embeddings, false, source, prefix);
+  if (c.num_key_value_heads == 0) c.num_key_value_heads = c.num_attention_heads;
+  parse_rope(*text, c, source, prefix);
+  c.validate();
+  return c;
+}
+
+void ModelConfig::validate() const {
+  const std::string src = name.empty() ? std::string("model config") : name;
+  auto positive = [&](std::int64_t v, const char* key) {
+    TPB_INPUT_CHECK(v > 0, src << ": " << key << ": expected a positive integer, got " << v);
+  };
+  positive(vocab_size, "vocab_size");
+  positive(hidden_size, "hidden_size");
+  positive(num_hidden_layers, "num_hidden_layers");
+  positive(num_attention_heads, "num_attention_heads");
+  positive(kv_lora_rank, "kv_lora_rank");
+  positive(qk_nope_head_dim, "qk_nope_head_dim");
+  positive(qk_rope_head_dim, "qk_rope_head_dim");
+  positive(v_head_dim, "v_head_dim");
+  TPB_INPUT_CHECK(qk_rope_head_dim % 2 == 0, src << ": qk_rope_head_dim: expected an even number (rope rotates pairs), got " << qk_rope_head_dim);
+  TPB_INPUT_CHECK(num_key_value_heads == num_attention_heads,
+                  src << ": num_key_value_heads: MLA expects it equal to num_attention_heads (" << num_attention_heads
+                      << "), got " << num_key_value_heads);
+  TPB_INPUT_CHECK(first_k_dense_replace >= 0 && first_k_dense_replace <= num_hidden_layers,
+                  src << ": first_k_dense_replace: expected 0.." << num_hidden_layers << ", got " << first_k_dense_replace);
+  if (first_k_dense_replace > 0) positive(intermediate_size, "intermediate_size");
+  if (n_routed_experts > 0 && first_k_dense_replace < num_hidden_layers) {
+    positive(moe_intermediate_size, "moe_intermediate_size");
+    positive(num_experts_per_tok, "num_experts_per_tok");
+    positive(n_group, "n_group");
+    positive(topk_group, "topk_group");
+    TPB_INPUT_CHECK(num_experts_per_tok <= n_routed_experts,
+                    src << ": num_experts_per_tok: expected <= n_routed_experts (" << n_routed_experts << "), got " << num_experts_per_tok);
+    TPB_INPUT_CHECK(n_routed_experts % n_group == 0,
+                    src << ": n_group: expected a divisor of n_routed_experts (" << n_routed_experts << "), got " << n_group);
+    TPB_INPUT_CHECK(topk_group <= n_group, src << ": topk_group: expected <= n_group (" << n_group << "), got " << topk_group);
+    TPB_INPUT_CHECK(num_experts_per_tok <= topk_group * (n_routed_experts / n_group),
+                    src << ": num_experts_per_tok: expected <= topk_group * experts per group ("
+                        << topk_group * (n_routed_experts / n_group) << "), got " << num_experts_per_tok);
+    TPB_INPUT_CHECK(n_group == 1 || n_routed_experts / n_group >= 2,
+                    src << ": n_group: grouped routing sums the top-2 scores of each group, so a group needs >= 2 experts");
+    TPB_INPUT_CHECK(scoring_func == "sigmoid", src << ": scoring_func: expected \"sigmoid\", got \"" << scoring_func << "\"");
+    TPB_INPUT_CHECK(topk_method == "noaux_tc", src << ": topk_method: expected \"noaux_tc\", got \"" << topk_method << "\"");
+  }
+  TPB_INPUT_CHECK(q_lora_rank >= 0, src << ": q_lora_rank: expected >= 0, got " << q_lora_rank);
+  TPB_INPUT_CHECK(rms_norm_eps > 0, src << ": rms_norm_eps: expected > 0, got " << rms_norm_eps);
+  if (rope.type == "yarn") {
+    TPB_INPUT_CHECK(rope.factor >= 1.0, src << ": rope_scaling.factor: expected >= 1, got " << rope.factor);
+    TPB_INPUT_CHECK(rope.beta_fast > rope.beta_slow,
+                    src << ": rope_scaling.beta_fast: expected > beta_slow (" << rope.beta_slow << "), got " << rope.beta_fast);
+    TPB_INPUT_CHECK(rope.original_max_position_embeddings > 0,
+                    src << ": rope_scaling.original_max_position_embeddings: expected a positive integer");
+  }
+}
+
+void ModelConfig::validate_tp(int tp) const {
+  const std::string src = name.empty() ? std::string("model config") : name;
+  TPB_INPUT_CHECK(tp >= 1, "tp: expected >= 1, got " << tp);
+  TPB_INPUT_CHECK(num_attention_heads % tp == 0,
+                  src << ": tp " << tp << " does not divide num_attention_heads " << num_attention_heads);
+  TPB_INPUT_CHECK(vocab_size % tp == 0, src << ": tp " << tp << " does not divide vocab_size " << vocab_size);
+  if (first_k_dense_replace > 0)
+    TPB_INPUT_CHECK(intermediate_size % tp == 0,
+                    src << ": tp " << tp << " does not divide intermediate_size " << intermediate_size);
+  if (n_routed_experts > 0)
+    TPB_INPUT_CHECK(moe_intermediate_size % tp == 0,
+                    src << ": tp " << tp << " does not divide moe_intermediate_size " << moe_intermediate_size);
+}
+
+std::int64_t ModelConfig::parameter_count() const {
+  const std::int64_t h = hidden_size, heads = num_attention_heads;
+  std::int64_t attn = 0;
+  if (q_lora_rank > 0) attn += h * q_lora_rank + q_lora_rank + q_lora_rank * heads * qk_head_dim();
+  else attn += h * heads * qk_head_dim();
+  attn += h * (kv_lora_rank + qk_rope_head_dim) + kv_lora_rank;           // kv_a_proj_with_mqa, kv_a_layernorm
+  attn += kv_lora_rank * heads * (qk_nope_head_dim + v_head_dim);         // kv_b_proj
+  attn += heads * v_head_dim * h;                                         // o_proj
+  const std::int64_t norms = 2 * h;                                       // input + post-attention layernorms
+  const std::int64_t dense_mlp = 3 * h * intermediate_size;
+  const std::int64_t expert = 3 * h * moe_intermediate_size;
+  const std::int64_t moe = n_routed_experts * expert + n_shared_experts * expert + n_routed_experts * h  // gate
+                           + n_routed_experts;                                                         // bias
+  std::int64_t total = vocab_size * h * (tie_word_embeddings ? 1 : 2) + h;  // embed, lm_head, final norm
+  for (std::int64_t l = 0; l < num_hidden_layers; ++l) total += attn + norms + (is_moe_layer(l) ? moe : dense_mlp);
+  return total;
+}
+
+double ModelConfig::attention_scale() const {
+  double scale = 1.0 / std::sqrt(static_cast<double>(qk_head_dim()));
+  if (rope.type == "yarn" && rope.mscale_all_dim != 0.0) {
+    const double m = yarn_mscale(rope.factor, rope.mscale_all_dim);
+    scale *= m * m;
+  }
+  return scale;
+}
+
+ModelConfig load_model_config(const std::string& path) {
+  fs::path file = path;
+  if (fs::is_directory(file)) file /= "config.json";
+  std::ifstream in(file);
+  TPB_INPUT_CHECK(in.good(), file.string() << ": cannot open model config (expected an HF config.json or a folder holding one)");
+  nlohmann::json j;
+  try {
+    in >> j;
+  } catch (const nlohmann::json::parse_error& e) {
+    TPB_INPUT_FAIL(file.string() << ": not valid JSON: " << e.what());
+  }
+  ModelConfig c = parse_model_config(j, file.string());
+  c.name = path;
+  return c;
+}
+
+std::string models_dir() {
+  std::vector<fs::path> candidates;
+  if (const char* home = std::getenv("TPB_HOME")) candidates.emplace_back(fs::path(home) / "scenarios" / "models");
+  candidates.emplace_back(fs::current_path() / "scenarios" / "models");
+#ifdef TPB_SOURCE_DIR
+  candidates.emplace_back(fs::path(TPB_SOURCE_DIR) / "scenarios" / "models");
+#endif
+  for (const auto& c : candidates)
+    if (fs::is_directory(c)) return c.string();
+  return candidates.back().string();
+}
+
+ModelConfig load_model_config_by_name(const std::string& name_or_path) {
+  if (fs::exists(name_or_path)) return load_model_config(name_or_path);
+  const fs::path preset = fs::path(models_dir()) / (name_or_path + ".json");
+  TPB_INPUT_CHECK(fs::exists(preset), "model '" << name_or_path << "': neither a path nor a preset in " << models_dir());
+  ModelConfig c = load_model_config(preset.string());
+  c.name = name_or_path;
+  return c;
+}
+
+void apply_overrides(ModelConfig& config, const nlohmann::json& overrides, const std::string& source,
+                     const std::string& json_path) {
+  if (overrides.is_null()) return;
+  TPB_INPUT_CHECK(overrides.is_object(), source << ": " << json_path << ": expected an object of config fields");
+  for (const auto& [key, value] : overrides.items()) {
+    const std::string path = json_path + "." + key;
+    bool known = false;
+    for (const auto& f : int_fields()) {
+      if (key != f.key) continue;
+      TPB_INPUT_CHECK(value.is_number_integer(), source << ": " << path << ": expected an integer, got " << value.dump());
+      config.*(f.member) = value.get<std::int64_t>();
+      known = true;
+    }
+    for (const auto& f : float_fields()) {
+      if (key != f.key) continue;
+      TPB_INPUT_CHECK(value.is_number(), source << ": " << path << ": expected a number, got " << value.dump());
+      config.*(f.member) = value.get<double>();
+      known = true;
+    }
+    if (key == "norm_topk_prob") {
+      TPB_INPUT_CHECK(value.is_boolean(), source << ": " << path << ": expected a boolean, got " << value.dump());
+      config.norm_topk_prob = value.get<bool>();
+      known = true;
+    }
+    TPB_INPUT_CHECK(known, source << ": " << path << ": unknown model config field (expected an integer or float field of the DeepseekV3 config)");
+  }
+  config.validate();
+}
+
+}  // namespace tpb
