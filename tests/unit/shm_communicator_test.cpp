@@ -1,0 +1,310 @@
+// The shm communicator against its spec: a serial fp32 sum in rank order 0..n-1, rounded
+// once to the dtype, bitwise. Ranks are threads of this process with an in-process
+// bootstrap (the segment logic is the same as between processes); the launcher tests run
+// the same backend across real rank processes.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <atomic>
+#include <cmath>
+#include <condition_variable>
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <functional>
+#include <mutex>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "reference_engine/comm/factory.h"
+#include "reference_engine/comm/shm/shm_communicator.h"
+#include "tpb/check.h"
+#include "tpb/dtype.h"
+
+namespace tpb {
+namespace {
+
+// Bootstrap for ranks that are threads: all_gather is a generation-counted rendezvous.
+class ThreadGroup {
+ public:
+  explicit ThreadGroup(int size) : size_(size), slots_(static_cast<std::size_t>(size)) {
+    static std::atomic<int> counter{0};
+    group_id_ = "tpbtest" + std::to_string(getpid()) + "-" + std::to_string(counter++);
+  }
+  std::vector<std::string> all_gather(int rank, const std::string& mine) {
+    std::unique_lock lock(mutex_);
+    const std::uint64_t generation = generation_;
+    slots_[static_cast<std::size_t>(rank)] = mine;
+    if (++arrived_ == size_) {
+      result_ = slots_;
+      arrived_ = 0;
+      ++generation_;
+      cv_.notify_all();
+    } else {
+      cv_.wait(lock, [&] { return generation_ != generation; });
+    }
+    return result_;
+  }
+  int size() const { return size_; }
+  const std::string& group_id() const { return group_id_; }
+
+ private:
+  int size_;
+  std::string group_id_;
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::vector<std::string> slots_, result_;
+  int arrived_ = 0;
+  std::uint64_t generation_ = 0;
+};
+
+class ThreadBootstrap : public Bootstrap {
+ public:
+  ThreadBootstrap(ThreadGroup& group, int rank) : group_(group), rank_(rank) {}
+  int rank() const override { return rank_; }
+  int size() const override { return group_.size(); }
+  std::vector<std::string> all_gather(const std::string& mine) override { return group_.all_gather(rank_, mine); }
+  void barrier() override { all_gather(""); }
+  std::string group_id() const override { return group_.group_id(); }
+
+ private:
+  ThreadGroup& group_;
+  int rank_;
+};
+
+// Runs fn(rank, bootstrap) on `world_size` threads; rethrows the first exception.
+void run_ranks(int world_size, const std::function<void(int, Bootstrap&)>& fn) {
+  ThreadGroup group(world_size);
+  std::vector<std::thread> threads;
+  std::vector<std::exception_ptr> errors(static_cast<std::size_t>(world_size));
+  for (int r = 0; r < world_size; ++r) {
+    threads.emplace_back([&, r] {
+      ThreadBootstrap bootstrap(group, r);
+      try {
+        fn(r, bootstrap);
+      } catch (...) {
+        errors[static_cast<std::size_t>(r)] = std::current_exception();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (auto& e : errors) {
+    if (e) std::rethrow_exception(e);
+  }
+}
+
+// Random values of `dtype` (stored as its bits) with exponents spread over 2^-20..2^6, so fp32
+// sums round and the order of summation shows in the result.
+std::vector<std::uint16_t> random_half_bits(std::mt19937_64& rng, std::size_t n, DType dtype) {
+  std::uniform_real_distribution<float> mantissa(1.0f, 2.0f);
+  std::uniform_int_distribution<int> exponent(-20, 6);
+  std::vector<std::uint16_t> v(n);
+  for (auto& x : v) {
+    float f = std::ldexp(mantissa(rng), exponent(rng)) * ((rng() & 1) ? -1.0f : 1.0f);
+    x = dtype == DType::bf16 ? float_to_bf16(f) : float_to_f16(f);
+  }
+  return v;
+}
+
+std::vector<float> random_f32(std::mt19937_64& rng, std::size_t n) {
+  std::uniform_real_distribution<float> mantissa(1.0f, 2.0f);
+  std::uniform_int_distribution<int> exponent(-20, 6);
+  std::vector<float> v(n);
+  for (auto& x : v) x = std::ldexp(mantissa(rng), exponent(rng)) * ((rng() & 1) ? -1.0f : 1.0f);
+  return v;
+}
+
+// Inputs as raw bytes, one buffer per rank.
+std::vector<std::vector<unsigned char>> random_inputs(std::uint64_t seed, int world_size, std::size_t count,
+                                                      DType dtype) {
+  std::mt19937_64 rng(seed);
+  std::vector<std::vector<unsigned char>> inputs;
+  for (int r = 0; r < world_size; ++r) {
+    std::vector<unsigned char> bytes(count * dtype_size(dtype));
+    if (dtype == DType::f32) {
+      auto v = random_f32(rng, count);
+      std::memcpy(bytes.data(), v.data(), bytes.size());
+    } else {
+      auto v = random_half_bits(rng, count, dtype);
+      std::memcpy(bytes.data(), v.data(), bytes.size());
+    }
+    inputs.push_back(std::move(bytes));
+  }
+  return inputs;
+}
+
+float load(const std::vector<unsigned char>& b, std::size_t i, DType dtype) {
+  if (dtype == DType::f32) {
+    float f;
+    std::memcpy(&f, b.data() + 4 * i, 4);
+    return f;
+  }
+  std::uint16_t h;
+  std::memcpy(&h, b.data() + 2 * i, 2);
+  return dtype == DType::bf16 ? bf16_to_float(h) : f16_to_float(h);
+}
+
+// The spec: a plain loop, fp32 accumulation in rank order, one rounding.
+std::vector<unsigned char> serial_sum(const std::vector<std::vector<unsigned char>>& inputs, std::size_t count,
+                                      DType dtype) {
+  std::vector<unsigned char> out(count * dtype_size(dtype));
+  for (std::size_t i = 0; i < count; ++i) {
+    float acc = load(inputs[0], i, dtype);
+    for (std::size_t r = 1; r < inputs.size(); ++r) acc += load(inputs[r], i, dtype);
+    if (dtype == DType::f32) {
+      std::memcpy(out.data() + 4 * i, &acc, 4);
+    } else {
+      const std::uint16_t h = dtype == DType::bf16 ? float_to_bf16(acc) : float_to_f16(acc);
+      std::memcpy(out.data() + 2 * i, &h, 2);
+    }
+  }
+  return out;
+}
+
+struct ShmParam {
+  int world_size;
+  DType dtype;
+};
+
+class ShmAllReduce : public ::testing::TestWithParam<ShmParam> {};
+
+// Slots of 4 KiB: the larger counts below span several chunks.
+constexpr std::size_t kSlotBytes = 4096;
+
+TEST_P(ShmAllReduce, BitwiseEqualToSerialSumInRankOrder) {
+  const auto [world_size, dtype] = GetParam();
+  const std::size_t elem = dtype_size(dtype);
+  // 1 element, sizes that are not a multiple of 16 bytes, exactly one slot, several slots + a tail.
+  const std::vector<std::size_t> counts = {1, 7, 333, kSlotBytes / elem, 3 * kSlotBytes / elem + 5};
+  const std::uint64_t seed = std::random_device{}();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::vector<std::vector<std::vector<unsigned char>>> inputs;
+  for (std::size_t c = 0; c < counts.size(); ++c) inputs.push_back(random_inputs(seed + c, world_size, counts[c], dtype));
+  std::vector<std::vector<std::vector<unsigned char>>> outputs(counts.size(),
+                                                              std::vector<std::vector<unsigned char>>(world_size));
+
+  run_ranks(world_size, [&](int rank, Bootstrap& bootstrap) {
+    CommOptions options;
+    options.max_bytes = kSlotBytes;
+    options.timeout_s = 20;
+    auto comm = make_communicator("shm", bootstrap, options);
+    ASSERT_EQ(comm->name(), "shm");
+    ASSERT_EQ(comm->rank(), rank);
+    ASSERT_EQ(comm->size(), world_size);
+    ASSERT_GE(comm->memory_bytes(), kSlotBytes * static_cast<std::size_t>(world_size));
+    for (std::size_t c = 0; c < counts.size(); ++c) {
+      auto& out = outputs[c][static_cast<std::size_t>(rank)];
+      out.assign(counts[c] * elem, 0xAB);
+      comm->all_reduce(inputs[c][static_cast<std::size_t>(rank)].data(), out.data(), counts[c], dtype, nullptr);
+    }
+  });
+
+  for (std::size_t c = 0; c < counts.size(); ++c) {
+    const auto expected = serial_sum(inputs[c], counts[c], dtype);
+    for (int r = 0; r < world_size; ++r) {
+      const auto& got = outputs[c][static_cast<std::size_t>(r)];
+      ASSERT_EQ(got.size(), expected.size());
+      std::size_t first_diff = got.size();
+      for (std::size_t i = 0; i < got.size(); ++i) {
+        if (got[i] != expected[i]) {
+          first_diff = i;
+          break;
+        }
+      }
+      EXPECT_EQ(first_diff, got.size()) << "count " << counts[c] << ", rank " << r << ": first differing byte "
+                                        << first_diff << " (element " << first_diff / elem << ")";
+    }
+  }
+}
+
+TEST_P(ShmAllReduce, InPlaceMatchesOutOfPlace) {
+  const auto [world_size, dtype] = GetParam();
+  const std::size_t count = 2 * kSlotBytes / dtype_size(dtype) + 3;
+  const auto inputs = random_inputs(std::random_device{}(), world_size, count, dtype);
+  const auto expected = serial_sum(inputs, count, dtype);
+  std::vector<std::vector<unsigned char>> buffers = inputs;
+  run_ranks(world_size, [&](int rank, Bootstrap& bootstrap) {
+    CommOptions options;
+    options.max_bytes = kSlotBytes;
+    auto comm = make_communicator("shm", bootstrap, options);
+    auto& b = buffers[static_cast<std::size_t>(rank)];
+    comm->all_reduce(b.data(), b.data(), count, dtype, nullptr);
+  });
+  for (int r = 0; r < world_size; ++r) EXPECT_TRUE(buffers[static_cast<std::size_t>(r)] == expected) << "rank " << r;
+}
+
+TEST_P(ShmAllReduce, AllGatherConcatenatesInRankOrder) {
+  const auto [world_size, dtype] = GetParam();
+  const std::size_t elem = dtype_size(dtype);
+  const std::size_t count = kSlotBytes / elem + 9;  // more than one slot, not a multiple of 16 bytes
+  const auto inputs = random_inputs(std::random_device{}(), world_size, count, dtype);
+  std::vector<unsigned char> expected;
+  for (const auto& in : inputs) expected.insert(expected.end(), in.begin(), in.end());
+  std::vector<std::vector<unsigned char>> outputs(static_cast<std::size_t>(world_size));
+  run_ranks(world_size, [&](int rank, Bootstrap& bootstrap) {
+    CommOptions options;
+    options.max_bytes = kSlotBytes;
+    auto comm = make_communicator("shm", bootstrap, options);
+    auto& out = outputs[static_cast<std::size_t>(rank)];
+    out.assign(expected.size(), 0);
+    comm->all_gather(inputs[static_cast<std::size_t>(rank)].data(), out.data(), count, dtype, nullptr);
+    comm->barrier();
+  });
+  for (int r = 0; r < world_size; ++r) EXPECT_TRUE(outputs[static_cast<std::size_t>(r)] == expected) << "rank " << r;
+}
+
+std::string param_name(const ::testing::TestParamInfo<ShmParam>& info) {
+  return std::string(dtype_name(info.param.dtype)) + "_" + std::to_string(info.param.world_size) + "ranks";
+}
+
+INSTANTIATE_TEST_SUITE_P(Shm, ShmAllReduce,
+                         ::testing::Values(ShmParam{1, DType::f32}, ShmParam{2, DType::f32}, ShmParam{3, DType::f32},
+                                           ShmParam{4, DType::f32}, ShmParam{1, DType::bf16}, ShmParam{2, DType::bf16},
+                                           ShmParam{3, DType::bf16}, ShmParam{4, DType::bf16}, ShmParam{2, DType::f16},
+                                           ShmParam{4, DType::f16}),
+                         param_name);
+
+// A rank that never calls the collective: the others fail within the timeout, naming it.
+TEST(ShmCommunicator, MissingRankTimesOutNamingIt) {
+  std::vector<std::string> errors(3);
+  run_ranks(3, [&](int rank, Bootstrap& bootstrap) {
+    CommOptions options;
+    options.max_bytes = 256;
+    options.timeout_s = 0.3;
+    auto comm = make_communicator("shm", bootstrap, options);
+    if (rank == 2) return;  // rank 2 skips the all_reduce
+    std::vector<float> buf(10, 1.0f);
+    try {
+      comm->all_reduce(buf.data(), buf.data(), buf.size(), DType::f32, nullptr);
+    } catch (const Error& e) {
+      errors[static_cast<std::size_t>(rank)] = e.what();
+    }
+  });
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_NE(errors[static_cast<std::size_t>(r)].find("rank 2 did not arrive within 0.3 s"), std::string::npos)
+        << errors[static_cast<std::size_t>(r)];
+  }
+}
+
+// Every rank has unlinked nothing it did not need: after construction the name is gone.
+TEST(ShmCommunicator, SegmentNameIsRemovedOnceMapped) {
+  std::string group_id;
+  run_ranks(2, [&](int rank, Bootstrap& bootstrap) {
+    if (rank == 0) group_id = bootstrap.group_id();
+    CommOptions options;
+    options.max_bytes = 1024;
+    auto comm = make_communicator("shm", bootstrap, options);
+    comm->barrier();
+  });
+  ASSERT_FALSE(group_id.empty());
+  // /dev/shm is where glibc's shm_open puts names on Linux.
+  for (const auto& entry : std::filesystem::directory_iterator("/dev/shm")) {
+    EXPECT_EQ(entry.path().filename().string().find(group_id), std::string::npos) << entry.path();
+  }
+}
+
+}  // namespace
+}  // namespace tpb
