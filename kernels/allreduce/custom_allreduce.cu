@@ -1,0 +1,325 @@
+// Custom CUDA-IPC allreduce kernels: one-shot and two-shot (see tpb/kernels/allreduce.h for
+// the shared layout, tpb/kernels/allreduce_ref.h for the arithmetic they must match).
+//
+// Why this shape:
+// - The input is copied into this rank's own IPC buffer INSIDE the kernel (one launch, no
+//   separate memcpy, graph-safe because the buffer never moves).
+// - Barriers are per block: block b only reads peer data that block b of each peer wrote,
+//   because every stage maps 16-byte packs to blocks the same way on every rank. A block
+//   publishes with st.release.sys after __syncthreads (cumulative over the block's writes)
+//   and waits with ld.acquire.sys; this is the pattern vLLM, SGLang and TensorRT-LLM use.
+// - Flags grow by one per barrier per block (counter[b]) and are compared wrap-safely, so no
+//   reset is needed between calls and a captured graph replays correctly.
+// - No end barrier: data buffers alternate by call parity (call_count, bumped by the last
+//   block of each kernel). A peer can only overwrite the buffer half we read in call k once
+//   it has passed a barrier of call k+1 with us, and our call k+1 starts only after our whole
+//   call-k kernel finished (stream order). This saves one NVLink round trip per call.
+// - Spin-waits are bounded by the global nanosecond timer; on timeout the block records the
+//   error (own signal + host-mapped int) and exits; later kernels see `failed` and return.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include "tpb/cuda_check.h"
+#include "tpb/kernels/allreduce.h"
+
+namespace tpb {
+namespace {
+
+// ---- memory-model primitives ------------------------------------------------------------
+
+__device__ __forceinline__ void st_release_sys(std::uint32_t* addr, std::uint32_t v) {
+  asm volatile("st.release.sys.global.u32 [%0], %1;" ::"l"(addr), "r"(v) : "memory");
+}
+
+__device__ __forceinline__ std::uint32_t ld_acquire_sys(const std::uint32_t* addr) {
+  std::uint32_t v;
+  asm volatile("ld.acquire.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(addr) : "memory");
+  return v;
+}
+
+__device__ __forceinline__ std::uint64_t global_timer_ns() {
+  std::uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+// ---- element conversions (fp32 accumulate, round once: RNE like the CPU reference) -------
+
+template <typename T> __device__ __forceinline__ float to_f32(T v);
+template <> __device__ __forceinline__ float to_f32<float>(float v) { return v; }
+template <> __device__ __forceinline__ float to_f32<__half>(__half v) { return __half2float(v); }
+template <> __device__ __forceinline__ float to_f32<__nv_bfloat16>(__nv_bfloat16 v) { return __bfloat162float(v); }
+
+template <typename T> __device__ __forceinline__ T from_f32(float v);
+template <> __device__ __forceinline__ float from_f32<float>(float v) { return v; }
+template <> __device__ __forceinline__ __half from_f32<__half>(float v) { return __float2half_rn(v); }
+template <> __device__ __forceinline__ __nv_bfloat16 from_f32<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
+
+// One 16-byte pack: 8 bf16/fp16 or 4 fp32.
+template <typename T>
+union Pack {
+  static constexpr int kElems = 16 / sizeof(T);
+  uint4 v;
+  T e[kElems];
+};
+
+// Loads pack p of a user buffer: one 16-byte load when aligned and whole, else per element
+// (tail or misaligned pointer), zero-filling past `count`.
+template <typename T>
+__device__ __forceinline__ uint4 load_user_pack(const T* in, std::size_t p, std::size_t count, bool aligned) {
+  constexpr int E = Pack<T>::kElems;
+  Pack<T> x;
+  const std::size_t first = p * E;
+  if (aligned && first + E <= count) {
+    x.v = reinterpret_cast<const uint4*>(in)[p];
+  } else {
+#pragma unroll
+    for (int j = 0; j < E; ++j) x.e[j] = first + j < count ? in[first + j] : from_f32<T>(0.f);
+  }
+  return x.v;
+}
+
+template <typename T>
+__device__ __forceinline__ void store_user_pack(T* out, std::size_t p, std::size_t count, bool aligned, uint4 v) {
+  constexpr int E = Pack<T>::kElems;
+  Pack<T> x;
+  x.v = v;
+  const std::size_t first = p * E;
+  if (aligned && first + E <= count) {
+    reinterpret_cast<uint4*>(out)[p] = v;
+  } else {
+#pragma unroll
+    for (int j = 0; j < E; ++j)
+      if (first + j < count) out[first + j] = x.e[j];
+  }
+}
+
+// Sum of pack p over all ranks' buffers, in rank order 0..W-1, fp32, rounded once.
+template <typename T, int W>
+__device__ __forceinline__ uint4 reduce_pack(const uint4* const* bufs, std::size_t p) {
+  constexpr int E = Pack<T>::kElems;
+  Pack<T> in[W];
+#pragma unroll
+  for (int r = 0; r < W; ++r) in[r].v = bufs[r][p];  // W independent loads in flight
+  Pack<T> out;
+#pragma unroll
+  for (int j = 0; j < E; ++j) {
+    float acc = to_f32(in[0].e[j]);
+#pragma unroll
+    for (int r = 1; r < W; ++r) acc += to_f32(in[r].e[j]);
+    out.e[j] = from_f32<T>(acc);
+  }
+  return out.v;
+}
+
+struct BlockState {
+  std::uint32_t flag;  // last barrier flag used by this block
+  int failed;          // a barrier timed out (or the communicator failed earlier)
+};
+
+// Per-block barrier across ranks. Returns false (in every thread) on timeout.
+template <int W>
+__device__ bool block_barrier(const AllreduceLaunch& a, BlockState& s) {
+  __shared__ int timed_out;
+  if (threadIdx.x == 0) timed_out = 0;
+  const std::uint32_t flag = ++s.flag;
+  __syncthreads();  // the block's writes so far happen before the release below
+  if (threadIdx.x < W) {
+    const int peer = threadIdx.x;
+    st_release_sys(&a.signals[peer]->sync[blockIdx.x][a.rank], flag);
+    const std::uint32_t* mine = &a.signals[a.rank]->sync[blockIdx.x][peer];
+    const std::uint64_t start = global_timer_ns();
+    while (static_cast<std::int32_t>(ld_acquire_sys(mine) - flag) < 0) {
+      if (global_timer_ns() - start > a.timeout_ns) {
+        timed_out = 1;
+        atomicExch(&a.signals[a.rank]->failed, static_cast<std::uint32_t>(kAllreduceErrorTimeout));
+        *reinterpret_cast<volatile int*>(a.host_error) = kAllreduceErrorTimeout;
+        __threadfence_system();
+        break;
+      }
+    }
+  }
+  __syncthreads();
+  return timed_out == 0;
+}
+
+// Reads this block's flag counter, the call parity and the failed state.
+__device__ void block_begin(const AllreduceLaunch& a, BlockState& s, std::uint32_t& parity) {
+  __shared__ std::uint32_t sh[3];
+  if (threadIdx.x == 0) {
+    const AllreduceSignal* self = a.signals[a.rank];
+    sh[0] = self->counter[blockIdx.x];
+    sh[1] = self->call_count & 1u;
+    sh[2] = self->failed;
+  }
+  __syncthreads();
+  s.flag = sh[0];
+  parity = sh[1];
+  s.failed = sh[2] != 0;
+}
+
+// Stores the block's flag counter; the last block of the grid bumps the call count.
+__device__ void block_end(const AllreduceLaunch& a, const BlockState& s) {
+  if (threadIdx.x != 0) return;
+  AllreduceSignal* self = a.signals[a.rank];
+  self->counter[blockIdx.x] = s.flag;
+  __threadfence();
+  if (atomicAdd(&self->blocks_done, 1u) == gridDim.x - 1) {
+    self->blocks_done = 0;
+    self->call_count += 1;  // every block of this call has read call_count already
+  }
+}
+
+template <typename T, int W>
+__global__ void __launch_bounds__(kAllreduceThreads) one_shot_kernel(AllreduceLaunch a, std::size_t npacks) {
+  BlockState s;
+  std::uint32_t parity;
+  block_begin(a, s, parity);
+  if (s.failed) return;
+  const uint4* bufs[W];
+#pragma unroll
+  for (int r = 0; r < W; ++r)
+    bufs[r] = reinterpret_cast<const uint4*>(static_cast<const char*>(a.buffers[r]) + parity * a.buffer_bytes);
+  uint4* mine = reinterpret_cast<uint4*>(static_cast<char*>(a.buffers[a.rank]) + parity * a.buffer_bytes);
+  const T* in = static_cast<const T*>(a.in);
+  T* out = static_cast<T*>(a.out);
+  const bool in_aligned = (reinterpret_cast<std::uintptr_t>(in) & 15) == 0;
+  const bool out_aligned = (reinterpret_cast<std::uintptr_t>(out) & 15) == 0;
+  const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
+  const std::size_t first = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+
+  for (std::size_t p = first; p < npacks; p += stride) mine[p] = load_user_pack(in, p, a.count, in_aligned);
+  if (!block_barrier<W>(a, s)) return;
+  for (std::size_t p = first; p < npacks; p += stride)
+    store_user_pack(out, p, a.count, out_aligned, reduce_pack<T, W>(bufs, p));
+  block_end(a, s);
+}
+
+template <typename T, int W>
+__global__ void __launch_bounds__(kAllreduceThreads) two_shot_kernel(AllreduceLaunch a, std::size_t npacks) {
+  BlockState s;
+  std::uint32_t parity;
+  block_begin(a, s, parity);
+  if (s.failed) return;
+  const uint4* bufs[W];
+#pragma unroll
+  for (int r = 0; r < W; ++r)
+    bufs[r] = reinterpret_cast<const uint4*>(static_cast<const char*>(a.buffers[r]) + parity * a.buffer_bytes);
+  uint4* mine = reinterpret_cast<uint4*>(static_cast<char*>(a.buffers[a.rank]) + parity * a.buffer_bytes);
+  const T* in = static_cast<const T*>(a.in);
+  T* out = static_cast<T*>(a.out);
+  const bool in_aligned = (reinterpret_cast<std::uintptr_t>(in) & 15) == 0;
+  const bool out_aligned = (reinterpret_cast<std::uintptr_t>(out) & 15) == 0;
+  const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
+  const std::size_t first = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const std::size_t slice = (npacks + W - 1) / W;  // packs per rank's slice (last may be short)
+
+  // Stage 1: copy the input, slice by slice with the in-slice mapping used by stages 2 and 3.
+#pragma unroll
+  for (int r = 0; r < W; ++r)
+    for (std::size_t q = first; q < slice; q += stride) {
+      const std::size_t p = r * slice + q;
+      if (p < npacks) mine[p] = load_user_pack(in, p, a.count, in_aligned);
+    }
+  if (!block_barrier<W>(a, s)) return;
+  // Stage 2: reduce this rank's slice from every rank; the result goes to the output and,
+  // in place, to this rank's buffer (no peer reads this slice of ours during stage 2).
+  for (std::size_t q = first; q < slice; q += stride) {
+    const std::size_t p = a.rank * slice + q;
+    if (p < npacks) {
+      const uint4 sum = reduce_pack<T, W>(bufs, p);
+      mine[p] = sum;
+      store_user_pack(out, p, a.count, out_aligned, sum);
+    }
+  }
+  if (!block_barrier<W>(a, s)) return;
+  // Stage 3: gather the other ranks' reduced slices.
+#pragma unroll
+  for (int r = 0; r < W; ++r) {
+    if (r == a.rank) continue;
+    for (std::size_t q = first; q < slice; q += stride) {
+      const std::size_t p = r * slice + q;
+      if (p < npacks) store_user_pack(out, p, a.count, out_aligned, bufs[r][p]);
+    }
+  }
+  block_end(a, s);
+}
+
+__global__ void selftest_kernel(AllreduceLaunch a, std::uint32_t value) {
+  const int peer = threadIdx.x;
+  if (peer < a.world && peer != a.rank) st_release_sys(&a.signals[peer]->selftest[a.rank], value);
+}
+
+template <typename T, int W>
+void launch_typed(AllreduceAlgo algo, const AllreduceLaunch& a, cudaStream_t stream) {
+  constexpr int E = Pack<T>::kElems;
+  const std::size_t npacks = (a.count + E - 1) / E;
+  const std::size_t work = algo == AllreduceAlgo::one_shot ? npacks : (npacks + W - 1) / W;
+  std::size_t blocks = (work + kAllreduceThreads - 1) / kAllreduceThreads;
+  if (blocks < 1) blocks = 1;
+  if (blocks > static_cast<std::size_t>(a.max_blocks)) blocks = a.max_blocks;
+  if (algo == AllreduceAlgo::one_shot)
+    one_shot_kernel<T, W><<<static_cast<unsigned>(blocks), kAllreduceThreads, 0, stream>>>(a, npacks);
+  else
+    two_shot_kernel<T, W><<<static_cast<unsigned>(blocks), kAllreduceThreads, 0, stream>>>(a, npacks);
+  TPB_CUDA_CHECK_LAUNCH();
+}
+
+template <typename T>
+void launch_world(AllreduceAlgo algo, const AllreduceLaunch& a, cudaStream_t stream) {
+  switch (a.world) {
+    case 2: return launch_typed<T, 2>(algo, a, stream);
+    case 4: return launch_typed<T, 4>(algo, a, stream);
+    case 6: return launch_typed<T, 6>(algo, a, stream);
+    case 8: return launch_typed<T, 8>(algo, a, stream);
+    default: TPB_FAIL("custom allreduce has no kernel for world size " << a.world);
+  }
+}
+
+}  // namespace
+
+std::size_t allreduce_allocation_bytes(std::size_t buffer_bytes) {
+  return sizeof(AllreduceSignal) + 2 * buffer_bytes;
+}
+
+bool allreduce_world_supported(int world) { return world == 2 || world == 4 || world == 6 || world == 8; }
+
+void launch_custom_allreduce(AllreduceAlgo algo, const AllreduceLaunch& a, void* stream) {
+  TPB_CHECK(allreduce_world_supported(a.world), "custom allreduce: world size " << a.world << " unsupported");
+  TPB_CHECK(a.rank >= 0 && a.rank < a.world, "custom allreduce: rank " << a.rank << " of " << a.world);
+  TPB_CHECK(a.buffer_bytes % 16 == 0, "custom allreduce: buffer_bytes must be a multiple of 16");
+  const std::size_t padded_bytes = (a.count * dtype_size(a.dtype) + 15) / 16 * 16;
+  TPB_CHECK(padded_bytes <= a.buffer_bytes, "custom allreduce: message of " << padded_bytes
+                                                << " bytes exceeds the registered buffer of " << a.buffer_bytes);
+  TPB_CHECK(a.max_blocks >= 1 && a.max_blocks <= kAllreduceMaxBlocks, "custom allreduce: max_blocks " << a.max_blocks);
+  if (a.count == 0) return;
+  auto s = static_cast<cudaStream_t>(stream);
+  switch (a.dtype) {
+    case DType::bf16: return launch_world<__nv_bfloat16>(algo, a, s);
+    case DType::f16: return launch_world<__half>(algo, a, s);
+    case DType::f32: return launch_world<float>(algo, a, s);
+  }
+}
+
+void launch_allreduce_selftest(AllreduceSignal* const* signals, int rank, int world, std::uint32_t value,
+                               void* stream) {
+  AllreduceLaunch a;
+  a.rank = rank;
+  a.world = world;
+  for (int r = 0; r < world; ++r) a.signals[r] = signals[r];
+  selftest_kernel<<<1, kAllreduceMaxRanks, 0, static_cast<cudaStream_t>(stream)>>>(a, value);
+  TPB_CUDA_CHECK_LAUNCH();
+}
+
+const char* allreduce_error_text(int code) {
+  switch (code) {
+    case 0: return "no error";
+    case kAllreduceErrorTimeout:
+      return "a peer rank never arrived at a custom-allreduce barrier within the timeout (peer process "
+             "dead, hung, or calling collectives in a different order)";
+    default: return "unknown custom-allreduce error code";
+  }
+}
+
+}  // namespace tpb

@@ -1,0 +1,57 @@
+// NcclCommunicator: the "nccl" backend. One process per GPU; the unique id travels through
+// the launcher's Bootstrap. The communicator is non-blocking (ncclConfig_t.blocking = 0) so
+// that every wait on a peer is a poll loop bounded by CommOptions::timeout_s: a peer that
+// never arrives ends in ncclCommAbort and a tpb::Error naming the step, never a hang.
+#pragma once
+
+#include <nccl.h>
+
+#include <cstddef>
+#include <string>
+
+#include "reference_engine/comm/bootstrap.h"
+#include "reference_engine/comm/communicator.h"
+#include "reference_engine/comm/factory.h"
+
+namespace tpb {
+
+class NcclCommunicator final : public Communicator {
+ public:
+  NcclCommunicator(Bootstrap& bootstrap, const CommOptions& options);
+  ~NcclCommunicator() override;
+  NcclCommunicator(const NcclCommunicator&) = delete;
+  NcclCommunicator& operator=(const NcclCommunicator&) = delete;
+
+  void all_reduce(const void* in, void* out, std::size_t count, DType dtype, void* stream) override;
+  void all_gather(const void* in, void* out, std::size_t count_per_rank, DType dtype, void* stream) override;
+  void barrier() override;
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  std::string name() const override { return "nccl"; }
+  // Device memory NCCL took for this communicator: free memory before init minus after init
+  // and one warm-up collective (NCCL allocates its channel buffers lazily), bytes.
+  std::size_t memory_bytes() const override { return memory_bytes_; }
+
+  // Throws if NCCL reported an asynchronous error (a peer failed, a network error).
+  void check_async_error(const char* what);
+  // Waits (polling) until the last enqueue finished its asynchronous part; aborts on timeout.
+  void wait_ready(const char* what);
+
+ private:
+  [[noreturn]] void abort_and_fail(const std::string& why);
+
+  ncclComm_t comm_ = nullptr;
+  int rank_ = 0;
+  int size_ = 0;
+  int device_ = 0;
+  double timeout_s_ = 60.0;
+  void* barrier_stream_ = nullptr;  // cudaStream_t for barrier()'s collective
+  void* scratch_ = nullptr;         // 16 bytes of device memory for barrier()
+  std::size_t memory_bytes_ = 0;
+  bool aborted_ = false;
+};
+
+// "2.28.9" for the NCCL library loaded at run time.
+std::string nccl_runtime_version();
+
+}  // namespace tpb
