@@ -1,0 +1,349 @@
+"""Reading and validating a results folder: results.jsonl (one case per line) and run.json.
+
+The record format is ARCHITECTURE.md's "Results record". Validation is strict about what
+the rest of the report relies on (each line one JSON object; case_id and status present,
+status one of the four the spec names; the known sections having the right JSON type) and
+tolerant of everything else: optional keys may be missing or null and unknown keys are
+kept. Every problem is raised as ReportInputError naming the file, the line and the JSON
+path, so `tpbench report` can print one clear line and exit 2.
+"""
+
+import json
+import math
+import os
+
+STATUSES = ("ok", "infeasible", "failed", "skipped")
+
+
+class ReportInputError(Exception):
+    """Bad input (a malformed results file or run.json); the CLI exits 2."""
+
+
+def _type_name(value):
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, (int, float)):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    return "object"
+
+
+def is_number(value):
+    """A JSON number that can be plotted (not a boolean, not NaN/inf)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+class _Validator:
+    def __init__(self, where):
+        self.where = where  # "<file>:<line>"
+
+    def fail(self, path, expected, value):
+        raise ReportInputError(
+            f"{self.where}: {path}: expected {expected}, got {_type_name(value)} {_short(value)}")
+
+    def expect(self, obj, key, path, kinds, required=False):
+        """obj[key] must be one of kinds ("object", "array", "string", "number", "boolean",
+        "null"); a missing key is fine unless required."""
+        if key not in obj:
+            if required:
+                raise ReportInputError(f"{self.where}: {path}: required key missing")
+            return None
+        value = obj[key]
+        actual = _type_name(value)
+        if actual not in kinds:
+            self.fail(path, " or ".join(kinds), value)
+        return value
+
+
+def _short(value):
+    text = json.dumps(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def validate_record(rec, where):
+    """Checks one parsed record; raises ReportInputError with the JSON path of the problem."""
+    v = _Validator(where)
+    if not isinstance(rec, dict):
+        v.fail("$", "a JSON object (one case per line)", rec)
+    v.expect(rec, "case_id", "$.case_id", ("string",), required=True)
+    status = v.expect(rec, "status", "$.status", ("string",), required=True)
+    if status not in STATUSES:
+        raise ReportInputError(
+            f"{where}: $.status: expected one of {', '.join(STATUSES)}, got {_short(status)}")
+    v.expect(rec, "params", "$.params", ("object",), required=True)
+    v.expect(rec, "label", "$.label", ("string", "null"))
+    v.expect(rec, "error", "$.error", ("string", "null", "object"))
+    plan = v.expect(rec, "plan", "$.plan", ("object", "null"))
+    if plan:
+        bd = v.expect(plan, "breakdown", "$.plan.breakdown", ("object", "null"))
+        for term, value in (bd or {}).items():
+            if not is_number(value):
+                v.fail(f"$.plan.breakdown.{term}", "a number of bytes", value)
+        v.expect(plan, "max_tokens", "$.plan.max_tokens", ("number", "null"))
+        v.expect(plan, "feasible", "$.plan.feasible", ("boolean", "null"))
+    v.expect(rec, "memory", "$.memory", ("object", "array", "null"))
+    lat = v.expect(rec, "latency", "$.latency", ("object", "null"))
+    if lat:
+        for key in ("p50", "p90", "p99", "mean"):
+            v.expect(lat, key, f"$.latency.{key}", ("number", "null"))
+        samples = v.expect(lat, "samples_us", "$.latency.samples_us", ("array", "null"))
+        for i, s in enumerate(samples or []):
+            if not is_number(s):
+                v.fail(f"$.latency.samples_us[{i}]", "a number (microseconds)", s)
+    tput = v.expect(rec, "throughput", "$.throughput", ("object", "null"))
+    for key, value in (tput or {}).items():
+        v.expect(tput, key, f"$.throughput.{key}", ("number", "null", "object"))
+    checks = v.expect(rec, "checks", "$.checks", ("object", "null"))
+    for name, check in (checks or {}).items():
+        if not isinstance(check, dict):
+            v.fail(f"$.checks.{name}", "an object {status, detail, ...}", check)
+        v.expect(check, "status", f"$.checks.{name}.status", ("string",), required=True)
+        for key in ("max_abs", "rel_l2"):
+            v.expect(check, key, f"$.checks.{name}.{key}", ("number", "null"))
+    baseline = v.expect(rec, "baseline", "$.baseline", ("object", "null"))
+    for metric, entry in (baseline or {}).items():
+        if not isinstance(entry, dict):
+            v.fail(f"$.baseline.{metric}", "an object {verdict, ratio, ...}", entry)
+        v.expect(entry, "verdict", f"$.baseline.{metric}.verdict", ("string",), required=True)
+        for key in ("ratio", "ci_low", "ci_high", "p_value"):
+            v.expect(entry, key, f"$.baseline.{metric}.{key}", ("number", "null"))
+    v.expect(rec, "provenance", "$.provenance", ("object", "null"))
+    return rec
+
+
+def load_results(path):
+    """Returns the records of results.jsonl in file order, each with "_line" (1-based) added.
+    Blank lines are skipped (a crash may leave a trailing newline); anything else must be a
+    valid record."""
+    if not os.path.isfile(path):
+        raise ReportInputError(f"{path}: no such file (expected the results.jsonl of a run)")
+    records = []
+    with open(path, encoding="utf-8") as f:
+        for number, line in enumerate(f, start=1):
+            if not line.strip():
+                continue
+            where = f"{path}:{number}"
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError as err:
+                raise ReportInputError(
+                    f"{where}: not valid JSON ({err.msg} at column {err.colno}); "
+                    "expected one JSON object per line") from None
+            validate_record(rec, where)
+            rec["_line"] = number
+            records.append(rec)
+    return records
+
+
+def load_run(path):
+    """run.json (provenance, scenario, case list); {} when the file does not exist."""
+    if not os.path.isfile(path):
+        return {}
+    try:
+        with open(path, encoding="utf-8") as f:
+            run = json.load(f)
+    except json.JSONDecodeError as err:
+        raise ReportInputError(
+            f"{path}:{err.lineno}: not valid JSON ({err.msg} at column {err.colno})") from None
+    if not isinstance(run, dict):
+        raise ReportInputError(f"{path}: $: expected an object, got {_type_name(run)}")
+    v = _Validator(path)
+    v.expect(run, "provenance", "$.provenance", ("object", "null"))
+    v.expect(run, "scenario", "$.scenario", ("object", "null"))
+    v.expect(run, "cases", "$.cases", ("array", "null"))
+    v.expect(run, "fixture", "$.fixture", ("boolean", "null"))
+    return run
+
+
+# ---- tolerant accessors used by every section ----------------------------------------
+
+def param(rec, name, default=None):
+    return rec.get("params", {}).get(name, default)
+
+
+def label(rec):
+    """A human label: the record's own, else its non-default params."""
+    text = rec.get("label")
+    if isinstance(text, str) and text:
+        return text
+    params = rec.get("params", {})
+    return " ".join(f"{k}={params[k]}" for k in sorted(params)) or rec["case_id"]
+
+
+def backend(rec):
+    value = param(rec, "allreduce")
+    return str(value) if value is not None else "-"
+
+
+def latency(rec, key="p50"):
+    lat = rec.get("latency") or {}
+    value = lat.get(key)
+    return value if is_number(value) else None
+
+
+def _rank_results(rec):
+    for key in ("ranks", "rank_results"):
+        ranks = rec.get(key)
+        if isinstance(ranks, list):
+            return [r for r in ranks if isinstance(r, dict)]
+    return []
+
+
+def metric(rec, name):
+    """A throughput-like metric: from throughput, then metrics, then rank 0's metrics."""
+    for section in (rec.get("throughput"), rec.get("metrics")):
+        if isinstance(section, dict) and is_number(section.get(name)):
+            return section[name]
+    for rank in _rank_results(rec):
+        metrics = rank.get("metrics")
+        if isinstance(metrics, dict) and is_number(metrics.get(name)):
+            return metrics[name]
+    return None
+
+
+def message_bytes(rec):
+    value = param(rec, "message_bytes")
+    if is_number(value):
+        return value
+    value = metric(rec, "bytes")
+    return value if is_number(value) else None
+
+
+def is_allreduce(rec):
+    workload = rec.get("workload") or param(rec, "workload")
+    return workload == "allreduce" or message_bytes(rec) is not None
+
+
+# Memory terms in stacking order; aliases map what a planner or meter may call them.
+MEMORY_TERMS = ("weights", "comm_buffers", "graph_pool", "activations", "kv_cache", "other")
+MEMORY_TERM_LABELS = {
+    "weights": "weights",
+    "comm_buffers": "communicator buffers",
+    "graph_pool": "CUDA-graph pool",
+    "activations": "activations",
+    "kv_cache": "KV cache",
+    "other": "other",
+}
+_ALIASES = {
+    "weights": "weights", "weight": "weights", "model_weights": "weights",
+    "comm_buffers": "comm_buffers", "comm": "comm_buffers", "communicator": "comm_buffers",
+    "communicator_buffers": "comm_buffers", "comm_buffer": "comm_buffers",
+    "graph_pool": "graph_pool", "cuda_graph": "graph_pool", "graph": "graph_pool",
+    "cuda_graph_pool": "graph_pool", "graphs": "graph_pool",
+    "activations": "activations", "activation": "activations",
+    "activation_peak": "activations", "activations_peak": "activations",
+    "kv_cache": "kv_cache", "kv": "kv_cache", "kvcache": "kv_cache",
+}
+# Keys in a breakdown that are totals or limits, not a term that occupies memory.
+_NOT_TERMS = ("total", "avail", "free", "rest", "slack", "limit", "budget", "capacity",
+              "device", "reserved_fraction")
+
+
+def canonical_term(key):
+    """The stacking term a breakdown key belongs to, or None when it is not a term."""
+    k = key.lower()
+    for suffix in ("_bytes", "_b"):
+        if k.endswith(suffix):
+            k = k[: -len(suffix)]
+    if k in _ALIASES:
+        return _ALIASES[k]
+    if any(word in k for word in _NOT_TERMS):
+        return None
+    return "other"
+
+
+def normalize_breakdown(breakdown):
+    """{term: bytes} with canonical terms (unknown terms summed into "other")."""
+    out = {}
+    for key, value in (breakdown or {}).items():
+        term = canonical_term(key)
+        if term is not None and is_number(value):
+            out[term] = out.get(term, 0) + value
+    return out
+
+
+def plan_breakdown(rec):
+    plan = rec.get("plan") or {}
+    return normalize_breakdown(plan.get("breakdown"))
+
+
+def _phase_used(phases, word):
+    for name, value in phases.items():
+        if word in name.lower() and isinstance(value, dict) and is_number(value.get("used_bytes")):
+            return value["used_bytes"]
+    return None
+
+
+def _derived_breakdown(phases):
+    """Breakdown from the meter's phases when no explicit breakdown was recorded: each term
+    is the growth of used memory between the phases that allocate it."""
+    order = [("init", None), ("comm", "comm_buffers"), ("weights", "weights"),
+             ("kv", "kv_cache"), ("peak", "activations")]
+    out, previous = {}, None
+    for word, term in order:
+        used = _phase_used(phases, word)
+        if used is None:
+            continue
+        if previous is not None and term is not None:
+            out[term] = max(0, used - previous)
+        previous = used
+    return out
+
+
+def measured_memory(rec):
+    """{rank: {"phases": {phase: {...}}, "breakdown": {term: bytes}}} from rec["memory"],
+    which may be a list (index = rank unless an entry says "rank") or an object keyed by
+    rank ("0", "1", ...), possibly under "ranks"/"per_rank"."""
+    memory = rec.get("memory")
+    if isinstance(memory, dict):
+        for key in ("ranks", "per_rank"):
+            if isinstance(memory.get(key), (list, dict)):
+                memory = memory[key]
+                break
+    entries = []
+    if isinstance(memory, list):
+        for i, entry in enumerate(memory):
+            if isinstance(entry, dict):
+                entries.append((entry.get("rank", i), entry))
+    elif isinstance(memory, dict):
+        for key, entry in memory.items():
+            rank = key[4:] if key.startswith("rank") else key
+            if rank.isdigit() and isinstance(entry, dict):
+                entries.append((int(rank), entry))
+    out = {}
+    for rank, entry in entries:
+        phases = entry.get("phases")
+        if not isinstance(phases, dict):
+            phases = {k: v for k, v in entry.items()
+                      if isinstance(v, dict) and ("used_bytes" in v or "free_bytes" in v)}
+        breakdown = normalize_breakdown(entry.get("breakdown"))
+        if not breakdown:
+            breakdown = _derived_breakdown(phases)
+        out[int(rank) if str(rank).isdigit() else rank] = {"phases": phases,
+                                                           "breakdown": breakdown}
+    return out
+
+
+def measured_kv_tokens(rec):
+    for section in (rec.get("memory"), rec.get("throughput"), rec.get("metrics")):
+        if isinstance(section, dict) and is_number(section.get("kv_tokens")):
+            return section["kv_tokens"]
+    for rank in _rank_results(rec):
+        metrics = rank.get("metrics")
+        if isinstance(metrics, dict) and is_number(metrics.get("kv_tokens")):
+            return metrics["kv_tokens"]
+    return None
+
+
+def error_text(rec):
+    err = rec.get("error")
+    if err is None:
+        return ""
+    if isinstance(err, dict):
+        return err.get("message") or json.dumps(err, sort_keys=True)
+    return str(err)

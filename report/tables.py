@@ -1,0 +1,237 @@
+"""The report's tables, built once and rendered by both html_report and markdown_report.
+
+A table is (headers, rows, classes): rows are lists of cells (str or number, None shown as
+"-"), classes a per-row CSS class ("bad", "warn" or "") that the HTML uses to highlight
+failures. Every row that carries a measured or planned number also carries its case_id, so
+each number in the report can be traced to one line of results.jsonl.
+"""
+
+import json
+
+import results_io as rio
+
+GIB = 2 ** 30
+
+
+def num(value, digits=4):
+    """A number for a table: integers as-is, others with `digits` significant digits."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float):
+        if value == int(value) and abs(value) < 1e15:
+            return int(value)
+        return float(f"{value:.{digits}g}")
+    return value
+
+
+def gib(value):
+    return None if value is None else num(value / GIB, 4)
+
+
+def text(value):
+    if value is None:
+        return None
+    if isinstance(value, (dict, list)):
+        return json.dumps(value, sort_keys=True)
+    return str(value)
+
+
+class Table:
+    def __init__(self, headers):
+        self.headers = headers
+        self.rows = []
+        self.classes = []
+
+    def add(self, row, css=""):
+        self.rows.append(row)
+        self.classes.append(css)
+
+
+def provenance(run, records):
+    """[(key, value)] flattened from run.json's provenance, else the first record's."""
+    prov = run.get("provenance")
+    source = "run.json"
+    if not isinstance(prov, dict):
+        prov = next((r["provenance"] for r in records if isinstance(r.get("provenance"), dict)), {})
+        source = "results.jsonl (first record)" if prov else "not recorded"
+    items = []
+
+    def walk(prefix, value):
+        if isinstance(value, dict) and value and prefix.split(".")[-1] not in ("topology",):
+            for key in sorted(value):
+                walk(f"{prefix}.{key}" if prefix else key, value[key])
+        elif isinstance(value, list) and all(isinstance(v, str) for v in value):
+            items.append((prefix, ", ".join(value)))
+        elif isinstance(value, bool):
+            items.append((prefix, "true" if value else "false"))
+        else:
+            items.append((prefix, text(value) if not isinstance(value, str) else value))
+
+    walk("", prov)
+    # Provenance that differs between records (a run spread over builds) is worth a line.
+    shas = {str(r["provenance"].get("git_sha")) for r in records
+            if isinstance(r.get("provenance"), dict) and "git_sha" in r["provenance"]}
+    if len(shas) > 1:
+        items.append(("WARNING", "records carry different git shas: " + ", ".join(sorted(shas))))
+    return items, source
+
+
+def run_overview(run, records):
+    scenario = run.get("scenario") if isinstance(run.get("scenario"), dict) else {}
+    items = []
+    run_ids = sorted({str(r.get("run_id")) for r in records if r.get("run_id") is not None})
+    items.append(("run_id", run.get("run_id") or ", ".join(run_ids) or None))
+    for key in ("name", "description", "workload", "device", "mode"):
+        if key in scenario:
+            items.append((f"scenario.{key}", text(scenario[key])))
+    if "sweep" in scenario:
+        items.append(("scenario.sweep", text(scenario["sweep"])))
+    if "checks" in scenario:
+        items.append(("scenario.checks", text(scenario["checks"])))
+    if run.get("unstable"):
+        items.append(("unstable", "control case drifted: regressions in this run are not trusted"))
+    planned = run.get("cases")
+    if isinstance(planned, list):
+        items.append(("cases planned (run.json)", len(planned)))
+        recorded = {r["case_id"] for r in records}
+        missing = [c for c in planned if isinstance(c, dict) and c.get("case_id") not in recorded]
+        if missing:
+            items.append(("cases without a record",
+                          f"{len(missing)} (run interrupted?): "
+                          + ", ".join(str(c.get("case_id")) for c in missing[:10])
+                          + (" ..." if len(missing) > 10 else "")))
+    items.append(("records (results.jsonl)", len(records)))
+    return items
+
+
+def status_counts(records):
+    counts = {s: 0 for s in rio.STATUSES}
+    for rec in records:
+        counts[rec["status"]] += 1
+    return counts
+
+
+def headline(records):
+    """One-line verdict counts for the top of both reports."""
+    counts = status_counts(records)
+    checks = check_rows(records)
+    failed_checks = sum(1 for row in checks if row[3] not in ("pass", "not-implemented"))
+    regressions = sum(1 for rec in records for e in (rec.get("baseline") or {}).values()
+                      if e.get("verdict") == "regression")
+    parts = [f"{counts[s]} {s}" for s in rio.STATUSES]
+    return (f"{len(records)} cases: " + ", ".join(parts)
+            + f"; {failed_checks} failed check(s); {regressions} baseline regression(s)")
+
+
+def not_ok_table(records):
+    table = Table(["case_id", "label", "status", "error / reason"])
+    for rec in records:
+        if rec["status"] != "ok":
+            css = "bad" if rec["status"] == "failed" else "warn"
+            table.add([rec["case_id"], rio.label(rec), rec["status"], rio.error_text(rec)], css)
+    return table
+
+
+def allreduce_table(records):
+    table = Table(["case_id", "backend", "message bytes", "dtype", "tp", "p50 µs", "p99 µs",
+                   "algbw GB/s", "busbw GB/s"])
+    recs = [r for r in records if r["status"] == "ok" and rio.is_allreduce(r)]
+    recs.sort(key=lambda r: (rio.backend(r), rio.message_bytes(r) or 0))
+    for rec in recs:
+        table.add([rec["case_id"], rio.backend(rec), num(rio.message_bytes(rec)),
+                   text(rio.param(rec, "dtype")), rio.param(rec, "tp"),
+                   num(rio.latency(rec)), num(rio.latency(rec, "p99")),
+                   num(rio.metric(rec, "algbw_GBps")), num(rio.metric(rec, "busbw_GBps"))])
+    return table
+
+
+def engine_table(records, mode):
+    table = Table(["case_id", "label", "backend", "batch", "seq_len", "p50 µs", "p90 µs",
+                   "p99 µs", "tokens/s"])
+    recs = [r for r in records if r["status"] == "ok" and not rio.is_allreduce(r)
+            and rio.param(r, "mode") == mode and rio.latency(r) is not None]
+    recs.sort(key=lambda r: (rio.param(r, "seq_len") or 0, rio.param(r, "batch_size") or 0,
+                             rio.backend(r), r["_line"]))
+    for rec in recs:
+        table.add([rec["case_id"], rio.label(rec), rio.backend(rec),
+                   rio.param(rec, "batch_size"), rio.param(rec, "seq_len"),
+                   num(rio.latency(rec)), num(rio.latency(rec, "p90")),
+                   num(rio.latency(rec, "p99")), num(rio.metric(rec, "tokens_per_s"))])
+    return table
+
+
+def memory_table(records):
+    terms = [t for t in rio.MEMORY_TERMS]
+    table = Table(["case_id", "backend", "mem_fraction", "rank", "source", "feasible",
+                   "KV tokens"] + [f"{rio.MEMORY_TERM_LABELS[t]} GiB" for t in terms])
+    for rec in records:
+        plan = rec.get("plan") or {}
+        planned = rio.plan_breakdown(rec)
+        measured = rio.measured_memory(rec)
+        if not planned and not measured:
+            continue
+        base = [rec["case_id"], rio.backend(rec), num(rio.param(rec, "mem_fraction"))]
+        feasible = plan.get("feasible")
+        css = "warn" if feasible is False else ""
+        if planned:
+            table.add(base + ["all", "plan", text(feasible), num(plan.get("max_tokens"))]
+                      + [gib(planned.get(t)) for t in terms], css)
+        for rank in sorted(measured, key=str):
+            bd = measured[rank]["breakdown"]
+            table.add(base + [rank, "measured", None, num(rio.measured_kv_tokens(rec))]
+                      + [gib(bd.get(t)) for t in terms])
+    return table
+
+
+def baseline_table(records, only_notable=False):
+    table = Table(["case_id", "label", "metric", "verdict", "ratio", "CI low", "CI high",
+                   "p-value"])
+    from plots import baseline_rows  # shared ordering: regressions first
+    for rec, metric_name, entry in baseline_rows(records):
+        verdict = entry.get("verdict")
+        if only_notable and verdict in ("ok", "no-baseline"):
+            continue
+        css = {"regression": "bad", "noise": "warn", "insufficient-data": "warn"}.get(verdict, "")
+        table.add([rec["case_id"], rio.label(rec), metric_name, verdict,
+                   num(entry.get("ratio")), num(entry.get("ci_low")),
+                   num(entry.get("ci_high")), num(entry.get("p_value"))], css)
+    return table
+
+
+def check_rows(records):
+    rows = []
+    for rec in records:
+        for name, check in sorted((rec.get("checks") or {}).items()):
+            rows.append([rec["case_id"], rio.label(rec), name, text(check.get("status")),
+                         num(check.get("max_abs")), num(check.get("rel_l2")),
+                         text(check.get("worst_index")), text(check.get("detail"))])
+    return rows
+
+
+def conformance_table(records, only_failures=False):
+    table = Table(["case_id", "label", "check", "status", "max abs", "rel-L2", "worst index",
+                   "detail"])
+    rows = check_rows(records)
+    order = {"fail": 0, "not-implemented": 1, "pass": 2}
+    rows.sort(key=lambda r: (order.get(r[3], 0), r[2]))
+    for row in rows:
+        status = row[3]
+        if only_failures and status == "pass":
+            continue
+        css = "bad" if status not in ("pass", "not-implemented") else (
+            "warn" if status == "not-implemented" else "")
+        table.add(row, css)
+    return table
+
+
+def check_summary(records):
+    """{check name: {status: count}}"""
+    out = {}
+    for row in check_rows(records):
+        counts = out.setdefault(row[2], {})
+        counts[row[3]] = counts.get(row[3], 0) + 1
+    return out

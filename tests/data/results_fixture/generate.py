@@ -1,0 +1,280 @@
+#!/usr/bin/env python3
+"""Writes the report tests' fixture: results.jsonl + run.json in this folder.
+
+Every number here is SYNTHETIC (simple latency/bandwidth models plus seeded noise), shaped
+like a 2-GPU sweep so that every report section has data: allreduce sizes x backends,
+decode and prefill latency over batch x seq_len x backend, a mem_fraction sweep with plans
+and measured memory (one infeasible), a failed and a skipped case, checks with a failure
+and baseline verdicts with a regression. run.json says "fixture": true and the report
+shows that on top. Re-run after changing it: python3 generate.py
+"""
+
+import hashlib
+import json
+import os
+import random
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+RUN_ID = "fixture-20260101T000000Z"
+GIB = 2 ** 30
+rng = random.Random(20260101)
+
+PROVENANCE = {
+    "git_sha": "0123456789abcdef0123456789abcdef01234567",
+    "dirty": False,
+    "build_type": "RelWithDebInfo",
+    "compiler": "GNU 12.2.0",
+    "cuda_version": "13.0",
+    "driver_version": "580.00 (synthetic)",
+    "nccl_version": "2.27.0",
+    "tpbench_version": "0.1.0",
+    "gpus": ["SYNTHETIC-GPU-A (fixture)", "SYNTHETIC-GPU-A (fixture)"],
+    "topology": [["X", "NV18"], ["NV18", "X"]],
+    "env": {"NCCL_DEBUG": "WARN", "CUDA_VISIBLE_DEVICES": "0,1"},
+    "host": "fixture-host",
+    "start_time": "2026-01-01T00:00:00Z",
+}
+
+
+def case_id(params):
+    text = json.dumps(params, sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+def samples(p50_us, n=10, spread=0.03):
+    return [round(p50_us * (1 + rng.uniform(-spread, spread * 2)), 3) for _ in range(n)]
+
+
+def latency(xs):
+    s = sorted(xs)
+
+    def q(f):
+        return s[min(len(s) - 1, int(round(f * (len(s) - 1))))]
+    return {"samples_us": xs, "p50": q(0.5), "p90": q(0.9), "p99": q(0.99),
+            "mean": round(sum(xs) / len(xs), 3), "unit": "us"}
+
+
+def record(params, status="ok", **rest):
+    rec = {"schema": 1, "run_id": RUN_ID, "case_id": case_id(params),
+           "label": rest.pop("label", None), "params": params, "status": status,
+           "error": None, "plan": None, "memory": None, "latency": None, "throughput": None,
+           "digests": None, "checks": {}, "baseline": None, "provenance": PROVENANCE}
+    rec.update(rest)
+    return rec
+
+
+def base_params(**kw):
+    p = {"mode": "decode", "tp": 2, "batch_size": 1, "seq_len": 1024, "allreduce": "nccl",
+         "mem_fraction": 0.85, "instrumentation": "off", "cuda_graph": True}
+    p.update(kw)
+    return p
+
+
+def ok_checks(extra=None):
+    checks = {"deterministic": {"status": "pass", "detail": "bitwise identical over 2 runs",
+                                "max_abs": 0.0, "rel_l2": 0.0, "worst_index": None}}
+    checks.update(extra or {})
+    return checks
+
+
+def verdict(verdict_name, ratio, half_width=0.02, p_value=None):
+    return {"verdict": verdict_name, "ratio": ratio, "ci_low": round(ratio - half_width, 4),
+            "ci_high": round(ratio + half_width, 4), "p_value": p_value}
+
+
+records = []
+
+# --- allreduce: 1 KiB .. 256 MiB, every 4x, four backends -----------------------------
+# Synthetic models: latency = fixed cost + bytes / bandwidth (bus bandwidth = algbw at TP=2).
+AR_MODEL = {"nccl": (14.0, 330e9), "custom-oneshot": (5.0, 140e9),
+            "custom-twoshot": (8.0, 260e9)}
+sizes = [1024 * 4 ** i for i in range(10)]
+for backend_name in ("nccl", "custom-oneshot", "custom-twoshot", "auto"):
+    for nbytes in sizes:
+        if backend_name == "auto":  # custom one-shot below 512 KiB, NCCL above
+            fixed, bw = AR_MODEL["custom-oneshot" if nbytes < 512 * 1024 else "nccl"]
+        else:
+            fixed, bw = AR_MODEL[backend_name]
+        p50 = fixed + nbytes / bw * 1e6
+        xs = samples(p50)
+        lat = latency(xs)
+        algbw = nbytes / (lat["p50"] * 1e-6) / 1e9
+        params = {"mode": "allreduce", "tp": 2, "allreduce": backend_name,
+                  "message_bytes": nbytes, "dtype": "bf16", "instrumentation": "off",
+                  "cuda_graph": False, "mem_fraction": 0.85}
+        rec = record(params, label=f"allreduce {backend_name} {nbytes} B bf16 tp=2",
+                     workload="allreduce", latency=lat,
+                     throughput={"algbw_GBps": round(algbw, 3), "busbw_GBps": round(algbw, 3)},
+                     digests={"0": {"output": "a1b2c3d4"}, "1": {"output": "a1b2c3d4"}},
+                     checks={"allreduce_correct": {"status": "pass", "detail": "exact sums",
+                                                   "max_abs": 0.0, "rel_l2": 0.0,
+                                                   "worst_index": None}})
+        rec["baseline"] = {"latency_p50": verdict("ok", 1.0 + rng.uniform(-0.01, 0.01))}
+        records.append(rec)
+# One regression: custom-twoshot at 16 MiB is 12 % slower than its baseline.
+for rec in records:
+    if rec["params"]["allreduce"] == "custom-twoshot" and rec["params"]["message_bytes"] == 16 * 2 ** 20:
+        rec["baseline"] = {"latency_p50": verdict("regression", 1.12, 0.03, 0.0008),
+                           "busbw_GBps": verdict("regression", 0.89, 0.03, 0.0008)}
+    if rec["params"]["allreduce"] == "custom-oneshot" and rec["params"]["message_bytes"] == 1024:
+        rec["baseline"] = {"latency_p50": verdict("noise", 1.04, 0.06, 0.21)}
+
+# --- decode and prefill: batch x seq_len x backend --------------------------------------
+ENGINE_COMM = {"nccl": 1.0, "custom-oneshot": 0.82, "custom-twoshot": 0.9, "auto": 0.84}
+
+
+def engine_latency_us(mode, batch, seq, backend_name):
+    if mode == "decode":
+        compute = 900 + 35 * batch + 0.04 * batch * seq
+        comm = 61 * 2 * (14 + 0.02 * batch)  # 61 layers, 2 allreduces each
+    else:
+        compute = 2000 + 0.9 * batch * seq
+        comm = 61 * 2 * (14 + 0.004 * batch * seq)
+    return compute + comm * ENGINE_COMM[backend_name]
+
+
+def kv_tokens(fraction, comm_gib):
+    # synthetic: weights etc. take 49 % of 141 GiB; communicator buffers shrink the rest
+    rest_gib = 141 * fraction - 141 * 0.49 - comm_gib
+    cell = (512 + 64) * 61 * 2
+    return max(0, int(rest_gib * GIB // cell)), rest_gib
+
+
+def plan_for(params):
+    fraction = params["mem_fraction"]
+    comm = {"nccl": 0.5, "custom-oneshot": 2.75, "custom-twoshot": 2.75,
+            "auto": 3.25}[params["allreduce"]]
+    tokens, rest_gib = kv_tokens(fraction, comm)
+    breakdown = {"weights": int(62.0 * GIB), "comm_buffers": int(comm * GIB),
+                 "graph_pool": int(1.5 * GIB), "activations": int(2.25 * GIB),
+                 "kv_cache": int(max(0.0, rest_gib) * GIB)}
+    plan = {"feasible": tokens > 0, "max_tokens": tokens, "rest_gib": round(rest_gib, 3),
+            "total_gib": 141.0, "breakdown": breakdown}
+    if tokens == 0:
+        plan["reason"] = "not enough memory: rest is negative; smallest fraction that works: 0.50"
+    return plan
+
+
+def measured_for(plan, tp):
+    memory = {}
+    for rank in range(tp):
+        bd = {k: int(v * (1 + rng.uniform(-0.02, 0.04))) for k, v in plan["breakdown"].items()}
+        used = 0
+        phases = {}
+        for phase, term in (("after_init", None), ("after_comm", "comm_buffers"),
+                            ("after_weights", "weights"), ("after_kv", "kv_cache"),
+                            ("peak", "activations")):
+            if term:
+                used += bd[term] + (bd["graph_pool"] if term == "activations" else 0)
+            else:
+                used = int(0.6 * GIB)
+            phases[phase] = {"used_bytes": used, "free_bytes": int(141 * GIB) - used}
+        memory[str(rank)] = {"phases": phases, "breakdown": bd}
+    return memory
+
+
+for mode, batches, seqs, backends in (
+        ("decode", (1, 4, 16, 64), (128, 1024, 4096), ("nccl", "custom-oneshot", "auto")),
+        ("prefill", (1, 2, 4), (512, 2048), ("nccl", "auto"))):
+    for seq in seqs:
+        for batch in batches:
+            for backend_name in backends:
+                params = base_params(mode=mode, batch_size=batch, seq_len=seq,
+                                     allreduce=backend_name)
+                lat = latency(samples(engine_latency_us(mode, batch, seq, backend_name)))
+                tokens = batch if mode == "decode" else batch * seq
+                checks = ok_checks({"equal_across_allreduce": {
+                    "status": "pass", "detail": "bitwise identical to nccl",
+                    "max_abs": 0.0, "rel_l2": 0.0, "worst_index": None}})
+                rec = record(params, label=f"{mode} bs={batch} seq={seq} {backend_name}",
+                             workload="engine", latency=lat,
+                             throughput={"tokens_per_s": round(tokens / (lat["p50"] * 1e-6), 1)},
+                             plan=plan_for(params),
+                             digests={"0": {"logits": "feedbeef"}, "1": {"logits": "feedbeef"}},
+                             checks=checks,
+                             baseline={"latency_p50": verdict("ok", 1.0 + rng.uniform(-0.02, 0.02), 0.03, 0.4),
+                                       "kv_tokens": verdict("ok", 1.0, 0.0)})
+                records.append(rec)
+
+# Checks with a failure, and baseline verdicts of every kind.
+for rec in records:
+    p = rec["params"]
+    if p["mode"] == "decode" and p["batch_size"] == 16 and p["seq_len"] == 4096 and p["allreduce"] == "auto":
+        rec["checks"]["equal_across_allreduce"] = {
+            "status": "fail",
+            "detail": "auto vs nccl: logits differ (synthetic fixture failure); budget used 312%",
+            "max_abs": 0.0078125, "rel_l2": 3.1e-3, "worst_index": [3, 1027]}
+    if p["mode"] == "decode" and p["batch_size"] == 64 and p["seq_len"] == 1024 and p["allreduce"] == "nccl":
+        rec["baseline"]["latency_p50"] = verdict("regression", 1.09, 0.025, 0.003)
+    if p["mode"] == "decode" and p["batch_size"] == 4 and p["seq_len"] == 128 and p["allreduce"] == "custom-oneshot":
+        rec["baseline"]["latency_p50"] = verdict("improvement", 0.93, 0.02, 0.001)
+    if p["mode"] == "prefill" and p["batch_size"] == 1 and p["seq_len"] == 512:
+        rec["baseline"]["latency_p50"] = {"verdict": "insufficient-data", "ratio": 1.01,
+                                          "ci_low": None, "ci_high": None, "p_value": None}
+    if p["mode"] == "prefill" and p["batch_size"] == 4 and p["seq_len"] == 2048 and p["allreduce"] == "auto":
+        rec["baseline"] = {"latency_p50": {"verdict": "no-baseline", "ratio": None,
+                                           "ci_low": None, "ci_high": None, "p_value": None}}
+    if p["mode"] == "decode" and p["batch_size"] == 1 and p["seq_len"] == 128:
+        rec["checks"]["observer_invariant"] = {"status": "not-implemented",
+                                               "detail": "needs instrumentation=debug run",
+                                               "max_abs": None, "rel_l2": None,
+                                               "worst_index": None}
+
+# --- mem_fraction sweep with plans and measured memory -------------------------------
+for backend_name in ("nccl", "custom-oneshot"):
+    for fraction in (0.45, 0.6, 0.7, 0.8, 0.9):
+        params = base_params(batch_size=8, seq_len=2048, allreduce=backend_name,
+                             mem_fraction=fraction)
+        plan = plan_for(params)
+        name = f"memory sweep mem_fraction={fraction} {backend_name}"
+        if not plan["feasible"]:
+            records.append(record(params, status="infeasible", label=name, workload="engine",
+                                  plan=plan, error=plan["reason"]))
+            continue
+        lat = latency(samples(engine_latency_us("decode", 8, 2048, backend_name)))
+        checks = ok_checks({"plan_matches_measured": {
+            "status": "pass", "detail": "every term within 5% of plan",
+            "max_abs": 0.04 * GIB, "rel_l2": 0.02, "worst_index": "kv_cache"}})
+        if backend_name == "custom-oneshot" and fraction == 0.9:
+            checks["plan_matches_measured"] = {
+                "status": "fail", "detail": "comm_buffers measured 7.5% above plan (budget 5%)",
+                "max_abs": 0.056 * GIB, "rel_l2": 0.075, "worst_index": "comm_buffers"}
+        rec = record(params, label=name, workload="engine", latency=lat,
+                     throughput={"tokens_per_s": round(8 / (lat["p50"] * 1e-6), 1)},
+                     plan=plan, memory=measured_for(plan, 2), checks=checks,
+                     baseline={"kv_tokens": verdict("ok", 1.0, 0.0),
+                               "peak_memory_bytes": verdict("ok", 1.003, 0.0)})
+        rec["memory"]["kv_tokens"] = int(plan["max_tokens"] * 0.995)
+        records.append(rec)
+
+# --- a failed and a skipped case -------------------------------------------------------
+params = base_params(batch_size=64, seq_len=4096, allreduce="custom-twoshot")
+records.append(record(params, status="failed", label="decode bs=64 seq=4096 custom-twoshot",
+                      workload="engine", plan=plan_for(params),
+                      error="rank 1 exited with status 134 (SIGABRT); stderr tail: "
+                            "custom allreduce: IPC handle open failed (synthetic fixture)"))
+params = base_params(tp=4, batch_size=1, seq_len=1024, allreduce="nccl")
+records.append(record(params, status="skipped", label="decode tp=4 bs=1 seq=1024 nccl",
+                      workload="engine", error="needs 4 GPUs, found 2"))
+
+scenario = {"schema": 1, "name": "fixture-h200x2-like-sweep",
+            "description": "Synthetic fixture for the report tests; numbers are made up.",
+            "workload": "engine", "device": "cuda", "mode": "decode",
+            "sweep": {"tp": [2], "batch_size": [1, 4, 16, 64], "seq_len": [128, 1024, 4096],
+                      "allreduce": ["nccl", "custom-oneshot", "auto"],
+                      "mem_fraction": [0.85]},
+            "checks": ["deterministic", "equal_across_allreduce", "plan_matches_measured"],
+            "baseline": {"latency_rel_tol": 0.05, "memory_rel_tol": 0.02,
+                         "kv_tokens_rel_tol": 0.01, "alpha": 0.05}}
+run = {"schema": 1, "run_id": RUN_ID, "fixture": True, "provenance": PROVENANCE,
+       "scenario": scenario,
+       "cases": [{"case_id": r["case_id"], "label": r["label"], "params": r["params"]}
+                 for r in records]}
+
+with open(os.path.join(HERE, "results.jsonl"), "w") as f:
+    for rec in records:
+        f.write(json.dumps(rec, sort_keys=True, separators=(",", ":")) + "\n")
+with open(os.path.join(HERE, "run.json"), "w") as f:
+    json.dump(run, f, indent=1, sort_keys=True)
+    f.write("\n")
+print(f"wrote {len(records)} records")
