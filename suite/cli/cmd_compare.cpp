@@ -1,15 +1,79 @@
-// tpbench compare: Compare two results.jsonl files metric by metric.
+// tpbench compare OLD.jsonl NEW.jsonl: every metric of every case present in both, with a
+// verdict; exit 1 on any regression (or digest mismatch), so it can gate a CI job.
+#include <cstdio>
+#include <iostream>
+#include <string>
+
+#include "suite/baseline.h"
 #include "suite/cli/subcommand.h"
+#include "suite/jsonl.h"
+#include "tpb/check.h"
 
 namespace {
 
 constexpr const char* kUsage =
-    "usage: tpbench compare [--help]\n"
-    "Compare two results.jsonl files metric by metric.\n"
-    "Not implemented yet: lands with issue #7 (checks, baselines, qualify).\n";
+    "usage: tpbench compare OLD.jsonl NEW.jsonl [--json] [--latency-tol F] [--memory-tol F]\n"
+    "                       [--kv-tol F] [--alpha A] [--min-repetitions N]\n"
+    "Compares two results files case by case (matched by case id).\n"
+    "  latency    regression when median(new)/median(old) - 1 > --latency-tol (default 0.05)\n"
+    "             AND a two-sided Mann-Whitney U test rejects at --alpha (0.05) with at least\n"
+    "             --min-repetitions (9) samples per side; else noise / insufficient-data\n"
+    "  memory     used bytes per rank and phase within --memory-tol (0.02)\n"
+    "  kv_tokens  the plan's max_tokens within --kv-tol (0.01)\n"
+    "  digests    output digests, exactly\n"
+    "Cases missing from OLD read no-baseline. Prints a table (or --json: a list of verdicts).\n"
+    "Exit status: 0 no regression, 1 a regression or digest mismatch, 2 bad input.\n";
 
-int run_compare(const std::vector<std::string>& /*args*/) {
-  return tpb::cli::not_implemented("compare", "issue #7 (checks, baselines, qualify)");
+double parse_number(const std::string& flag, const std::string& value) {
+  try {
+    std::size_t used = 0;
+    const double v = std::stod(value, &used);
+    if (used == value.size()) return v;
+  } catch (const std::exception&) {
+  }
+  TPB_INPUT_FAIL("tpbench compare: " << flag << ": expected a number, got '" << value << "'");
+}
+
+int run_compare(const std::vector<std::string>& args) {
+  std::vector<std::string> files;
+  bool as_json = false;
+  tpb::BaselineTolerances tol;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    auto value = [&]() -> std::string {
+      TPB_INPUT_CHECK(i + 1 < args.size(), "tpbench compare: " << a << " needs a value");
+      return args[++i];
+    };
+    if (a == "--json") as_json = true;
+    else if (a == "--latency-tol") tol.latency_rel_tol = parse_number(a, value());
+    else if (a == "--memory-tol") tol.memory_rel_tol = parse_number(a, value());
+    else if (a == "--kv-tol") tol.kv_tokens_rel_tol = parse_number(a, value());
+    else if (a == "--alpha") tol.alpha = parse_number(a, value());
+    else if (a == "--min-repetitions") tol.min_repetitions = static_cast<int>(parse_number(a, value()));
+    else if (a.rfind("--", 0) == 0) TPB_INPUT_FAIL("tpbench compare: unknown option " << a << " (see --help)");
+    else files.push_back(a);
+  }
+  TPB_INPUT_CHECK(files.size() == 2, "tpbench compare: expected OLD.jsonl NEW.jsonl, got " << files.size() << " files");
+  const auto verdicts = tpb::compare_runs(tpb::read_jsonl(files[0]), tpb::read_jsonl(files[1]), tol);
+  int regressions = 0;
+  for (const auto& v : verdicts) regressions += tpb::is_regression(v);
+
+  if (as_json) {
+    nlohmann::json out = {{"old", files[0]}, {"new", files[1]}, {"regressions", regressions},
+                          {"verdicts", nlohmann::json::array()}};
+    for (const auto& v : verdicts) out["verdicts"].push_back(tpb::to_json(v));
+    std::cout << out.dump(2) << "\n";
+  } else {
+    std::printf("%-18s %-34s %14s %14s %8s %9s  %s\n", "case", "metric", "old", "new", "ratio", "p-value", "verdict");
+    for (const auto& v : verdicts) {
+      char p[16] = "-";
+      if (v.p_value >= 0) std::snprintf(p, sizeof p, "%.3g", v.p_value);
+      std::printf("%-18s %-34s %14.6g %14.6g %8.4f %9s  %s\n", v.case_id.c_str(), v.metric.c_str(), v.old_value,
+                  v.new_value, v.ratio, p, v.verdict.c_str());
+    }
+    std::printf("%zu metrics compared, %d regression(s)\n", verdicts.size(), regressions);
+  }
+  return regressions > 0 ? 1 : 0;
 }
 
 }  // namespace

@@ -1,0 +1,233 @@
+#include "suite/baseline.h"
+
+#include <cmath>
+#include <map>
+#include <regex>
+#include <sstream>
+
+#include "suite/stats.h"
+
+namespace tpb {
+
+BaselineTolerances tolerances_from_json(const nlohmann::json& s) {
+  BaselineTolerances t;
+  if (!s.is_object()) return t;
+  t.latency_rel_tol = s.value("latency_rel_tol", t.latency_rel_tol);
+  t.memory_rel_tol = s.value("memory_rel_tol", t.memory_rel_tol);
+  t.kv_tokens_rel_tol = s.value("kv_tokens_rel_tol", t.kv_tokens_rel_tol);
+  t.alpha = s.value("alpha", t.alpha);
+  t.min_repetitions = s.value("min_repetitions", t.min_repetitions);
+  return t;
+}
+
+bool is_regression(const MetricVerdict& v) { return v.verdict == "regression" || v.verdict == "mismatch"; }
+
+namespace {
+
+// Latency samples of a record: one per repetition when the runner recorded them (the
+// independent unit for the test), else every timed iteration.
+std::vector<double> latency_samples(const nlohmann::json& r) {
+  const auto lat = r.value("latency", nlohmann::json());
+  if (!lat.is_object()) return {};
+  for (const char* key : {"repetitions_us", "samples_us"}) {
+    if (lat.contains(key) && lat[key].is_array()) return lat[key].get<std::vector<double>>();
+  }
+  return {};
+}
+
+// Per-rank objects of a field that is either an array (index = rank) or {"0": ..} / {"rank0": ..}.
+std::map<std::string, nlohmann::json> per_rank(const nlohmann::json& field) {
+  std::map<std::string, nlohmann::json> out;
+  if (field.is_array()) {
+    for (std::size_t i = 0; i < field.size(); ++i) out["rank" + std::to_string(i)] = field[i];
+  } else if (field.is_object()) {
+    for (const auto& [k, v] : field.items()) out[k.rfind("rank", 0) == 0 ? k : "rank" + k] = v;
+  }
+  return out;
+}
+
+MetricVerdict base(const nlohmann::json& rec, std::string metric) {
+  MetricVerdict v;
+  v.case_id = rec.value("case_id", "");
+  v.label = rec.value("label", "");
+  v.metric = std::move(metric);
+  return v;
+}
+
+void compare_latency(const nlohmann::json& o, const nlohmann::json& n, const BaselineTolerances& tol,
+                     std::vector<MetricVerdict>& out) {
+  const auto a = latency_samples(o), b = latency_samples(n);
+  if (a.empty() && b.empty()) return;
+  MetricVerdict v = base(n, "latency_us");
+  if (a.empty()) {
+    v.verdict = "no-baseline";
+    v.detail = "the baseline has no latency samples";
+    out.push_back(v);
+    return;
+  }
+  v.old_value = median(a);
+  v.new_value = b.empty() ? 0 : median(b);
+  v.ratio = b.empty() ? 0 : v.new_value / v.old_value;
+  if (static_cast<int>(a.size()) < tol.min_repetitions || static_cast<int>(b.size()) < tol.min_repetitions) {
+    v.verdict = "insufficient-data";
+    v.detail = std::to_string(a.size()) + " vs " + std::to_string(b.size()) + " samples, need " +
+               std::to_string(tol.min_repetitions) + " on each side";
+    out.push_back(v);
+    return;
+  }
+  const auto test = mann_whitney_u(a, b);
+  const auto ci = median_ratio_interval(a, b);
+  v.p_value = test.p_value;
+  v.ci_low = ci.low;
+  v.ci_high = ci.high;
+  const bool beyond = std::abs(v.ratio - 1.0) > tol.latency_rel_tol;
+  const bool significant = test.p_value < tol.alpha;
+  if (beyond && significant) v.verdict = v.ratio > 1 ? "regression" : "improvement";
+  else if (beyond) v.verdict = "noise";
+  else v.verdict = "ok";
+  std::ostringstream d;
+  d << "median " << v.old_value << " -> " << v.new_value << " us, tolerance " << tol.latency_rel_tol * 100
+    << " %, Mann-Whitney p = " << test.p_value << (test.exact ? " (exact)" : " (normal approx.)");
+  v.detail = d.str();
+  out.push_back(v);
+}
+
+void compare_scalar(const std::string& metric, double old_value, double new_value, double rel_tol,
+                    bool higher_is_worse, const nlohmann::json& rec, std::vector<MetricVerdict>& out) {
+  MetricVerdict v = base(rec, metric);
+  v.old_value = old_value;
+  v.new_value = new_value;
+  v.ratio = old_value != 0 ? new_value / old_value : (new_value == 0 ? 1 : 0);
+  const double rel = old_value != 0 ? std::abs(new_value - old_value) / std::abs(old_value) : (new_value == 0 ? 0 : 1);
+  if (rel <= rel_tol) v.verdict = "ok";
+  else v.verdict = ((new_value > old_value) == higher_is_worse) ? "regression" : "improvement";
+  v.detail = "tolerance " + std::to_string(rel_tol * 100) + " %";
+  out.push_back(v);
+}
+
+void compare_memory(const nlohmann::json& o, const nlohmann::json& n, const BaselineTolerances& tol,
+                    std::vector<MetricVerdict>& out) {
+  const auto old_ranks = per_rank(o.value("memory", nlohmann::json()));
+  for (const auto& [rank, phases] : per_rank(n.value("memory", nlohmann::json()))) {
+    if (!phases.is_object()) continue;
+    for (const auto& [phase, values] : phases.items()) {
+      if (!values.is_object() || !values.contains("used_bytes")) continue;
+      const std::string metric = "memory." + rank + "." + phase;
+      auto it = old_ranks.find(rank);
+      if (it == old_ranks.end() || !it->second.contains(phase) || !it->second[phase].contains("used_bytes")) {
+        MetricVerdict v = base(n, metric);
+        v.verdict = "no-baseline";
+        out.push_back(v);
+        continue;
+      }
+      compare_scalar(metric, it->second[phase]["used_bytes"].get<double>(), values["used_bytes"].get<double>(),
+                     tol.memory_rel_tol, true, n, out);
+    }
+  }
+}
+
+void compare_digests(const nlohmann::json& o, const nlohmann::json& n, std::vector<MetricVerdict>& out) {
+  const auto old_ranks = per_rank(o.value("digests", nlohmann::json()));
+  for (const auto& [rank, digests] : per_rank(n.value("digests", nlohmann::json()))) {
+    if (!digests.is_object()) continue;
+    for (const auto& [name, value] : digests.items()) {
+      MetricVerdict v = base(n, "digest." + rank + "." + name);
+      auto it = old_ranks.find(rank);
+      if (it == old_ranks.end() || !it->second.is_object() || !it->second.contains(name)) {
+        v.verdict = "no-baseline";
+      } else if (it->second[name] == value) {
+        v.verdict = "ok";
+      } else {
+        v.verdict = "mismatch";
+        v.detail = "digest " + it->second[name].dump() + " -> " + value.dump();
+      }
+      out.push_back(v);
+    }
+  }
+}
+
+}  // namespace
+
+std::vector<MetricVerdict> compare_records(const nlohmann::json& o, const nlohmann::json& n,
+                                           const BaselineTolerances& tol) {
+  std::vector<MetricVerdict> out;
+  compare_latency(o, n, tol, out);
+  compare_memory(o, n, tol, out);
+  const auto op = o.value("plan", nlohmann::json()), np = n.value("plan", nlohmann::json());
+  if (np.is_object() && np.contains("max_tokens")) {
+    if (op.is_object() && op.contains("max_tokens")) {
+      compare_scalar("kv_tokens", op["max_tokens"].get<double>(), np["max_tokens"].get<double>(),
+                     tol.kv_tokens_rel_tol, false, n, out);
+    } else {
+      MetricVerdict v = base(n, "kv_tokens");
+      v.verdict = "no-baseline";
+      out.push_back(v);
+    }
+  }
+  compare_digests(o, n, out);
+  return out;
+}
+
+std::vector<MetricVerdict> compare_runs(const std::vector<nlohmann::json>& old_records,
+                                        const std::vector<nlohmann::json>& new_records,
+                                        const BaselineTolerances& tol) {
+  // The last ok record of a case wins (a control case appears twice; a resumed run may repeat).
+  std::map<std::string, const nlohmann::json*> old_by_id;
+  for (const auto& r : old_records)
+    if (r.value("status", "") == "ok") old_by_id[r.value("case_id", "")] = &r;
+  std::vector<MetricVerdict> out;
+  for (const auto& n : new_records) {
+    if (n.value("status", "") != "ok") continue;
+    auto it = old_by_id.find(n.value("case_id", ""));
+    if (it == old_by_id.end()) {
+      MetricVerdict v = base(n, "case");
+      v.verdict = "no-baseline";
+      v.detail = "no ok record of this case in the baseline";
+      out.push_back(v);
+      continue;
+    }
+    auto verdicts = compare_records(*it->second, n, tol);
+    out.insert(out.end(), verdicts.begin(), verdicts.end());
+  }
+  return out;
+}
+
+nlohmann::json to_json(const MetricVerdict& v) {
+  nlohmann::json j = {{"case_id", v.case_id}, {"label", v.label}, {"metric", v.metric},
+                      {"old", v.old_value}, {"new", v.new_value}, {"ratio", v.ratio}, {"verdict", v.verdict},
+                      {"detail", v.detail}};
+  if (v.p_value >= 0) {
+    j["p_value"] = v.p_value;
+    j["ci_low"] = v.ci_low;
+    j["ci_high"] = v.ci_high;
+  }
+  return j;
+}
+
+nlohmann::json hardware_fingerprint(const nlohmann::json& p) {
+  nlohmann::json gpus = nlohmann::json::array();
+  if (p.contains("gpus") && p["gpus"].is_array())
+    for (const auto& g : p["gpus"]) gpus.push_back(g.is_object() ? g.value("name", nlohmann::json("")) : g);
+  return {{"gpus", gpus},
+          {"topology", p.value("topology", nlohmann::json())},
+          {"driver", p.value("cuda_driver", nlohmann::json())},
+          {"cuda", p.value("cuda_runtime", nlohmann::json())},
+          {"nccl", p.value("nccl_version", nlohmann::json())}};
+}
+
+std::string hardware_dir_name(const nlohmann::json& p) {
+  const auto fp = hardware_fingerprint(p);
+  if (fp["gpus"].empty()) return "cpu-ref";
+  // "NVIDIA H200" -> "h200"; the count appended: "h200x2".
+  std::string model = fp["gpus"][0].get<std::string>();
+  model = std::regex_replace(model, std::regex("^NVIDIA\\s+"), "");
+  std::string slug;
+  for (char c : model) {
+    if (std::isalnum(static_cast<unsigned char>(c))) slug += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    else if (!slug.empty() && slug.back() != '-') slug += '-';
+  }
+  while (!slug.empty() && slug.back() == '-') slug.pop_back();
+  return slug + "x" + std::to_string(fp["gpus"].size());
+}
+
+}  // namespace tpb
