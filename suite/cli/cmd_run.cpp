@@ -1,15 +1,136 @@
-// tpbench run: Run a scenario: expand its sweep, run every case, check, record, report.
+// tpbench run: validate a scenario, expand its sweep, run every case, check, record.
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <string>
+#include <vector>
+
 #include "suite/cli/subcommand.h"
+#include "suite/results.h"
+#include "suite/runner.h"
+#include "suite/scenario.h"
+#include "suite/sweep.h"
+#include "tpb/check.h"
+
+namespace fs = std::filesystem;
 
 namespace {
 
 constexpr const char* kUsage =
-    "usage: tpbench run [--help]\n"
-    "Run a scenario: expand its sweep, run every case, check, record, report.\n"
-    "Not implemented yet: lands with issue #2 (foundation).\n";
+    "usage: tpbench run [SCENARIO] [--dry-run] [--results-dir ROOT] [--resume RUN_DIR]\n"
+    "                   [--junit FILE] [--no-report]\n"
+    "Run a scenario: validate it, expand its sweep, run every case, check, record.\n"
+    "\n"
+    "  SCENARIO          a file, or a name looked up as scenarios/<name>.json in the working\n"
+    "                    directory, $TPB_HOME and the source tree (default: quickstart)\n"
+    "  --dry-run         validate and list the cases (id, label, skip reason); run nothing\n"
+    "  --results-dir R   where runs go: R/<run-id>/results.jsonl, run.json, logs/ (default: results)\n"
+    "  --resume RUN_DIR  append to an earlier run, skipping cases that already have a final\n"
+    "                    record; SCENARIO defaults to the one the run recorded\n"
+    "  --junit FILE      also write JUnit XML: one testcase per case and per case x check\n"
+    "  --no-report       do not build the HTML report\n"
+    "\n"
+    "Exit status: 0 every case ok or skipped and no check failed; 1 a case or check failed;\n"
+    "2 bad input (every problem of the scenario is listed, nothing is run or written).\n";
 
-int run_run(const std::vector<std::string>& /*args*/) {
-  return tpb::cli::not_implemented("run", "issue #2 (foundation)");
+struct Args {
+  std::string scenario;
+  bool dry_run = false;
+  bool no_report = false;
+  std::string results_dir = "results";
+  std::string resume;
+  std::string junit;
+};
+
+Args parse_args(const std::vector<std::string>& args) {
+  Args a;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const std::string& arg = args[i];
+    auto value = [&](const char* flag) {
+      TPB_INPUT_CHECK(i + 1 < args.size(), "run: " << flag << " needs a value (see tpbench run --help)");
+      return args[++i];
+    };
+    if (arg == "--dry-run") {
+      a.dry_run = true;
+    } else if (arg == "--no-report") {
+      a.no_report = true;
+    } else if (arg == "--results-dir") {
+      a.results_dir = value("--results-dir");
+    } else if (arg == "--resume") {
+      a.resume = value("--resume");
+    } else if (arg == "--junit") {
+      a.junit = value("--junit");
+    } else if (arg.starts_with("-")) {
+      TPB_INPUT_FAIL("run: unknown option '" << arg << "' (see tpbench run --help)");
+    } else {
+      TPB_INPUT_CHECK(a.scenario.empty(), "run: one scenario at a time (got '" << a.scenario << "' and '" << arg << "')");
+      a.scenario = arg;
+    }
+  }
+  return a;
+}
+
+std::string self_binary() {
+  std::error_code ec;
+  const auto p = fs::read_symlink("/proc/self/exe", ec);
+  TPB_CHECK(!ec, "cannot find the tpbench binary (/proc/self/exe): " << ec.message());
+  return p.string();
+}
+
+int run_run(const std::vector<std::string>& raw_args) {
+  const Args args = parse_args(raw_args);
+  tpb::Scenario scenario;
+  std::vector<tpb::Case> cases;
+  try {
+    if (args.scenario.empty() && !args.resume.empty()) {
+      // Resume with the scenario the run recorded, as it was then.
+      const auto run_json = tpb::read_json_file((fs::path(args.resume) / "run.json").string());
+      const auto& sc = run_json.at("scenario");
+      scenario = tpb::parse_scenario(sc.at("document"), sc.value("source", std::string("run.json")));
+    } else {
+      scenario = tpb::load_scenario(tpb::resolve_scenario_path(args.scenario.empty() ? "quickstart" : args.scenario));
+    }
+    cases = tpb::expand_cases(scenario, tpb::detect_machine());
+  } catch (const tpb::ScenarioError& e) {
+    for (const auto& p : e.problems()) std::fprintf(stderr, "%s\n", p.c_str());
+    std::fprintf(stderr, "tpbench: %zu problem(s) in the scenario; nothing was run\n", e.problems().size());
+    return 2;
+  }
+
+  if (args.dry_run) {
+    int skipped = 0;
+    for (const auto& c : cases) skipped += !c.skip_reason.empty();
+    std::printf("# scenario %s (%s): workload %s, device %s%s, %zu cases (%d would be skipped)\n",
+                scenario.name.c_str(), scenario.source.c_str(), scenario.workload.c_str(), scenario.device.c_str(),
+                scenario.device_requested == "auto" ? " (auto)" : "", cases.size(), skipped);
+    for (const auto& c : cases) {
+      std::printf("%s  %s", c.id.c_str(), c.label.c_str());
+      if (!c.skip_reason.empty()) std::printf("  (skipped: %s)", c.skip_reason.c_str());
+      std::printf("\n");
+    }
+    return 0;
+  }
+
+  tpb::RunOptions opt;
+  opt.results_root = args.results_dir;
+  opt.resume_dir = args.resume;
+  opt.junit_path = args.junit;
+  opt.worker_binary = self_binary();
+  opt.tty = ::isatty(STDOUT_FILENO) == 1;
+  std::printf("tpbench run: scenario %s, workload %s, device %s%s, %zu cases\n", scenario.name.c_str(),
+              scenario.workload.c_str(), scenario.device.c_str(), scenario.device_requested == "auto" ? " (auto)" : "",
+              cases.size());
+  std::fflush(stdout);
+  const tpb::RunSummary sum = tpb::run_scenario(scenario, cases, opt);
+  std::printf("cases: %d ok, %d failed, %d skipped, %d infeasible (%d resumed from the earlier run)\n", sum.ok,
+              sum.failed, sum.skipped, sum.infeasible, sum.resumed);
+  std::printf("checks (case x check): %d pass, %d fail, %d skipped, %d not implemented\n", sum.checks_pass,
+              sum.checks_fail, sum.checks_skipped, sum.checks_not_implemented);
+  std::printf("results: %s/results.jsonl\n", sum.run_dir.c_str());
+  if (!args.junit.empty()) std::printf("junit: %s\n", args.junit.c_str());
+  if (!args.no_report) std::printf("report: not available yet (issue #8)\n");
+  return sum.exit_code;
 }
 
 }  // namespace

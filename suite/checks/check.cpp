@@ -1,0 +1,59 @@
+// The check table. Implemented checks have their own file pair; the others are known by
+// name so scenarios can list them, and record "not-implemented" until their issue lands.
+#include "suite/checks/check.h"
+
+#include "suite/checks/deterministic.h"
+#include "suite/checks/equal_across_allreduce.h"
+
+namespace tpb {
+
+namespace {
+
+// A known check without an implementation: one verdict per case, never a pass.
+class NotImplementedCheck : public Check {
+ public:
+  explicit NotImplementedCheck(std::string name) : name_(std::move(name)) {}
+  std::string name() const override { return name_; }
+  std::string group_key(const nlohmann::json& record) const override { return record.value("case_id", ""); }
+  CheckResult evaluate(const std::vector<const nlohmann::json*>&) const override {
+    return {"not-implemented", "check '" + name_ + "' is not implemented yet; nothing was compared"};
+  }
+
+ private:
+  std::string name_;
+};
+
+}  // namespace
+
+const std::vector<std::string>& known_check_names() {
+  static const std::vector<std::string> names = {
+      "equal_across_allreduce",  // cases differing only in the backend: identical digests
+      "deterministic",           // the same case run twice: identical digests
+      "tp_invariant",            // TP=1 vs TP=N logits within the numerics policy
+      "observer_invariant",      // instrumentation off vs debug: identical outputs and plan
+      "plan_matches_measured",   // memory planner vs meter
+      "control_drift",           // the control case first vs last
+  };
+  return names;
+}
+
+std::unique_ptr<Check> make_check(const std::string& name) {
+  if (name == "equal_across_allreduce") return std::make_unique<EqualAcrossAllreduceCheck>();
+  if (name == "deterministic") return std::make_unique<DeterministicCheck>();
+  for (const auto& known : known_check_names())
+    if (known == name) return std::make_unique<NotImplementedCheck>(name);
+  return nullptr;
+}
+
+std::string params_key_without(const nlohmann::json& record, const std::vector<std::string>& drop) {
+  nlohmann::json params = record.value("params", nlohmann::json::object());
+  for (const auto& key : drop) params.erase(key);
+  // Workload, device and model are part of what makes two cases comparable.
+  nlohmann::json key = {{"workload", record.value("workload", "")},
+                        {"device", record.value("device", "")},
+                        {"model", record.value("model", nlohmann::json())},
+                        {"params", params}};
+  return key.dump();  // nlohmann objects are key-sorted: a canonical text
+}
+
+}  // namespace tpb

@@ -1,0 +1,45 @@
+// Check: a verdict over the records of related cases (ARCHITECTURE.md, "How one case
+// flows"). A check says which cases belong together (group_key) and judges one complete
+// group; the runner does the grouping, so each check is only its rule.
+//
+// Status values: "pass", "fail", "skipped" (the group cannot be judged, e.g. only one
+// backend ran; the detail says why) and "not-implemented" (a known check whose issue has
+// not landed: recorded, never counted as a pass).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace tpb {
+
+struct CheckResult {
+  std::string status;  // "pass" | "fail" | "skipped" | "not-implemented"
+  std::string detail;  // what was compared, and on failure where the first difference is
+  nlohmann::json to_json() const { return {{"status", status}, {"detail", detail}}; }
+};
+
+class Check {
+ public:
+  virtual ~Check() = default;
+  virtual std::string name() const = 0;
+  // Cases with equal keys are judged together; "" = this check does not apply to the case.
+  // `record` is a results record (ARCHITECTURE.md): params, status, digests, ...
+  virtual std::string group_key(const nlohmann::json& record) const = 0;
+  // Judges one group (every planned case of it has a record), in run order.
+  virtual CheckResult evaluate(const std::vector<const nlohmann::json*>& group) const = 0;
+};
+
+// Every check name a scenario may list (implemented or not).
+const std::vector<std::string>& known_check_names();
+// The check of that name; a "not-implemented" placeholder for known names without an
+// implementation yet; nullptr for unknown names.
+std::unique_ptr<Check> make_check(const std::string& name);
+
+// Canonical text of the record's params with the named keys removed; shared by checks
+// that group "cases differing only in X".
+std::string params_key_without(const nlohmann::json& record, const std::vector<std::string>& drop);
+
+}  // namespace tpb

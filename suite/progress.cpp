@@ -1,0 +1,81 @@
+#include "suite/progress.h"
+
+#include <cmath>
+
+namespace tpb {
+
+Progress::Progress(int total_cases, std::FILE* out, bool tty)
+    : total_(total_cases), out_(out), tty_(tty), start_(std::chrono::steady_clock::now()) {}
+
+std::string Progress::format_duration(double seconds) {
+  if (!(seconds >= 0)) seconds = 0;
+  const long s = std::lround(seconds);
+  char buf[32];
+  if (s >= 3600)
+    std::snprintf(buf, sizeof buf, "%ldh%02ldm", s / 3600, (s % 3600) / 60);
+  else if (s >= 60)
+    std::snprintf(buf, sizeof buf, "%ldm%02lds", s / 60, s % 60);
+  else if (seconds < 10)
+    std::snprintf(buf, sizeof buf, "%.1fs", seconds);
+  else
+    std::snprintf(buf, sizeof buf, "%lds", s);
+  return buf;
+}
+
+double Progress::elapsed_s() const {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+}
+
+std::string Progress::eta() const {
+  if (timed_cases_ == 0) return "ETA ?";
+  const int left = total_ - index_;
+  return "ETA " + format_duration(timed_wall_s_ / timed_cases_ * left);
+}
+
+void Progress::draw(const std::string& line, bool permanent) {
+  if (tty_) {
+    // \r and erase-to-end-of-line: the line is redrawn in place.
+    std::fprintf(out_, "\r\033[K%s", line.c_str());
+    if (permanent) std::fputc('\n', out_);
+    line_open_ = !permanent;
+  } else {
+    std::fprintf(out_, "%s\n", line.c_str());
+  }
+  std::fflush(out_);
+}
+
+void Progress::start(int index, const std::string& case_id, const std::string& label) {
+  index_ = index;
+  case_id_ = case_id;
+  label_ = label;
+  if (!tty_) return;  // plain output: one line per case, at its end
+  draw("[" + std::to_string(index + 1) + "/" + std::to_string(total_) + "] " + case_id + " " + label + "  running  " +
+           "elapsed " + format_duration(elapsed_s()) + "  " + eta(),
+       false);
+}
+
+void Progress::finish(const std::string& status, double wall_s, const std::string& note) {
+  if (wall_s > 0) {
+    ++timed_cases_;
+    timed_wall_s_ += wall_s;
+  }
+  index_ += 1;
+  const std::string head = "[" + std::to_string(index_) + "/" + std::to_string(total_) + "] " + case_id_ + " " + label_;
+  std::string line = head + "  " + status;
+  if (wall_s > 0) line += " (" + format_duration(wall_s) + ")";
+  line += "  elapsed " + format_duration(elapsed_s()) + "  " + eta();
+  if (!note.empty()) line += "\n    " + note;
+  // On a terminal, only what needs attention stays on screen.
+  const bool permanent = !tty_ || (status != "ok" && status != "resumed");
+  draw(line, permanent);
+}
+
+void Progress::done() {
+  if (tty_ && line_open_) {
+    std::fputc('\n', out_);
+    std::fflush(out_);
+    line_open_ = false;
+  }
+}
+
+}  // namespace tpb

@@ -1,0 +1,42 @@
+// Progress of a sweep: case i/N, its id and label, elapsed time and an ETA from the mean
+// wall time of the cases run so far. On a terminal one line is rewritten in place (failed
+// cases stay as their own lines); otherwise every case prints plain lines, for CI logs.
+#pragma once
+
+#include <chrono>
+#include <cstdio>
+#include <string>
+
+namespace tpb {
+
+class Progress {
+ public:
+  // `out` is where lines go; `tty` chooses the in-place line.
+  Progress(int total_cases, std::FILE* out, bool tty);
+  // The case about to run (index from 0).
+  void start(int index, const std::string& case_id, const std::string& label);
+  // Its outcome: status (ok/failed/skipped/...), wall seconds (0 for cases not run), one-line note.
+  void finish(const std::string& status, double wall_s, const std::string& note);
+  // Ends the in-place line.
+  void done();
+
+  // The pieces, testable: "1m05s", "ETA 30s".
+  static std::string format_duration(double seconds);
+
+ private:
+  void draw(const std::string& line, bool permanent);
+  double elapsed_s() const;
+  std::string eta() const;
+
+  int total_;
+  std::FILE* out_;
+  bool tty_;
+  int index_ = 0;
+  std::string case_id_, label_;
+  int timed_cases_ = 0;     // cases that ran (not skipped, not resumed)
+  double timed_wall_s_ = 0; // their wall time, seconds
+  bool line_open_ = false;
+  std::chrono::steady_clock::time_point start_;
+};
+
+}  // namespace tpb

@@ -1,0 +1,121 @@
+#include "suite/provenance.h"
+
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <filesystem>
+#include <string_view>
+
+#include "suite/build_info.h"
+#include "tpb/kernels/device.h"
+
+extern char** environ;
+
+namespace tpb {
+
+namespace {
+
+// nvidia-smi's path when it is on PATH, else empty: without it, no topology (null).
+std::string find_on_path(const std::string& program) {
+  const char* path = std::getenv("PATH");
+  if (!path) return {};
+  std::string_view rest(path);
+  while (!rest.empty()) {
+    const auto colon = rest.find(':');
+    const std::string dir(rest.substr(0, colon));
+    rest = colon == std::string_view::npos ? std::string_view() : rest.substr(colon + 1);
+    if (dir.empty()) continue;
+    const std::string candidate = dir + "/" + program;
+    if (::access(candidate.c_str(), X_OK) == 0) return candidate;
+  }
+  return {};
+}
+
+// stdout of `command`, or nullopt when it fails.
+nlohmann::json command_output(const std::string& command) {
+  FILE* p = ::popen(command.c_str(), "r");
+  if (!p) return nullptr;
+  std::string out;
+  char buf[4096];
+  std::size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  const int rc = ::pclose(p);
+  if (rc != 0) return nullptr;
+  return out;
+}
+
+}  // namespace
+
+std::string utc_now_iso8601() {
+  const std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+nlohmann::json collect_provenance(const std::string& start_time_utc) {
+  const BuildInfo& b = build_info();
+  nlohmann::json p;
+  p["tpbench_version"] = b.version;
+  p["git_sha"] = b.git_sha;
+  p["git_dirty"] = b.git_dirty;
+  p["build_type"] = b.build_type;
+  p["compiler"] = b.cxx_compiler;
+  p["cuda_compiler"] = b.cuda_compiler;
+  p["nccl_version"] = b.nccl_version;
+  p["have_cuda"] = b.have_cuda;
+  p["have_nccl"] = b.have_nccl;
+
+  char host[256] = {0};
+  ::gethostname(host, sizeof host - 1);
+  p["hostname"] = host;
+  p["start_time"] = start_time_utc;
+  struct utsname u{};
+  if (::uname(&u) == 0) p["os"] = std::string(u.sysname) + " " + u.release + " " + u.machine;
+  p["cpu_count"] = static_cast<int>(::sysconf(_SC_NPROCESSORS_ONLN));
+
+  nlohmann::json gpus = nlohmann::json::array();
+  for (const auto& g : visible_gpus())
+    gpus.push_back({{"ordinal", g.ordinal}, {"name", g.name}, {"memory_bytes", g.memory_bytes},
+                    {"sm_count", g.sm_count}, {"compute_capability", std::to_string(g.cc_major) + "." + std::to_string(g.cc_minor)}});
+  p["gpus"] = gpus;
+  const std::string driver = cuda_driver_version(), runtime = cuda_runtime_version();
+  p["cuda_driver"] = driver.empty() ? nlohmann::json() : nlohmann::json(driver);
+  p["cuda_runtime"] = runtime.empty() ? nlohmann::json() : nlohmann::json(runtime);
+
+  const std::string smi = find_on_path("nvidia-smi");
+  p["topology"] = smi.empty() ? nlohmann::json() : command_output(smi + " topo -m 2>/dev/null");
+  p["nvidia_smi_driver"] = smi.empty() ? nlohmann::json()
+                                       : command_output(smi + " --query-gpu=driver_version --format=csv,noheader 2>/dev/null");
+
+  nlohmann::json env = nlohmann::json::object();
+  for (char** e = environ; e && *e; ++e) {
+    const std::string_view kv(*e);
+    if (!kv.starts_with("NCCL_") && !kv.starts_with("CUDA_")) continue;
+    const auto eq = kv.find('=');
+    env[std::string(kv.substr(0, eq))] = eq == std::string_view::npos ? "" : std::string(kv.substr(eq + 1));
+  }
+  p["env"] = env;
+  return p;
+}
+
+nlohmann::json compact_provenance(const nlohmann::json& full) {
+  nlohmann::json c;
+  for (const char* key : {"git_sha", "git_dirty", "tpbench_version", "build_type", "hostname", "start_time",
+                          "cuda_driver", "cuda_runtime", "nccl_version", "topology"})
+    c[key] = full.contains(key) ? full[key] : nlohmann::json();
+  nlohmann::json names = nlohmann::json::array();
+  for (const auto& g : full.value("gpus", nlohmann::json::array())) names.push_back(g.value("name", ""));
+  c["gpus"] = names;
+  c["full"] = "run.json";  // where the rest is
+  return c;
+}
+
+}  // namespace tpb

@@ -1,0 +1,20 @@
+// Provenance: what produced a result — the build (git sha, dirty flag, compiler, CUDA and
+// NCCL versions from suite/build_info.h) and the machine at run time (hostname, start
+// time, GPUs, driver and runtime versions, `nvidia-smi topo -m`, every NCCL_* and CUDA_*
+// variable). A baseline is only comparable with results of the same fingerprint.
+#pragma once
+
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace tpb {
+
+// The full record, for run.json. `start_time_utc` is ISO 8601 ("2026-11-30T22:48:36Z").
+nlohmann::json collect_provenance(const std::string& start_time_utc);
+// The part repeated in every results record: enough to tell builds and machines apart.
+nlohmann::json compact_provenance(const nlohmann::json& full);
+// Now, as ISO 8601 UTC.
+std::string utc_now_iso8601();
+
+}  // namespace tpb

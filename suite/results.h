@@ -1,0 +1,52 @@
+// Results on disk: results/<run-id>/results.jsonl (one JSON record per case, appended,
+// flushed and fsync'ed per record so a crash loses at most the case in flight) and
+// run.json (provenance, scenario, case list; replaced atomically).
+//
+// Record keys (ARCHITECTURE.md): schema, run_id, case_id, label, role, workload, device,
+// model, params, status (ok | infeasible | failed | skipped), error, plan, memory, latency,
+// throughput, digests, checks, baseline, provenance (compact; the full one is in run.json).
+#pragma once
+
+#include <set>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace tpb {
+
+constexpr int kResultsSchema = 1;
+
+// "20261130T224836Z-3f9a1c": UTC start time, then 6 random hex digits against collisions.
+std::string new_run_id();
+
+// Appends records to one results.jsonl.
+class ResultsWriter {
+ public:
+  explicit ResultsWriter(const std::string& path);  // creates the file when missing
+  ~ResultsWriter();
+  ResultsWriter(const ResultsWriter&) = delete;
+  ResultsWriter& operator=(const ResultsWriter&) = delete;
+
+  // One line, then fsync: when this returns the record is on disk.
+  void append(const nlohmann::json& record);
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+};
+
+// Every record of a results.jsonl. A line that does not parse (a crash in mid-write) is
+// skipped and counted in `damaged_lines` when given; a missing file is no records.
+std::vector<nlohmann::json> read_results(const std::string& path, int* damaged_lines = nullptr);
+
+// Ids of records with a final status (ok, infeasible, failed, skipped): what --resume skips.
+std::set<std::string> finished_case_ids(const std::vector<nlohmann::json>& records);
+bool is_final_status(const std::string& status);
+
+// Writes `content` to `path` through a temporary file and rename: readers never see half a file.
+void write_file_atomic(const std::string& path, const std::string& content);
+nlohmann::json read_json_file(const std::string& path);
+
+}  // namespace tpb

@@ -1,0 +1,353 @@
+#include "suite/runner.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+
+#include "suite/checks/check.h"
+#include "suite/junit.h"
+#include "suite/launcher.h"
+#include "suite/progress.h"
+#include "suite/provenance.h"
+#include "suite/results.h"
+#include "suite/stats.h"
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace tpb {
+
+namespace {
+
+json number_or_null(double v) { return std::isfinite(v) ? json(v) : json(nullptr); }
+
+// The fields of a record that checks group by, known before the case runs.
+json proto_record(const Scenario& s, const Case& c) {
+  return {{"case_id", c.id}, {"label", c.label}, {"role", c.role},     {"workload", s.workload},
+          {"device", s.device}, {"model", model_identity(s)}, {"params", c.params}};
+}
+
+json base_record(const Scenario& s, const Case& c, const std::string& run_id, const json& provenance) {
+  json r = proto_record(s, c);
+  r["schema"] = kResultsSchema;
+  r["run_id"] = run_id;
+  r["scenario"] = s.name;
+  r["status"] = nullptr;
+  r["error"] = nullptr;
+  r["plan"] = nullptr;  // the memory planner lands with its own issue
+  r["memory"] = nullptr;
+  r["latency"] = nullptr;
+  r["throughput"] = nullptr;
+  r["digests"] = nullptr;
+  r["checks"] = json::object();
+  r["baseline"] = nullptr;  // verdicts come from `tpbench compare` / the baseline issue
+  r["provenance"] = provenance;
+  return r;
+}
+
+json throughput(const Scenario& s, const Case& c, const json& latency) {
+  if (!latency.is_object() || !latency["p50"].is_number() || latency["p50"].get<double>() <= 0) return nullptr;
+  const double step_s = latency["p50"].get<double>() * 1e-6;
+  if (s.workload == "allreduce") {
+    // nccl-tests' definitions: algbw = bytes / time; busbw = algbw * 2(n-1)/n for allreduce.
+    const double bytes = c.params["message_bytes"].get<double>();
+    const double n = c.tp;
+    const double algbw = bytes / step_s / 1e9;
+    return {{"algbw_GBps", algbw}, {"busbw_GBps", algbw * 2.0 * (n - 1.0) / n}, {"basis", "p50"}};
+  }
+  const double tokens = c.params["batch_size"].get<double>() *
+                        (c.params.value("mode", "decode") == "prefill" ? c.params["seq_len"].get<double>() : 1.0);
+  return {{"tokens_per_s", tokens / step_s}, {"tokens_per_step", tokens}, {"basis", "p50"}};
+}
+
+struct CheckSet {
+  std::vector<std::unique_ptr<Check>> checks;
+  // check index -> group key -> planned case ids of the group, in plan order
+  std::vector<std::map<std::string, std::vector<std::string>>> groups;
+};
+
+CheckSet plan_checks(const Scenario& s, const std::vector<Case>& cases) {
+  CheckSet set;
+  for (const auto& name : s.checks) {
+    auto check = make_check(name);
+    if (!check) throw InputError("unknown check '" + name + "'");
+    std::map<std::string, std::vector<std::string>> groups;
+    for (const auto& c : cases) {
+      const std::string key = check->group_key(proto_record(s, c));
+      if (!key.empty()) groups[key].push_back(c.id);
+    }
+    set.checks.push_back(std::move(check));
+    set.groups.push_back(std::move(groups));
+  }
+  return set;
+}
+
+// The group's verdict when every member has a record; nullopt otherwise.
+std::optional<CheckResult> evaluate_group(const Check& check, const std::vector<std::string>& ids,
+                                          const std::map<std::string, json>& records) {
+  std::vector<const json*> members;
+  for (const auto& id : ids) {
+    auto it = records.find(id);
+    if (it == records.end()) return std::nullopt;
+    members.push_back(&it->second);
+  }
+  return check.evaluate(members);
+}
+
+json group_result_json(const CheckResult& r, const std::vector<std::string>& ids) {
+  json j = r.to_json();
+  j["cases"] = ids;
+  return j;
+}
+
+std::string first_line(const std::string& s) {
+  const auto nl = s.find('\n');
+  return nl == std::string::npos ? s : s.substr(0, nl);
+}
+
+}  // namespace
+
+json latency_summary(const std::vector<std::vector<double>>& per_rank, int repetitions) {
+  if (per_rank.empty()) return nullptr;
+  std::size_t n = per_rank.front().size();
+  for (const auto& r : per_rank) n = std::min(n, r.size());
+  if (n == 0) return nullptr;
+  // Per-iteration maximum across ranks: a tensor-parallel step ends when its slowest rank
+  // does (the ranks meet at every allreduce, so their times differ by the skew only).
+  std::vector<double> merged(n, 0.0);
+  for (std::size_t i = 0; i < n; ++i)
+    for (const auto& r : per_rank) merged[i] = std::max(merged[i], r[i]);
+  double sum = 0;
+  for (double v : merged) sum += v;
+  json lat = {{"unit", "us"},
+              {"merge", "max across ranks per iteration"},
+              {"samples_us", merged},
+              {"count", n},
+              {"p50", number_or_null(percentile(merged, 50))},
+              {"p90", number_or_null(percentile(merged, 90))},
+              {"p99", number_or_null(percentile(merged, 99))},
+              {"mean", sum / static_cast<double>(n)},
+              {"min", *std::min_element(merged.begin(), merged.end())},
+              {"max", *std::max_element(merged.begin(), merged.end())}};
+  // One median per repetition: the independent samples a Mann-Whitney test needs
+  // (iterations within a repetition are not independent of each other).
+  if (repetitions > 1 && n % static_cast<std::size_t>(repetitions) == 0) {
+    const std::size_t per = n / static_cast<std::size_t>(repetitions);
+    json reps = json::array();
+    for (int k = 0; k < repetitions; ++k)
+      reps.push_back(median(std::vector<double>(merged.begin() + static_cast<long>(k * per),
+                                                merged.begin() + static_cast<long>((k + 1) * per))));
+    lat["repetitions_us"] = reps;
+  }
+  return lat;
+}
+
+json case_record_from_ranks(const Scenario& s, const Case& c, const std::vector<json>& ranks) {
+  json r = json::object();
+  json memory = json::array(), digests = json::array(), comm = json::array();
+  std::vector<std::vector<double>> samples;
+  for (const auto& rank : ranks) {
+    memory.push_back(rank.value("memory", json::object()));
+    digests.push_back(rank.value("digests", json::object()));
+    comm.push_back(rank.value("comm", json::object()));
+    std::vector<double> v;
+    const json lat = rank.value("latency_us", json::array());
+    if (lat.is_array())
+      for (const auto& x : lat)
+        if (x.is_number()) v.push_back(x.get<double>());
+    samples.push_back(std::move(v));
+  }
+  r["memory"] = memory;
+  r["digests"] = digests;
+  r["comm"] = comm;
+  r["metrics"] = ranks.empty() ? json(nullptr) : ranks.front().value("metrics", json(nullptr));
+  r["latency"] = latency_summary(samples, s.measure.repetitions);
+  r["throughput"] = throughput(s, c, r["latency"]);
+  return r;
+}
+
+RunSummary run_scenario(const Scenario& s, const std::vector<Case>& cases, const RunOptions& opt) {
+  RunSummary sum;
+  sum.cases = static_cast<int>(cases.size());
+  const std::string start_time = utc_now_iso8601();
+
+  // Everything that can be wrong with the input is checked before anything is written.
+  std::string run_id, run_dir;
+  json run_json;
+  std::vector<json> earlier;
+  if (!opt.resume_dir.empty()) {
+    run_dir = opt.resume_dir;
+    const std::string rj = (fs::path(run_dir) / "run.json").string();
+    TPB_INPUT_CHECK(fs::is_regular_file(rj), "--resume " << run_dir << ": no run.json there (not a tpbench run folder)");
+    run_json = read_json_file(rj);
+    run_id = run_json.value("run_id", "");
+    TPB_INPUT_CHECK(!run_id.empty(), rj << ": $.run_id: expected the run id, got nothing");
+    const std::string earlier_name = run_json.value("scenario", json::object()).value("name", "");
+    TPB_INPUT_CHECK(earlier_name == s.name, "--resume " << run_dir << ": that run is of scenario '" << earlier_name
+                                                        << "', not '" << s.name << "'");
+    int damaged = 0;
+    earlier = read_results((fs::path(run_dir) / "results.jsonl").string(), &damaged);
+    if (damaged > 0)
+      std::fprintf(stderr, "tpbench: warning: %s/results.jsonl: %d damaged line(s) skipped (a case cut short)\n",
+                   run_dir.c_str(), damaged);
+  } else {
+    run_id = new_run_id();
+    run_dir = (fs::path(opt.results_root) / run_id).string();
+    TPB_INPUT_CHECK(!fs::exists(run_dir), run_dir << ": already exists");
+  }
+  CheckSet checks = plan_checks(s, cases);
+  sum.run_dir = run_dir;
+
+  const json provenance = collect_provenance(start_time);
+  const json compact = compact_provenance(provenance);
+  json case_list = json::array();
+  for (const auto& c : cases)
+    case_list.push_back({{"case_id", c.id}, {"label", c.label}, {"role", c.role}, {"params", c.params},
+                         {"skip_reason", c.skip_reason.empty() ? json(nullptr) : json(c.skip_reason)}});
+  if (opt.resume_dir.empty()) {
+    run_json = {{"schema", kResultsSchema},
+                {"run_id", run_id},
+                {"provenance", provenance},
+                {"scenario", {{"name", s.name}, {"source", fs::absolute(s.source).string()}, {"document", s.document},
+                              {"device_resolved", s.device}}},
+                {"cases", case_list},
+                {"resumed", json::array()}};
+  } else {
+    run_json["resumed"].push_back({{"provenance", provenance}, {"cases", case_list}});
+  }
+  fs::create_directories(run_dir);
+  write_file_atomic((fs::path(run_dir) / "run.json").string(), run_json.dump(2) + "\n");
+
+  std::map<std::string, json> records;  // case id -> its record (earlier runs included)
+  for (auto& r : earlier)
+    if (r.contains("case_id") && is_final_status(r.value("status", ""))) records[r["case_id"].get<std::string>()] = r;
+  const std::set<std::string> finished = finished_case_ids(earlier);
+
+  ResultsWriter writer((fs::path(run_dir) / "results.jsonl").string());
+  LauncherOptions lo;
+  lo.worker_binary = opt.worker_binary;
+  lo.log_dir = (fs::path(run_dir) / "logs").string();
+  fs::create_directories(lo.log_dir);
+  Launcher launcher(lo);
+  Progress progress(static_cast<int>(cases.size()), stdout, opt.tty);
+  std::map<std::string, double> wall_by_id;
+
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    const Case& c = cases[i];
+    progress.start(static_cast<int>(i), c.id, c.label);
+    if (finished.count(c.id)) {
+      ++sum.resumed;
+      progress.finish("resumed", 0, "");
+      continue;
+    }
+    json record = base_record(s, c, run_id, compact);
+    double wall_s = 0;
+    if (!c.skip_reason.empty()) {
+      record["status"] = "skipped";
+      record["error"] = c.skip_reason;
+    } else {
+      try {
+        const CaseRun run = launcher.run_case(c.group_key, c.tp, case_spec(s, c), s.measure.timeout_s);
+        wall_s = run.wall_s;
+        record["wall_s"] = run.wall_s;
+        if (run.ok) {
+          record.update(case_record_from_ranks(s, c, run.ranks));
+          record["status"] = "ok";
+        } else {
+          record["status"] = "failed";
+          record["error"] = run.error;
+        }
+      } catch (const std::exception& e) {
+        // The launcher reports rank failures in CaseRun; an exception is a failure to launch.
+        record["status"] = "failed";
+        record["error"] = std::string("launcher: ") + e.what();
+      }
+    }
+    wall_by_id[c.id] = wall_s;
+    records[c.id] = record;
+    // Checks whose group this case completes.
+    for (std::size_t k = 0; k < checks.checks.size(); ++k) {
+      const std::string key = checks.checks[k]->group_key(record);
+      if (key.empty()) continue;
+      const auto& ids = checks.groups[k][key];
+      if (auto result = evaluate_group(*checks.checks[k], ids, records))
+        record["checks"][checks.checks[k]->name()] = group_result_json(*result, ids);
+    }
+    records[c.id] = record;
+    writer.append(record);
+    std::string note;
+    if (record["status"] == "failed" || record["status"] == "skipped") note = first_line(record["error"].get<std::string>());
+    for (const auto& [name, result] : record["checks"].items())
+      if (result["status"] == "fail") note += (note.empty() ? "" : "; ") + std::string("check ") + name + " FAILED: " + result["detail"].get<std::string>();
+    progress.finish(record["status"].get<std::string>(), wall_s, note);
+  }
+  progress.done();
+  launcher.shutdown();
+
+  // Final verdicts over the whole run (records of earlier invocations included).
+  std::vector<JunitCase> junit;
+  json check_summary = json::object();
+  for (const auto& c : cases) {
+    auto it = records.find(c.id);
+    const json* r = it == records.end() ? nullptr : &it->second;
+    const std::string status = r ? r->value("status", "") : "missing";
+    sum.ok += status == "ok";
+    sum.failed += status == "failed" || status == "missing";
+    sum.skipped += status == "skipped";
+    sum.infeasible += status == "infeasible";
+    JunitCase jc{s.name + "." + c.label, "run", wall_by_id.count(c.id) ? wall_by_id[c.id] : (r ? r->value("wall_s", 0.0) : 0.0), "pass", "", ""};
+    if (status == "failed" || status == "missing") {
+      jc.outcome = "failure";
+      jc.message = r ? first_line(r->value("error", std::string("failed"))) : "no record";
+      jc.detail = r ? r->value("error", std::string()) : "";
+    } else if (status == "skipped") {
+      jc.outcome = "skipped";
+      jc.message = r->value("error", std::string());
+    }
+    jc.classname += " [" + c.id + "]";
+    junit.push_back(jc);
+  }
+  for (std::size_t k = 0; k < checks.checks.size(); ++k) {
+    const Check& check = *checks.checks[k];
+    json per_check = json::array();
+    for (const auto& [key, ids] : checks.groups[k]) {
+      auto result = evaluate_group(check, ids, records);
+      CheckResult res = result ? *result : CheckResult{"fail", "cases of this group have no record"};
+      per_check.push_back(group_result_json(res, ids));
+      for (const auto& id : ids) {
+        const Case& c = *std::find_if(cases.begin(), cases.end(), [&](const Case& x) { return x.id == id; });
+        JunitCase jc{s.name + "." + c.label + " [" + c.id + "]", check.name(), 0, "pass", "", res.detail};
+        if (res.status == "pass") {
+          ++sum.checks_pass;
+        } else if (res.status == "fail") {
+          ++sum.checks_fail;
+          jc.outcome = "failure";
+          jc.message = first_line(res.detail);
+        } else {
+          res.status == "skipped" ? ++sum.checks_skipped : ++sum.checks_not_implemented;
+          jc.outcome = "skipped";
+          jc.message = res.status + ": " + first_line(res.detail);
+        }
+        junit.push_back(jc);
+      }
+    }
+    check_summary[check.name()] = per_check;
+  }
+  sum.exit_code = (sum.failed > 0 || sum.checks_fail > 0) ? 1 : 0;
+
+  run_json["summary"] = {{"cases", sum.cases},       {"ok", sum.ok},
+                         {"failed", sum.failed},     {"skipped", sum.skipped},
+                         {"infeasible", sum.infeasible}, {"resumed", sum.resumed},
+                         {"checks", check_summary},  {"exit_code", sum.exit_code},
+                         {"end_time", utc_now_iso8601()}};
+  write_file_atomic((fs::path(run_dir) / "run.json").string(), run_json.dump(2) + "\n");
+  if (!opt.junit_path.empty()) write_file_atomic(opt.junit_path, junit_xml(s.name, junit));
+  return sum;
+}
+
+}  // namespace tpb

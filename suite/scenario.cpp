@@ -1,0 +1,654 @@
+// Scenario parsing and validation. A Validator walks the document once, collecting every
+// problem with its JSON path; nothing throws until the whole file has been seen.
+#include "suite/scenario.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "reference_engine/comm/factory.h"
+#include "reference_engine/config/model_config.h"
+#include "suite/build_info.h"
+#include "suite/checks/check.h"
+#include "tpb/dtype.h"
+#include "tpb/kernels/device.h"
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace tpb {
+
+namespace {
+
+std::string join_lines(const std::vector<std::string>& lines) {
+  std::string out;
+  for (const auto& l : lines) {
+    if (!out.empty()) out += "\n";
+    out += l;
+  }
+  return out;
+}
+
+std::string join(const std::vector<std::string>& items, const char* sep = ", ") {
+  std::string out;
+  for (const auto& i : items) {
+    if (!out.empty()) out += sep;
+    out += i;
+  }
+  return out;
+}
+
+// A value as the user wrote it, shortened so that one problem stays one line.
+std::string show(const json& v) {
+  std::string s = v.dump();
+  if (s.size() > 60) s = s.substr(0, 57) + "...";
+  return s;
+}
+
+class Validator {
+ public:
+  explicit Validator(std::string source) : source_(std::move(source)) {}
+
+  void expected(const std::string& path, const std::string& what, const json& got) {
+    problems_.push_back(source_ + ": " + path + ": expected " + what + ", got " + show(got));
+  }
+  void problem(const std::string& path, const std::string& text) {
+    problems_.push_back(source_ + ": " + path + ": " + text);
+  }
+  // Reports every key of `obj` not in `allowed`.
+  void only_keys(const json& obj, const std::string& path, const std::vector<std::string>& allowed) {
+    for (const auto& [key, value] : obj.items()) {
+      if (std::find(allowed.begin(), allowed.end(), key) == allowed.end())
+        problem(path + "." + key, "unknown key; expected one of " + join(allowed));
+    }
+  }
+  const std::vector<std::string>& problems() const { return problems_; }
+
+ private:
+  std::string source_;
+  std::vector<std::string> problems_;
+};
+
+bool is_int(const json& v) { return v.is_number_integer(); }
+
+// Reads an optional integer field >= `min`.
+void int_field(Validator& val, const json& obj, const char* key, const std::string& path, int min, int& out) {
+  auto it = obj.find(key);
+  if (it == obj.end()) return;
+  if (!is_int(*it) || it->get<long long>() < min || it->get<long long>() > 1'000'000'000) {
+    val.expected(path + "." + key, "an integer >= " + std::to_string(min), *it);
+    return;
+  }
+  out = it->get<int>();
+}
+
+// Reads an optional number field in [min, max] (exclusive bounds when asked).
+void number_field(Validator& val, const json& obj, const char* key, const std::string& path, double min,
+                  bool min_exclusive, double max, bool max_exclusive, double& out) {
+  auto it = obj.find(key);
+  if (it == obj.end()) return;
+  const std::string range = std::string(min_exclusive ? "(" : "[") + json(min).dump() + ", " +
+                            (max == 1e300 ? std::string("inf") : json(max).dump()) + (max_exclusive ? ")" : "]");
+  if (!it->is_number()) {
+    val.expected(path + "." + key, "a number in " + range, *it);
+    return;
+  }
+  const double v = it->get<double>();
+  if (v < min || (min_exclusive && v == min) || v > max || (max_exclusive && v == max)) {
+    val.expected(path + "." + key, "a number in " + range, *it);
+    return;
+  }
+  out = v;
+}
+
+bool is_cpu_backend(const std::string& b) { return b == "shm" || b == "mpi"; }
+
+const std::vector<std::string>& instrumentation_levels() {
+  static const std::vector<std::string> levels = {"off", "timing", "trace", "debug"};
+  return levels;
+}
+
+// Validates one axis value at `path`; returns the normalised value or null when invalid.
+json axis_value(Validator& val, const std::string& axis, const json& v, const std::string& path,
+                const std::string& device_requested) {
+  auto positive_int = [&]() -> json {
+    if (!is_int(v) || v.get<long long>() < 1 || v.get<long long>() > (1LL << 40)) {
+      val.expected(path, "a positive integer", v);
+      return nullptr;
+    }
+    return v.get<long long>();
+  };
+  if (axis == "tp") {
+    json r = positive_int();
+    if (!r.is_null() && r.get<long long>() > 1024) {
+      val.expected(path, "a TP size <= 1024", v);
+      return nullptr;
+    }
+    return r;
+  }
+  if (axis == "batch_size" || axis == "seq_len" || axis == "message_bytes") return positive_int();
+  if (axis == "mem_fraction") {
+    if (!v.is_number() || v.get<double>() <= 0.0 || v.get<double>() > 1.0) {
+      val.expected(path, "a fraction in (0, 1]", v);
+      return nullptr;
+    }
+    return v.get<double>();
+  }
+  if (axis == "cuda_graph") {
+    if (!v.is_boolean()) {
+      val.expected(path, "true or false", v);
+      return nullptr;
+    }
+    if (v.get<bool>() && device_requested == "cpu") {
+      val.expected(path, "false (CUDA graphs need device \"cuda\" or \"auto\"; device is \"cpu\")", v);
+      return nullptr;
+    }
+    return v;
+  }
+  if (axis == "instrumentation") {
+    const auto& levels = instrumentation_levels();
+    if (!v.is_string() || std::find(levels.begin(), levels.end(), v.get<std::string>()) == levels.end()) {
+      val.expected(path, "one of " + join(levels), v);
+      return nullptr;
+    }
+    return v;
+  }
+  if (axis == "dtype") {
+    if (v.is_string()) {
+      try {
+        return std::string(dtype_name(dtype_from_name(v.get<std::string>())));
+      } catch (const InputError&) {
+      }
+    }
+    val.expected(path, "one of f32, bf16, f16", v);
+    return nullptr;
+  }
+  if (axis == "allreduce") {
+    const auto& names = known_backend_names();
+    if (!v.is_string() || std::find(names.begin(), names.end(), v.get<std::string>()) == names.end()) {
+      val.expected(path, "an allreduce backend (one of " + join(names) + ")", v);
+      return nullptr;
+    }
+    const std::string b = v.get<std::string>();
+    if (device_requested == "cpu" && !is_cpu_backend(b)) {
+      val.expected(path, "a CPU backend (shm, mpi) because device is \"cpu\"", v);
+      return nullptr;
+    }
+    if (device_requested == "cuda" && is_cpu_backend(b)) {
+      val.expected(path, "a GPU backend (nccl, custom-oneshot, custom-twoshot, auto) because device is \"cuda\"", v);
+      return nullptr;
+    }
+    return v;
+  }
+  val.problem(path, "internal: no validator for axis " + axis);
+  return nullptr;
+}
+
+json default_axis_value(const std::string& axis, const std::string& device) {
+  if (axis == "tp" || axis == "batch_size") return 1;
+  if (axis == "seq_len") return 16;
+  if (axis == "allreduce") return device == "cuda" ? "nccl" : "shm";
+  if (axis == "mem_fraction") return 0.9;
+  if (axis == "instrumentation") return "off";
+  if (axis == "cuda_graph") return false;
+  if (axis == "message_bytes") return 65536;
+  if (axis == "dtype") return "bf16";
+  return nullptr;
+}
+
+std::string scenario_dir(const std::string& source) {
+  fs::path p = fs::absolute(fs::path(source)).parent_path();
+  return p.string();
+}
+
+std::string resolve_relative(const std::string& base_dir, const std::string& p) {
+  fs::path path(p);
+  if (path.is_absolute()) return path.lexically_normal().string();
+  return (fs::path(base_dir) / path).lexically_normal().string();
+}
+
+// The model section: which config, which weights; then TP must divide the model.
+std::optional<ModelSpec> parse_model(Validator& val, const json& m, const std::string& source,
+                                     std::optional<ModelConfig>& config_out) {
+  const std::string path = "$.model";
+  if (!m.is_object()) {
+    val.expected(path, "an object with \"preset\" or \"path\"", m);
+    return std::nullopt;
+  }
+  val.only_keys(m, path, {"preset", "path", "overrides", "weights", "seed"});
+  ModelSpec spec;
+  const bool has_preset = m.contains("preset"), has_path = m.contains("path");
+  if (has_preset == has_path) {
+    val.problem(path, std::string("expected exactly one of \"preset\" and \"path\", got ") +
+                          (has_preset ? "both" : "neither"));
+    return std::nullopt;
+  }
+  bool ok = true;
+  if (has_preset) {
+    const json& p = m["preset"];
+    if (!p.is_string() || p.get<std::string>().empty()) {
+      val.expected(path + ".preset", "a preset name (a file in scenarios/models/)", p);
+      ok = false;
+    } else {
+      spec.preset = p.get<std::string>();
+      const fs::path file = fs::path(models_dir()) / (spec.preset + ".json");
+      if (!fs::is_regular_file(file)) {
+        std::vector<std::string> known;
+        if (fs::is_directory(models_dir()))
+          for (const auto& e : fs::directory_iterator(models_dir()))
+            if (e.path().extension() == ".json") known.push_back(e.path().stem().string());
+        std::sort(known.begin(), known.end());
+        val.expected(path + ".preset", "a preset in " + models_dir() + " (" + (known.empty() ? "none" : join(known)) + ")", p);
+        ok = false;
+      } else {
+        spec.config_path = fs::absolute(file).lexically_normal().string();
+      }
+    }
+  } else {
+    const json& p = m["path"];
+    if (!p.is_string() || p.get<std::string>().empty()) {
+      val.expected(path + ".path", "a path to an HF config.json or its folder", p);
+      ok = false;
+    } else {
+      spec.path = p.get<std::string>();
+      fs::path file = resolve_relative(scenario_dir(source), spec.path);
+      if (fs::is_directory(file)) file /= "config.json";
+      if (!fs::is_regular_file(file)) {
+        val.expected(path + ".path", "an existing config.json or folder holding one (looked for " + file.string() + ")", p);
+        ok = false;
+      } else {
+        spec.config_path = file.string();
+      }
+    }
+  }
+  if (m.contains("overrides")) {
+    if (!m["overrides"].is_object()) {
+      val.expected(path + ".overrides", "an object of config fields", m["overrides"]);
+      ok = false;
+    } else {
+      spec.overrides = m["overrides"];
+    }
+  }
+  if (m.contains("weights")) {
+    const json& w = m["weights"];
+    if (!w.is_string() || w.get<std::string>().empty()) {
+      val.expected(path + ".weights", "\"synthetic\" or a checkpoint folder", w);
+    } else if (w.get<std::string>() == "synthetic") {
+      spec.weights = "synthetic";
+    } else {
+      const std::string dir = resolve_relative(scenario_dir(source), w.get<std::string>());
+      if (!fs::is_directory(dir))
+        val.expected(path + ".weights", "\"synthetic\" or an existing checkpoint folder (looked for " + dir + ")", w);
+      else
+        spec.weights = dir;
+    }
+  }
+  if (m.contains("seed")) {
+    const json& s = m["seed"];
+    if (!s.is_number_unsigned() && !(s.is_number_integer() && s.get<long long>() >= 0))
+      val.expected(path + ".seed", "a non-negative integer", s);
+    else
+      spec.seed = s.get<std::uint64_t>();
+  }
+  if (!ok) return std::nullopt;
+  // The config itself: its own errors name the config file; overrides name their path.
+  try {
+    ModelConfig config = load_model_config(spec.config_path);
+    config.name = spec.preset.empty() ? spec.path : spec.preset;
+    apply_overrides(config, spec.overrides, source, path + ".overrides");
+    config.validate();
+    spec.num_attention_heads = config.num_attention_heads;
+    config_out = std::move(config);
+  } catch (const InputError& e) {
+    val.problem(path + (has_preset ? ".preset" : ".path"), std::string("invalid model: ") + e.what());
+  }
+  return spec;
+}
+
+}  // namespace
+
+ScenarioError::ScenarioError(std::vector<std::string> problems)
+    : InputError(join_lines(problems)), problems_(std::move(problems)) {}
+
+const std::vector<std::string>& common_axis_names() {
+  // Fixed order: the sweep's outermost axis first. TP outermost keeps a group of worker
+  // processes alive across as many consecutive cases as possible; allreduce innermost puts
+  // the cases that equal_across_allreduce compares next to each other.
+  static const std::vector<std::string> names = {"tp", "mem_fraction", "cuda_graph", "instrumentation", "allreduce"};
+  return names;
+}
+
+const std::vector<std::string>& workload_axis_names(const std::string& workload) {
+  static const std::vector<std::string> engine = {"tp", "mem_fraction", "cuda_graph", "instrumentation",
+                                                  "batch_size", "seq_len", "allreduce"};
+  static const std::vector<std::string> allreduce = {"tp", "mem_fraction", "cuda_graph", "instrumentation",
+                                                     "dtype", "message_bytes", "allreduce"};
+  static const std::vector<std::string> none;
+  if (workload == "engine") return engine;
+  if (workload == "allreduce") return allreduce;
+  return none;
+}
+
+const std::vector<std::string>& known_backend_names() {
+  static const std::vector<std::string> names = {"shm", "mpi", "nccl", "custom-oneshot", "custom-twoshot", "auto"};
+  return names;
+}
+
+Scenario parse_scenario(const json& doc, const std::string& source, const ScenarioEnv& env) {
+  Validator val(source);
+  Scenario s;
+  s.source = source;
+  s.document = doc;
+  if (!doc.is_object()) {
+    val.expected("$", "a JSON object (a tpbench scenario)", doc);
+    throw ScenarioError(val.problems());
+  }
+  val.only_keys(doc, "$", {"schema", "name", "description", "workload", "model", "device", "mode", "sweep",
+                           "exclude", "measure", "checks", "baseline", "control"});
+
+  // schema, name, description
+  if (!doc.contains("schema")) {
+    val.problem("$.schema", "missing; expected 1");
+  } else if (!is_int(doc["schema"]) || doc["schema"].get<long long>() != 1) {
+    val.expected("$.schema", "1 (the only schema this tpbench reads)", doc["schema"]);
+  }
+  if (doc.contains("name")) {
+    if (!doc["name"].is_string() || doc["name"].get<std::string>().empty())
+      val.expected("$.name", "a non-empty string", doc["name"]);
+    else
+      s.name = doc["name"].get<std::string>();
+  }
+  if (s.name.empty()) s.name = fs::path(source).stem().string();
+  if (doc.contains("description")) {
+    if (!doc["description"].is_string())
+      val.expected("$.description", "a string", doc["description"]);
+    else
+      s.description = doc["description"].get<std::string>();
+  }
+
+  // workload, device, mode
+  bool workload_ok = false;
+  if (!doc.contains("workload")) {
+    val.problem("$.workload", "missing; expected \"engine\" or \"allreduce\"");
+  } else if (!doc["workload"].is_string() ||
+             (doc["workload"] != "engine" && doc["workload"] != "allreduce")) {
+    val.expected("$.workload", "\"engine\" or \"allreduce\"", doc["workload"]);
+  } else {
+    s.workload = doc["workload"].get<std::string>();
+    workload_ok = true;
+  }
+  s.device_requested = "auto";
+  if (doc.contains("device")) {
+    const json& d = doc["device"];
+    if (!d.is_string() || (d != "cpu" && d != "cuda" && d != "auto"))
+      val.expected("$.device", "\"cpu\", \"cuda\" or \"auto\"", d);
+    else
+      s.device_requested = d.get<std::string>();
+  }
+  if (s.device_requested == "auto") {
+    const bool cuda = env.cuda_available ? *env.cuda_available
+                                         : (build_info().have_cuda && !visible_gpus().empty());
+    s.device = cuda ? "cuda" : "cpu";
+  } else {
+    s.device = s.device_requested;
+  }
+  if (doc.contains("mode")) {
+    const json& m = doc["mode"];
+    if (workload_ok && s.workload != "engine")
+      val.problem("$.mode", "applies to workload \"engine\" only (workload is \"" + s.workload + "\")");
+    else if (!m.is_string() || (m != "prefill" && m != "decode"))
+      val.expected("$.mode", "\"prefill\" or \"decode\"", m);
+    else
+      s.mode = m.get<std::string>();
+  }
+
+  // model
+  std::optional<ModelConfig> model_config;
+  if (doc.contains("model")) {
+    s.model = parse_model(val, doc["model"], source, model_config);
+  } else if (workload_ok && s.workload == "engine") {
+    val.problem("$.model", "missing; the engine workload needs {\"preset\": NAME} or {\"path\": DIR}");
+  }
+
+  // sweep
+  const std::vector<std::string>& axis_names = workload_axis_names(s.workload);
+  json sweep = json::object();
+  if (doc.contains("sweep")) {
+    if (!doc["sweep"].is_object()) {
+      val.expected("$.sweep", "an object: axis -> [values]", doc["sweep"]);
+    } else {
+      sweep = doc["sweep"];
+      if (workload_ok) {
+        for (const auto& [key, value] : sweep.items()) {
+          if (std::find(axis_names.begin(), axis_names.end(), key) != axis_names.end()) continue;
+          const auto& other = workload_axis_names(s.workload == "engine" ? "allreduce" : "engine");
+          if (std::find(other.begin(), other.end(), key) != other.end())
+            val.problem("$.sweep." + key, "not an axis of workload \"" + s.workload + "\"; expected one of " + join(axis_names));
+          else
+            val.problem("$.sweep." + key, "unknown axis; expected one of " + join(axis_names));
+        }
+      }
+    }
+  }
+  for (const auto& axis : axis_names) {
+    Axis a{axis, {}};
+    const std::string path = "$.sweep." + axis;
+    if (!sweep.contains(axis)) {
+      a.values.push_back(default_axis_value(axis, s.device));
+    } else if (!sweep[axis].is_array()) {
+      val.expected(path, "a list of values", sweep[axis]);
+    } else if (sweep[axis].empty()) {
+      val.expected(path, "a non-empty list", sweep[axis]);
+    } else {
+      for (std::size_t i = 0; i < sweep[axis].size(); ++i) {
+        const std::string ipath = path + "[" + std::to_string(i) + "]";
+        json v = axis_value(val, axis, sweep[axis][i], ipath, s.device_requested);
+        if (v.is_null()) continue;
+        if (std::find(a.values.begin(), a.values.end(), v) != a.values.end()) {
+          val.expected(ipath, "a value not already listed", sweep[axis][i]);
+          continue;
+        }
+        if (axis == "tp" && model_config) {
+          try {
+            model_config->validate_tp(static_cast<int>(v.get<long long>()));
+          } catch (const InputError& e) {
+            val.expected(ipath, std::string("a TP size that divides the model (") + e.what() + ")", sweep[axis][i]);
+            continue;
+          }
+        }
+        a.values.push_back(v);
+      }
+    }
+    s.axes.push_back(std::move(a));
+  }
+
+  // exclude: each rule names axes and the value (or values) it removes.
+  if (doc.contains("exclude")) {
+    const json& ex = doc["exclude"];
+    if (!ex.is_array()) {
+      val.expected("$.exclude", "a list of rules ({axis: value or [values]})", ex);
+    } else {
+      for (std::size_t i = 0; i < ex.size(); ++i) {
+        const std::string rpath = "$.exclude[" + std::to_string(i) + "]";
+        if (!ex[i].is_object() || ex[i].empty()) {
+          val.expected(rpath, "a non-empty object {axis: value or [values]}", ex[i]);
+          continue;
+        }
+        json rule = json::object();
+        bool ok = true;
+        for (const auto& [key, value] : ex[i].items()) {
+          if (std::find(axis_names.begin(), axis_names.end(), key) == axis_names.end()) {
+            if (workload_ok) val.problem(rpath + "." + key, "unknown axis; expected one of " + join(axis_names));
+            ok = false;
+            continue;
+          }
+          json values = value.is_array() ? value : json::array({value});
+          json normalised = json::array();
+          for (std::size_t k = 0; k < values.size(); ++k) {
+            const std::string vpath = value.is_array() ? rpath + "." + key + "[" + std::to_string(k) + "]" : rpath + "." + key;
+            json v = axis_value(val, key, values[k], vpath, "auto");
+            if (v.is_null()) ok = false;
+            normalised.push_back(v);
+          }
+          rule[key] = normalised;
+        }
+        if (ok) s.exclude.push_back(rule);
+      }
+    }
+  }
+
+  // measure
+  if (doc.contains("measure")) {
+    const json& m = doc["measure"];
+    if (!m.is_object()) {
+      val.expected("$.measure", "an object", m);
+    } else {
+      val.only_keys(m, "$.measure", {"warmup", "iterations", "repetitions", "min_duration_s", "timeout_s"});
+      int_field(val, m, "warmup", "$.measure", 0, s.measure.warmup);
+      int_field(val, m, "iterations", "$.measure", 1, s.measure.iterations);
+      int_field(val, m, "repetitions", "$.measure", 1, s.measure.repetitions);
+      number_field(val, m, "min_duration_s", "$.measure", 0, false, 86400, false, s.measure.min_duration_s);
+      number_field(val, m, "timeout_s", "$.measure", 0, true, 86400, false, s.measure.timeout_s);
+    }
+  }
+
+  // checks
+  if (doc.contains("checks")) {
+    const json& c = doc["checks"];
+    if (!c.is_array()) {
+      val.expected("$.checks", "a list of check names", c);
+    } else {
+      const auto& known = known_check_names();
+      for (std::size_t i = 0; i < c.size(); ++i) {
+        const std::string cpath = "$.checks[" + std::to_string(i) + "]";
+        if (!c[i].is_string() || std::find(known.begin(), known.end(), c[i].get<std::string>()) == known.end()) {
+          val.expected(cpath, "a check name (one of " + join(known) + ")", c[i]);
+        } else if (std::find(s.checks.begin(), s.checks.end(), c[i].get<std::string>()) != s.checks.end()) {
+          val.expected(cpath, "a check not already listed", c[i]);
+        } else {
+          s.checks.push_back(c[i].get<std::string>());
+        }
+      }
+    }
+  }
+
+  // baseline tolerances
+  if (doc.contains("baseline")) {
+    const json& b = doc["baseline"];
+    if (!b.is_object()) {
+      val.expected("$.baseline", "an object of tolerances", b);
+    } else {
+      val.only_keys(b, "$.baseline", {"latency_rel_tol", "memory_rel_tol", "kv_tokens_rel_tol", "alpha", "min_repetitions"});
+      double ignored = 0;
+      number_field(val, b, "latency_rel_tol", "$.baseline", 0, false, 1e300, false, ignored);
+      number_field(val, b, "memory_rel_tol", "$.baseline", 0, false, 1e300, false, ignored);
+      number_field(val, b, "kv_tokens_rel_tol", "$.baseline", 0, false, 1e300, false, ignored);
+      number_field(val, b, "alpha", "$.baseline", 0, true, 1, true, ignored);
+      int min_reps = 0;
+      int_field(val, b, "min_repetitions", "$.baseline", 2, min_reps);
+      s.baseline = b;
+    }
+  }
+
+  // control: a case of the sweep's space (axes not named take their first value).
+  if (doc.contains("control") && !doc["control"].is_null()) {
+    const json& c = doc["control"];
+    if (!c.is_object()) {
+      val.expected("$.control", "an object {axis: value}", c);
+    } else {
+      json control = json::object();
+      bool ok = true;
+      for (const auto& [key, value] : c.items()) {
+        if (std::find(axis_names.begin(), axis_names.end(), key) == axis_names.end()) {
+          if (workload_ok) val.problem("$.control." + key, "unknown axis; expected one of " + join(axis_names));
+          ok = false;
+          continue;
+        }
+        json v = axis_value(val, key, value, "$.control." + key, s.device_requested);
+        if (v.is_null()) {
+          ok = false;
+          continue;
+        }
+        if (key == "tp" && model_config) {
+          try {
+            model_config->validate_tp(static_cast<int>(v.get<long long>()));
+          } catch (const InputError& e) {
+            val.expected("$.control.tp", std::string("a TP size that divides the model (") + e.what() + ")", value);
+            ok = false;
+            continue;
+          }
+        }
+        control[key] = v;
+      }
+      if (ok) {
+        for (const auto& a : s.axes)
+          if (!control.contains(a.name) && !a.values.empty()) control[a.name] = a.values.front();
+        s.control = control;
+      }
+    }
+  }
+
+  if (!val.problems().empty()) throw ScenarioError(val.problems());
+  return s;
+}
+
+Scenario load_scenario(const std::string& path, const ScenarioEnv& env) {
+  std::ifstream in(path);
+  if (!in.good()) throw ScenarioError({path + ": cannot open the scenario file"});
+  json doc;
+  try {
+    doc = json::parse(in, nullptr, /*allow_exceptions=*/true, /*ignore_comments=*/false);
+  } catch (const json::parse_error& e) {
+    // nlohmann reports a byte offset; turn it into line:column for the user.
+    std::ifstream again(path);
+    std::string text((std::istreambuf_iterator<char>(again)), std::istreambuf_iterator<char>());
+    std::size_t line = 1, col = 1;
+    for (std::size_t i = 0; i + 1 < e.byte && i < text.size(); ++i) {
+      if (text[i] == '\n') {
+        ++line;
+        col = 1;
+      } else {
+        ++col;
+      }
+    }
+    std::string what = e.what();
+    throw ScenarioError({path + ":" + std::to_string(line) + ":" + std::to_string(col) + ": not valid JSON: " + what});
+  }
+  return parse_scenario(doc, path, env);
+}
+
+std::vector<std::string> scenario_search_dirs() {
+  std::vector<std::string> dirs;
+  auto add = [&](const fs::path& p) {
+    std::error_code ec;
+    if (!fs::is_directory(p, ec)) return;
+    const std::string s = fs::absolute(p).lexically_normal().string();
+    if (std::find(dirs.begin(), dirs.end(), s) == dirs.end()) dirs.push_back(s);
+  };
+  add(fs::current_path() / "scenarios");
+  if (const char* home = std::getenv("TPB_HOME")) add(fs::path(home) / "scenarios");
+#ifdef TPB_SOURCE_DIR
+  add(fs::path(TPB_SOURCE_DIR) / "scenarios");
+#endif
+  return dirs;
+}
+
+std::string resolve_scenario_path(const std::string& name_or_path) {
+  std::error_code ec;
+  if (fs::is_regular_file(name_or_path, ec)) return name_or_path;
+  const std::string file = name_or_path.size() > 5 && name_or_path.ends_with(".json") ? name_or_path : name_or_path + ".json";
+  std::vector<std::string> looked;
+  for (const auto& dir : scenario_search_dirs()) {
+    const fs::path p = fs::path(dir) / file;
+    if (fs::is_regular_file(p, ec)) return p.string();
+    looked.push_back(p.string());
+  }
+  TPB_INPUT_FAIL("scenario '" << name_or_path << "': no such file, and not found as scenarios/" << file
+                              << (looked.empty() ? std::string(" (no scenarios/ folder in the working directory, $TPB_HOME or the source tree)")
+                                                 : " (looked in: " + join(looked) + ")"));
+}
+
+}  // namespace tpb

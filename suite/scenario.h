@@ -1,0 +1,119 @@
+// Scenario: one JSON file that says what to run (workload, model, device, mode), which
+// axes to sweep, how to measure, which checks to apply and which baseline tolerances hold.
+//
+// Parsing never stops at the first problem: every unknown key, wrong type and out-of-range
+// value is collected as "<file>: <json path>: expected ..., got ..." and thrown together in
+// one ScenarioError (exit 2), so a user fixes a file in one round trip.
+//
+// Format (schema 1):
+//   {"schema": 1, "name": "...", "description": "...", "workload": "engine" | "allreduce",
+//    "model": {"preset": "tiny-dsv3" | "path": "DIR", "overrides": {...},
+//              "weights": "synthetic" | "<checkpoint dir>", "seed": 1234},
+//    "device": "cpu" | "cuda" | "auto", "mode": "prefill" | "decode",
+//    "sweep": {"tp": [1, 2], "batch_size": [1, 4], "seq_len": [16], "allreduce": ["shm"],
+//              "mem_fraction": [0.9], "instrumentation": ["off"], "cuda_graph": [false],
+//              "message_bytes": [1024] (allreduce only), "dtype": ["bf16"] (allreduce only)},
+//    "exclude": [{"tp": 1, "allreduce": "nccl"}],   // a value may also be a list (any of)
+//    "measure": {"warmup": 2, "iterations": 10, "repetitions": 1, "min_duration_s": 0,
+//                "timeout_s": 60},
+//    "checks": ["equal_across_allreduce", "deterministic"],
+//    "baseline": {"latency_rel_tol": 0.05, "memory_rel_tol": 0.02, "kv_tokens_rel_tol": 0.01,
+//                 "alpha": 0.05},
+//    "control": {"tp": 1, "batch_size": 1}}          // axis -> value; unnamed axes take their first value
+// Relative model paths and checkpoint folders are relative to the scenario file's folder.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "tpb/check.h"
+
+namespace tpb {
+
+// Every problem found in one scenario file; what() joins them, one per line.
+class ScenarioError : public InputError {
+ public:
+  explicit ScenarioError(std::vector<std::string> problems);
+  const std::vector<std::string>& problems() const { return problems_; }
+
+ private:
+  std::vector<std::string> problems_;
+};
+
+struct ModelSpec {
+  std::string preset;            // preset name (scenarios/models/<preset>.json), or empty
+  std::string path;              // HF config.json or its folder as written, or empty
+  std::string config_path;       // the resolved config file (absolute path)
+  nlohmann::json overrides = nlohmann::json::object();  // applied on top of the config
+  std::string weights = "synthetic";  // "synthetic" or a checkpoint folder (resolved, absolute)
+  std::uint64_t seed = 1234;     // synthetic weight seed
+  std::int64_t num_attention_heads = 0;  // after overrides; what TP must divide
+};
+
+struct MeasureSpec {
+  int warmup = 2;               // untimed iterations before timing, count
+  int iterations = 10;          // timed iterations per repetition, count
+  int repetitions = 1;          // independent repetitions (statistics need >= 9), count
+  double min_duration_s = 0;    // keep iterating until this much time is timed, seconds
+  double timeout_s = 60;        // per case, whole group of ranks, seconds
+};
+
+// One sweep axis: its name and its values in the order written (already normalised: ints
+// are ints, fractions are doubles, dtype names are canonical).
+struct Axis {
+  std::string name;
+  std::vector<nlohmann::json> values;
+};
+
+struct Scenario {
+  std::string source;           // the file it came from (as given)
+  int schema = 1;
+  std::string name;
+  std::string description;
+  std::string workload;         // "engine" | "allreduce"
+  std::string device_requested; // "cpu" | "cuda" | "auto" as written
+  std::string device;           // resolved: "cpu" | "cuda"
+  std::string mode = "decode";  // "prefill" | "decode"
+  std::optional<ModelSpec> model;  // required by the engine workload, optional for allreduce
+  std::vector<Axis> axes;       // every axis of the workload, defaults filled in, fixed order
+  std::vector<nlohmann::json> exclude;  // objects: axis -> value or [values]
+  MeasureSpec measure;
+  std::vector<std::string> checks;
+  // The validated "baseline" section as written (empty object when absent); suite/baseline.h
+  // reads the tolerances from it (tolerances_from_json).
+  nlohmann::json baseline = nlohmann::json::object();
+  nlohmann::json control;       // null, or the full control params (axis -> value)
+  nlohmann::json document;      // the file as read, for run.json
+};
+
+struct ScenarioEnv {
+  // Whether CUDA devices are usable (GPUs visible and the build has CUDA); "auto" resolves
+  // with it. Unset: detected with tpb::visible_gpus().
+  std::optional<bool> cuda_available;
+};
+
+// The axis names every scenario may sweep, and the ones only a workload has.
+const std::vector<std::string>& common_axis_names();
+const std::vector<std::string>& workload_axis_names(const std::string& workload);
+// Every allreduce backend name tpbench knows (compiled in or not).
+const std::vector<std::string>& known_backend_names();
+
+// Parses and validates; throws ScenarioError listing every problem.
+Scenario parse_scenario(const nlohmann::json& document, const std::string& source,
+                        const ScenarioEnv& env = {});
+// Reads the file (syntax errors carry line and column) and parses it.
+Scenario load_scenario(const std::string& path, const ScenarioEnv& env = {});
+
+// A path that exists, else scenarios/<name>.json (or <name> with .json added) looked up in
+// the working directory, $TPB_HOME and the source tree tpbench was built from.
+// Throws InputError listing where it looked.
+std::string resolve_scenario_path(const std::string& name_or_path);
+// The scenarios/ folders searched, in order (existing ones only).
+std::vector<std::string> scenario_search_dirs();
+
+}  // namespace tpb

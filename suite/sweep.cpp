@@ -1,0 +1,187 @@
+#include "suite/sweep.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <set>
+
+#include "reference_engine/comm/factory.h"
+#include "suite/build_info.h"
+#include "tpb/kernels/device.h"
+
+using nlohmann::json;
+
+namespace tpb {
+
+namespace {
+
+bool is_cpu_backend(const std::string& b) { return b == "shm" || b == "mpi"; }
+
+std::string hex16(std::uint64_t v) {
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
+std::string format_bytes(long long bytes) {
+  if (bytes >= (1LL << 20) && bytes % (1LL << 20) == 0) return std::to_string(bytes >> 20) + "MiB";
+  if (bytes >= 1024 && bytes % 1024 == 0) return std::to_string(bytes >> 10) + "KiB";
+  return std::to_string(bytes) + "B";
+}
+
+const Axis* find_axis(const Scenario& s, const std::string& name) {
+  for (const auto& a : s.axes)
+    if (a.name == name) return &a;
+  return nullptr;
+}
+
+bool axis_varies(const Scenario& s, const std::string& name) {
+  const Axis* a = find_axis(s, name);
+  return a && a->values.size() > 1;
+}
+
+std::string make_label(const Scenario& s, const json& p, const std::string& role) {
+  std::string label;
+  if (s.workload == "engine") {
+    label = s.mode + " tp" + std::to_string(p["tp"].get<int>()) + " b" + std::to_string(p["batch_size"].get<long long>()) +
+            " s" + std::to_string(p["seq_len"].get<long long>());
+  } else {
+    label = s.workload + " tp" + std::to_string(p["tp"].get<int>()) + " " +
+            format_bytes(p["message_bytes"].get<long long>()) + " " + p["dtype"].get<std::string>();
+  }
+  if (axis_varies(s, "mem_fraction")) label += " mf" + p["mem_fraction"].dump();
+  if (axis_varies(s, "instrumentation")) label += " instr=" + p["instrumentation"].get<std::string>();
+  if (p["cuda_graph"].get<bool>()) label += " graph";
+  label += " " + p["allreduce"].get<std::string>();
+  if (role != "sweep") label += " [" + role + "]";
+  return label;
+}
+
+bool rule_matches(const json& rule, const json& params) {
+  for (const auto& [axis, values] : rule.items()) {
+    if (std::find(values.begin(), values.end(), params[axis]) == values.end()) return false;
+  }
+  return true;
+}
+
+std::string skip_reason(const Scenario& s, const json& p, const MachineInfo& m) {
+  const std::string backend = p["allreduce"].get<std::string>();
+  const int tp = p["tp"].get<int>();
+  if (s.device == "cuda" && !m.cuda)
+    return build_info().have_cuda ? "device cuda: no GPU is visible" : "device cuda: this tpbench was built without CUDA";
+  if (s.device == "cpu" && !is_cpu_backend(backend))
+    return "backend " + backend + " needs GPUs; device resolved to cpu";
+  if (s.device == "cuda" && is_cpu_backend(backend))
+    return "backend " + backend + " is a CPU backend; device resolved to cuda";
+  if (s.device == "cpu" && p["cuda_graph"].get<bool>()) return "CUDA graphs need device cuda; device resolved to cpu";
+  if (std::find(m.backends.begin(), m.backends.end(), backend) == m.backends.end()) {
+    std::string avail;
+    for (const auto& b : m.backends) avail += (avail.empty() ? "" : ", ") + b;
+    return "backend " + backend + " is not compiled into this tpbench (available: " + (avail.empty() ? "none" : avail) + ")";
+  }
+  if (s.device == "cuda" && tp > m.gpu_count)
+    return "needs " + std::to_string(tp) + " GPUs, " + std::to_string(m.gpu_count) + " visible";
+  return "";
+}
+
+}  // namespace
+
+MachineInfo detect_machine() {
+  MachineInfo m;
+  m.gpu_count = build_info().have_cuda ? static_cast<int>(visible_gpus().size()) : 0;
+  m.cuda = m.gpu_count > 0;
+  m.backends = available_backends();
+  return m;
+}
+
+std::uint64_t fnv1a64(std::string_view bytes) {
+  std::uint64_t h = 0xcbf29ce484222325ULL;  // FNV-1a 64 offset basis
+  for (unsigned char c : bytes) {
+    h ^= c;
+    h *= 0x100000001b3ULL;  // FNV-1a 64 prime
+  }
+  return h;
+}
+
+json model_identity(const Scenario& s) {
+  if (!s.model) return nullptr;
+  // As written, so that the id does not depend on where the repository is checked out.
+  const json& m = s.document.at("model");
+  json id = {{"overrides", s.model->overrides}, {"seed", s.model->seed},
+             {"weights", m.value("weights", std::string("synthetic"))}};
+  if (!s.model->preset.empty())
+    id["preset"] = s.model->preset;
+  else
+    id["path"] = s.model->path;
+  return id;
+}
+
+std::string case_id(const Scenario& s, const json& params, const std::string& role) {
+  const json identity = {{"workload", s.workload}, {"model", model_identity(s)}, {"device", s.device},
+                         {"params", params}, {"role", role}};
+  return hex16(fnv1a64(identity.dump()));  // dump() of nlohmann objects is key-sorted
+}
+
+std::vector<Case> expand_cases(const Scenario& s, const MachineInfo& machine) {
+  std::vector<json> combos = {json::object()};
+  for (const auto& axis : s.axes) {
+    std::vector<json> next;
+    for (const auto& c : combos)
+      for (const auto& v : axis.values) {
+        json n = c;
+        n[axis.name] = v;
+        next.push_back(std::move(n));
+      }
+    combos = std::move(next);
+  }
+  const json model = model_identity(s);
+  const std::string model_hash = hex16(fnv1a64(model.dump()));
+  auto make = [&](json params, const std::string& role) {
+    if (s.workload == "engine") params["mode"] = s.mode;
+    Case c;
+    c.params = params;
+    c.role = role;
+    c.tp = params["tp"].get<int>();
+    c.id = case_id(s, params, role);
+    c.label = make_label(s, params, role);
+    c.group_key = s.workload + "/" + s.device + "/" + model_hash + "/tp" + std::to_string(c.tp);
+    c.skip_reason = skip_reason(s, params, machine);
+    return c;
+  };
+  const bool repeat = std::find(s.checks.begin(), s.checks.end(), "deterministic") != s.checks.end();
+  std::vector<Case> cases;
+  if (!s.control.is_null()) cases.push_back(make(s.control, "control-start"));
+  for (const auto& params : combos) {
+    if (std::any_of(s.exclude.begin(), s.exclude.end(), [&](const json& r) { return rule_matches(r, params); }))
+      continue;
+    cases.push_back(make(params, "sweep"));
+    if (repeat) cases.push_back(make(params, "repeat"));
+  }
+  if (cases.size() == (s.control.is_null() ? 0u : 1u))
+    throw ScenarioError({s.source + ": $.exclude: the rules exclude every case of the sweep; expected at least one case left"});
+  if (!s.control.is_null()) cases.push_back(make(s.control, "control-end"));
+  std::set<std::string> ids;
+  for (const auto& c : cases)
+    if (!ids.insert(c.id).second) throw Error("case id collision for " + c.id + " (" + c.label + ")");
+  return cases;
+}
+
+json case_spec(const Scenario& s, const Case& c) {
+  json model = nullptr;
+  if (s.model)
+    model = {{"config_path", s.model->config_path}, {"overrides", s.model->overrides},
+             {"weights", s.model->weights}, {"seed", s.model->seed}};
+  return {{"case_id", c.id},
+          {"label", c.label},
+          {"workload", s.workload},
+          {"device", s.device},
+          {"params", c.params},
+          {"model", model},
+          {"measure",
+           {{"warmup", s.measure.warmup},
+            {"iterations", s.measure.iterations},
+            {"repetitions", s.measure.repetitions},
+            {"min_duration_s", s.measure.min_duration_s},
+            {"timeout_s", s.measure.timeout_s}}}};
+}
+
+}  // namespace tpb

@@ -1,0 +1,55 @@
+// Sweep expansion: a Scenario's axes → the ordered list of cases to run.
+//
+// Order: the cartesian product with the first axis of workload_axis_names() outermost (TP,
+// so worker groups live across many cases) and allreduce innermost; `exclude` rules drop
+// cases; with the `deterministic` check every case is followed by a repeat of itself; with
+// a control, the control case runs first and last.
+//
+// Case ids are stable: FNV-1a 64 over the canonical (key-sorted) JSON of the workload, the
+// model as written, the resolved device, the params and the role, printed as 16 hex digits.
+// Measurement settings are not part of the id: more iterations measure the same case.
+//
+// A case the machine cannot run (a GPU backend on the CPU, more ranks than GPUs, a backend
+// not compiled in) is kept with a skip reason: it is recorded `skipped`, never silently dropped.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "suite/scenario.h"
+
+namespace tpb {
+
+// What this machine and build can run.
+struct MachineInfo {
+  bool cuda = false;                  // CUDA compiled in and at least one GPU visible
+  int gpu_count = 0;                  // visible GPUs
+  std::vector<std::string> backends;  // allreduce backends compiled in (available_backends())
+};
+MachineInfo detect_machine();
+
+struct Case {
+  std::string id;           // 16 hex digits, stable (see above)
+  std::string label;        // human name, e.g. "decode tp2 b4 s16 shm"
+  std::string role;         // "sweep" | "repeat" | "control-start" | "control-end"
+  nlohmann::json params;    // every axis of the workload (+ mode for the engine)
+  int tp = 1;               // ranks, = params.tp
+  std::string group_key;    // cases with equal keys may share worker processes
+  std::string skip_reason;  // non-empty: recorded `skipped` with this reason, not run
+};
+
+std::uint64_t fnv1a64(std::string_view bytes);
+// The model as it identifies a case (preset or path as written, overrides, weights, seed); null without a model.
+nlohmann::json model_identity(const Scenario& scenario);
+std::string case_id(const Scenario& scenario, const nlohmann::json& params, const std::string& role);
+
+std::vector<Case> expand_cases(const Scenario& scenario, const MachineInfo& machine);
+
+// The JSON the launcher sends to the ranks (format in suite/workload.h).
+nlohmann::json case_spec(const Scenario& scenario, const Case& c);
+
+}  // namespace tpb
