@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# Builds and runs the GPU allreduce work on a GPU machine in one go, writing logs and JSON
+# into OUTDIR (at most 8 files: the device tool brings back 8).
+#   usage: scripts/gpu_run.sh OUTDIR
+# Steps: configure (cmake --preset cuda, Ninja, sm_90) and build tpb_gpu_tests + tpb_bench
+# with all cores; ctest -L gpu (allreduce tests unless GPU_RUN_CTEST_REGEX says otherwise);
+# tpb_bench pass 1 (nccl, one-shot, two-shot) -> measured auto thresholds
+# (scripts/allreduce_thresholds.py) -> tpb_bench pass 2 (all four backends side by side,
+# auto reading the fresh thresholds); prints the table last.
+# Dependencies the GPU image may lack (GoogleTest, Google Benchmark, nlohmann_json) are taken
+# from .gpudeps/ when present (a prefix copied from this repo's build machine, git-ignored);
+# NCCL from the image's Python wheel when the toolkit has none.
+set -u -o pipefail
+OUTDIR=${1:?usage: scripts/gpu_run.sh OUTDIR}
+mkdir -p "$OUTDIR"
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+# NVLink multicast stays off (shared machines; see the device notes). Never create multicast objects.
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+ENV_LOG=$OUTDIR/env.txt
+{
+  date -u; uname -a; nvidia-smi; nvidia-smi topo -m; nvcc --version; cmake --version | head -1
+  env | grep -E '^(NCCL|CUDA|TPB)_' | sort
+} >"$ENV_LOG" 2>&1
+
+CMAKE_ARGS=()
+if [ -d "$ROOT/.gpudeps" ]; then
+  CMAKE_ARGS+=("-DCMAKE_PREFIX_PATH=$ROOT/.gpudeps")
+  export LD_LIBRARY_PATH="$ROOT/.gpudeps/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}"
+fi
+if ! ls /usr/local/cuda/lib64/libnccl.so* >/dev/null 2>&1; then
+  NCCL_PY=$(python3 -c 'import nvidia, os; print(os.path.join(list(nvidia.__path__)[0], "nccl"))' 2>/dev/null)
+  if [ -n "$NCCL_PY" ] && [ -e "$NCCL_PY/lib/libnccl.so.2" ]; then
+    NCCL_INC=$NCCL_PY/include
+    [ -f "$NCCL_INC/nccl.h" ] || NCCL_INC=$ROOT/.gpudeps/nccl/include
+    CMAKE_ARGS+=("-DNCCL_INCLUDE_DIR=$NCCL_INC" "-DNCCL_LIBRARY=$NCCL_PY/lib/libnccl.so.2")
+    export LD_LIBRARY_PATH="$NCCL_PY/lib:${LD_LIBRARY_PATH:-}"
+  fi
+fi
+echo "cmake args: ${CMAKE_ARGS[*]}" >>"$ENV_LOG"
+
+BUILD_LOG=$OUTDIR/build.log
+T0=$(date +%s)
+if ! { cmake --preset cuda "${CMAKE_ARGS[@]}" && cmake --build build-cuda -j "$(nproc)" --target tpb_gpu_tests tpb_bench; } >"$BUILD_LOG" 2>&1; then
+  tail -40 "$BUILD_LOG"; echo "BUILD FAILED (see build.log)"; exit 1
+fi
+echo "build: $(( $(date +%s) - T0 )) s"
+
+T0=$(date +%s)
+( cd build-cuda && timeout 420 ctest -L gpu -R "${GPU_RUN_CTEST_REGEX:-Allreduce}" -j "${GPU_RUN_CTEST_JOBS:-4}" \
+    --timeout 300 --output-on-failure ) >"$OUTDIR/ctest.log" 2>&1
+echo "ctest: rc=$? $(( $(date +%s) - T0 )) s"; grep -E "tests passed|tests failed|\*\*\*Failed|Timeout|Not Run|SKIP" "$OUTDIR/ctest.log" | head -40
+
+BENCH=build-cuda/kernels/bench/tpb_bench
+MAX_MIB=${GPU_RUN_MAX_MIB:-256}
+T0=$(date +%s)
+TPB_BENCH_BACKENDS=nccl,custom-oneshot,custom-twoshot timeout 240 "$BENCH" --tpb_max_mib="$MAX_MIB" \
+  --benchmark_out="$OUTDIR/bench_pass1.json" --benchmark_out_format=json >"$OUTDIR/bench.log" 2>&1
+echo "bench pass 1: rc=$? $(( $(date +%s) - T0 )) s"
+python3 scripts/allreduce_thresholds.py "$OUTDIR/bench_pass1.json" "$OUTDIR/allreduce_thresholds.json"
+T0=$(date +%s)
+TPB_ALLREDUCE_THRESHOLDS=$OUTDIR/allreduce_thresholds.json timeout 240 "$BENCH" --tpb_max_mib="$MAX_MIB" \
+  --benchmark_out="$OUTDIR/bench.json" --benchmark_out_format=json >>"$OUTDIR/bench.log" 2>&1
+echo "bench pass 2: rc=$? $(( $(date +%s) - T0 )) s"
+tail -5 "$OUTDIR/bench.log"
+python3 scripts/allreduce_table.py "$OUTDIR/bench.json" 1024 8192 32768 524288 2097152 33554432 268435456
