@@ -1,15 +1,94 @@
-// tpbench qualify: Qualify hardware against a profile: PASS/FAIL table, JSON and JUnit.
+// tpbench qualify PROFILE.json: measures the hardware against a qualification profile and
+// prints a PASS/FAIL table; writes qualify.json and qualify.junit.xml.
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
 #include "suite/cli/subcommand.h"
+#include "suite/junit.h"
+#include "suite/provenance.h"
+#include "suite/qualify.h"
+#include "suite/results.h"
+#include "tpb/check.h"
 
 namespace {
 
-constexpr const char* kUsage =
-    "usage: tpbench qualify [--help]\n"
-    "Qualify hardware against a profile: PASS/FAIL table, JSON and JUnit.\n"
-    "Not implemented yet: lands with issue #7 (checks, baselines, qualify).\n";
+namespace fs = std::filesystem;
 
-int run_qualify(const std::vector<std::string>& /*args*/) {
-  return tpb::cli::not_implemented("qualify", "issue #7 (checks, baselines, qualify)");
+constexpr const char* kUsage =
+    "usage: tpbench qualify PROFILE.json [--out DIR] [--update-baseline]\n"
+    "Runs the probes of a qualification profile (memory bandwidth, GEMM rate, peer bandwidth\n"
+    "for every GPU pair, allreduce correctness and latency per backend, engine decode latency,\n"
+    "planner feasibility) and checks each value against the profile's threshold and the\n"
+    "baseline stored for this hardware (a row without a stored value reads NO-BASELINE and\n"
+    "does not pass). Writes DIR/qualify.json and DIR/qualify.junit.xml (default DIR:\n"
+    "results/qualify-<profile>-<run id>).\n"
+    "  --update-baseline  store the measured values as the profile's baseline (with provenance)\n"
+    "Profiles: scenarios/qualify/cpu-smoke.json (CI), scenarios/qualify/h200x2.json.\n"
+    "Exit status: 0 every row PASS, 1 any FAIL or NO-BASELINE, 2 bad input.\n";
+
+std::string fmt(double v) {
+  if (std::isnan(v)) return "-";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.4g", v);
+  return buf;
+}
+
+int run_qualify(const std::vector<std::string>& args) {
+  std::string profile, out_dir;
+  tpb::QualifyOptions options;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--out") {
+      TPB_INPUT_CHECK(i + 1 < args.size(), "tpbench qualify: --out needs a folder");
+      out_dir = args[++i];
+    } else if (args[i] == "--update-baseline") {
+      options.update_baseline = true;
+    } else if (args[i].rfind("--", 0) == 0) {
+      TPB_INPUT_FAIL("tpbench qualify: unknown option " << args[i] << " (see --help)");
+    } else {
+      TPB_INPUT_CHECK(profile.empty(), "tpbench qualify: one profile at a time, got " << profile << " and " << args[i]);
+      profile = args[i];
+    }
+  }
+  TPB_INPUT_CHECK(!profile.empty(), "tpbench qualify: expected PROFILE.json (see --help)");
+  TPB_INPUT_CHECK(fs::exists(profile), profile << ": no such qualification profile");
+  if (out_dir.empty()) out_dir = "results/qualify-" + fs::path(profile).stem().string() + "-" + tpb::new_run_id();
+  options.out_dir = out_dir;
+  std::error_code ec;
+  options.worker_binary = fs::read_symlink("/proc/self/exe", ec).string();
+  TPB_CHECK(!ec, "cannot find the tpbench binary (/proc/self/exe): " << ec.message());
+
+  const std::string started = tpb::utc_now_iso8601();
+  const auto rows = tpb::run_qualification(profile, options);
+
+  int failures = 0;
+  std::printf("%-22s %-34s %12s %-8s %12s %12s  %s\n", "probe", "item", "value", "unit", "threshold", "baseline", "verdict");
+  nlohmann::json jrows = nlohmann::json::array();
+  std::vector<tpb::JunitCase> junit;
+  for (const auto& r : rows) {
+    const bool pass = r.verdict == "PASS";
+    failures += !pass;
+    std::printf("%-22s %-34s %12s %-8s %12s %12s  %s%s%s\n", r.probe.c_str(), r.item.c_str(),
+                r.unit == "bool" ? (r.value != 0 ? "yes" : "no") : fmt(r.value).c_str(), r.unit.c_str(),
+                r.unit == "bool" ? "-" : ((r.higher_is_better ? ">=" : "<=") + fmt(r.threshold)).c_str(),
+                fmt(r.baseline).c_str(), r.verdict.c_str(), r.detail.empty() || pass ? "" : "  ",
+                pass ? "" : r.detail.c_str());
+    jrows.push_back({{"probe", r.probe}, {"item", r.item}, {"value", r.value}, {"unit", r.unit},
+                     {"higher_is_better", r.higher_is_better},
+                     {"threshold", std::isnan(r.threshold) ? nlohmann::json() : nlohmann::json(r.threshold)},
+                     {"baseline", std::isnan(r.baseline) ? nlohmann::json() : nlohmann::json(r.baseline)},
+                     {"verdict", r.verdict}, {"detail", r.detail}});
+    junit.push_back({"qualify." + r.probe, r.item, 0.0, pass ? "pass" : "failure", pass ? "" : r.verdict + ": " + r.detail, r.detail});
+  }
+  const nlohmann::json doc = {{"schema", 1}, {"profile", profile}, {"started", started},
+                              {"verdict", failures == 0 ? "PASS" : "FAIL"}, {"failures", failures},
+                              {"rows", jrows}, {"provenance", tpb::collect_provenance(started)}};
+  tpb::write_file_atomic((fs::path(out_dir) / "qualify.json").string(), doc.dump(2) + "\n");
+  tpb::write_file_atomic((fs::path(out_dir) / "qualify.junit.xml").string(), tpb::junit_xml("qualify", junit));
+  std::printf("qualify: %s (%zu rows, %d not passing) -> %s/qualify.json%s\n", failures == 0 ? "PASS" : "FAIL",
+              rows.size(), failures, out_dir.c_str(), options.update_baseline ? " (baseline updated)" : "");
+  return failures == 0 ? 0 : 1;
 }
 
 }  // namespace

@@ -1,0 +1,337 @@
+#include "suite/qualify.h"
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <sstream>
+
+#include "suite/jsonl.h"
+#include "suite/provenance.h"
+#include "suite/results.h"
+#include "suite/runner.h"
+#include "suite/scenario.h"
+#include "suite/sweep.h"
+#include "tpb/check.h"
+#include "tpb/kernels/device.h"
+#include "tpb/kernels/hw_probes.h"
+
+namespace tpb {
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+constexpr double kNone = std::numeric_limits<double>::quiet_NaN();
+
+const std::vector<std::string>& probe_kinds() {
+  static const std::vector<std::string> kinds = {"memory_bandwidth", "gemm", "peer_bandwidth", "allreduce",
+                                                 "engine_decode", "planner"};
+  return kinds;
+}
+
+struct Profile {
+  std::string path, name, device;
+  int gpus = 0;
+  std::string baseline_path;  // resolved; empty when the profile names none
+  double baseline_tolerance = 0.1;
+  json probes;
+};
+
+std::string resolve_relative(const std::string& p, const std::string& profile_path) {
+  if (p.empty() || fs::path(p).is_absolute() || fs::exists(p)) return p;
+  const fs::path beside = fs::path(profile_path).parent_path() / p;
+  if (fs::exists(beside)) return beside.string();
+#ifdef TPB_SOURCE_DIR
+  const fs::path in_source = fs::path(TPB_SOURCE_DIR) / p;
+  if (fs::exists(in_source) || fs::exists(in_source.parent_path())) return in_source.string();
+#endif
+  return p;
+}
+
+// Validates the whole profile, collecting every problem with its JSON path.
+Profile load_profile(const std::string& path) {
+  const json doc = read_json_file(path);
+  std::vector<std::string> problems;
+  auto problem = [&](const std::string& where, const std::string& what) { problems.push_back(path + ": " + where + ": " + what); };
+  static const std::vector<std::string> top_keys = {"schema", "name", "description", "device", "gpus",
+                                                    "baseline", "baseline_tolerance", "probes"};
+  Profile p;
+  p.path = path;
+  if (!doc.is_object()) TPB_INPUT_FAIL(path << ": expected a JSON object (a qualification profile)");
+  for (const auto& [k, v] : doc.items())
+    if (std::find(top_keys.begin(), top_keys.end(), k) == top_keys.end()) problem("$." + k, "unknown key");
+  if (doc.value("schema", json()) != json(1)) problem("$.schema", "expected 1");
+  p.name = doc.value("name", fs::path(path).stem().string());
+  p.device = doc.value("device", std::string("cpu"));
+  if (p.device != "cpu" && p.device != "cuda") problem("$.device", "expected \"cpu\" or \"cuda\", got \"" + p.device + "\"");
+  if (doc.contains("gpus") && (!doc["gpus"].is_number_integer() || doc["gpus"].get<int>() < 1))
+    problem("$.gpus", "expected a positive integer");
+  p.gpus = doc.value("gpus", p.device == "cuda" ? 1 : 0);
+  if (doc.contains("baseline")) {
+    if (!doc["baseline"].is_string()) problem("$.baseline", "expected a path");
+    else p.baseline_path = resolve_relative(doc["baseline"].get<std::string>(), path);
+  }
+  if (doc.contains("baseline_tolerance") &&
+      (!doc["baseline_tolerance"].is_number() || doc["baseline_tolerance"].get<double>() < 0 ||
+       doc["baseline_tolerance"].get<double>() >= 1))
+    problem("$.baseline_tolerance", "expected a number in [0, 1)");
+  p.baseline_tolerance = doc.value("baseline_tolerance", 0.1);
+  p.probes = doc.value("probes", json());
+  if (!p.probes.is_array() || p.probes.empty()) {
+    problem("$.probes", "expected a non-empty list of probes");
+  } else {
+    for (std::size_t i = 0; i < p.probes.size(); ++i) {
+      const auto& pr = p.probes[i];
+      const std::string where = "$.probes[" + std::to_string(i) + "]";
+      if (!pr.is_object() || !pr.contains("probe") || !pr["probe"].is_string()) {
+        problem(where + ".probe", "expected one of memory_bandwidth, gemm, peer_bandwidth, allreduce, engine_decode, planner");
+        continue;
+      }
+      const std::string kind = pr["probe"];
+      if (std::find(probe_kinds().begin(), probe_kinds().end(), kind) == probe_kinds().end())
+        problem(where + ".probe", "unknown probe \"" + kind + "\"");
+      if ((kind == "allreduce" || kind == "engine_decode") && !pr.contains("scenario"))
+        problem(where + ".scenario", "expected the scenario file this probe runs");
+      if (kind == "peer_bandwidth" && p.device != "cuda") problem(where, "peer_bandwidth needs device \"cuda\"");
+      for (const auto& [k, v] : pr.items()) {
+        if ((k.rfind("min_", 0) == 0) && !v.is_number()) problem(where + "." + k, "expected a number");
+        if (k == "max_latency_us" && !v.is_object() && !v.is_number())
+          problem(where + "." + k, "expected a number or an object {case label or message bytes: us}");
+      }
+    }
+  }
+  if (!problems.empty()) {
+    std::ostringstream os;
+    os << problems.size() << " problem(s) in the qualification profile:";
+    for (const auto& s : problems) os << "\n  " << s;
+    TPB_INPUT_FAIL(os.str());
+  }
+  return p;
+}
+
+QualifyRow row(const std::string& probe, const std::string& item, double value, const std::string& unit,
+               bool higher_is_better, double threshold, std::string detail = {}) {
+  QualifyRow r;
+  r.probe = probe;
+  r.item = item;
+  r.value = value;
+  r.unit = unit;
+  r.higher_is_better = higher_is_better;
+  r.threshold = threshold;
+  r.baseline = kNone;
+  r.detail = std::move(detail);
+  return r;
+}
+
+// A pass/fail row with no baseline comparison (correctness, feasibility).
+QualifyRow verdict_row(const std::string& probe, const std::string& item, bool ok, std::string detail) {
+  QualifyRow r = row(probe, item, ok ? 1 : 0, "bool", true, 1, std::move(detail));
+  r.verdict = ok ? "PASS" : "FAIL";
+  return r;
+}
+
+double threshold_of(const json& probe, const char* key) {
+  return probe.contains(key) ? probe[key].get<double>() : kNone;
+}
+
+std::string fmt_bytes(std::size_t b) { return std::to_string(b) + " B"; }
+
+void probe_memory_bandwidth(const Profile& p, const json& pr, std::vector<QualifyRow>& rows) {
+  const std::size_t bytes = pr.value("bytes", std::size_t(p.device == "cuda" ? 1u << 30 : 64u << 20));
+  const int reps = pr.value("repetitions", 10);
+  const double min = threshold_of(pr, "min_GBps");
+  if (p.device == "cpu") {
+    const auto t = cpu_copy_bandwidth(bytes, reps);
+    rows.push_back(row("memory_bandwidth", "cpu", t.value, "GB/s", true, min, "memcpy " + fmt_bytes(bytes) + ", read+write counted"));
+    return;
+  }
+  for (int g = 0; g < p.gpus; ++g) {
+    const auto t = gpu_copy_bandwidth(g, bytes, reps);
+    rows.push_back(row("memory_bandwidth", "gpu" + std::to_string(g), t.value, "GB/s", true, min,
+                       "D2D copy " + fmt_bytes(bytes) + ", read+write counted"));
+  }
+}
+
+void probe_gemm(const Profile& p, const json& pr, std::vector<QualifyRow>& rows) {
+  const int m = pr.value("m", p.device == "cuda" ? 8192 : 256), n = pr.value("n", m), k = pr.value("k", m);
+  const int reps = pr.value("repetitions", p.device == "cuda" ? 20 : 3);
+  const std::string shape = std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k);
+  if (p.device == "cpu") {
+    const auto t = cpu_gemm_rate(m, n, k, reps);
+    rows.push_back(row("gemm", "cpu fp32 " + shape, t.value, "GFLOP/s", true, threshold_of(pr, "min_GFLOPs")));
+    return;
+  }
+  for (int g = 0; g < p.gpus; ++g) {
+    const auto t = gpu_bf16_gemm_rate(g, m, n, k, reps);
+    rows.push_back(row("gemm", "gpu" + std::to_string(g) + " bf16 " + shape, t.value, "TFLOP/s", true,
+                       threshold_of(pr, "min_TFLOPs"), "cuBLAS, fp32 accumulate, random inputs"));
+  }
+}
+
+void probe_peer_bandwidth(const Profile& p, const json& pr, std::vector<QualifyRow>& rows) {
+  const std::size_t bytes = pr.value("bytes", std::size_t(256u << 20));
+  const int reps = pr.value("repetitions", 10);
+  for (int s = 0; s < p.gpus; ++s)
+    for (int d = 0; d < p.gpus; ++d) {
+      if (s == d) continue;
+      const std::string item = "gpu" + std::to_string(s) + "->gpu" + std::to_string(d);
+      if (!gpu_can_access_peer(s, d)) {
+        rows.push_back(verdict_row("peer_bandwidth", item, false, "no peer access between these GPUs"));
+        continue;
+      }
+      const auto t = gpu_peer_bandwidth(s, d, bytes, reps);
+      rows.push_back(row("peer_bandwidth", item, t.value, "GB/s", true, threshold_of(pr, "min_GBps"),
+                         "cudaMemcpyPeerAsync " + fmt_bytes(bytes)));
+    }
+}
+
+// Runs a scenario through the runner (records, checks and all) and reads its records back.
+std::vector<json> run_probe_scenario(const Profile& p, const json& pr, const QualifyOptions& options,
+                                     const std::string& tag) {
+  const std::string scenario_path = resolve_relative(pr["scenario"].get<std::string>(), p.path);
+  const Scenario scenario = load_scenario(resolve_scenario_path(scenario_path));
+  const auto cases = expand_cases(scenario, detect_machine());
+  RunOptions ro;
+  ro.results_root = (fs::path(options.out_dir) / ("runs-" + tag)).string();
+  ro.worker_binary = options.worker_binary;
+  const RunSummary summary = run_scenario(scenario, cases, ro);
+  return read_jsonl((fs::path(summary.run_dir) / "results.jsonl").string());
+}
+
+double latency_threshold(const json& pr, const json& record) {
+  if (!pr.contains("max_latency_us")) return kNone;
+  const auto& t = pr["max_latency_us"];
+  if (t.is_number()) return t.get<double>();
+  const std::string label = record.value("label", "");
+  if (t.contains(label)) return t[label].get<double>();
+  const auto params = record.value("params", json::object());
+  if (params.contains("message_bytes")) {
+    const std::string bytes = std::to_string(params["message_bytes"].get<long long>());
+    if (t.contains(bytes)) return t[bytes].get<double>();
+  }
+  return kNone;
+}
+
+void probe_scenario_latency(const Profile& p, const json& pr, const QualifyOptions& options, const std::string& kind,
+                            std::vector<QualifyRow>& rows) {
+  for (const auto& rec : run_probe_scenario(p, pr, options, kind)) {
+    const std::string label = rec.value("label", rec.value("case_id", "?"));
+    const std::string status = rec.value("status", "");
+    if (status == "skipped") {
+      rows.push_back(verdict_row(kind, label, false, "skipped: " + rec.value("error", std::string())));
+      continue;
+    }
+    if (status != "ok") {
+      rows.push_back(verdict_row(kind, label, false, status + ": " + rec.value("error", std::string())));
+      continue;
+    }
+    const double p50 = rec["latency"].value("p50", kNone);
+    rows.push_back(row(kind, label, p50, "us", false, latency_threshold(pr, rec), "p50 over timed iterations"));
+    // Correctness: every check the scenario names, and for allreduce each rank's own
+    // comparison with the serial rank-order sum.
+    bool correct = true;
+    std::string why;
+    if (rec.contains("checks") && rec["checks"].is_object())
+      for (const auto& [name, c] : rec["checks"].items()) {
+        const std::string st = c.is_object() ? c.value("status", "") : "";
+        if (st == "fail") {
+          correct = false;
+          why += name + " failed; ";
+        }
+      }
+    if (kind == "allreduce") {
+      // metrics: one object per rank (or a single object); every rank compares its own output.
+      json metrics = rec.value("metrics", json());
+      if (metrics.is_object()) metrics = json::array({metrics});
+      bool all_match = metrics.is_array() && !metrics.empty();
+      for (const auto& m : metrics) all_match = all_match && m.is_object() && m.value("matches_serial_sum", false);
+      if (!all_match) {
+        correct = false;
+        why += "a rank's output differs from the serial rank-order sum; ";
+      }
+      // Every rank must hold the same bits.
+      const auto digests = rec.value("digests", json::array());
+      for (const auto& d : digests)
+        if (d != digests.front()) {
+          correct = false;
+          why += "ranks disagree on the output digest; ";
+          break;
+        }
+    }
+    rows.push_back(verdict_row(kind + "_correct", label, correct, correct ? "checks pass" : why));
+  }
+}
+
+}  // namespace
+
+void judge_row(QualifyRow& r, const json& baseline_values, double tol) {
+  if (!r.verdict.empty()) return;  // a pass/fail row is already judged
+  std::vector<std::string> why;
+  const bool threshold_ok = std::isnan(r.threshold) ||
+                            (r.higher_is_better ? r.value >= r.threshold : r.value <= r.threshold);
+  if (!threshold_ok) {
+    std::ostringstream os;
+    os << "threshold " << (r.higher_is_better ? ">= " : "<= ") << r.threshold << " " << r.unit << " not met";
+    why.push_back(os.str());
+  }
+  if (std::isnan(r.value)) why.push_back("no measurement");
+  const auto it = baseline_values.find(r.key());
+  if (it == baseline_values.end() || !it->is_number()) {
+    r.verdict = why.empty() ? "NO-BASELINE" : "FAIL";
+  } else {
+    r.baseline = it->get<double>();
+    // Symmetric in ratio: tol 0.75 allows a quarter of a stored rate or four times a stored latency.
+    const bool within = r.higher_is_better ? r.value >= r.baseline * (1.0 - tol) : r.value <= r.baseline / (1.0 - tol);
+    if (!within) {
+      std::ostringstream os;
+      os << "worse than baseline " << r.baseline << " " << r.unit << " beyond the tolerance (factor "
+         << 1.0 / (1.0 - tol) << ")";
+      why.push_back(os.str());
+    }
+    r.verdict = why.empty() ? "PASS" : "FAIL";
+  }
+  for (const auto& w : why) r.detail += (r.detail.empty() ? "" : "; ") + w;
+}
+
+std::vector<QualifyRow> run_qualification(const std::string& profile_path, const QualifyOptions& options) {
+  const Profile p = load_profile(profile_path);
+  fs::create_directories(options.out_dir);
+  std::vector<QualifyRow> rows;
+  const auto gpus = visible_gpus();
+  if (p.device == "cuda") {
+    const bool enough = static_cast<int>(gpus.size()) >= p.gpus;
+    rows.push_back(verdict_row("hardware", "gpus", enough,
+                               "profile needs " + std::to_string(p.gpus) + " GPU(s), found " + std::to_string(gpus.size())));
+    if (!enough) return rows;
+  }
+  // Rank-process probes first: the in-process GPU probes below create CUDA contexts here.
+  for (const auto& pr : p.probes) {
+    const std::string kind = pr["probe"];
+    if (kind == "allreduce" || kind == "engine_decode") probe_scenario_latency(p, pr, options, kind, rows);
+  }
+  for (const auto& pr : p.probes) {
+    const std::string kind = pr["probe"];
+    if (kind == "memory_bandwidth") probe_memory_bandwidth(p, pr, rows);
+    else if (kind == "gemm") probe_gemm(p, pr, rows);
+    else if (kind == "peer_bandwidth") probe_peer_bandwidth(p, pr, rows);
+  }
+  json baseline_values = json::object();
+  if (!p.baseline_path.empty() && fs::exists(p.baseline_path))
+    baseline_values = read_json_file(p.baseline_path).value("values", json::object());
+  for (auto& r : rows) judge_row(r, baseline_values, p.baseline_tolerance);
+
+  if (options.update_baseline) {
+    TPB_INPUT_CHECK(!p.baseline_path.empty(), profile_path << ": $.baseline: --update-baseline needs a baseline path");
+    json values = json::object();
+    for (const auto& r : rows)
+      if (r.unit != "bool") values[r.key()] = r.value;
+    const json doc = {{"schema", 1}, {"profile", p.name}, {"values", values},
+                      {"provenance", collect_provenance(utc_now_iso8601())}};
+    fs::create_directories(fs::path(p.baseline_path).parent_path());
+    write_file_atomic(p.baseline_path, doc.dump(2) + "\n");
+  }
+  return rows;
+}
+
+}  // namespace tpb
