@@ -15,6 +15,8 @@ std::string Progress::format_duration(double seconds) {
     std::snprintf(buf, sizeof buf, "%ldh%02ldm", s / 3600, (s % 3600) / 60);
   else if (s >= 60)
     std::snprintf(buf, sizeof buf, "%ldm%02lds", s / 60, s % 60);
+  else if (seconds < 1)
+    std::snprintf(buf, sizeof buf, "%.0fms", seconds * 1000);
   else if (seconds < 10)
     std::snprintf(buf, sizeof buf, "%.1fs", seconds);
   else

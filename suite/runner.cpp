@@ -165,7 +165,9 @@ json case_record_from_ranks(const Scenario& s, const Case& c, const std::vector<
   r["memory"] = memory;
   r["digests"] = digests;
   r["comm"] = comm;
-  r["metrics"] = ranks.empty() ? json(nullptr) : ranks.front().value("metrics", json(nullptr));
+  json metrics = json::array();
+  for (const auto& rank : ranks) metrics.push_back(rank.value("metrics", json(nullptr)));
+  r["metrics"] = metrics;  // per rank: workload-specific numbers and self-checks
   r["latency"] = latency_summary(samples, s.measure.repetitions);
   r["throughput"] = throughput(s, c, r["latency"]);
   return r;

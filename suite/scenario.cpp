@@ -199,6 +199,16 @@ json default_axis_value(const std::string& axis, const std::string& device) {
   return nullptr;
 }
 
+// The model presets folder: ModelConfig's models_dir() when it exists, else models/ beside
+// the scenario folders this binary searches (which include the source tree it was built from).
+std::string presets_dir() {
+  std::error_code ec;
+  if (fs::is_directory(models_dir(), ec)) return models_dir();
+  for (const auto& dir : scenario_search_dirs())
+    if (fs::is_directory(fs::path(dir) / "models", ec)) return (fs::path(dir) / "models").string();
+  return models_dir();
+}
+
 std::string scenario_dir(const std::string& source) {
   fs::path p = fs::absolute(fs::path(source)).parent_path();
   return p.string();
@@ -234,14 +244,15 @@ std::optional<ModelSpec> parse_model(Validator& val, const json& m, const std::s
       ok = false;
     } else {
       spec.preset = p.get<std::string>();
-      const fs::path file = fs::path(models_dir()) / (spec.preset + ".json");
+      const std::string dir = presets_dir();
+      const fs::path file = fs::path(dir) / (spec.preset + ".json");
       if (!fs::is_regular_file(file)) {
         std::vector<std::string> known;
-        if (fs::is_directory(models_dir()))
-          for (const auto& e : fs::directory_iterator(models_dir()))
+        if (fs::is_directory(dir))
+          for (const auto& e : fs::directory_iterator(dir))
             if (e.path().extension() == ".json") known.push_back(e.path().stem().string());
         std::sort(known.begin(), known.end());
-        val.expected(path + ".preset", "a preset in " + models_dir() + " (" + (known.empty() ? "none" : join(known)) + ")", p);
+        val.expected(path + ".preset", "a preset in " + dir + " (" + (known.empty() ? "none" : join(known)) + ")", p);
         ok = false;
       } else {
         spec.config_path = fs::absolute(file).lexically_normal().string();
@@ -463,6 +474,30 @@ Scenario parse_scenario(const json& doc, const std::string& source, const Scenar
       }
     }
     s.axes.push_back(std::move(a));
+  }
+
+  // Cross-axis: every message size must hold a whole number of elements of every dtype.
+  if (workload_ok && s.workload == "allreduce") {
+    const Axis* bytes_axis = nullptr;
+    const Axis* dtype_axis = nullptr;
+    for (const auto& a : s.axes) {
+      if (a.name == "message_bytes") bytes_axis = &a;
+      if (a.name == "dtype") dtype_axis = &a;
+    }
+    if (bytes_axis && dtype_axis) {
+      for (std::size_t i = 0; i < bytes_axis->values.size(); ++i) {
+        const long long bytes = bytes_axis->values[i].get<long long>();
+        for (const auto& d : dtype_axis->values) {
+          const auto elem = static_cast<long long>(dtype_size(dtype_from_name(d.get<std::string>())));
+          if (bytes % elem != 0) {
+            val.expected(sweep.contains("message_bytes") ? "$.sweep.message_bytes[" + std::to_string(i) + "]" : "$.sweep.message_bytes",
+                         "a multiple of " + std::to_string(elem) + " bytes (the size of " + d.get<std::string>() + ")",
+                         bytes_axis->values[i]);
+            break;
+          }
+        }
+      }
+    }
   }
 
   // exclude: each rule names axes and the value (or values) it removes.

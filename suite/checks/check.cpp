@@ -4,6 +4,7 @@
 
 #include "suite/checks/deterministic.h"
 #include "suite/checks/equal_across_allreduce.h"
+#include "suite/checks/matches_reference.h"
 
 namespace tpb {
 
@@ -27,6 +28,7 @@ class NotImplementedCheck : public Check {
 
 const std::vector<std::string>& known_check_names() {
   static const std::vector<std::string> names = {
+      "matches_reference",       // each rank's output equals the workload's serial CPU reference
       "equal_across_allreduce",  // cases differing only in the backend: identical digests
       "deterministic",           // the same case run twice: identical digests
       "tp_invariant",            // TP=1 vs TP=N logits within the numerics policy
@@ -39,6 +41,7 @@ const std::vector<std::string>& known_check_names() {
 
 std::unique_ptr<Check> make_check(const std::string& name) {
   if (name == "equal_across_allreduce") return std::make_unique<EqualAcrossAllreduceCheck>();
+  if (name == "matches_reference") return std::make_unique<MatchesReferenceCheck>();
   if (name == "deterministic") return std::make_unique<DeterministicCheck>();
   for (const auto& known : known_check_names())
     if (known == name) return std::make_unique<NotImplementedCheck>(name);

@@ -1,0 +1,70 @@
+// JUnit XML: counts, escaping, and well-formedness (checked by python3's XML parser when
+// it is installed, so that "well-formed" is not our own opinion).
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "suite/junit.h"
+
+namespace tpb {
+namespace {
+
+TEST(Junit, EscapesMarkupAndQuotes) {
+  EXPECT_EQ(xml_escape("a<b>&\"c\"'d'"), "a&lt;b&gt;&amp;&quot;c&quot;&apos;d&apos;");
+  EXPECT_EQ(xml_escape("tab\tnl\ncr\r"), "tab\tnl\ncr\r");
+  EXPECT_EQ(xml_escape("naïve µs"), "naïve µs");  // valid UTF-8 passes through
+}
+
+TEST(Junit, ReplacesWhatXmlForbids) {
+  EXPECT_EQ(xml_escape(std::string("bell\x07") + "esc\x1b[0m"), "bell\xEF\xBF\xBD" "esc\xEF\xBF\xBD[0m");
+  EXPECT_EQ(xml_escape(std::string("nul") + '\0' + "x"), "nul\xEF\xBF\xBDx");
+  EXPECT_EQ(xml_escape("bad \xC3 utf8"), "bad \xEF\xBF\xBD utf8");
+  EXPECT_EQ(xml_escape("\xED\xA0\x80"), "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD");  // a surrogate is not a character
+}
+
+std::vector<JunitCase> sample() {
+  return {{"smoke.tp1 <1KiB> [0123]", "run", 0.25, "pass", "", ""},
+          {"smoke.tp2 [4567]", "run", 1.5, "failure", "rank 1: killed by signal 11 (SIGSEGV)",
+           "rank 1: killed by signal 11\n--- stderr ---\n\x1b[31mboom & <crash>\x1b[0m"},
+          {"smoke.tp2 [4567]", "deterministic", 0, "skipped", "skipped: ran once", ""},
+          {"smoke.tp4 [89ab]", "equal_across_allreduce", 0, "failure", "shm vs mpi: rank 0 differs", "detail \"quoted\""}};
+}
+
+TEST(Junit, CountsAndStructure) {
+  const std::string x = junit_xml("smoke", sample());
+  EXPECT_EQ(x.rfind("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n", 0), 0u);
+  EXPECT_NE(x.find("<testsuite name=\"smoke\" tests=\"4\" failures=\"2\" errors=\"0\" skipped=\"1\" time=\"1.750\">"),
+            std::string::npos) << x;
+  EXPECT_NE(x.find("classname=\"smoke.tp1 &lt;1KiB&gt; [0123]\" name=\"run\" time=\"0.250\"/>"), std::string::npos) << x;
+  EXPECT_NE(x.find("<failure message=\"rank 1: killed by signal 11 (SIGSEGV)\">"), std::string::npos) << x;
+  EXPECT_NE(x.find("boom &amp; &lt;crash&gt;"), std::string::npos) << x;
+  EXPECT_EQ(x.find('\x1b'), std::string::npos);
+  EXPECT_NE(x.find("<skipped message=\"skipped: ran once\"/>"), std::string::npos) << x;
+}
+
+TEST(Junit, WellFormedForAnXmlParser) {
+  if (std::system("python3 -c 'import xml.dom.minidom' >/dev/null 2>&1") != 0)
+    GTEST_SKIP() << "python3 with xml.dom.minidom is not installed";
+  const std::string path = (std::filesystem::temp_directory_path() / ("tpb_junit_" + std::to_string(::getpid()) + ".xml")).string();
+  std::ofstream(path) << junit_xml("smoke & co", sample());
+  const std::string cmd =
+      "python3 -c \"import sys, xml.dom.minidom as m; d = m.parse(sys.argv[1]); "
+      "cs = d.getElementsByTagName('testcase'); assert len(cs) == 4, len(cs); "
+      "assert len(d.getElementsByTagName('failure')) == 2\" " + path;
+  EXPECT_EQ(std::system(cmd.c_str()), 0) << "python3 could not parse " << path;
+  std::filesystem::remove(path);
+}
+
+TEST(Junit, EmptySuiteIsStillValid) {
+  const std::string x = junit_xml("none", {});
+  EXPECT_NE(x.find("tests=\"0\""), std::string::npos);
+  EXPECT_NE(x.find("</testsuites>"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace tpb

@@ -1,0 +1,183 @@
+// results.jsonl writing and reading back (resume), run ids, latency summaries, and the
+// checks' verdicts on records.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "suite/checks/check.h"
+#include "suite/results.h"
+#include "suite/runner.h"
+
+namespace tpb {
+namespace {
+
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+class Results : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("tpb_results_test_" + std::to_string(::getpid()) + "_" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  fs::path dir_;
+};
+
+TEST_F(Results, AppendThenReadBackInOrder) {
+  const std::string path = (dir_ / "run" / "results.jsonl").string();
+  {
+    ResultsWriter w(path);
+    w.append({{"case_id", "a"}, {"status", "ok"}});
+    w.append({{"case_id", "b"}, {"status", "failed"}, {"error", "rank 1: killed by signal 11\nline two"}});
+  }
+  {
+    ResultsWriter w(path);  // a second writer appends, never truncates
+    w.append({{"case_id", "c"}, {"status", "skipped"}});
+  }
+  const auto records = read_results(path);
+  ASSERT_EQ(records.size(), 3u);
+  EXPECT_EQ(records[0]["case_id"], "a");
+  EXPECT_EQ(records[1]["error"], "rank 1: killed by signal 11\nline two");
+  EXPECT_EQ(records[2]["case_id"], "c");
+  // One record per line.
+  std::ifstream in(path);
+  int lines = 0;
+  for (std::string l; std::getline(in, l);) ++lines;
+  EXPECT_EQ(lines, 3);
+}
+
+TEST_F(Results, DamagedLastLineIsSkippedAndTheNextRecordStartsClean) {
+  const std::string path = (dir_ / "results.jsonl").string();
+  {
+    ResultsWriter w(path);
+    w.append({{"case_id", "a"}, {"status", "ok"}});
+  }
+  std::ofstream(path, std::ios::app) << R"({"case_id": "b", "stat)";  // a crash mid-write
+  int damaged = -1;
+  EXPECT_EQ(read_results(path, &damaged).size(), 1u);
+  EXPECT_EQ(damaged, 1);
+  {
+    ResultsWriter w(path);
+    w.append({{"case_id", "c"}, {"status", "ok"}});
+  }
+  const auto records = read_results(path, &damaged);
+  ASSERT_EQ(records.size(), 2u);
+  EXPECT_EQ(records[1]["case_id"], "c");
+  EXPECT_EQ(damaged, 1);
+}
+
+TEST_F(Results, FinishedIdsAreThoseWithAFinalStatus) {
+  const std::vector<json> records = {{{"case_id", "a"}, {"status", "ok"}},
+                                     {{"case_id", "b"}, {"status", "failed"}},
+                                     {{"case_id", "c"}, {"status", "running"}},
+                                     {{"case_id", "d"}, {"status", "skipped"}},
+                                     {{"case_id", "e"}, {"status", "infeasible"}},
+                                     {{"status", "ok"}}};
+  EXPECT_EQ(finished_case_ids(records), (std::set<std::string>{"a", "b", "d", "e"}));
+}
+
+TEST_F(Results, MissingFileIsNoRecords) { EXPECT_TRUE(read_results((dir_ / "nope.jsonl").string()).empty()); }
+
+TEST_F(Results, AtomicWriteReplacesWholeFile) {
+  const std::string path = (dir_ / "run.json").string();
+  write_file_atomic(path, "{\"a\": 1}\n");
+  write_file_atomic(path, "{\"b\": 2}\n");
+  EXPECT_EQ(read_json_file(path), json({{"b", 2}}));
+  int files = 0;
+  for ([[maybe_unused]] const auto& e : fs::directory_iterator(dir_)) ++files;
+  EXPECT_EQ(files, 1);  // no temporary left behind
+}
+
+TEST(RunId, UtcStampAndRandomSuffix) {
+  const std::string a = new_run_id(), b = new_run_id();
+  ASSERT_EQ(a.size(), 23u) << a;  // 20261130T224836Z-3f9a1c
+  EXPECT_EQ(a[8], 'T');
+  EXPECT_EQ(a[15], 'Z');
+  EXPECT_EQ(a[16], '-');
+  EXPECT_NE(a, b);
+}
+
+TEST(LatencySummary, MaxAcrossRanksPerIterationThenPercentiles) {
+  const json lat = latency_summary({{1, 5, 3, 4}, {2, 1, 3, 10}}, 1);
+  EXPECT_EQ(lat["samples_us"], json({2, 5, 3, 10}));
+  EXPECT_EQ(lat["unit"], "us");
+  EXPECT_DOUBLE_EQ(lat["p50"].get<double>(), 4.0);  // linear interpolation between 3 and 5
+  EXPECT_DOUBLE_EQ(lat["mean"].get<double>(), 5.0);
+  EXPECT_DOUBLE_EQ(lat["max"].get<double>(), 10.0);
+  EXPECT_FALSE(lat.contains("repetitions_us"));
+  const json reps = latency_summary({{1, 3, 10, 20}}, 2);
+  EXPECT_EQ(reps["repetitions_us"], json({2.0, 15.0}));
+  EXPECT_TRUE(latency_summary({}, 1).is_null());
+  EXPECT_TRUE(latency_summary({{}}, 1).is_null());
+}
+
+json record(const std::string& id, const std::string& backend, const std::string& digest, const std::string& status = "ok") {
+  return {{"case_id", id}, {"status", status}, {"role", "sweep"}, {"workload", "allreduce"}, {"device", "cpu"},
+          {"model", nullptr}, {"params", {{"tp", 2}, {"message_bytes", 1024}, {"allreduce", backend}}},
+          {"digests", json::array({{{"output", digest}}, {{"output", digest}}})},
+          {"metrics", json::array({{{"matches_serial_sum", true}}, {{"matches_serial_sum", digest == "aa"}}})}};
+}
+
+TEST(Checks, EqualAcrossAllreduce) {
+  auto check = make_check("equal_across_allreduce");
+  ASSERT_TRUE(check);
+  const json a = record("1", "shm", "aa"), b = record("2", "mpi", "aa"), c = record("3", "mpi", "bb");
+  EXPECT_EQ(check->group_key(a), check->group_key(b));
+  json other = record("4", "mpi", "aa");
+  other["params"]["message_bytes"] = 2048;
+  EXPECT_NE(check->group_key(a), check->group_key(other));
+  EXPECT_EQ(check->evaluate({&a, &b}).status, "pass");
+  const CheckResult fail = check->evaluate({&a, &c});
+  EXPECT_EQ(fail.status, "fail");
+  EXPECT_NE(fail.detail.find("rank 0"), std::string::npos) << fail.detail;
+  EXPECT_EQ(check->evaluate({&a}).status, "skipped");
+  const json failed = record("5", "mpi", "aa", "failed");
+  EXPECT_EQ(check->evaluate({&a, &failed}).status, "skipped");
+  json no_digests = b;
+  no_digests["digests"] = json::array();
+  EXPECT_EQ(check->evaluate({&a, &no_digests}).status, "fail");
+}
+
+TEST(Checks, Deterministic) {
+  auto check = make_check("deterministic");
+  ASSERT_TRUE(check);
+  json first = record("1", "shm", "aa"), again = record("2", "shm", "aa"), differs = record("3", "shm", "ab");
+  again["role"] = "repeat";
+  EXPECT_EQ(check->group_key(first), check->group_key(again));
+  EXPECT_EQ(check->evaluate({&first, &again}).status, "pass");
+  EXPECT_EQ(check->evaluate({&first, &differs}).status, "fail");
+  EXPECT_EQ(check->evaluate({&first}).status, "skipped");
+}
+
+TEST(Checks, MatchesReference) {
+  auto check = make_check("matches_reference");
+  const json good = record("1", "shm", "aa"), bad = record("2", "shm", "bb");
+  EXPECT_EQ(check->evaluate({&good}).status, "pass");
+  const CheckResult r = check->evaluate({&bad});
+  EXPECT_EQ(r.status, "fail");
+  EXPECT_NE(r.detail.find("rank 1"), std::string::npos) << r.detail;
+  json silent = good;
+  silent["metrics"] = json::array({json::object()});
+  EXPECT_EQ(check->evaluate({&silent}).status, "fail");  // no answer is not a pass
+}
+
+TEST(Checks, KnownButUnimplementedIsNeverAPass) {
+  for (const auto& name : known_check_names()) {
+    auto check = make_check(name);
+    ASSERT_TRUE(check) << name;
+    EXPECT_EQ(check->name(), name);
+  }
+  auto tp = make_check("tp_invariant");
+  const json a = record("1", "shm", "aa");
+  EXPECT_EQ(tp->evaluate({&a}).status, "not-implemented");
+  EXPECT_EQ(make_check("no_such_check"), nullptr);
+}
+
+}  // namespace
+}  // namespace tpb

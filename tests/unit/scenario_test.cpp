@@ -1,0 +1,273 @@
+// Scenario parsing and validation: defaults, every kind of problem, all problems at once.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+
+#include <unistd.h>
+
+#include "suite/scenario.h"
+
+namespace tpb {
+namespace {
+
+using nlohmann::json;
+
+const ScenarioEnv kNoGpu{false};
+
+json minimal_allreduce() {
+  return json::parse(R"({"schema": 1, "name": "t", "workload": "allreduce", "device": "cpu",
+                         "sweep": {"tp": [1, 2], "message_bytes": [1024]}})");
+}
+
+json minimal_engine() {
+  return json::parse(R"({"schema": 1, "name": "e", "workload": "engine", "device": "cpu", "mode": "decode",
+                         "model": {"preset": "tiny-dsv3"},
+                         "sweep": {"tp": [1, 2, 4], "batch_size": [1, 4], "seq_len": [16]}})");
+}
+
+// The problems of a document that must not parse.
+std::vector<std::string> problems_of(const json& doc) {
+  try {
+    parse_scenario(doc, "bad.json", kNoGpu);
+  } catch (const ScenarioError& e) {
+    return e.problems();
+  }
+  ADD_FAILURE() << "parsed without problems: " << doc.dump();
+  return {};
+}
+
+// Exactly one problem, at `path`, mentioning `words`.
+void expect_one_problem(const json& doc, const std::string& path, const std::string& words) {
+  const auto problems = problems_of(doc);
+  ASSERT_EQ(problems.size(), 1u) << (problems.empty() ? "" : problems.front());
+  EXPECT_EQ(problems[0].rfind("bad.json: " + path + ": ", 0), 0u) << problems[0];
+  EXPECT_NE(problems[0].find(words), std::string::npos) << problems[0];
+}
+
+const Axis& axis(const Scenario& s, const std::string& name) {
+  auto it = std::find_if(s.axes.begin(), s.axes.end(), [&](const Axis& a) { return a.name == name; });
+  EXPECT_NE(it, s.axes.end()) << name;
+  return *it;
+}
+
+TEST(Scenario, MinimalAllreduceGetsDefaultsInFixedAxisOrder) {
+  const Scenario s = parse_scenario(minimal_allreduce(), "t.json", kNoGpu);
+  EXPECT_EQ(s.workload, "allreduce");
+  EXPECT_EQ(s.device, "cpu");
+  std::vector<std::string> names;
+  for (const auto& a : s.axes) names.push_back(a.name);
+  EXPECT_EQ(names, workload_axis_names("allreduce"));
+  EXPECT_EQ(axis(s, "tp").values, (std::vector<json>{1, 2}));
+  EXPECT_EQ(axis(s, "allreduce").values, (std::vector<json>{"shm"}));
+  EXPECT_EQ(axis(s, "dtype").values, (std::vector<json>{"bf16"}));
+  EXPECT_EQ(s.measure.iterations, 10);
+  EXPECT_TRUE(s.control.is_null());
+  EXPECT_FALSE(s.model.has_value());
+}
+
+TEST(Scenario, EngineWithPresetReadsTheHeads) {
+  const Scenario s = parse_scenario(minimal_engine(), "t.json", kNoGpu);
+  ASSERT_TRUE(s.model.has_value());
+  EXPECT_EQ(s.model->num_attention_heads, 4);
+  EXPECT_TRUE(std::filesystem::is_regular_file(s.model->config_path)) << s.model->config_path;
+  EXPECT_EQ(s.mode, "decode");
+}
+
+TEST(Scenario, AutoDeviceResolvesByCudaAvailability) {
+  json doc = minimal_allreduce();
+  doc["device"] = "auto";
+  doc["sweep"]["allreduce"] = {"shm", "nccl"};  // a GPU backend is fine with auto
+  EXPECT_EQ(parse_scenario(doc, "t.json", ScenarioEnv{false}).device, "cpu");
+  EXPECT_EQ(parse_scenario(doc, "t.json", ScenarioEnv{true}).device, "cuda");
+}
+
+TEST(Scenario, NormalisesDtypeAliasesAndFractions) {
+  json doc = minimal_allreduce();
+  doc["sweep"]["dtype"] = {"bfloat16", "float32"};
+  doc["sweep"]["mem_fraction"] = {1};
+  const Scenario s = parse_scenario(doc, "t.json", kNoGpu);
+  EXPECT_EQ(axis(s, "dtype").values, (std::vector<json>{"bf16", "f32"}));
+  ASSERT_EQ(axis(s, "mem_fraction").values.size(), 1u);
+  EXPECT_TRUE(axis(s, "mem_fraction").values[0].is_number_float());
+}
+
+TEST(Scenario, UnknownTopLevelKey) {
+  json doc = minimal_allreduce();
+  doc["sweeps"] = json::object();
+  expect_one_problem(doc, "$.sweeps", "unknown key");
+}
+
+TEST(Scenario, WrongTypeInAxis) {
+  json doc = minimal_allreduce();
+  doc["sweep"]["tp"] = {1, "2"};
+  expect_one_problem(doc, "$.sweep.tp[1]", "expected a positive integer, got \"2\"");
+}
+
+TEST(Scenario, MemFractionOutsideZeroOne) {
+  for (double bad : {0.0, -0.5, 1.5}) {
+    json doc = minimal_allreduce();
+    doc["sweep"]["mem_fraction"] = {0.5, bad};
+    expect_one_problem(doc, "$.sweep.mem_fraction[1]", "(0, 1]");
+  }
+  json ok = minimal_allreduce();
+  ok["sweep"]["mem_fraction"] = {1.0, 0.01};
+  EXPECT_NO_THROW(parse_scenario(ok, "t.json", kNoGpu));
+}
+
+TEST(Scenario, BatchZero) {
+  json doc = minimal_engine();
+  doc["sweep"]["batch_size"] = {0};
+  expect_one_problem(doc, "$.sweep.batch_size[0]", "positive integer");
+}
+
+TEST(Scenario, TpThatDoesNotDivideTheHeads) {
+  json doc = minimal_engine();
+  doc["sweep"]["tp"] = {1, 3};
+  expect_one_problem(doc, "$.sweep.tp[1]", "num_attention_heads");
+}
+
+TEST(Scenario, TpCheckedAfterOverrides) {
+  json doc = minimal_engine();
+  doc["model"]["overrides"] = {{"num_attention_heads", 6}};
+  doc["sweep"]["tp"] = {3};
+  EXPECT_NO_THROW(parse_scenario(doc, "t.json", kNoGpu));
+  doc["sweep"]["tp"] = {4};
+  expect_one_problem(doc, "$.sweep.tp[0]", "num_attention_heads");
+}
+
+TEST(Scenario, EmptyAxis) {
+  json doc = minimal_allreduce();
+  doc["sweep"]["message_bytes"] = json::array();
+  expect_one_problem(doc, "$.sweep.message_bytes", "non-empty list");
+}
+
+TEST(Scenario, UnknownBackend) {
+  json doc = minimal_allreduce();
+  doc["sweep"]["allreduce"] = {"shm", "gloo"};
+  expect_one_problem(doc, "$.sweep.allreduce[1]", "allreduce backend");
+}
+
+TEST(Scenario, GpuBackendOnExplicitCpuIsAnError) {
+  json doc = minimal_allreduce();
+  doc["sweep"]["allreduce"] = {"nccl"};
+  expect_one_problem(doc, "$.sweep.allreduce[0]", "device is \"cpu\"");
+}
+
+TEST(Scenario, UnknownCheck) {
+  json doc = minimal_allreduce();
+  doc["checks"] = {"deterministic", "bitwise_magic"};
+  expect_one_problem(doc, "$.checks[1]", "check name");
+}
+
+TEST(Scenario, AxisOfTheOtherWorkload) {
+  json doc = minimal_allreduce();
+  doc["sweep"]["batch_size"] = {1};
+  expect_one_problem(doc, "$.sweep.batch_size", "not an axis of workload \"allreduce\"");
+}
+
+TEST(Scenario, MessageSizeMustHoldWholeElements) {
+  json doc = minimal_allreduce();
+  doc["sweep"]["dtype"] = {"bf16", "f32"};
+  doc["sweep"]["message_bytes"] = {1028, 1026};
+  expect_one_problem(doc, "$.sweep.message_bytes[1]", "multiple of 4");
+}
+
+TEST(Scenario, DuplicateAxisValue) {
+  json doc = minimal_allreduce();
+  doc["sweep"]["tp"] = {2, 2};
+  expect_one_problem(doc, "$.sweep.tp[1]", "not already listed");
+}
+
+TEST(Scenario, EngineNeedsAModelAndUnknownPresetIsNamed) {
+  json doc = minimal_engine();
+  doc.erase("model");
+  expect_one_problem(doc, "$.model", "missing");
+  doc["model"] = {{"preset", "no-such-model"}};
+  expect_one_problem(doc, "$.model.preset", "tiny-dsv3");  // lists the presets there are
+}
+
+TEST(Scenario, BadMeasureBaselineControlExclude) {
+  json doc = minimal_allreduce();
+  doc["measure"] = {{"iterations", 0}, {"timeout_s", 5}};
+  expect_one_problem(doc, "$.measure.iterations", ">= 1");
+  doc = minimal_allreduce();
+  doc["baseline"] = {{"alpha", 1.0}};
+  expect_one_problem(doc, "$.baseline.alpha", "(0, 1)");
+  doc = minimal_allreduce();
+  doc["control"] = {{"tpp", 1}};
+  expect_one_problem(doc, "$.control.tpp", "unknown axis");
+  doc = minimal_allreduce();
+  doc["exclude"] = {{{"tp", 1}, {"colour", "red"}}};
+  expect_one_problem(doc, "$.exclude[0].colour", "unknown axis");
+}
+
+TEST(Scenario, ControlFillsUnnamedAxesWithTheirFirstValue) {
+  json doc = minimal_allreduce();
+  doc["sweep"]["message_bytes"] = {4096, 1024};
+  doc["control"] = {{"tp", 2}};
+  const Scenario s = parse_scenario(doc, "t.json", kNoGpu);
+  EXPECT_EQ(s.control["tp"], 2);
+  EXPECT_EQ(s.control["message_bytes"], 4096);
+  EXPECT_EQ(s.control["allreduce"], "shm");
+}
+
+TEST(Scenario, ReportsEveryProblemAtOnce) {
+  json doc = json::parse(R"({"schema": 2, "workload": "engine", "device": "gpu", "colour": 1,
+    "model": {"preset": "tiny-dsv3"},
+    "sweep": {"tp": [3], "batch_size": [0], "mem_fraction": [2], "allreduce": []},
+    "checks": ["nope"], "measure": {"warmup": -1}})");
+  const auto problems = problems_of(doc);
+  const std::vector<std::string> paths = {"$.colour", "$.schema", "$.device", "$.sweep.tp[0]",
+                                          "$.sweep.batch_size[0]", "$.sweep.mem_fraction[0]",
+                                          "$.sweep.allreduce", "$.checks[0]", "$.measure.warmup"};
+  EXPECT_EQ(problems.size(), paths.size());
+  for (const auto& path : paths) {
+    EXPECT_TRUE(std::any_of(problems.begin(), problems.end(),
+                            [&](const std::string& p) { return p.rfind("bad.json: " + path + ": ", 0) == 0; }))
+        << "no problem reported at " << path;
+  }
+}
+
+TEST(Scenario, SyntaxErrorNamesLineAndColumn) {
+  const auto dir = std::filesystem::temp_directory_path() / ("tpb_scenario_test_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const auto file = (dir / "broken.json").string();
+  std::ofstream(file) << "{\n  \"schema\": 1,\n  \"name\": oops\n}\n";
+  try {
+    load_scenario(file, kNoGpu);
+    FAIL() << "no error";
+  } catch (const ScenarioError& e) {
+    ASSERT_EQ(e.problems().size(), 1u);
+    EXPECT_NE(e.problems()[0].find(file + ":3:"), std::string::npos) << e.problems()[0];
+  }
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Scenario, ShippedScenariosAreValid) {
+  const std::filesystem::path root = std::filesystem::path(TPB_SOURCE_DIR) / "scenarios";
+  int count = 0;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(root)) {
+    if (e.path().extension() != ".json" || e.path().parent_path().filename() == "models") continue;
+    ++count;
+    for (bool cuda : {false, true}) {
+      try {
+        load_scenario(e.path().string(), ScenarioEnv{cuda});
+      } catch (const ScenarioError& err) {
+        ADD_FAILURE() << err.what();
+      }
+    }
+  }
+  EXPECT_GE(count, 3);  // quickstart, ci-smoke and at least one conformance scenario
+}
+
+TEST(Scenario, ResolvesNamesThroughTheScenariosFolder) {
+  const std::string path = resolve_scenario_path("ci-smoke");
+  EXPECT_TRUE(std::filesystem::is_regular_file(path)) << path;
+  EXPECT_TRUE(path.ends_with("scenarios/ci-smoke.json")) << path;
+  EXPECT_THROW(resolve_scenario_path("no-such-scenario-xyz"), InputError);
+}
+
+}  // namespace
+}  // namespace tpb

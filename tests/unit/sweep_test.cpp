@@ -1,0 +1,162 @@
+// Sweep expansion: counts, order, exclude rules, control first and last, repeats for the
+// deterministic check, skip reasons, and ids that are stable and distinct.
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "suite/sweep.h"
+
+namespace tpb {
+namespace {
+
+using nlohmann::json;
+
+Scenario scenario(const json& doc, bool cuda = false) { return parse_scenario(doc, "t.json", ScenarioEnv{cuda}); }
+
+json base() {
+  return json::parse(R"({"schema": 1, "name": "s", "workload": "allreduce", "device": "cpu",
+                         "sweep": {"tp": [1, 2, 4], "dtype": ["bf16", "f32"], "message_bytes": [1024, 4096]}})");
+}
+
+MachineInfo cpu_machine() { return MachineInfo{false, 0, {"shm"}}; }
+
+TEST(Sweep, CartesianCountAndOrder) {
+  const auto cases = expand_cases(scenario(base()), cpu_machine());
+  ASSERT_EQ(cases.size(), 3u * 2u * 2u);
+  // TP is the outermost axis: the first four cases share tp 1 (one worker group).
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(cases[i].tp, 1);
+  EXPECT_EQ(cases[4].tp, 2);
+  EXPECT_EQ(cases[0].params["dtype"], "bf16");
+  EXPECT_EQ(cases[0].params["message_bytes"], 1024);
+  EXPECT_EQ(cases[1].params["message_bytes"], 4096);
+  EXPECT_EQ(cases[0].label, "allreduce tp1 1KiB bf16 shm");
+  EXPECT_EQ(cases[0].group_key, cases[3].group_key);
+  EXPECT_NE(cases[0].group_key, cases[4].group_key);
+  for (const auto& c : cases) EXPECT_EQ(c.skip_reason, "") << c.label;
+}
+
+TEST(Sweep, IdsAreStableDistinctAndHex) {
+  const auto a = expand_cases(scenario(base()), cpu_machine());
+  const auto b = expand_cases(scenario(base()), cpu_machine());
+  std::set<std::string> ids;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].id, b[i].id);
+    EXPECT_EQ(a[i].id.size(), 16u);
+    EXPECT_EQ(a[i].id.find_first_not_of("0123456789abcdef"), std::string::npos);
+    ids.insert(a[i].id);
+  }
+  EXPECT_EQ(ids.size(), a.size());
+}
+
+TEST(Sweep, IdDoesNotDependOnKeyOrderAxisOrderOrMeasure) {
+  const auto a = expand_cases(scenario(base()), cpu_machine());
+  json reordered = json::parse(R"({"sweep": {"message_bytes": [4096, 1024], "dtype": ["f32", "bf16"], "tp": [4, 2, 1]},
+      "device": "cpu", "workload": "allreduce", "name": "renamed", "schema": 1, "measure": {"iterations": 99}})");
+  const auto b = expand_cases(scenario(reordered), cpu_machine());
+  std::set<std::string> ida, idb;
+  for (const auto& c : a) ida.insert(c.id);
+  for (const auto& c : b) idb.insert(c.id);
+  EXPECT_EQ(ida, idb);
+}
+
+TEST(Sweep, IdChangesWithParamsModelAndSeed) {
+  json doc = base();
+  const std::string id = expand_cases(scenario(doc), cpu_machine())[0].id;
+  doc["model"] = {{"preset", "tiny-dsv3"}, {"seed", 1}};
+  const std::string with_model = expand_cases(scenario(doc), cpu_machine())[0].id;
+  doc["model"]["seed"] = 2;
+  const std::string other_seed = expand_cases(scenario(doc), cpu_machine())[0].id;
+  EXPECT_NE(id, with_model);
+  EXPECT_NE(with_model, other_seed);
+  // A known value, so that an accidental change of the hashing shows up here.
+  EXPECT_EQ(fnv1a64(""), 0xcbf29ce484222325ULL);
+  EXPECT_EQ(fnv1a64("a"), 0xaf63dc4c8601ec8cULL);
+}
+
+TEST(Sweep, ExcludeRulesDropMatchingCases) {
+  json doc = base();
+  doc["exclude"] = {{{"tp", 1}, {"dtype", "f32"}}, {{"message_bytes", {4096}}, {"tp", {2, 4}}}};
+  const auto cases = expand_cases(scenario(doc), cpu_machine());
+  // 12 - (tp1,f32: 2) - (4096 at tp 2 or 4: 4) = 6
+  EXPECT_EQ(cases.size(), 6u);
+  for (const auto& c : cases) {
+    EXPECT_FALSE(c.tp == 1 && c.params["dtype"] == "f32") << c.label;
+    EXPECT_FALSE(c.tp > 1 && c.params["message_bytes"] == 4096) << c.label;
+  }
+}
+
+TEST(Sweep, ExcludingEverythingIsAnInputError) {
+  json doc = base();
+  doc["exclude"] = {{{"allreduce", "shm"}}};
+  EXPECT_THROW(expand_cases(scenario(doc), cpu_machine()), ScenarioError);
+}
+
+TEST(Sweep, ControlRunsFirstAndLastWithItsOwnIds) {
+  json doc = base();
+  doc["control"] = {{"tp", 2}};
+  const auto cases = expand_cases(scenario(doc), cpu_machine());
+  ASSERT_EQ(cases.size(), 12u + 2u);
+  EXPECT_EQ(cases.front().role, "control-start");
+  EXPECT_EQ(cases.back().role, "control-end");
+  EXPECT_EQ(cases.front().params, cases.back().params);
+  EXPECT_NE(cases.front().id, cases.back().id);
+  EXPECT_EQ(cases.front().tp, 2);
+}
+
+TEST(Sweep, DeterministicCheckRepeatsEveryCaseRightAfterIt) {
+  json doc = base();
+  doc["checks"] = {"deterministic"};
+  const auto cases = expand_cases(scenario(doc), cpu_machine());
+  ASSERT_EQ(cases.size(), 24u);
+  for (std::size_t i = 0; i < cases.size(); i += 2) {
+    EXPECT_EQ(cases[i].role, "sweep");
+    EXPECT_EQ(cases[i + 1].role, "repeat");
+    EXPECT_EQ(cases[i].params, cases[i + 1].params);
+    EXPECT_EQ(cases[i].group_key, cases[i + 1].group_key);
+  }
+}
+
+TEST(Sweep, CasesTheMachineCannotRunAreSkippedWithAReason) {
+  json doc = base();
+  doc["device"] = "auto";
+  doc["sweep"]["allreduce"] = {"shm", "nccl"};
+  // On the CPU: nccl skipped.
+  auto cases = expand_cases(scenario(doc, false), cpu_machine());
+  for (const auto& c : cases) {
+    if (c.params["allreduce"] == "nccl")
+      EXPECT_NE(c.skip_reason.find("needs GPUs"), std::string::npos) << c.skip_reason;
+    else
+      EXPECT_EQ(c.skip_reason, "");
+  }
+  // On one GPU: shm skipped (a CPU backend), nccl at tp > 1 skipped (too few GPUs).
+  cases = expand_cases(scenario(doc, true), MachineInfo{true, 1, {"shm", "nccl"}});
+  for (const auto& c : cases) {
+    if (c.params["allreduce"] == "shm")
+      EXPECT_NE(c.skip_reason.find("CPU backend"), std::string::npos) << c.skip_reason;
+    else if (c.tp > 1)
+      EXPECT_NE(c.skip_reason.find("needs " + std::to_string(c.tp) + " GPUs, 1 visible"), std::string::npos) << c.skip_reason;
+    else
+      EXPECT_EQ(c.skip_reason, "");
+  }
+  // A backend not compiled in.
+  cases = expand_cases(scenario(base()), MachineInfo{false, 0, {}});
+  EXPECT_NE(cases[0].skip_reason.find("not compiled into this tpbench"), std::string::npos);
+}
+
+TEST(Sweep, CaseSpecFollowsTheWorkloadContract) {
+  json doc = base();
+  doc["model"] = {{"preset", "tiny-dsv3"}, {"seed", 5}};
+  const Scenario s = scenario(doc);
+  const auto cases = expand_cases(s, cpu_machine());
+  const json spec = case_spec(s, cases[0]);
+  EXPECT_EQ(spec["case_id"], cases[0].id);
+  EXPECT_EQ(spec["workload"], "allreduce");
+  EXPECT_EQ(spec["device"], "cpu");
+  EXPECT_EQ(spec["params"]["message_bytes"], 1024);
+  EXPECT_EQ(spec["model"]["seed"], 5);
+  EXPECT_TRUE(spec["model"]["config_path"].get<std::string>().ends_with("tiny-dsv3.json"));
+  EXPECT_EQ(spec["measure"]["iterations"], 10);
+}
+
+}  // namespace
+}  // namespace tpb
