@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# One command from a fresh Debian/Ubuntu machine to a result:
+#   scripts/setup.sh run [tpbench args]   install what is missing, build (CUDA if found), run tpbench
+#                                         (no args: scenarios/quickstart.json on this machine)
+#   scripts/setup.sh test [ctest args]    install what is missing, build the ci preset, run ctest
+#                                         (labels unit, cli, conformance; gpu tests skip without GPUs)
+# Packages come from apt by name (sudo only when not root); apt is skipped when everything is
+# already there. Builds go through ccache when it is installed.
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+mode=${1:-}
+case "$mode" in
+  run | test) shift ;;
+  *) echo "usage: scripts/setup.sh run [tpbench args] | test [ctest args]" >&2; exit 2 ;;
+esac
+
+# apt package -> a probe that says it (or an equivalent) is already present.
+declare -A probes=(
+  [cmake]="command -v cmake"
+  [ninja-build]="command -v ninja"
+  [g++]="command -v g++"
+  [ccache]="command -v ccache"
+  [libgtest-dev]="test -f /usr/include/gtest/gtest.h"
+  [libgmock-dev]="test -f /usr/include/gmock/gmock.h"
+  [libbenchmark-dev]="test -f /usr/include/benchmark/benchmark.h"
+  [nlohmann-json3-dev]="test -f /usr/include/nlohmann/json.hpp"
+  [python3]="command -v python3"
+  [python3-pip]="python3 -m pip --version"
+  [python3-matplotlib]="python3 -c 'import matplotlib'"
+)
+missing=()
+for pkg in "${!probes[@]}"; do
+  bash -c "${probes[$pkg]}" >/dev/null 2>&1 || missing+=("$pkg")
+done
+if ((${#missing[@]})); then
+  sudo=""
+  [[ $(id -u) -ne 0 ]] && sudo=sudo
+  echo "setup: installing with apt: ${missing[*]}"
+  $sudo apt-get update -q
+  $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+# matplotlib through pip only where apt's is missing or not importable (e.g. a pyenv python3).
+if ! python3 -c 'import matplotlib' >/dev/null 2>&1; then
+  python3 -m pip install --user matplotlib || python3 -m pip install --user --break-system-packages matplotlib
+fi
+
+jobs=$(nproc)
+if [[ $mode == run ]]; then
+  cmake --preset default
+  cmake --build --preset default --target tpbench -j "$jobs"
+  exec build/suite/tpbench "$@"
+else
+  cmake --preset ci
+  cmake --build --preset ci -j "$jobs"
+  exec ctest --preset ci -j "$jobs" "$@"
+fi

@@ -1,0 +1,53 @@
+# Exit status: 0 all ok; 1 a case failed (a timeout) with the sweep going on and the
+# failure recorded; 2 usage errors. JUnit output is well-formed and counts the failure.
+# `tpbench` with no arguments runs the quickstart scenario.
+source "$(dirname "$0")/common.bash" "$@"
+
+expect_rc 0 "$TPBENCH" run --help
+expect_rc 0 "$TPBENCH" list
+grep -q "ci-smoke" "$SCRATCH/last.out" || fail "list does not show ci-smoke"
+expect_rc 2 "$TPBENCH" run --bogus-flag
+expect_rc 2 "$TPBENCH" run no-such-scenario-anywhere
+grep -q "no-such-scenario-anywhere" "$SCRATCH/last.out" || fail "missing scenario not named"
+expect_rc 2 "$TPBENCH" run scenarios/ci-smoke.json --results-dir
+expect_rc 2 "$TPBENCH" run scenarios/ci-smoke.json --resume "$SCRATCH/not-a-run"
+
+# A case that cannot finish in its timeout fails; the next case still runs.
+cat >"$SCRATCH/timeout.json" <<'JSON'
+{"schema": 1, "name": "timeout", "workload": "allreduce", "device": "cpu",
+ "sweep": {"tp": [2], "message_bytes": [4, 8388608]},
+ "measure": {"warmup": 0, "iterations": 5000, "timeout_s": 0.3}}
+JSON
+cat >"$SCRATCH/ok.json" <<'JSON'
+{"schema": 1, "name": "fine", "workload": "allreduce", "device": "cpu",
+ "sweep": {"tp": [1, 2], "message_bytes": [64]}, "measure": {"iterations": 2},
+ "checks": ["matches_reference", "tp_invariant"]}
+JSON
+expect_rc 1 "$TPBENCH" run "$SCRATCH/timeout.json" --no-report --results-dir "$SCRATCH/r1" --junit "$SCRATCH/t.xml"
+run=$(run_dir_of "$SCRATCH/r1")
+python3 - "$run" "$SCRATCH/t.xml" <<'PY'
+import json, sys, xml.dom.minidom
+records = [json.loads(l) for l in open(f"{sys.argv[1]}/results.jsonl")]
+assert len(records) == 2, records
+big = [r for r in records if r["params"]["message_bytes"] == 8388608][0]
+assert big["status"] == "failed" and "timeout" in big["error"], big["error"]
+doc = xml.dom.minidom.parse(sys.argv[2])
+assert len(doc.getElementsByTagName("failure")) >= 1
+PY
+expect_rc 0 "$TPBENCH" run "$SCRATCH/ok.json" --results-dir "$SCRATCH/r2" --junit "$SCRATCH/ok.xml"
+grep -q "report: not available yet" "$SCRATCH/last.out" || fail "no report notice"
+grep -q "not implemented" "$SCRATCH/last.out" || fail "not-implemented checks not counted"
+python3 - "$SCRATCH/ok.xml" <<'PY'
+import sys, xml.dom.minidom
+doc = xml.dom.minidom.parse(sys.argv[1])
+cases = doc.getElementsByTagName("testcase")
+# 2 cases x (run + matches_reference + tp_invariant)
+assert len(cases) == 6, len(cases)
+assert len(doc.getElementsByTagName("failure")) == 0
+assert len(doc.getElementsByTagName("skipped")) == 2  # tp_invariant: not implemented, not a pass
+PY
+
+# No arguments: the quickstart scenario, results under ./results.
+(cd "$SCRATCH" && expect_rc 0 "$TPBENCH")
+ls "$SCRATCH"/results/*/results.jsonl >/dev/null || fail "tpbench without arguments wrote no results"
+echo ok
