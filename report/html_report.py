@@ -10,6 +10,7 @@ import base64
 import html
 
 import plots
+import results_io as rio
 import tables
 
 CSS = """
@@ -21,7 +22,8 @@ h1 { margin-bottom: 4px; } h2 { border-bottom: 1px solid #ccc; padding-bottom: 4
            font-weight: bold; }
 .headline { font-size: 1.1em; margin: 8px 0 16px 0; }
 table { border-collapse: collapse; font-size: 13px; margin: 8px 0; }
-th, td { border: 1px solid #d0d0d0; padding: 3px 8px; text-align: left; vertical-align: top; }
+th, td { border: 1px solid #d0d0d0; padding: 3px 8px; text-align: left; vertical-align: top;
+         white-space: pre-wrap; }
 th { background: #f0f0f0; position: sticky; top: 0; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; }
 tr.bad td { background: #fde2e0; } tr.warn td { background: #fff6d6; }
@@ -40,7 +42,7 @@ def esc(value):
 
 def _cell(value):
     css = ' class="num"' if isinstance(value, (int, float)) and not isinstance(value, bool) else ""
-    return f"<td{css}>{esc(value)}</td>"
+    return f"<td{css}>{esc(tables.cell_text(value))}</td>"
 
 
 def render_table(table, empty="none"):
@@ -76,8 +78,7 @@ SECTION_TABLES = {
 
 
 def write(path, run, records, figures):
-    scenario = run.get("scenario") if isinstance(run.get("scenario"), dict) else {}
-    name = scenario.get("name") or run.get("run_id") or "results"
+    name = rio.scenario_name(run)
     prov, prov_source = tables.provenance(run, records)
     out = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
            '<meta name="viewport" content="width=device-width, initial-scale=1">',
@@ -86,7 +87,7 @@ def write(path, run, records, figures):
     if run.get("fixture"):
         out.append('<p class="fixture">FIXTURE: every number on this page is synthetic test '
                    'data, not a measurement.</p>')
-    out.append(f'<p class="headline">{esc(tables.headline(records))}</p>')
+    out.append(f'<p class="headline">{esc(tables.headline(records, run))}</p>')
     out.append(f'<h2 id="provenance">Provenance</h2><p class="note">from {esc(prov_source)}</p>')
     out.append(render_kv(prov) if prov else '<p class="note">no provenance recorded</p>')
     out.append('<h2 id="run">Run</h2>' + render_kv(tables.run_overview(run, records)))
@@ -118,12 +119,12 @@ def write(path, run, records, figures):
     out.append(render_table(tables.baseline_table(records), "no baseline comparisons recorded"))
 
     out.append('<h2 id="conformance">Conformance checks</h2>')
-    summary = tables.check_summary(records)
+    summary = tables.check_summary(records, run)
     if summary:
         out.append("<p>" + esc("; ".join(
             f"{name}: " + ", ".join(f"{n} {s}" for s, n in sorted(c.items()))
             for name, c in sorted(summary.items()))) + "</p>")
-    out.append(render_table(tables.conformance_table(records), "no checks recorded"))
+    out.append(render_table(tables.conformance_table(records, run), "no checks recorded"))
     out.append("</body></html>")
     with open(path, "w", encoding="utf-8") as f:
         f.write("\n".join(out) + "\n")

@@ -11,10 +11,11 @@ import html
 import os
 
 import plots
+import results_io as rio
 import tables
 
 _MD_SPECIAL = str.maketrans({"|": "\\|", "`": "\\`", "[": "\\[", "]": "\\]", "*": "\\*",
-                             "\\": "\\\\", "\n": " ", "\r": " "})
+                             "\\": "\\\\", "\n": "<br>", "\r": ""})
 
 
 def md(value):
@@ -30,7 +31,7 @@ def render_table(table, empty="none", limit=None):
              "|" + "|".join("---" for _ in table.headers) + "|"]
     rows = table.rows if limit is None else table.rows[:limit]
     for row in rows:
-        lines.append("| " + " | ".join(md(v) for v in row) + " |")
+        lines.append("| " + " | ".join(md(tables.cell_text(v)) for v in row) + " |")
     if limit is not None and len(table.rows) > limit:
         lines.append(f"\n_{len(table.rows) - limit} more rows in report.html._")
     return "\n".join(lines) + "\n"
@@ -51,8 +52,7 @@ SECTION_TABLES = {
 
 
 def write(path, run, records, figures):
-    scenario = run.get("scenario") if isinstance(run.get("scenario"), dict) else {}
-    name = scenario.get("name") or run.get("run_id") or "results"
+    name = rio.scenario_name(run)
     prov, prov_source = tables.provenance(run, records)
     out = [f"# tpbench report: {md(name)}", ""]
     if run.get("fixture"):
@@ -61,7 +61,7 @@ def write(path, run, records, figures):
     out += ["## Provenance", "", f"_from {md(prov_source)}_", "",
             render_kv(prov) if prov else "_no provenance recorded_\n",
             "## Run", "", render_kv(tables.run_overview(run, records)),
-            f"**{md(tables.headline(records))}**", "",
+            f"**{md(tables.headline(records, run))}**", "",
             "## Cases not ok", "", render_table(tables.not_ok_table(records), "every case is ok")]
     for fig in figures:
         out += [f"## {md(fig.title)}", ""]
@@ -76,13 +76,13 @@ def write(path, run, records, figures):
             render_table(tables.baseline_table(records, only_notable=True),
                          "no regressions, improvements, noise or insufficient data"), ""]
     out += ["## Conformance checks", ""]
-    summary = tables.check_summary(records)
+    summary = tables.check_summary(records, run)
     if summary:
         out += ["| check | results |", "|---|---|"]
         out += [f"| {md(name)} | " + md(", ".join(f"{n} {s}" for s, n in sorted(c.items())))
                 + " |" for name, c in sorted(summary.items())]
         out += ["", "Checks that did not pass:", "",
-                render_table(tables.conformance_table(records, only_failures=True),
+                render_table(tables.conformance_table(records, run, only_failures=True),
                              "every check passed")]
     else:
         out += ["_no checks recorded_", ""]

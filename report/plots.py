@@ -72,11 +72,16 @@ def series_key(rec, extra):
     return (rio.backend(rec), tuple((k, _fmt(rio.param(rec, k))) for k in extra))
 
 
+def mpl_text(text):
+    """Text from a result, made literal for matplotlib ('$' would start mathtext)."""
+    return str(text).replace("$", r"\$")
+
+
 def series_name(key):
     backend, extra = key
     if not extra:
-        return backend
-    return backend + " (" + ", ".join(f"{k}={v}" for k, v in extra) + ")"
+        return mpl_text(backend)
+    return mpl_text(backend + " (" + ", ".join(f"{k}={v}" for k, v in extra) + ")")
 
 
 def _sorted_series(keys):
@@ -159,7 +164,9 @@ def _save(fig, out_dir, name):
 
 
 def _ok(records):
-    return [r for r in records if r["status"] == "ok"]
+    """ok sweep cases: control and repeat cases re-run a sweep point (they feed the drift and
+    determinism checks) and would draw a second value at the same x."""
+    return [r for r in records if r["status"] == "ok" and r.get("role") in (None, "", "sweep")]
 
 
 # ---- allreduce --------------------------------------------------------------------------
@@ -280,7 +287,7 @@ def latency_figure(records, out_dir, mode):
             batches += xs
         _int_axis(ax, batches)
         _log_if_spans(ax, lat_values)
-        ax.set_title(f"seq_len = {_fmt(seq)}")
+        ax.set_title(mpl_text(f"seq_len = {_fmt(seq)}"))
         ax.set_xlabel("batch size (sequences)")
         ax.set_ylabel(f"{mode} step latency p50 (µs)")
         ax.grid(True, which="both", alpha=0.3)
@@ -360,8 +367,8 @@ def speedup_figure(records, out_dir):
                 if v is not None:
                     ax.text(xi, yi, f"{v:.2f}×", ha="center", va="center", fontsize=9,
                             color="white" if abs(math.log(v)) > 0.6 * spread else "black")
-        ax.set_xticks(range(len(batches)), [_fmt(b) for b in batches])
-        ax.set_yticks(range(len(seqs)), [_fmt(s) for s in seqs])
+        ax.set_xticks(range(len(batches)), [mpl_text(_fmt(b)) for b in batches])
+        ax.set_yticks(range(len(seqs)), [mpl_text(_fmt(s)) for s in seqs])
         ax.set_xlabel("batch size (sequences)")
         ax.set_ylabel("seq_len (tokens)")
         ax.set_title(f"{mode}: {series_name(k)}", fontsize=10)
@@ -386,7 +393,8 @@ def speedup_figure(records, out_dir):
 def _memory_groups(records):
     """{group key: {mem_fraction: record}}; per fraction the case with the largest
     batch x seq_len (the activation peak), among records with a plan or measured memory."""
-    recs = [r for r in records if (rio.plan_breakdown(r) or rio.measured_memory(r))
+    recs = [r for r in records if r.get("role") in (None, "", "sweep")
+            and (rio.plan_breakdown(r) or rio.measured_memory(r))
             and rio.is_number(rio.param(r, "mem_fraction"))]
     extra = varying_params(recs, {"allreduce", "mem_fraction", "batch_size", "seq_len",
                                   "mode", "instrumentation", "message_bytes", "dtype"})
@@ -552,7 +560,7 @@ def baseline_figure(records, out_dir):
     names = []
     for rec, metric_name, entry in shown:
         text = f"{rio.label(rec)} · {metric_name}"
-        names.append(text if len(text) <= 70 else text[:67] + "...")
+        names.append(mpl_text(text if len(text) <= 70 else text[:67] + "..."))
     ax.set_yticks(range(len(shown)), names, fontsize=8)
     for tick, (_, _, entry) in zip(ax.get_yticklabels(), shown):
         if entry.get("verdict") == "regression":

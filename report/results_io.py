@@ -154,13 +154,34 @@ def load_run(path):
         raise ReportInputError(f"{path}: $: expected an object, got {_type_name(run)}")
     v = _Validator(path)
     v.expect(run, "provenance", "$.provenance", ("object", "null"))
-    v.expect(run, "scenario", "$.scenario", ("object", "null"))
+    scenario = v.expect(run, "scenario", "$.scenario", ("object", "null"))
+    if scenario:
+        v.expect(scenario, "document", "$.scenario.document", ("object", "null"))
+    summary = v.expect(run, "summary", "$.summary", ("object", "null"))
+    if summary:
+        checks = v.expect(summary, "checks", "$.summary.checks", ("object", "null"))
+        for name, groups in (checks or {}).items():
+            if not isinstance(groups, list):
+                v.fail(f"$.summary.checks.{name}", "an array of group results", groups)
     v.expect(run, "cases", "$.cases", ("array", "null"))
     v.expect(run, "fixture", "$.fixture", ("boolean", "null"))
     return run
 
 
 # ---- tolerant accessors used by every section ----------------------------------------
+
+def scenario_doc(run):
+    """The scenario as written: run.json's scenario.document (what `tpbench run` stores),
+    or the scenario object itself."""
+    scenario = run.get("scenario") if isinstance(run.get("scenario"), dict) else {}
+    doc = scenario.get("document")
+    return doc if isinstance(doc, dict) else scenario
+
+
+def scenario_name(run):
+    scenario = run.get("scenario") if isinstance(run.get("scenario"), dict) else {}
+    return scenario.get("name") or scenario_doc(run).get("name") or run.get("run_id") or "results"
+
 
 def param(rec, name, default=None):
     return rec.get("params", {}).get(name, default)
@@ -326,6 +347,15 @@ def measured_memory(rec):
             breakdown = _derived_breakdown(phases)
         out[int(rank) if str(rank).isdigit() else rank] = {"phases": phases,
                                                            "breakdown": breakdown}
+    # The communicator reports its own buffers (rank result "comm": {memory_bytes}); use
+    # that where the meter has no communicator term.
+    comm = rec.get("comm")
+    if isinstance(comm, list):
+        for i, entry in enumerate(comm):
+            if (isinstance(entry, dict) and is_number(entry.get("memory_bytes"))
+                    and i in out and "comm_buffers" not in out[i]["breakdown"]
+                    and out[i]["breakdown"]):
+                out[i]["breakdown"]["comm_buffers"] = entry["memory_bytes"]
     return out
 
 

@@ -28,6 +28,15 @@ def num(value, digits=4):
     return value
 
 
+def cell_text(value):
+    """How a table cell prints: floats with up to 6 significant digits, None as "-"."""
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    return str(value)
+
+
 def gib(value):
     return None if value is None else num(value / GIB, 4)
 
@@ -81,11 +90,16 @@ def provenance(run, records):
 
 
 def run_overview(run, records):
-    scenario = run.get("scenario") if isinstance(run.get("scenario"), dict) else {}
+    scenario = rio.scenario_doc(run)
     items = []
     run_ids = sorted({str(r.get("run_id")) for r in records if r.get("run_id") is not None})
     items.append(("run_id", run.get("run_id") or ", ".join(run_ids) or None))
-    for key in ("name", "description", "workload", "device", "mode"):
+    items.append(("scenario", rio.scenario_name(run)))
+    raw = run.get("scenario") if isinstance(run.get("scenario"), dict) else {}
+    for key in ("source", "device_resolved"):
+        if key in raw:
+            items.append((f"scenario.{key}", text(raw[key])))
+    for key in ("description", "workload", "device", "mode"):
         if key in scenario:
             items.append((f"scenario.{key}", text(scenario[key])))
     if "sweep" in scenario:
@@ -105,6 +119,13 @@ def run_overview(run, records):
                           + ", ".join(str(c.get("case_id")) for c in missing[:10])
                           + (" ..." if len(missing) > 10 else "")))
     items.append(("records (results.jsonl)", len(records)))
+    summary = run.get("summary")
+    if isinstance(summary, dict):
+        for key in ("cases", "ok", "failed", "skipped", "infeasible", "exit_code", "end_time"):
+            if key in summary:
+                items.append((f"summary.{key}", text(summary[key])))
+    if isinstance(run.get("resumed"), list) and run["resumed"]:
+        items.append(("resumed", f"{len(run['resumed'])} time(s)"))
     return items
 
 
@@ -115,11 +136,11 @@ def status_counts(records):
     return counts
 
 
-def headline(records):
+def headline(records, run=None):
     """One-line verdict counts for the top of both reports."""
     counts = status_counts(records)
-    checks = check_rows(records)
-    failed_checks = sum(1 for row in checks if row[3] not in ("pass", "not-implemented"))
+    checks = check_rows(records, run)
+    failed_checks = sum(1 for row in checks if row[3] == "fail")
     regressions = sum(1 for rec in records for e in (rec.get("baseline") or {}).values()
                       if e.get("verdict") == "regression")
     parts = [f"{counts[s]} {s}" for s in rio.STATUSES]
@@ -202,36 +223,55 @@ def baseline_table(records, only_notable=False):
     return table
 
 
-def check_rows(records):
-    rows = []
+def check_rows(records, run=None):
+    """[case_id, label, check, status, max_abs, rel_l2, worst_index, detail, group cases].
+    A check over a group of cases is recorded on the case that completed the group; groups
+    that never completed appear only in run.json's summary, and are added from there."""
+    rows, seen = [], set()
     for rec in records:
         for name, check in sorted((rec.get("checks") or {}).items()):
+            cases = check.get("cases") if isinstance(check.get("cases"), list) else []
+            seen.add((name, tuple(map(str, cases))))
             rows.append([rec["case_id"], rio.label(rec), name, text(check.get("status")),
                          num(check.get("max_abs")), num(check.get("rel_l2")),
-                         text(check.get("worst_index")), text(check.get("detail"))])
+                         text(check.get("worst_index")), text(check.get("detail")),
+                         ", ".join(map(str, cases)) or None])
+    summary = (run or {}).get("summary")
+    for name, groups in sorted(((summary or {}).get("checks") or {}).items()):
+        for group in groups:
+            if not isinstance(group, dict):
+                continue
+            cases = group.get("cases") if isinstance(group.get("cases"), list) else []
+            if (name, tuple(map(str, cases))) in seen:
+                continue
+            rows.append([str(cases[0]) if cases else None, "(run.json summary)", name,
+                         text(group.get("status")), num(group.get("max_abs")),
+                         num(group.get("rel_l2")), text(group.get("worst_index")),
+                         text(group.get("detail")), ", ".join(map(str, cases)) or None])
     return rows
 
 
-def conformance_table(records, only_failures=False):
+def conformance_table(records, run=None, only_failures=False):
     table = Table(["case_id", "label", "check", "status", "max abs", "rel-L2", "worst index",
-                   "detail"])
-    rows = check_rows(records)
-    order = {"fail": 0, "not-implemented": 1, "pass": 2}
-    rows.sort(key=lambda r: (order.get(r[3], 0), r[2]))
+                   "detail", "group cases"])
+    rows = check_rows(records, run)
+    order = {"fail": 0, "pass": 3}
+    rows.sort(key=lambda r: (order.get(r[3], 1), r[2]))
     for row in rows:
         status = row[3]
         if only_failures and status == "pass":
             continue
-        css = "bad" if status not in ("pass", "not-implemented") else (
-            "warn" if status == "not-implemented" else "")
+        # fail is a failure; skipped, not-implemented or a status this report does not
+        # know are shown, not counted as failures.
+        css = "bad" if status == "fail" else ("" if status == "pass" else "warn")
         table.add(row, css)
     return table
 
 
-def check_summary(records):
+def check_summary(records, run=None):
     """{check name: {status: count}}"""
     out = {}
-    for row in check_rows(records):
+    for row in check_rows(records, run):
         counts = out.setdefault(row[2], {})
         counts[row[3]] = counts.get(row[3], 0) + 1
     return out

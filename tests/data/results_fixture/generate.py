@@ -54,8 +54,10 @@ def latency(xs):
             "mean": round(sum(xs) / len(xs), 3), "unit": "us"}
 
 
-def record(params, status="ok", **rest):
-    rec = {"schema": 1, "run_id": RUN_ID, "case_id": case_id(params),
+def record(params, status="ok", role="sweep", **rest):
+    # Shaped like suite/runner.cpp's records: per-rank arrays for memory, digests and comm.
+    rec = {"schema": 1, "run_id": RUN_ID, "case_id": case_id(dict(params, role=role)),
+           "role": role, "scenario": "fixture-h200x2-like-sweep", "device": "cuda",
            "label": rest.pop("label", None), "params": params, "status": status,
            "error": None, "plan": None, "memory": None, "latency": None, "throughput": None,
            "digests": None, "checks": {}, "baseline": None, "provenance": PROVENANCE}
@@ -105,7 +107,7 @@ for backend_name in ("nccl", "custom-oneshot", "custom-twoshot", "auto"):
         rec = record(params, label=f"allreduce {backend_name} {nbytes} B bf16 tp=2",
                      workload="allreduce", latency=lat,
                      throughput={"algbw_GBps": round(algbw, 3), "busbw_GBps": round(algbw, 3)},
-                     digests={"0": {"output": "a1b2c3d4"}, "1": {"output": "a1b2c3d4"}},
+                     digests=[{"output": "a1b2c3d4"}, {"output": "a1b2c3d4"}],
                      checks={"allreduce_correct": {"status": "pass", "detail": "exact sums",
                                                    "max_abs": 0.0, "rel_l2": 0.0,
                                                    "worst_index": None}})
@@ -156,7 +158,7 @@ def plan_for(params):
 
 
 def measured_for(plan, tp):
-    memory = {}
+    memory = []
     for rank in range(tp):
         bd = {k: int(v * (1 + rng.uniform(-0.02, 0.04))) for k, v in plan["breakdown"].items()}
         used = 0
@@ -169,7 +171,7 @@ def measured_for(plan, tp):
             else:
                 used = int(0.6 * GIB)
             phases[phase] = {"used_bytes": used, "free_bytes": int(141 * GIB) - used}
-        memory[str(rank)] = {"phases": phases, "breakdown": bd}
+        memory.append(dict(phases, breakdown=bd))
     return memory
 
 
@@ -190,7 +192,7 @@ for mode, batches, seqs, backends in (
                              workload="engine", latency=lat,
                              throughput={"tokens_per_s": round(tokens / (lat["p50"] * 1e-6), 1)},
                              plan=plan_for(params),
-                             digests={"0": {"logits": "feedbeef"}, "1": {"logits": "feedbeef"}},
+                             digests=[{"logits": "feedbeef"}, {"logits": "feedbeef"}],
                              checks=checks,
                              baseline={"latency_p50": verdict("ok", 1.0 + rng.uniform(-0.02, 0.02), 0.03, 0.4),
                                        "kv_tokens": verdict("ok", 1.0, 0.0)})
@@ -244,8 +246,16 @@ for backend_name in ("nccl", "custom-oneshot"):
                      plan=plan, memory=measured_for(plan, 2), checks=checks,
                      baseline={"kv_tokens": verdict("ok", 1.0, 0.0),
                                "peak_memory_bytes": verdict("ok", 1.003, 0.0)})
-        rec["memory"]["kv_tokens"] = int(plan["max_tokens"] * 0.995)
+        rec["metrics"] = {"kv_tokens": int(plan["max_tokens"] * 0.995)}
         records.append(rec)
+
+# --- control cases (first and last): same params as a sweep point, not drawn in plots ---
+for role, factor in (("control-start", 1.0), ("control-end", 1.01)):
+    params = base_params(batch_size=1, seq_len=128, allreduce="nccl")
+    lat = latency(samples(engine_latency_us("decode", 1, 128, "nccl") * factor))
+    records.append(record(params, role=role, label=f"decode bs=1 seq=128 nccl [{role}]",
+                          workload="engine", latency=lat, plan=plan_for(params),
+                          throughput={"tokens_per_s": round(1 / (lat["p50"] * 1e-6), 1)}))
 
 # --- a failed and a skipped case -------------------------------------------------------
 params = base_params(batch_size=64, seq_len=4096, allreduce="custom-twoshot")
@@ -266,10 +276,16 @@ scenario = {"schema": 1, "name": "fixture-h200x2-like-sweep",
             "checks": ["deterministic", "equal_across_allreduce", "plan_matches_measured"],
             "baseline": {"latency_rel_tol": 0.05, "memory_rel_tol": 0.02,
                          "kv_tokens_rel_tol": 0.01, "alpha": 0.05}}
+# A check group that never completed: only run.json's summary knows it.
+summary_checks = {"control_drift": [{"status": "fail", "detail": "cases of this group have no "
+                                     "record (synthetic fixture)",
+                                     "cases": ["00000000dead", "00000000beef"]}]}
 run = {"schema": 1, "run_id": RUN_ID, "fixture": True, "provenance": PROVENANCE,
-       "scenario": scenario,
-       "cases": [{"case_id": r["case_id"], "label": r["label"], "params": r["params"]}
-                 for r in records]}
+       "scenario": {"name": scenario["name"], "source": "/fixture/scenario.json",
+                    "document": scenario, "device_resolved": "cuda"},
+       "cases": [{"case_id": r["case_id"], "label": r["label"], "role": r["role"],
+                  "params": r["params"]} for r in records],
+       "summary": {"cases": len(records), "checks": summary_checks, "exit_code": 1}}
 
 with open(os.path.join(HERE, "results.jsonl"), "w") as f:
     for rec in records:

@@ -1,0 +1,141 @@
+#!/usr/bin/env python3
+"""The report scripts on the committed fixture: every file written, report.html
+self-contained with provenance first, numbers traceable to their record by case_id, and
+sections without data skipped with a note (and their stale PNG removed)."""
+
+import base64
+import os
+import re
+import sys
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import report_test_util as util  # noqa: E402
+
+
+class FixtureReport(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = util.fixture_copy()
+        cls.dir = cls.tmp.name
+        cls.proc = util.run_report(cls.dir)
+        cls.records = util.read_records(cls.dir)
+        with open(os.path.join(cls.dir, "report.html"), encoding="utf-8") as f:
+            cls.html = f.read()
+        with open(os.path.join(cls.dir, "summary.md"), encoding="utf-8") as f:
+            cls.md = f.read()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def test_exit_status_and_every_file(self):
+        self.assertEqual(self.proc.returncode, 0, self.proc.stderr)
+        for name in util.PNG_NAMES + ("report.html", "summary.md"):
+            path = os.path.join(self.dir, name)
+            self.assertTrue(os.path.isfile(path), name)
+            self.assertIn(f"wrote {path}", self.proc.stdout)
+        for name in util.PNG_NAMES:
+            width, height = util.png_size(os.path.join(self.dir, name))
+            self.assertGreaterEqual(width, 600, name)
+            self.assertGreaterEqual(height, 300, name)
+
+    def test_html_is_self_contained(self):
+        self.assertNotRegex(self.html, r"(?i)<script|<link|<iframe|src=\"(?!data:)|url\(")
+        images = re.findall(r'<img class="plot" alt="[^"]*" src="data:image/png;base64,([^"]+)"',
+                            self.html)
+        self.assertEqual(len(images), len(util.PNG_NAMES))
+        for data in images:
+            self.assertTrue(base64.b64decode(data).startswith(b"\x89PNG"))
+
+    def test_provenance_first(self):
+        sha = self.records[0]["provenance"]["git_sha"]
+        first_plot = self.html.index("<img")
+        self.assertLess(self.html.index('id="provenance"'), first_plot)
+        self.assertLess(self.html.index(sha), first_plot)
+        sections = re.findall(r"^## (.+)$", self.md, re.M)
+        self.assertEqual(sections[0], "Provenance")
+        self.assertLess(self.md.index(sha), self.md.index("## Run"))
+        self.assertIn("FIXTURE", self.html.split("<h2")[0])
+        self.assertIn("FIXTURE", self.md.split("## Provenance")[0])
+
+    def test_numbers_traceable_to_case_id(self):
+        rows = {}
+        for line in self.md.splitlines():
+            cells = [c.strip() for c in line.strip("|").split(" | ")]
+            if re.fullmatch(r"[0-9a-f]{12}", cells[0]):
+                rows.setdefault(cells[0], []).append(cells)
+        ids = {r["case_id"] for r in self.records}
+        self.assertTrue(set(rows) <= ids | {"00000000dead"}, set(rows) - ids)
+        checked = 0
+        for rec in self.records:
+            if rec["status"] != "ok" or rec.get("role") != "sweep" or not rec.get("latency"):
+                continue
+            value = rec["latency"]["p50"]
+            p50 = f"{float(f'{value:.4g}'):.6g}"
+            self.assertTrue(any(p50 in row for row in rows.get(rec["case_id"], [])),
+                            f"{rec['case_id']}: p50 {p50} not in its summary.md row")
+            checked += 1
+        self.assertGreater(checked, 50)
+
+    def test_failures_regressions_and_checks_shown(self):
+        for rec in self.records:
+            if rec["status"] in ("failed", "skipped", "infeasible"):
+                self.assertIn(rec["case_id"], self.md)
+                self.assertIn(rec["error"].split(";")[0], self.html)
+        regressions = [(r["case_id"], m) for r in self.records
+                       for m, e in (r.get("baseline") or {}).items()
+                       if e["verdict"] == "regression"]
+        self.assertTrue(regressions)
+        for case_id, metric in regressions:
+            self.assertRegex(self.html, rf'<tr class="bad"><td>{case_id}</td><td>[^<]*</td>'
+                                        rf"<td>{metric}</td><td>regression</td>")
+        failed = [(r["case_id"], n) for r in self.records
+                  for n, c in (r.get("checks") or {}).items() if c["status"] == "fail"]
+        self.assertTrue(failed)
+        for case_id, name in failed:
+            self.assertRegex(self.html, rf'<tr class="bad"><td>{case_id}</td><td>[^<]*</td>'
+                                        rf"<td>{name}</td><td>fail</td>")
+        # A group result only run.json's summary has is still reported.
+        self.assertIn("control_drift", self.md)
+
+
+class PartialData(unittest.TestCase):
+    def test_missing_sections_skipped_with_note_and_stale_png_removed(self):
+        tmp = util.fixture_copy()
+        try:
+            self.assertEqual(util.run_report(tmp.name).returncode, 0)
+            self.assertTrue(os.path.isfile(os.path.join(tmp.name, "decode_latency.png")))
+            allreduce_only = [r for r in util.read_records(tmp.name)
+                              if r.get("workload") == "allreduce"]
+            util.write_records(tmp.name, allreduce_only)
+            os.remove(os.path.join(tmp.name, "run.json"))
+            proc = util.run_report(tmp.name)
+            self.assertEqual(proc.returncode, 0, proc.stderr)
+            for name in ("decode_latency.png", "prefill_latency.png", "speedup_heatmap.png",
+                         "memory.png", "kv_tokens.png"):
+                self.assertFalse(os.path.exists(os.path.join(tmp.name, name)), name)
+            self.assertTrue(os.path.isfile(os.path.join(tmp.name, "allreduce.png")))
+            with open(os.path.join(tmp.name, "report.html"), encoding="utf-8") as f:
+                html = f.read()
+            self.assertEqual(html.count('<p class="note">No plot:'), 5)
+            # Without run.json the provenance comes from the records.
+            self.assertIn("from results.jsonl (first record)", html)
+            self.assertIn(allreduce_only[0]["provenance"]["git_sha"], html)
+        finally:
+            tmp.cleanup()
+
+    def test_out_folder(self):
+        tmp = util.fixture_copy()
+        try:
+            out = os.path.join(tmp.name, "elsewhere")
+            proc = util.run_report(tmp.name, "--out", out)
+            self.assertEqual(proc.returncode, 0, proc.stderr)
+            self.assertTrue(os.path.isfile(os.path.join(out, "report.html")))
+            self.assertFalse(os.path.exists(os.path.join(tmp.name, "report.html")))
+        finally:
+            tmp.cleanup()
+
+
+if __name__ == "__main__":
+    unittest.main()
