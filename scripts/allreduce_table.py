@@ -10,7 +10,7 @@ import sys
 
 def main(argv):
     with open(argv[1]) as f:
-        bench = json.load(f)
+        bench = json.loads(f.read(), strict=False)  # tolerate raw control characters
     want = {int(s) for s in argv[2:]}
     pat = re.compile(r"^allreduce/([a-z-]+)/bf16/(eager|graph)/(\d+)")
     t = {}

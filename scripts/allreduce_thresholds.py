@@ -19,7 +19,7 @@ def main(argv):
     if len(argv) != 3:
         sys.exit(__doc__)
     with open(argv[1]) as f:
-        bench = json.load(f)
+        bench = json.loads(f.read(), strict=False)  # tolerate raw control characters
     times = {}  # (backend, bytes) -> us per op
     pat = re.compile(r"^allreduce/([a-z-]+)/bf16/graph/(\d+)")
     for b in bench.get("benchmarks", []):

@@ -7,6 +7,7 @@
 // bootstrap barrier before each timed loop lines the ranks up on the host.
 #include <cuda_runtime_api.h>
 
+#include <cctype>
 #include <map>
 #include <memory>
 #include <string>
@@ -137,7 +138,20 @@ void register_allreduce_benchmarks(RankContext& ctx, std::size_t max_bytes, cons
 #if TPB_HAVE_NCCL
   benchmark::AddCustomContext("nccl", nccl_runtime_version());
 #endif
-  benchmark::AddCustomContext("topology", topology.empty() ? "unknown" : topology);
+  // Google Benchmark writes context strings into its JSON unescaped: keep printable ASCII
+  // (nvidia-smi's table has tabs, newlines and terminal escapes).
+  std::string topo;
+  for (std::size_t i = 0; i < topology.size(); ++i) {
+    const char c = topology[i];
+    if (c == '\x1b') {  // skip an escape sequence up to its final letter
+      while (i < topology.size() && !std::isalpha(static_cast<unsigned char>(topology[i]))) ++i;
+      continue;
+    }
+    if (c == '\n') topo += " | ";
+    else if (c == '\t') topo += ' ';
+    else if (c >= 32 && c < 127 && c != '"' && c != '\\') topo += c;
+  }
+  benchmark::AddCustomContext("topology", topo.empty() ? "unknown" : topo);
   std::string p2p;
   for (int a = 0; a < ctx.world; ++a)
     for (int b = 0; b < ctx.world; ++b)

@@ -54,8 +54,9 @@ int main(int argc, char** argv) {
     if (ctx.rank == 0) {
       benchmark::RunSpecifiedBenchmarks();
     } else {
-      NullReporter quiet, quiet_file;
-      benchmark::RunSpecifiedBenchmarks(&quiet, &quiet_file);
+      // Display reporter only: a file reporter without --benchmark_out makes the library exit.
+      NullReporter quiet;
+      benchmark::RunSpecifiedBenchmarks(&quiet);
     }
     benchmark::Shutdown();
     return 0;
