@@ -1,0 +1,156 @@
+// Safetensors reader (mmap) and fp32 writer (see safetensors.h).
+#include "reference_engine/weights/safetensors.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "tpb/check.h"
+#include "tpb/dtype.h"
+
+namespace tpb {
+
+SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  TPB_INPUT_CHECK(fd >= 0, "cannot open safetensors file " << path << ": " << std::strerror(errno));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || st.st_size < 8) {
+    ::close(fd);
+    TPB_INPUT_FAIL(path << ": not a safetensors file (shorter than its 8-byte header length)");
+  }
+  map_bytes_ = static_cast<std::size_t>(st.st_size);
+  map_ = ::mmap(nullptr, map_bytes_, PROT_READ, MAP_PRIVATE, fd, 0);
+  ::close(fd);
+  TPB_INPUT_CHECK(map_ != MAP_FAILED, "cannot mmap " << path << ": " << std::strerror(errno));
+  const auto* bytes = static_cast<const unsigned char*>(map_);
+  std::uint64_t header_len = 0;
+  for (int i = 7; i >= 0; --i) header_len = (header_len << 8) | bytes[i];
+  if (header_len > map_bytes_ - 8) {
+    ::munmap(map_, map_bytes_);
+    map_ = nullptr;
+    TPB_INPUT_FAIL(path << ": header length " << header_len << " exceeds the file size " << map_bytes_);
+  }
+  data_ = bytes + 8 + header_len;
+  const std::uint64_t data_bytes = map_bytes_ - 8 - header_len;
+  nlohmann::json header;
+  try {
+    header = nlohmann::json::parse(bytes + 8, bytes + 8 + header_len);
+  } catch (const std::exception& e) {
+    ::munmap(map_, map_bytes_);
+    map_ = nullptr;
+    TPB_INPUT_FAIL(path << ": header is not valid JSON: " << e.what());
+  }
+  for (auto it = header.begin(); it != header.end(); ++it) {
+    if (it.key() == "__metadata__") continue;
+    const auto& v = it.value();
+    const std::string where = path + ": tensor " + it.key();
+    TPB_INPUT_CHECK(v.is_object() && v.contains("dtype") && v.contains("shape") && v.contains("data_offsets"),
+                    where << ": expected {dtype, shape, data_offsets}");
+    const std::string dt = v["dtype"].get<std::string>();
+    StTensorInfo info;
+    if (dt == "F32") info.dtype = StDType::f32;
+    else if (dt == "BF16") info.dtype = StDType::bf16;
+    else if (dt == "F16") info.dtype = StDType::f16;
+    else {
+      unsupported_[it.key()] = dt;
+      continue;
+    }
+    info.shape = v["shape"].get<std::vector<std::int64_t>>();
+    info.begin = v["data_offsets"].at(0).get<std::uint64_t>();
+    info.end = v["data_offsets"].at(1).get<std::uint64_t>();
+    std::uint64_t n = 1;
+    for (auto d : info.shape) n *= static_cast<std::uint64_t>(d);
+    const std::uint64_t elem = info.dtype == StDType::f32 ? 4 : 2;
+    TPB_INPUT_CHECK(info.end >= info.begin && info.end <= data_bytes && info.end - info.begin == n * elem,
+                    where << ": data_offsets [" << info.begin << ", " << info.end << ") do not match its shape and dtype "
+                          << dt << " (or exceed the file)");
+    tensors_[it.key()] = info;
+  }
+}
+
+SafetensorsFile::~SafetensorsFile() {
+  if (map_ != nullptr) ::munmap(map_, map_bytes_);
+}
+
+const StTensorInfo& SafetensorsFile::info(const std::string& name) const {
+  auto it = tensors_.find(name);
+  if (it == tensors_.end()) {
+    auto u = unsupported_.find(name);
+    TPB_INPUT_CHECK(u == unsupported_.end(), path_ << ": tensor " << name << " has dtype " << u->second
+                                                   << "; the reference engine reads F32, BF16 and F16");
+    TPB_INPUT_FAIL(path_ << ": no tensor " << name);
+  }
+  return it->second;
+}
+
+std::vector<std::string> SafetensorsFile::names() const {
+  std::vector<std::string> out;
+  for (const auto& [k, v] : tensors_) out.push_back(k);
+  for (const auto& [k, v] : unsupported_) out.push_back(k);
+  return out;
+}
+
+void SafetensorsFile::read_f32(const std::string& name, std::uint64_t first, std::uint64_t count, float* out) const {
+  const StTensorInfo& t = info(name);
+  const std::uint64_t elem = t.dtype == StDType::f32 ? 4 : 2;
+  TPB_CHECK((first + count) * elem <= t.end - t.begin, path_ << ": read past the end of " << name);
+  const unsigned char* p = data_ + t.begin + first * elem;
+  switch (t.dtype) {
+    case StDType::f32:
+      std::memcpy(out, p, count * 4);
+      break;
+    case StDType::bf16:
+      for (std::uint64_t i = 0; i < count; ++i) {
+        std::uint16_t b;
+        std::memcpy(&b, p + 2 * i, 2);
+        out[i] = bf16_to_float(b);
+      }
+      break;
+    case StDType::f16:
+      for (std::uint64_t i = 0; i < count; ++i) {
+        std::uint16_t b;
+        std::memcpy(&b, p + 2 * i, 2);
+        out[i] = f16_to_float(b);
+      }
+      break;
+  }
+}
+
+void write_safetensors_f32(const std::string& path, const std::vector<StTensorOut>& tensors) {
+  nlohmann::json header = nlohmann::json::object();
+  std::uint64_t offset = 0;
+  for (const auto& t : tensors) {
+    std::uint64_t n = 1;
+    for (auto d : t.shape) n *= static_cast<std::uint64_t>(d);
+    header[t.name] = {{"dtype", "F32"}, {"shape", t.shape}, {"data_offsets", {offset, offset + 4 * n}}};
+    offset += 4 * n;
+  }
+  std::string h = header.dump();
+  while ((h.size() + 8) % 8 != 0) h.push_back(' ');  // data section 8-byte aligned, as the format recommends
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+    TPB_INPUT_CHECK(f.good(), "cannot write " << tmp);
+    unsigned char len[8];
+    std::uint64_t hl = h.size();
+    for (int i = 0; i < 8; ++i) len[i] = static_cast<unsigned char>(hl >> (8 * i));
+    f.write(reinterpret_cast<const char*>(len), 8);
+    f.write(h.data(), static_cast<std::streamsize>(h.size()));
+    for (const auto& t : tensors) {
+      std::uint64_t n = 1;
+      for (auto d : t.shape) n *= static_cast<std::uint64_t>(d);
+      f.write(reinterpret_cast<const char*>(t.data), static_cast<std::streamsize>(4 * n));
+    }
+    TPB_CHECK(f.good(), "write to " << tmp << " failed");
+  }
+  TPB_CHECK(std::rename(tmp.c_str(), path.c_str()) == 0, "cannot rename " << tmp << " to " << path);
+}
+
+}  // namespace tpb

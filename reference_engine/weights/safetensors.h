@@ -1,0 +1,59 @@
+// Safetensors files: a read-only mmap view (8-byte little-endian header length, a JSON
+// header of name -> {dtype, shape, data_offsets}, then the data) and a small fp32 writer.
+// Reading a slice touches only the pages of that slice, so each rank reads only its shard.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace tpb {
+
+enum class StDType { f32, bf16, f16 };
+
+struct StTensorInfo {
+  StDType dtype = StDType::f32;       // element type in the file
+  std::vector<std::int64_t> shape;    // as stored
+  std::uint64_t begin = 0;            // byte offset of the first element from the data start
+  std::uint64_t end = 0;              // byte offset past the last element
+};
+
+class SafetensorsFile {
+ public:
+  // Maps `path` read-only and parses its header. InputError naming the file when it is not
+  // a valid safetensors file or holds a dtype other than F32/BF16/F16 (those tensors are
+  // listed as unsupported and fail only when read).
+  explicit SafetensorsFile(const std::string& path);
+  ~SafetensorsFile();
+  SafetensorsFile(const SafetensorsFile&) = delete;
+  SafetensorsFile& operator=(const SafetensorsFile&) = delete;
+
+  const std::string& path() const { return path_; }
+  bool has(const std::string& name) const { return tensors_.count(name) != 0; }
+  const StTensorInfo& info(const std::string& name) const;
+  std::vector<std::string> names() const;
+
+  // Converts `count` consecutive elements of tensor `name`, starting at element `first`,
+  // to fp32 into out.
+  void read_f32(const std::string& name, std::uint64_t first, std::uint64_t count, float* out) const;
+
+ private:
+  std::string path_;
+  void* map_ = nullptr;
+  std::size_t map_bytes_ = 0;
+  const unsigned char* data_ = nullptr;  // start of the data section
+  std::map<std::string, StTensorInfo> tensors_;
+  std::map<std::string, std::string> unsupported_;  // name -> dtype string
+};
+
+struct StTensorOut {
+  std::string name;                   // tensor name
+  std::vector<std::int64_t> shape;    // shape, elements
+  const float* data = nullptr;        // product(shape) fp32 values
+};
+
+// Writes F32 tensors to `path` (atomically: a temporary file renamed into place).
+void write_safetensors_f32(const std::string& path, const std::vector<StTensorOut>& tensors);
+
+}  // namespace tpb

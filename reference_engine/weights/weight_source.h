@@ -1,0 +1,56 @@
+// WeightSource: where a rank's weight slices come from — synthetic (a pure function of the
+// seed, the global tensor name and the global index) or an HF safetensors checkpoint. The
+// engine asks for the rectangular block of a global tensor that its shard owns; a source
+// produces exactly that block in fp32 and never materialises the rest.
+//
+// Names are the canonical DeepseekV3 names without any prefix, with routed experts in the
+// per-expert form ("model.layers.3.mlp.experts.17.gate_proj.weight"); a checkpoint source
+// maps them onto `language_model.`-prefixed or fused expert tensors as the files hold them.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tpb/kernels/synthetic_weights.h"
+
+namespace tpb {
+
+struct WeightRequest {
+  std::string name;                  // canonical global tensor name
+  std::vector<std::int64_t> shape;   // global shape, [rows] or [rows, cols]
+  std::int64_t row_begin = 0;        // first row of the block (dim 0), inclusive
+  std::int64_t row_end = 0;          // end row of the block, exclusive
+  std::int64_t col_begin = 0;        // first column (dim 1; 0 for 1-D), inclusive
+  std::int64_t col_end = 0;          // end column, exclusive (1 for 1-D)
+  synthetic::InitKind init = synthetic::InitKind::linear;  // synthetic value rule
+  std::int64_t fan_in = 1;           // synthetic scale = 1/sqrt(fan_in) for linear weights
+
+  std::int64_t rows() const { return row_end - row_begin; }
+  std::int64_t cols() const { return col_end - col_begin; }
+  std::int64_t global_cols() const { return shape.size() == 2 ? shape[1] : 1; }
+};
+
+// The whole tensor, replicated on every rank.
+WeightRequest full_tensor(std::string name, std::vector<std::int64_t> shape, synthetic::InitKind init,
+                          std::int64_t fan_in);
+
+class WeightSource {
+ public:
+  virtual ~WeightSource() = default;
+  // Writes the block [rows(), cols()] row-major into out. Throws InputError naming the
+  // tensor when it is missing or its shape differs from request.shape.
+  virtual void read(const WeightRequest& request, float* out) = 0;
+  // "synthetic(seed=7)" or "safetensors(DIR, 3 files)", for logs and results.
+  virtual std::string describe() const = 0;
+};
+
+std::unique_ptr<WeightSource> make_synthetic_weights(std::uint64_t seed);
+
+// Opens an HF checkpoint folder: model.safetensors.index.json (sharded), else every
+// *.safetensors in it. `prefix` is tried first on every name ("language_model." for K2.5's
+// nested config), then the bare name.
+std::unique_ptr<WeightSource> open_safetensors_weights(const std::string& dir, const std::string& prefix);
+
+}  // namespace tpb
