@@ -5,7 +5,31 @@
 namespace tpb {
 
 Progress::Progress(int total_cases, std::FILE* out, bool tty)
-    : total_(total_cases), out_(out), tty_(tty), start_(std::chrono::steady_clock::now()) {}
+    : total_(total_cases), out_(out), tty_(tty), start_(std::chrono::steady_clock::now()) {
+  if (tty_) ticker_ = std::thread([this] { tick_loop(); });
+}
+
+Progress::~Progress() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stop_ = true;
+  }
+  wake_.notify_all();
+  if (ticker_.joinable()) ticker_.join();
+}
+
+void Progress::tick_loop() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  while (!stop_) {
+    wake_.wait_for(lock, std::chrono::seconds(1));
+    if (!stop_ && running_) draw(running_line(), false);
+  }
+}
+
+std::string Progress::running_line() const {
+  return "[" + std::to_string(index_ + 1) + "/" + std::to_string(total_) + "] " + case_id_ + " " + label_ +
+         "  running  elapsed " + format_duration(elapsed_s()) + "  " + eta();
+}
 
 std::string Progress::format_duration(double seconds) {
   if (!(seconds >= 0)) seconds = 0;
@@ -47,16 +71,18 @@ void Progress::draw(const std::string& line, bool permanent) {
 }
 
 void Progress::start(int index, const std::string& case_id, const std::string& label) {
+  std::lock_guard<std::mutex> lock(mutex_);
   index_ = index;
   case_id_ = case_id;
   label_ = label;
+  running_ = true;
   if (!tty_) return;  // plain output: one line per case, at its end
-  draw("[" + std::to_string(index + 1) + "/" + std::to_string(total_) + "] " + case_id + " " + label + "  running  " +
-           "elapsed " + format_duration(elapsed_s()) + "  " + eta(),
-       false);
+  draw(running_line(), false);
 }
 
 void Progress::finish(const std::string& status, double wall_s, const std::string& note) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  running_ = false;
   if (wall_s > 0) {
     ++timed_cases_;
     timed_wall_s_ += wall_s;
@@ -73,6 +99,8 @@ void Progress::finish(const std::string& status, double wall_s, const std::strin
 }
 
 void Progress::done() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  running_ = false;
   if (tty_ && line_open_) {
     std::fputc('\n', out_);
     std::fflush(out_);

@@ -1,11 +1,15 @@
 // Progress of a sweep: case i/N, its id and label, elapsed time and an ETA from the mean
 // wall time of the cases run so far. On a terminal one line is rewritten in place (failed
-// cases stay as their own lines); otherwise every case prints plain lines, for CI logs.
+// cases stay as their own lines) and redrawn every second while a case runs, so elapsed
+// time moves during long cases; otherwise every case prints plain lines, for CI logs.
 #pragma once
 
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
+#include <mutex>
 #include <string>
+#include <thread>
 
 namespace tpb {
 
@@ -13,6 +17,9 @@ class Progress {
  public:
   // `out` is where lines go; `tty` chooses the in-place line.
   Progress(int total_cases, std::FILE* out, bool tty);
+  ~Progress();
+  Progress(const Progress&) = delete;
+  Progress& operator=(const Progress&) = delete;
   // The case about to run (index from 0).
   void start(int index, const std::string& case_id, const std::string& label);
   // Its outcome: status (ok/failed/skipped/...), wall seconds (0 for cases not run), one-line note.
@@ -25,6 +32,8 @@ class Progress {
 
  private:
   void draw(const std::string& line, bool permanent);
+  std::string running_line() const;
+  void tick_loop();
   double elapsed_s() const;
   std::string eta() const;
 
@@ -36,7 +45,12 @@ class Progress {
   int timed_cases_ = 0;     // cases that ran (not skipped, not resumed)
   double timed_wall_s_ = 0; // their wall time, seconds
   bool line_open_ = false;
+  bool running_ = false;     // a case has started and not finished
+  bool stop_ = false;
   std::chrono::steady_clock::time_point start_;
+  std::mutex mutex_;          // guards everything above against the ticker thread
+  std::condition_variable wake_;
+  std::thread ticker_;        // tty only: redraws the running line every second
 };
 
 }  // namespace tpb

@@ -3,6 +3,7 @@
 #include "suite/scenario.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -90,8 +91,13 @@ void number_field(Validator& val, const json& obj, const char* key, const std::s
                   bool min_exclusive, double max, bool max_exclusive, double& out) {
   auto it = obj.find(key);
   if (it == obj.end()) return;
-  const std::string range = std::string(min_exclusive ? "(" : "[") + json(min).dump() + ", " +
-                            (max == 1e300 ? std::string("inf") : json(max).dump()) + (max_exclusive ? ")" : "]");
+  auto num = [](double v) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%g", v);
+    return std::string(buf);
+  };
+  const std::string range = std::string(min_exclusive ? "(" : "[") + num(min) + ", " +
+                            (max == 1e300 ? std::string("inf") : num(max)) + (max_exclusive ? ")" : "]");
   if (!it->is_number()) {
     val.expected(path + "." + key, "a number in " + range, *it);
     return;

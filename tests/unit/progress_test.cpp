@@ -1,0 +1,67 @@
+// Progress lines: plain lines off a terminal (one per case, with i/N, id, status, ETA),
+// an in-place line on a terminal.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <string>
+
+#include "suite/progress.h"
+
+namespace tpb {
+namespace {
+
+std::string captured(std::FILE* f) {
+  std::rewind(f);
+  std::string out;
+  char buf[512];
+  std::size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) out.append(buf, n);
+  return out;
+}
+
+TEST(Progress, FormatsDurations) {
+  EXPECT_EQ(Progress::format_duration(0.0123), "12ms");
+  EXPECT_EQ(Progress::format_duration(2.345), "2.3s");
+  EXPECT_EQ(Progress::format_duration(42), "42s");
+  EXPECT_EQ(Progress::format_duration(65), "1m05s");
+  EXPECT_EQ(Progress::format_duration(3700), "1h01m");
+}
+
+TEST(Progress, PlainLinesOffATerminal) {
+  std::FILE* f = std::tmpfile();
+  ASSERT_NE(f, nullptr);
+  {
+    Progress p(2, f, false);
+    p.start(0, "00000000000000aa", "tp1 shm");
+    p.finish("ok", 1.5, "");
+    p.start(1, "00000000000000bb", "tp2 shm");
+    p.finish("failed", 2.0, "rank 1: killed by signal 11");
+    p.done();
+  }
+  const std::string out = captured(f);
+  std::fclose(f);
+  EXPECT_EQ(out.find('\r'), std::string::npos) << out;
+  EXPECT_NE(out.find("[1/2] 00000000000000aa tp1 shm  ok (1.5s)"), std::string::npos) << out;
+  EXPECT_NE(out.find("ETA 1.5s"), std::string::npos) << out;  // one case left at 1.5 s per case
+  EXPECT_NE(out.find("[2/2] 00000000000000bb tp2 shm  failed (2.0s)"), std::string::npos) << out;
+  EXPECT_NE(out.find("\n    rank 1: killed by signal 11\n"), std::string::npos) << out;
+}
+
+TEST(Progress, InPlaceLineOnATerminal) {
+  std::FILE* f = std::tmpfile();
+  ASSERT_NE(f, nullptr);
+  {
+    Progress p(1, f, true);
+    p.start(0, "00000000000000aa", "tp1 shm");
+    p.finish("ok", 0.5, "");
+    p.done();
+  }
+  const std::string out = captured(f);
+  std::fclose(f);
+  EXPECT_NE(out.find("\r\033[K[1/1] 00000000000000aa tp1 shm  running"), std::string::npos) << out;
+  EXPECT_NE(out.find("\r\033[K[1/1] 00000000000000aa tp1 shm  ok (500ms)"), std::string::npos) << out;
+  EXPECT_EQ(out.back(), '\n');
+}
+
+}  // namespace
+}  // namespace tpb
