@@ -6,9 +6,12 @@
 // A group of workers stays alive across consecutive cases with the same group key (model,
 // TP, device), so only what changes is rebuilt. A rank that crashes, hangs past the case's
 // timeout or exits non-zero fails that case: every process of the group is killed and
-// reaped, and the next case starts a fresh group.
+// reaped, and the next case starts a fresh group. Each group is a process group of its own
+// (a kill reaches the ranks' children too), and the controller process becomes a child
+// subreaper (PR_SET_CHILD_SUBREAPER) so that it can reap those as well.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -19,14 +22,20 @@ namespace tpb {
 
 struct LauncherOptions {
   std::string worker_binary;  // path of the tpbench binary to re-execute
-  std::string log_dir;        // each rank's stderr goes to <log_dir>/<group>-rank<r>.log
+  std::string log_dir;        // each rank's stdout+stderr go to <log_dir>/<group id>-rank<r>.log
+                              // (empty: <tmp>/tpbench-logs-<pid>)
   int stderr_tail_lines = 20; // how many of a failed rank's last stderr lines to report
 };
 
 struct CaseRun {
   bool ok = false;                  // every rank returned a result
-  std::string error;                // when !ok: which rank, exit status or signal or timeout, stderr tail
+  // When !ok, first line: "rank 1: killed by signal 11 (SIGSEGV)" | "rank 0: exited with
+  // status 3" | "timeout after 30.0 s waiting for ranks 1, 2" | "rank 1: <its error message>";
+  // then, per blamed rank, "--- last N lines of rank r stderr (<log path>) ---" and the lines.
+  std::string error;
+  std::vector<int> failed_ranks;    // when !ok: the ranks the error is about (may be several on a timeout)
   std::vector<nlohmann::json> ranks;  // when ok: one result object per rank, in rank order
+  std::vector<int> pids;            // the rank processes that ran the case, in rank order
   double wall_s = 0;                // controller wall time for the case, seconds
 };
 
@@ -51,6 +60,11 @@ class Launcher {
 
  private:
   struct Group;
+  void start_group(const std::string& group_key, int world_size);
+  void accept_ranks();
+  void handle_message(int rank, const nlohmann::json& message,
+                      const std::function<void(std::string, std::vector<int>)>& fail);
+
   LauncherOptions options_;
   std::unique_ptr<Group> group_;
 };

@@ -1,0 +1,573 @@
+// The launcher (controller side), see launcher.h. One group = world_size rank processes in a
+// process group of their own, one listening Unix socket (abstract namespace), one connected
+// socket per rank. A case is a poll() loop over those sockets with the case's deadline:
+// it relays bootstrap all_gathers, collects results, and checks every few milliseconds
+// whether a rank has exited (waitpid on our own pids only, never -1: the runner's process
+// may have other children). No signal handlers are installed.
+//
+// The controller makes itself a child subreaper, so that what a rank forks (a grandchild)
+// is reparented to it when the rank dies and is reaped by waitpid(-pgid) after the kill.
+//
+// Failure handling is deliberately blunt: any failure (a rank's error message, a death, a
+// timeout) kills the whole group, because the other ranks may be stuck inside a collective
+// with the failed one. SIGTERM to the process group, a short grace, SIGKILL, then waitpid
+// on every rank: nothing is left behind, and the next case starts a fresh group.
+#include "suite/launcher.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iomanip>
+#include <map>
+#include <optional>
+#include <sstream>
+#include <thread>
+
+#include "suite/control_socket.h"
+#include "tpb/check.h"
+
+extern char** environ;
+
+namespace tpb {
+namespace {
+
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+// How long a group gets to leave after SIGTERM (or after "exit") before SIGKILL, seconds.
+// Workers hold no state worth saving, so this only lets well-behaved ones exit on their own.
+constexpr double kTermGraceS = 0.5;
+// Granularity of the child-exit check inside the poll loop, milliseconds.
+constexpr int kPollSliceMs = 20;
+// A rank whose socket closed gets this long to show up in waitpid with its exit status.
+constexpr double kExitStatusWaitS = 1.0;
+
+std::atomic<unsigned> g_group_counter{0};
+
+std::string signal_text(int sig) {
+  const char* abbrev = sigabbrev_np(sig);
+  std::ostringstream os;
+  os << "killed by signal " << sig;
+  if (abbrev != nullptr) os << " (SIG" << abbrev << ")";
+  return os.str();
+}
+
+std::string wait_status_text(int status) {
+  if (WIFSIGNALED(status)) return signal_text(WTERMSIG(status));
+  if (WIFEXITED(status)) {
+    return "exited with status " + std::to_string(WEXITSTATUS(status)) +
+           (WEXITSTATUS(status) == 0 ? " before returning a result" : "");
+  }
+  return "stopped with wait status " + std::to_string(status);
+}
+
+std::string ranks_text(const std::vector<int>& ranks) {
+  std::ostringstream os;
+  os << (ranks.size() == 1 ? "rank " : "ranks ");
+  for (std::size_t i = 0; i < ranks.size(); ++i) os << (i ? ", " : "") << ranks[i];
+  return os.str();
+}
+
+// The last `lines` lines of a file (reads at most its last 64 KiB).
+std::vector<std::string> tail_lines(const std::string& path, int lines) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return {};
+  in.seekg(0, std::ios::end);
+  const std::streamoff size = in.tellg();
+  const std::streamoff start = std::max<std::streamoff>(0, size - (64 << 10));
+  in.seekg(start);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::vector<std::string> all;
+  std::istringstream is(text);
+  for (std::string line; std::getline(is, line);) all.push_back(line);
+  if (start > 0 && !all.empty()) all.erase(all.begin());  // the first line is cut
+  if (static_cast<int>(all.size()) > lines) all.erase(all.begin(), all.end() - lines);
+  for (auto& l : all) {
+    if (l.size() > 400) l = l.substr(0, 400) + " [...]";
+  }
+  return all;
+}
+
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+}  // namespace
+
+struct Launcher::Group {
+  struct Rank {
+    pid_t pid = -1;
+    int fd = -1;                 // control socket; -1 until the rank connects
+    control::LineReader reader;  // bytes read from fd, not yet a full line
+    std::string outbox;          // bytes queued for fd
+    std::string log_path;        // this rank's stdout + stderr
+    bool reaped = false;         // waitpid has returned its status
+    int wait_status = 0;         // valid when reaped
+    bool eof = false;            // the socket closed
+    std::optional<json> result;  // of the current case
+  };
+
+  std::string key;
+  int world_size = 0;
+  std::string id;           // "tpb<controller pid>-g<n>": unique among live groups on the host
+  std::string address;      // "@<id>-ctl"
+  int listen_fd = -1;
+  pid_t pgid = 0;
+  std::vector<Rank> ranks;
+  std::map<std::uint64_t, std::vector<std::optional<std::string>>> gathers;  // seq -> hex per rank
+
+  ~Group() {
+    for (auto& r : ranks) {
+      if (r.fd >= 0) close(r.fd);
+    }
+    if (listen_fd >= 0) close(listen_fd);
+  }
+
+  std::vector<int> pids() const {
+    std::vector<int> p;
+    for (const auto& r : ranks) p.push_back(r.pid);
+    return p;
+  }
+
+  // Non-blocking reap of whatever has exited. Returns the ranks newly found dead.
+  std::vector<int> reap_exited() {
+    std::vector<int> dead;
+    for (std::size_t i = 0; i < ranks.size(); ++i) {
+      auto& r = ranks[i];
+      if (r.reaped || r.pid <= 0) continue;
+      int status = 0;
+      const pid_t w = waitpid(r.pid, &status, WNOHANG);
+      if (w == r.pid || (w < 0 && errno == ECHILD)) {
+        r.reaped = true;
+        r.wait_status = status;
+        dead.push_back(static_cast<int>(i));
+      }
+    }
+    return dead;
+  }
+
+  bool all_reaped() const {
+    return std::all_of(ranks.begin(), ranks.end(), [](const Rank& r) { return r.reaped || r.pid <= 0; });
+  }
+
+  // Waits up to `seconds` for every rank to exit on its own, reaping as they go.
+  void wait_all(double seconds) {
+    const auto start = Clock::now();
+    while (!all_reaped() && seconds_since(start) < seconds) {
+      reap_exited();
+      if (!all_reaped()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  }
+
+  // SIGTERM to the whole process group (grandchildren included), grace, SIGKILL, reap all.
+  void kill_all() {
+    if (pgid > 0 && !all_reaped()) {
+      kill(-pgid, SIGTERM);
+      wait_all(kTermGraceS);
+    }
+    if (pgid > 0) kill(-pgid, SIGKILL);  // also whatever a rank left behind in its group
+    for (auto& r : ranks) {
+      if (r.reaped || r.pid <= 0) continue;
+      int status = 0;
+      pid_t w;
+      do {
+        w = waitpid(r.pid, &status, 0);
+      } while (w < 0 && errno == EINTR);
+      r.reaped = true;
+      r.wait_status = status;
+    }
+    // Orphans of the ranks (their own children) were reparented to this process, a child
+    // subreaper (see the constructor), and are dead or dying from the SIGKILL: reap them too.
+    if (pgid > 0) {
+      int status = 0;
+      while (waitpid(-pgid, &status, 0) > 0 || errno == EINTR) {
+      }
+    }
+  }
+
+  void queue(int rank, const json& message) { ranks[static_cast<std::size_t>(rank)].outbox += control::encode(message); }
+
+  // Sends what the socket takes now. False when the peer is gone.
+  bool flush(Rank& r) {
+    while (!r.outbox.empty()) {
+      const ssize_t n = send(r.fd, r.outbox.data(), r.outbox.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return true;
+      if (n <= 0) return false;
+      r.outbox.erase(0, static_cast<std::size_t>(n));
+    }
+    return true;
+  }
+};
+
+Launcher::Launcher(LauncherOptions options) : options_(std::move(options)) {
+  if (options_.log_dir.empty()) {
+    options_.log_dir =
+        (std::filesystem::temp_directory_path() / ("tpbench-logs-" + std::to_string(getpid()))).string();
+  }
+  std::error_code ec;
+  std::filesystem::create_directories(options_.log_dir, ec);
+  TPB_CHECK(!ec, "launcher: cannot create log folder '" << options_.log_dir << "': " << ec.message());
+  TPB_INPUT_CHECK(!options_.worker_binary.empty(), "launcher: no worker binary given");
+  // A rank's own children outlive it when it is killed; as a subreaper this process inherits
+  // them and can reap them, instead of leaving zombies to whatever init the machine has.
+  prctl(PR_SET_CHILD_SUBREAPER, 1);
+}
+
+Launcher::~Launcher() {
+  try {
+    shutdown();
+  } catch (...) {
+    // A destructor must not throw; shutdown's only throwing paths are allocations.
+  }
+}
+
+std::vector<int> Launcher::worker_pids() const {
+  std::vector<int> pids;
+  if (!group_) return pids;
+  for (const auto& r : group_->ranks) {
+    if (!r.reaped) pids.push_back(r.pid);
+  }
+  return pids;
+}
+
+void Launcher::shutdown() {
+  if (!group_) return;
+  Group& g = *group_;
+  // Ask politely: connected, idle workers leave their loop on "exit" (or on EOF).
+  for (std::size_t i = 0; i < g.ranks.size(); ++i) {
+    auto& r = g.ranks[i];
+    if (r.fd < 0 || r.reaped) continue;
+    g.queue(static_cast<int>(i), {{"type", "exit"}});
+    g.flush(r);
+    ::shutdown(r.fd, SHUT_WR);
+  }
+  g.wait_all(kTermGraceS);
+  g.kill_all();
+  group_.reset();
+}
+
+namespace {
+
+// What a child does between fork and exec: only async-signal-safe calls.
+[[noreturn]] void exec_worker(const char* binary, char* const* argv, char* const* envp, int log_fd, int null_fd,
+                              pid_t pgid, pid_t controller) {
+  setpgid(0, pgid);  // pgid 0: this rank leads a new group
+  // If the controller dies without shutting down, its workers die with it.
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid() != controller) _exit(125);
+  dup2(null_fd, STDIN_FILENO);
+  dup2(log_fd, STDOUT_FILENO);
+  dup2(log_fd, STDERR_FILENO);
+  execve(binary, argv, envp);
+  const char msg[] = "tpbench launcher: execve of the worker binary failed: ";
+  (void)!write(STDERR_FILENO, msg, sizeof msg - 1);
+  const char* err = strerror(errno);  // not async-signal-safe in theory; the child ends here anyway
+  (void)!write(STDERR_FILENO, err, strlen(err));
+  (void)!write(STDERR_FILENO, "\n", 1);
+  _exit(127);
+}
+
+}  // namespace
+
+CaseRun Launcher::run_case(const std::string& group_key, int world_size, const json& case_spec, double timeout_s) {
+  TPB_INPUT_CHECK(world_size >= 1, "launcher: world size must be at least 1, got " << world_size);
+  TPB_INPUT_CHECK(timeout_s > 0, "launcher: case timeout must be positive, got " << timeout_s << " s");
+  const auto start = Clock::now();
+  const auto deadline = start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s));
+  CaseRun run;
+
+  if (group_ && (group_->key != group_key || group_->world_size != world_size)) shutdown();
+  // A worker that died while idle between cases leaves a group that cannot run a case:
+  // replace it (its death belonged to no case).
+  if (group_ && (!group_->reap_exited().empty() ||
+                 std::any_of(group_->ranks.begin(), group_->ranks.end(), [](const Group::Rank& r) { return r.eof; }))) {
+    group_->kill_all();
+    group_.reset();
+  }
+  if (!group_) start_group(group_key, world_size);
+  Group& g = *group_;
+  run.pids = g.pids();
+  for (int r = 0; r < world_size; ++r) {
+    g.ranks[static_cast<std::size_t>(r)].result.reset();
+    g.queue(r, {{"type", "case"}, {"spec", case_spec}});
+  }
+
+  // The loop ends with every result in, or with a failure message and the ranks to blame.
+  std::string failure;
+  std::vector<int> blamed;
+  auto fail = [&](std::string message, std::vector<int> ranks) {
+    if (failure.empty()) {
+      failure = std::move(message);
+      blamed = std::move(ranks);
+    }
+  };
+
+  while (failure.empty()) {
+    const bool all_results =
+        std::all_of(g.ranks.begin(), g.ranks.end(), [](const Group::Rank& r) { return r.result.has_value(); });
+    if (all_results) break;
+
+    const std::vector<int> dead = g.reap_exited();
+    if (!dead.empty()) {
+      fail("rank " + std::to_string(dead[0]) + ": " + wait_status_text(g.ranks[static_cast<std::size_t>(dead[0])].wait_status),
+           {dead[0]});
+      break;
+    }
+    const double remaining_s = std::chrono::duration<double>(deadline - Clock::now()).count();
+    if (remaining_s <= 0) {
+      std::vector<int> missing;
+      for (int r = 0; r < world_size; ++r) {
+        if (!g.ranks[static_cast<std::size_t>(r)].result) missing.push_back(r);
+      }
+      std::ostringstream os;
+      os << "timeout after " << std::fixed << std::setprecision(1) << timeout_s << " s waiting for "
+         << ranks_text(missing);
+      fail(os.str(), missing);
+      break;
+    }
+
+    std::vector<pollfd> fds;
+    std::vector<int> fd_rank;  // -1 for the listening socket
+    const bool all_connected =
+        std::all_of(g.ranks.begin(), g.ranks.end(), [](const Group::Rank& r) { return r.fd >= 0; });
+    if (!all_connected) {
+      fds.push_back({g.listen_fd, POLLIN, 0});
+      fd_rank.push_back(-1);
+    }
+    for (int r = 0; r < world_size; ++r) {
+      const auto& rk = g.ranks[static_cast<std::size_t>(r)];
+      if (rk.fd < 0 || rk.eof) continue;
+      fds.push_back({rk.fd, static_cast<short>(POLLIN | (rk.outbox.empty() ? 0 : POLLOUT)), 0});
+      fd_rank.push_back(r);
+    }
+    const int wait_ms = std::max(1, std::min(kPollSliceMs, static_cast<int>(remaining_s * 1000) + 1));
+    const int n = poll(fds.data(), fds.size(), wait_ms);
+    if (n < 0 && errno != EINTR) TPB_FAIL("launcher: poll failed: " << std::strerror(errno));
+    if (n <= 0) continue;
+
+    for (std::size_t k = 0; k < fds.size() && failure.empty(); ++k) {
+      if (fds[k].revents == 0) continue;
+      if (fd_rank[k] < 0) {
+        accept_ranks();
+        continue;
+      }
+      const int r = fd_rank[k];
+      auto& rk = g.ranks[static_cast<std::size_t>(r)];
+      if ((fds[k].revents & POLLOUT) && !g.flush(rk)) rk.eof = true;
+      if (fds[k].revents & (POLLIN | POLLHUP | POLLERR)) {
+        char buf[65536];
+        const ssize_t got = recv(rk.fd, buf, sizeof buf, MSG_DONTWAIT);
+        if (got > 0) {
+          rk.reader.append(buf, static_cast<std::size_t>(got));
+        } else if (got == 0 || (errno != EAGAIN && errno != EINTR && errno != EWOULDBLOCK)) {
+          rk.eof = true;
+        }
+      }
+      std::string line;
+      while (failure.empty() && rk.reader.next_line(line)) {
+        json message;
+        try {
+          message = json::parse(line);
+        } catch (const json::exception&) {
+          fail("rank " + std::to_string(r) + ": malformed control message: " + line.substr(0, 200), {r});
+          break;
+        }
+        handle_message(r, message, fail);
+      }
+      if (failure.empty() && rk.eof) {
+        // The socket closed: the rank is exiting. Wait a moment for its status.
+        const auto eof_at = Clock::now();
+        while (!g.ranks[static_cast<std::size_t>(r)].reaped && seconds_since(eof_at) < kExitStatusWaitS) {
+          g.reap_exited();
+          std::this_thread::sleep_for(std::chrono::milliseconds(2));
+        }
+        fail("rank " + std::to_string(r) + ": " +
+                 (rk.reaped ? wait_status_text(rk.wait_status) : "closed its control connection"),
+             {r});
+      }
+    }
+  }
+
+  if (failure.empty()) {
+    run.ok = true;
+    for (auto& r : g.ranks) run.ranks.push_back(std::move(*r.result));
+  } else {
+    // Kill first, then read the logs: a dead process has flushed everything it wrote.
+    g.kill_all();
+    std::ostringstream os;
+    os << failure;
+    for (int r : blamed) {
+      const auto& path = g.ranks[static_cast<std::size_t>(r)].log_path;
+      const auto lines = tail_lines(path, options_.stderr_tail_lines);
+      if (lines.empty()) {
+        os << "\n--- rank " << r << " wrote nothing to stderr (" << path << ") ---";
+      } else {
+        os << "\n--- last " << lines.size() << " lines of rank " << r << " stderr (" << path << ") ---";
+        for (const auto& l : lines) os << "\n" << l;
+      }
+    }
+    run.error = os.str();
+    run.failed_ranks = blamed;
+    group_.reset();
+  }
+  run.wall_s = seconds_since(start);
+  return run;
+}
+
+void Launcher::handle_message(int rank, const json& message,
+                              const std::function<void(std::string, std::vector<int>)>& fail) {
+  Group& g = *group_;
+  auto& rk = g.ranks[static_cast<std::size_t>(rank)];
+  const std::string prefix = "rank " + std::to_string(rank) + ": ";
+  if (!message.is_object() || !message.contains("type") || !message["type"].is_string()) {
+    fail(prefix + "control message without a type: " + message.dump().substr(0, 200), {rank});
+    return;
+  }
+  const std::string type = message["type"];
+  if (type == "hello") return;  // identity comes from the socket's peer credentials
+  if (type == "result") {
+    if (!message.contains("result") || !message["result"].is_object()) {
+      fail(prefix + "result message without a result object", {rank});
+      return;
+    }
+    rk.result = message["result"];
+    return;
+  }
+  if (type == "error") {
+    fail(prefix + message.value("message", std::string("(no message)")), {rank});
+    return;
+  }
+  if (type == "allgather") {
+    if (!message.contains("seq") || !message["seq"].is_number_unsigned() || !message.contains("data") ||
+        !message["data"].is_string()) {
+      fail(prefix + "malformed allgather message: " + message.dump().substr(0, 200), {rank});
+      return;
+    }
+    const auto seq = message["seq"].get<std::uint64_t>();
+    auto& slots = g.gathers[seq];
+    slots.resize(static_cast<std::size_t>(g.world_size));
+    auto& slot = slots[static_cast<std::size_t>(rank)];
+    if (slot) {
+      fail(prefix + "sent all_gather #" + std::to_string(seq) + " twice", {rank});
+      return;
+    }
+    slot = message["data"].get<std::string>();
+    if (std::all_of(slots.begin(), slots.end(), [](const auto& s) { return s.has_value(); })) {
+      json data = json::array();
+      for (auto& s : slots) data.push_back(std::move(*s));
+      const json reply = {{"type", "allgather"}, {"seq", seq}, {"data", std::move(data)}};
+      for (int r = 0; r < g.world_size; ++r) {
+        g.queue(r, reply);
+        auto& other = g.ranks[static_cast<std::size_t>(r)];
+        if (other.fd >= 0 && !g.flush(other)) other.eof = true;
+      }
+      g.gathers.erase(seq);
+    }
+    return;
+  }
+  fail(prefix + "unknown control message type '" + type + "'", {rank});
+}
+
+void Launcher::accept_ranks() {
+  Group& g = *group_;
+  for (;;) {
+    const int fd = accept4(g.listen_fd, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (fd < 0) return;  // EAGAIN: nothing more pending (other errors: retried next round)
+    // The abstract namespace is visible to every process in the network namespace: accept
+    // only our own children, and know which rank each is from its pid.
+    ucred cred{};
+    socklen_t len = sizeof cred;
+    int rank = -1;
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0) {
+      for (std::size_t i = 0; i < g.ranks.size(); ++i) {
+        if (g.ranks[i].pid == cred.pid && g.ranks[i].fd < 0) rank = static_cast<int>(i);
+      }
+    }
+    if (rank < 0) {
+      close(fd);
+      continue;
+    }
+    auto& rk = g.ranks[static_cast<std::size_t>(rank)];
+    rk.fd = fd;
+    if (!g.flush(rk)) rk.eof = true;
+  }
+}
+
+void Launcher::start_group(const std::string& group_key, int world_size) {
+  auto g = std::make_unique<Group>();
+  g->key = group_key;
+  g->world_size = world_size;
+  g->id = "tpb" + std::to_string(getpid()) + "-g" + std::to_string(g_group_counter++);
+  g->address = "@" + g->id + "-ctl";
+  g->listen_fd = control::listen_unix(g->address, world_size + 4);
+  g->ranks.resize(static_cast<std::size_t>(world_size));
+
+  // Everything the child needs is built before fork: after it, only async-signal-safe calls.
+  const char* const overridden[] = {"RANK=", "WORLD_SIZE=", "LOCAL_RANK=", "TPB_CONTROL_SOCKET=", "TPB_GROUP_ID="};
+  std::vector<std::string> base_env;
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
+    const std::string entry = *e;
+    bool drop = false;
+    for (const char* prefix : overridden) drop = drop || entry.rfind(prefix, 0) == 0;
+    if (!drop) base_env.push_back(entry);
+  }
+  const int null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+  TPB_CHECK(null_fd >= 0, "launcher: cannot open /dev/null: " << std::strerror(errno));
+  const pid_t controller = getpid();
+  std::string argv0 = options_.worker_binary;
+  std::string argv1 = "__worker";
+  char* argv[] = {argv0.data(), argv1.data(), nullptr};
+
+  group_ = std::move(g);
+  Group& group = *group_;
+  for (int r = 0; r < world_size; ++r) {
+    auto& rk = group.ranks[static_cast<std::size_t>(r)];
+    rk.log_path = (std::filesystem::path(options_.log_dir) / (group.id + "-rank" + std::to_string(r) + ".log")).string();
+    std::vector<std::string> env = base_env;
+    env.push_back("RANK=" + std::to_string(r));
+    env.push_back("WORLD_SIZE=" + std::to_string(world_size));
+    env.push_back("LOCAL_RANK=" + std::to_string(r));  // one host: local rank = rank
+    env.push_back("TPB_CONTROL_SOCKET=" + group.address);
+    env.push_back("TPB_GROUP_ID=" + group.id);
+    std::vector<char*> envp;
+    for (auto& s : env) envp.push_back(s.data());
+    envp.push_back(nullptr);
+
+    const int log_fd = open(rk.log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
+    if (log_fd < 0) {
+      const int err = errno;
+      close(null_fd);
+      group_->kill_all();
+      group_.reset();
+      TPB_FAIL("launcher: cannot create log file '" << rk.log_path << "': " << std::strerror(err));
+    }
+    const pid_t pid = fork();
+    if (pid == 0) exec_worker(argv0.c_str(), argv, envp.data(), log_fd, null_fd, group.pgid, controller);
+    const int fork_errno = errno;
+    close(log_fd);
+    if (pid < 0) {
+      close(null_fd);
+      group_->kill_all();
+      group_.reset();
+      TPB_FAIL("launcher: fork failed: " << std::strerror(fork_errno));
+    }
+    rk.pid = pid;
+    if (r == 0) group.pgid = pid;
+    // Also from this side, so the group exists before the next fork whatever the scheduling.
+    setpgid(pid, group.pgid);
+  }
+  close(null_fd);
+}
+
+}  // namespace tpb

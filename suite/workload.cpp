@@ -1,0 +1,48 @@
+// WorkerState's communicators and the workload table. The table is explicit: static
+// registrars would be dropped by the linker from the static library.
+#include "suite/workload.h"
+
+#include "suite/workloads/workloads.h"
+
+namespace tpb {
+
+Communicator& WorkerState::communicator(const std::string& backend, const CommOptions& options) {
+  // Options that shape the backend's buffers are part of the key: a case asking for another
+  // slot size gets its own communicator rather than a silently different one.
+  const std::string key =
+      backend + "|device=" + std::to_string(options.device) + "|max_bytes=" + std::to_string(options.max_bytes);
+  auto it = communicators_.find(key);
+  if (it == communicators_.end()) {
+    it = communicators_.emplace(key, make_communicator(backend, bootstrap_, options)).first;
+  }
+  return *it->second;
+}
+
+namespace {
+
+struct WorkloadEntry {
+  const char* name;
+  WorkloadFn fn;
+};
+
+constexpr WorkloadEntry kWorkloads[] = {
+    {"allreduce", run_allreduce_workload},
+    {"probe", run_probe_workload},  // test-only: bootstrap round trip and fault injection
+};
+
+}  // namespace
+
+WorkloadFn find_workload(const std::string& name) {
+  for (const auto& w : kWorkloads) {
+    if (name == w.name) return w.fn;
+  }
+  return nullptr;
+}
+
+std::vector<std::string> workload_names() {
+  std::vector<std::string> names;
+  for (const auto& w : kWorkloads) names.emplace_back(w.name);
+  return names;
+}
+
+}  // namespace tpb

@@ -1,0 +1,218 @@
+// The communicator-only workload: one all_reduce of the case's message size, timed, with
+// the output checked against the spec (a serial fp32 sum in rank order, rounded once).
+//
+// As in nccl-tests, the workload supplies only what is particular to the collective (byte
+// count, data init, bus-bandwidth factor 2(n-1)/n, the run call); the timing loop is generic
+// and its clock is an IterationTimer, so GPU backends can time with device events.
+// Inputs are a pure function of (seed, rank, index), not of the backend: every backend of a
+// sweep reduces the same data, so their output digests are comparable bitwise.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <numeric>
+
+#include "suite/workloads/workloads.h"
+#include "tpb/check.h"
+
+namespace tpb {
+namespace {
+
+using nlohmann::json;
+
+std::uint64_t splitmix64(std::uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+float load(const unsigned char* bytes, std::size_t i, DType dtype) {
+  switch (dtype) {
+    case DType::f32: {
+      float f;
+      std::memcpy(&f, bytes + 4 * i, 4);
+      return f;
+    }
+    case DType::bf16:
+    case DType::f16: {
+      std::uint16_t h;
+      std::memcpy(&h, bytes + 2 * i, 2);
+      return dtype == DType::bf16 ? bf16_to_float(h) : f16_to_float(h);
+    }
+  }
+  return 0.0f;
+}
+
+void store(unsigned char* bytes, std::size_t i, DType dtype, float value) {
+  if (dtype == DType::f32) {
+    std::memcpy(bytes + 4 * i, &value, 4);
+  } else {
+    const std::uint16_t h = dtype == DType::bf16 ? float_to_bf16(value) : float_to_f16(value);
+    std::memcpy(bytes + 2 * i, &h, 2);
+  }
+}
+
+// One timed iteration's clock. Host backends are synchronous, so a steady clock around the
+// call is the whole story; a device backend supplies a timer that records stream events.
+class IterationTimer {
+ public:
+  virtual ~IterationTimer() = default;
+  virtual void start() = 0;
+  virtual double stop_us() = 0;  // elapsed since start(), microseconds
+};
+
+class HostTimer final : public IterationTimer {
+ public:
+  void start() override { start_ = std::chrono::steady_clock::now(); }
+  double stop_us() override {
+    return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start_).count();
+  }
+
+ private:
+  std::chrono::steady_clock::time_point start_;
+};
+
+std::int64_t int_field(const json& object, const char* key, std::int64_t fallback, const char* path) {
+  if (!object.is_object() || !object.contains(key)) return fallback;
+  const json& v = object[key];
+  TPB_INPUT_CHECK(v.is_number_integer(), "case_spec." << path << "." << key << ": expected an integer, got " << v.dump());
+  return v.get<std::int64_t>();
+}
+
+std::string string_field(const json& object, const char* key, const std::string& fallback, const char* path) {
+  if (!object.is_object() || !object.contains(key)) return fallback;
+  const json& v = object[key];
+  TPB_INPUT_CHECK(v.is_string(), "case_spec." << path << "." << key << ": expected a string, got " << v.dump());
+  return v.get<std::string>();
+}
+
+}  // namespace
+
+std::uint64_t allreduce_seed(const json& case_spec) {
+  const json params = case_spec.value("params", json::object());
+  const json model = case_spec.value("model", json::object());
+  const std::int64_t model_seed = int_field(model, "seed", 0, "model");
+  return static_cast<std::uint64_t>(int_field(params, "seed", model_seed, "params"));
+}
+
+std::vector<unsigned char> allreduce_input(std::uint64_t seed, int rank, std::size_t count, DType dtype) {
+  const int mantissa_bits = dtype == DType::f32 ? 23 : dtype == DType::bf16 ? 7 : 10;
+  const std::uint64_t stream = splitmix64(seed ^ splitmix64(static_cast<std::uint64_t>(rank) + 1));
+  std::vector<unsigned char> bytes(count * dtype_size(dtype));
+  for (std::size_t i = 0; i < count; ++i) {
+    const std::uint64_t h = splitmix64(stream + i);
+    const float mantissa = 1.0f + static_cast<float>(h & ((1ull << mantissa_bits) - 1)) / static_cast<float>(1ull << mantissa_bits);
+    const int exponent = static_cast<int>((h >> 32) % 16) - 12;  // 2^-12 .. 2^3: normal in f16 too
+    const float value = std::ldexp(mantissa, exponent) * (((h >> 63) & 1) ? -1.0f : 1.0f);
+    store(bytes.data(), i, dtype, value);  // exact: the mantissa fits the dtype
+  }
+  return bytes;
+}
+
+std::vector<unsigned char> serial_sum_in_rank_order(const std::vector<std::vector<unsigned char>>& inputs,
+                                                    std::size_t count, DType dtype) {
+  TPB_CHECK(!inputs.empty(), "serial_sum_in_rank_order: no inputs");
+  std::vector<unsigned char> out(count * dtype_size(dtype));
+  for (std::size_t i = 0; i < count; ++i) {
+    float acc = load(inputs[0].data(), i, dtype);
+    for (std::size_t r = 1; r < inputs.size(); ++r) acc += load(inputs[r].data(), i, dtype);
+    store(out.data(), i, dtype, acc);
+  }
+  return out;
+}
+
+std::string fnv1a64_hex(const void* bytes, std::size_t n) {
+  std::uint64_t h = 0xcbf29ce484222325ull;
+  const auto* p = static_cast<const unsigned char*>(bytes);
+  for (std::size_t i = 0; i < n; ++i) {
+    h ^= p[i];
+    h *= 0x100000001b3ull;
+  }
+  char text[17];
+  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(h));
+  return text;
+}
+
+json run_allreduce_workload(const json& case_spec, WorkerState& state) {
+  const json params = case_spec.value("params", json::object());
+  const json measure = case_spec.value("measure", json::object());
+  TPB_INPUT_CHECK(params.is_object() && params.contains("message_bytes"),
+                  "case_spec.params.message_bytes: required by the allreduce workload (bytes per rank)");
+  const std::int64_t message_bytes = int_field(params, "message_bytes", 0, "params");
+  const DType dtype = dtype_from_name(string_field(params, "dtype", "bf16", "params"));
+  const std::string backend = string_field(params, "allreduce", "shm", "params");
+  const std::string device = string_field(case_spec, "device", "cpu", "");
+  const std::int64_t warmup = int_field(measure, "warmup", 2, "measure");
+  const std::int64_t iterations = int_field(measure, "iterations", 10, "measure");
+  const std::size_t elem = dtype_size(dtype);
+  TPB_INPUT_CHECK(message_bytes > 0 && static_cast<std::size_t>(message_bytes) % elem == 0,
+                  "case_spec.params.message_bytes: expected a positive multiple of " << elem << " (the size of "
+                                                                                       << dtype_name(dtype) << "), got "
+                                                                                       << message_bytes);
+  TPB_INPUT_CHECK(warmup >= 0, "case_spec.measure.warmup: expected >= 0, got " << warmup);
+  TPB_INPUT_CHECK(iterations >= 1, "case_spec.measure.iterations: expected >= 1, got " << iterations);
+  TPB_INPUT_CHECK(device == "cpu" && !is_gpu_backend(backend),
+                  "the allreduce workload runs host-memory backends only in this build (device '"
+                      << device << "', backend '" << backend << "'); the device-buffer path for GPU backends "
+                      << "is not implemented yet");
+
+  CommOptions options;
+  options.max_bytes = static_cast<std::size_t>(int_field(params, "comm_max_bytes", static_cast<std::int64_t>(options.max_bytes), "params"));
+  Communicator& comm = state.communicator(backend, options);
+  const int rank = state.rank();
+  const int world_size = state.world_size();
+  const std::size_t count = static_cast<std::size_t>(message_bytes) / elem;
+  const std::uint64_t seed = allreduce_seed(case_spec);
+
+  const std::vector<unsigned char> input = allreduce_input(seed, rank, count, dtype);
+  std::vector<unsigned char> output(input.size());
+  HostTimer host_timer;
+  IterationTimer& timer = host_timer;
+
+  for (std::int64_t i = 0; i < warmup; ++i) comm.all_reduce(input.data(), output.data(), count, dtype, nullptr);
+  std::vector<double> latency_us;
+  for (std::int64_t i = 0; i < iterations; ++i) {
+    comm.barrier();  // every sample starts with all ranks present
+    timer.start();
+    comm.all_reduce(input.data(), output.data(), count, dtype, nullptr);
+    latency_us.push_back(timer.stop_us());
+  }
+
+  // Regenerate every rank's input and compare the last output with the spec, bitwise.
+  std::vector<std::vector<unsigned char>> all_inputs;
+  for (int r = 0; r < world_size; ++r) all_inputs.push_back(r == rank ? input : allreduce_input(seed, r, count, dtype));
+  const std::vector<unsigned char> expected = serial_sum_in_rank_order(all_inputs, count, dtype);
+  std::size_t mismatched = 0;
+  std::int64_t first_mismatch = -1;
+  for (std::size_t i = 0; i < count; ++i) {
+    if (std::memcmp(expected.data() + i * elem, output.data() + i * elem, elem) != 0) {
+      if (first_mismatch < 0) first_mismatch = static_cast<std::int64_t>(i);
+      ++mismatched;
+    }
+  }
+
+  const double mean_us = std::accumulate(latency_us.begin(), latency_us.end(), 0.0) / static_cast<double>(latency_us.size());
+  const double algbw = static_cast<double>(message_bytes) / (mean_us * 1e-6) / 1e9;
+  const double bus_factor = world_size > 1 ? 2.0 * (world_size - 1) / world_size : 0.0;
+  return {
+      {"rank", rank},
+      {"latency_us", latency_us},
+      {"digests", {{"output", fnv1a64_hex(output.data(), output.size())}}},
+      {"memory", json::object()},
+      {"metrics",
+       {{"bytes", message_bytes},
+        {"count", count},
+        {"dtype", std::string(dtype_name(dtype))},
+        {"latency_mean_us", mean_us},
+        {"algbw_GBps", algbw},
+        {"busbw_GBps", algbw * bus_factor},
+        {"matches_serial_sum", mismatched == 0},
+        {"mismatched_elements", mismatched},
+        {"first_mismatch", first_mismatch}}},
+      {"comm", {{"backend", comm.name()}, {"memory_bytes", comm.memory_bytes()}, {"fallback_reason", comm.fallback_reason()}}},
+  };
+}
+
+}  // namespace tpb

@@ -1,0 +1,97 @@
+// TEST-ONLY workload "probe": proves the launcher's plumbing and lets tests (and fault
+// drills on a real machine) plant a failure in one rank. Every rank first does a bootstrap
+// all_gather of a binary payload (its pid and all 256 byte values, NUL and '\n' included),
+// checks what came back, and then the chosen rank misbehaves as asked. See workloads.h for
+// the parameters.
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+
+#include "suite/workloads/workloads.h"
+#include "tpb/check.h"
+
+namespace tpb {
+namespace {
+
+using nlohmann::json;
+
+std::string payload_of(int rank, int pid) {
+  std::string payload = std::to_string(rank) + ":" + std::to_string(pid) + ":";
+  for (int b = 0; b < 256; ++b) payload.push_back(static_cast<char>(b));
+  return payload;
+}
+
+[[noreturn]] void inject(const json& fault, int rank) {
+  const std::string kind = fault.value("kind", std::string());
+  const int code = fault.value("code", 3);
+  const int signal = fault.value("signal", SIGSEGV);
+  std::fprintf(stderr, "probe: rank %d injecting fault '%s'\n", rank, kind.c_str());
+  std::fflush(stderr);
+  if (kind == "crash") {
+    // No core file: a test's planted crash must not litter the working directory.
+    const rlimit no_core{0, 0};
+    setrlimit(RLIMIT_CORE, &no_core);
+    std::signal(signal, SIG_DFL);
+    std::raise(signal);
+    std::_Exit(128 + signal);  // for a signal whose default action is not to terminate
+  }
+  if (kind == "abort") {
+    const rlimit no_core{0, 0};
+    setrlimit(RLIMIT_CORE, &no_core);
+    std::abort();
+  }
+  if (kind == "hang" || kind == "hang_with_child") {
+    // hang_with_child: a grandchild of the launcher, which only a process-group kill reaches.
+    if (kind == "hang_with_child" && fork() == 0) {
+      for (;;) pause();
+    }
+    for (;;) pause();
+  }
+  if (kind == "exit") std::_Exit(code);
+  if (kind == "throw") TPB_FAIL("probe: injected failure on rank " << rank);
+  TPB_INPUT_FAIL("case_spec.params.fault.kind: expected crash, abort, hang, hang_with_child, exit or throw, got '" << kind << "'");
+}
+
+}  // namespace
+
+json run_probe_workload(const json& case_spec, WorkerState& state) {
+  const int rank = state.rank();
+  const int pid = static_cast<int>(getpid());
+  auto& served = state.cache()["probe.cases_served"];
+  if (!served) served = std::make_shared<int>(0);
+  const int cases_served = ++*std::static_pointer_cast<int>(served);
+
+  const std::vector<std::string> all = state.bootstrap().all_gather(payload_of(rank, pid));
+  json pids = json::array();
+  bool payload_ok = static_cast<int>(all.size()) == state.world_size();
+  for (int r = 0; payload_ok && r < state.world_size(); ++r) {
+    const std::string& p = all[static_cast<std::size_t>(r)];
+    const std::string prefix = std::to_string(r) + ":";
+    const auto colon = p.find(':', prefix.size());
+    payload_ok = p.compare(0, prefix.size(), prefix) == 0 && colon != std::string::npos &&
+                 p.substr(colon + 1) == payload_of(0, 0).substr(4);
+    if (payload_ok) pids.push_back(std::stoi(p.substr(prefix.size(), colon - prefix.size())));
+  }
+  state.bootstrap().barrier();
+
+  const json params = case_spec.value("params", json::object());
+  if (params.contains("fault")) {
+    const json& fault = params["fault"];
+    TPB_INPUT_CHECK(fault.is_object() && fault.contains("rank") && fault["rank"].is_number_integer(),
+                    "case_spec.params.fault: expected an object with an integer 'rank'");
+    if (fault["rank"].get<int>() == rank) inject(fault, rank);
+  }
+  return {{"rank", rank},
+          {"latency_us", json::array()},
+          {"digests", json::object()},
+          {"memory", json::object()},
+          {"metrics", {{"pid", pid}, {"gathered_pids", pids}, {"payload_ok", payload_ok}, {"cases_served", cases_served}}},
+          {"comm", json::object()}};
+}
+
+}  // namespace tpb

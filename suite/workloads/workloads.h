@@ -1,0 +1,55 @@
+// The built-in workloads (the table that names them is in suite/workload.cpp), and the
+// pieces of the allreduce workload that tests need to recompute its inputs and outputs.
+//
+// "allreduce" — communicator-only: one all_reduce of params.message_bytes, timed.
+//   params.message_bytes  int     message size, bytes (a multiple of the dtype's size)
+//   params.dtype          string  "bf16" (default) | "f16" | "f32"
+//   params.allreduce      string  backend name for make_communicator (default "shm")
+//   params.seed           int     input seed (default: model.seed, else 0)
+//   params.comm_max_bytes int     optional CommOptions::max_bytes (shm: slot size per rank)
+//   measure.warmup / measure.iterations   untimed / timed iterations (defaults 2 / 10)
+//   result: latency_us (one sample per timed iteration), digests.output (FNV-1a 64 of the
+//   last output, hex), metrics {bytes, count, dtype, algbw_GBps, busbw_GBps,
+//   latency_mean_us, matches_serial_sum, mismatched_elements, first_mismatch}, comm.
+//
+// "probe" — TEST-ONLY, for the launcher's own tests and fault drills: a bootstrap round
+//   trip with a binary payload, then an optional injected fault on one rank.
+//   params.fault = {"rank": r, "kind": "crash" | "abort" | "hang" | "hang_with_child" | "exit" | "throw",
+//                   "code": exit status for "exit" (default 3),
+//                   "signal": signal for "crash" (default 11, SIGSEGV)}
+//   result metrics: pid, gathered_pids (every rank's pid, via the bootstrap), payload_ok,
+//   cases_served (cases this worker process has run, counting this one).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "suite/workload.h"
+#include "tpb/dtype.h"
+
+namespace tpb {
+
+nlohmann::json run_allreduce_workload(const nlohmann::json& case_spec, WorkerState& state);
+nlohmann::json run_probe_workload(const nlohmann::json& case_spec, WorkerState& state);
+
+// Names in the workload table, for error messages.
+std::vector<std::string> workload_names();
+
+// The allreduce workload's input of `rank`: `count` elements of `dtype` as raw bytes, a pure
+// function of (seed, rank, index), so any rank (and any test) can regenerate any rank's input.
+// Values are exact in the dtype, with exponents spread over 2^-12..2^3 so that fp32 sums
+// round and the order of summation shows.
+std::vector<unsigned char> allreduce_input(std::uint64_t seed, int rank, std::size_t count, DType dtype);
+// The spec's input seed (params.seed, else model.seed, else 0).
+std::uint64_t allreduce_seed(const nlohmann::json& case_spec);
+// out[i] = fp32 sum over ranks in order 0..n-1 of inputs[r][i], rounded once to dtype.
+std::vector<unsigned char> serial_sum_in_rank_order(const std::vector<std::vector<unsigned char>>& inputs,
+                                                    std::size_t count, DType dtype);
+// FNV-1a 64 of `bytes`, as 16 hex digits: the digest format of every workload output.
+std::string fnv1a64_hex(const void* bytes, std::size_t n);
+
+}  // namespace tpb

@@ -1,0 +1,299 @@
+// The launcher end to end with real rank processes (the tpbench binary in its __worker
+// role): planted faults fail their case with the right text, nothing is left behind in the
+// process table, the next case runs; groups are reused by key; the bootstrap relays binary
+// payloads; the allreduce workload over shm equals a serial sum in rank order, bitwise.
+#include <gtest/gtest.h>
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "suite/launcher.h"
+#include "suite/workloads/workloads.h"
+#include "tpb/dtype.h"
+
+namespace tpb {
+namespace {
+
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+LauncherOptions test_options(const std::string& name) {
+  LauncherOptions o;
+  o.worker_binary = TPB_TPBENCH_BINARY;
+  o.log_dir = (fs::temp_directory_path() / ("tpb-launcher-test-" + std::to_string(getpid())) / name).string();
+  o.stderr_tail_lines = 5;
+  return o;
+}
+
+json probe_spec(json fault = nullptr) {
+  json spec = {{"case_id", "probe"}, {"workload", "probe"}, {"device", "cpu"}, {"params", json::object()}};
+  if (!fault.is_null()) spec["params"]["fault"] = fault;
+  return spec;
+}
+
+struct ProcInfo {
+  int pid, ppid, pgid;
+  char state;
+};
+
+// Every process in /proc: pid, parent, process group, state (Z = zombie).
+std::vector<ProcInfo> process_table() {
+  std::vector<ProcInfo> table;
+  for (const auto& entry : fs::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream in(entry.path() / "stat");
+    std::string stat;
+    if (!std::getline(in, stat)) continue;
+    const auto close_paren = stat.rfind(')');  // the command name may hold spaces and parens
+    if (close_paren == std::string::npos) continue;
+    std::istringstream rest(stat.substr(close_paren + 2));
+    ProcInfo p{std::stoi(name), 0, 0, '?'};
+    rest >> p.state >> p.ppid >> p.pgid;
+    table.push_back(p);
+  }
+  return table;
+}
+
+// Nothing of a group survives: each rank pid is gone (not even a zombie), no process is
+// left in the group's process group (grandchildren included), and this test process has
+// no children at all (the launcher reaped every one).
+void expect_nothing_left(const std::vector<int>& pids) {
+  ASSERT_FALSE(pids.empty());
+  for (int pid : pids) {
+    errno = 0;
+    EXPECT_EQ(kill(pid, 0), -1) << "pid " << pid << " still exists";
+    EXPECT_EQ(errno, ESRCH) << "pid " << pid;
+  }
+  int status = 0;
+  errno = 0;
+  const pid_t w = waitpid(-1, &status, WNOHANG);
+  EXPECT_TRUE(w == -1 && errno == ECHILD) << "an unreaped child remains: waitpid returned " << w;
+  for (const auto& p : process_table()) {
+    EXPECT_NE(p.pgid, pids[0]) << "pid " << p.pid << " (state " << p.state << ") is still in the group's process group";
+    EXPECT_NE(p.ppid, getpid()) << "pid " << p.pid << " (state " << p.state << ") is still a child of the test";
+  }
+}
+
+bool starts_with(const std::string& s, const std::string& prefix) { return s.rfind(prefix, 0) == 0; }
+
+// A planted fault and how the first line of its error must start.
+struct FaultCase {
+  const char* name;
+  json fault;
+  const char* expected_first_line;
+  double timeout_s;
+};
+
+class LauncherFault : public ::testing::TestWithParam<FaultCase> {};
+
+TEST_P(LauncherFault, FailsTheCaseReapsTheGroupAndTheNextCaseRuns) {
+  const FaultCase& fc = GetParam();
+  Launcher launcher(test_options(fc.name));
+  const CaseRun warm = launcher.run_case("g", 3, probe_spec(), 20);
+  ASSERT_TRUE(warm.ok) << warm.error;
+
+  const CaseRun failed = launcher.run_case("g", 3, probe_spec(fc.fault), fc.timeout_s);
+  ASSERT_FALSE(failed.ok);
+  EXPECT_EQ(failed.pids, warm.pids) << "the fault case ran on the live group";
+  const std::string first_line = failed.error.substr(0, failed.error.find('\n'));
+  EXPECT_TRUE(starts_with(first_line, fc.expected_first_line)) << failed.error;
+  const int rank = fc.fault["rank"];
+  EXPECT_EQ(failed.failed_ranks, std::vector<int>{rank});
+  // The blamed rank's stderr tail is in the message (the probe announces its fault there).
+  EXPECT_NE(failed.error.find("stderr"), std::string::npos) << failed.error;
+  EXPECT_NE(failed.error.find("probe: rank " + std::to_string(rank) + " injecting fault"), std::string::npos)
+      << failed.error;
+  EXPECT_TRUE(launcher.worker_pids().empty());
+  expect_nothing_left(warm.pids);
+
+  // The sweep goes on: a fresh group runs the next case.
+  const CaseRun next = launcher.run_case("g", 3, probe_spec(), 20);
+  ASSERT_TRUE(next.ok) << next.error;
+  for (int pid : next.pids) EXPECT_EQ(std::count(warm.pids.begin(), warm.pids.end(), pid), 0);
+  launcher.shutdown();
+  expect_nothing_left(next.pids);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Faults, LauncherFault,
+    ::testing::Values(
+        FaultCase{"crash_segv", {{"rank", 1}, {"kind", "crash"}}, "rank 1: killed by signal 11 (SIGSEGV)", 20},
+        FaultCase{"abort", {{"rank", 2}, {"kind", "abort"}}, "rank 2: killed by signal 6 (SIGABRT)", 20},
+        FaultCase{"exit_3", {{"rank", 0}, {"kind", "exit"}, {"code", 3}}, "rank 0: exited with status 3", 20},
+        FaultCase{"hang", {{"rank", 1}, {"kind", "hang"}}, "timeout after 1.0 s waiting for rank 1", 1.0},
+        // The hanging rank has a child of its own: the process-group kill must reach it too.
+        FaultCase{"hang_with_child", {{"rank", 2}, {"kind", "hang_with_child"}}, "timeout after 0.8 s waiting for rank 2",
+                  0.8},
+        FaultCase{"throw", {{"rank", 1}, {"kind", "throw"}},
+                  "rank 1: probe: injected failure on rank 1", 20}),
+    [](const ::testing::TestParamInfo<FaultCase>& info) { return std::string(info.param.name); });
+
+TEST(Launcher, HangFailsWithinTheTimeoutPlusGrace) {
+  Launcher launcher(test_options("hang_timing"));
+  const CaseRun run = launcher.run_case("g", 2, probe_spec({{"rank", 0}, {"kind", "hang"}}), 0.5);
+  ASSERT_FALSE(run.ok);
+  EXPECT_GE(run.wall_s, 0.5);
+  EXPECT_LT(run.wall_s, 0.5 + 3.0) << "the kill took too long";
+  expect_nothing_left(run.pids);
+}
+
+TEST(Launcher, ReusesTheGroupForTheSameKeyAndReplacesItOtherwise) {
+  Launcher launcher(test_options("reuse"));
+  const CaseRun a = launcher.run_case("model=x;tp=2", 2, probe_spec(), 20);
+  const CaseRun b = launcher.run_case("model=x;tp=2", 2, probe_spec(), 20);
+  ASSERT_TRUE(a.ok && b.ok) << a.error << b.error;
+  EXPECT_EQ(a.pids, b.pids);
+  EXPECT_EQ(launcher.worker_pids(), a.pids);
+  EXPECT_EQ(b.ranks[0]["metrics"]["cases_served"], 2) << "the second case ran in the same worker process";
+
+  const CaseRun c = launcher.run_case("model=y;tp=2", 2, probe_spec(), 20);
+  ASSERT_TRUE(c.ok) << c.error;
+  EXPECT_NE(c.pids, a.pids);
+  EXPECT_EQ(c.ranks[1]["metrics"]["cases_served"], 1);
+  for (int pid : a.pids) EXPECT_EQ(kill(pid, 0), -1) << "the replaced group's pid " << pid << " is still there";
+
+  const CaseRun d = launcher.run_case("model=y;tp=2", 3, probe_spec(), 20);  // same key, other world size
+  ASSERT_TRUE(d.ok) << d.error;
+  EXPECT_EQ(d.pids.size(), 3u);
+  EXPECT_NE(d.pids[0], c.pids[0]);
+  launcher.shutdown();
+  EXPECT_TRUE(launcher.worker_pids().empty());
+  expect_nothing_left(d.pids);
+}
+
+TEST(Launcher, DestructorReapsTheLiveGroup) {
+  std::vector<int> pids;
+  {
+    Launcher launcher(test_options("destructor"));
+    const CaseRun run = launcher.run_case("g", 2, probe_spec(), 20);
+    ASSERT_TRUE(run.ok) << run.error;
+    pids = run.pids;
+  }
+  expect_nothing_left(pids);
+}
+
+// The bootstrap relays a binary payload (every byte value, NUL and '\n' included) among
+// 1..4 ranks; each rank sees every rank's pid in rank order.
+TEST(Launcher, BootstrapAllGatherRelaysBinaryPayloadsInRankOrder) {
+  Launcher launcher(test_options("bootstrap"));
+  for (int world_size = 1; world_size <= 4; ++world_size) {
+    const CaseRun run = launcher.run_case("ws" + std::to_string(world_size), world_size, probe_spec(), 20);
+    ASSERT_TRUE(run.ok) << run.error;
+    ASSERT_EQ(run.ranks.size(), static_cast<std::size_t>(world_size));
+    for (int r = 0; r < world_size; ++r) {
+      const json& result = run.ranks[static_cast<std::size_t>(r)];
+      EXPECT_EQ(result["rank"], r);
+      EXPECT_EQ(result["metrics"]["pid"], run.pids[static_cast<std::size_t>(r)]);
+      EXPECT_EQ(result["metrics"]["payload_ok"], true);
+      EXPECT_EQ(result["metrics"]["gathered_pids"].get<std::vector<int>>(), run.pids);
+    }
+  }
+}
+
+TEST(Launcher, UnknownWorkloadIsAnErrorNamingTheKnownOnes) {
+  Launcher launcher(test_options("unknown"));
+  json spec = probe_spec();
+  spec["workload"] = "nope";
+  const CaseRun run = launcher.run_case("g", 2, spec, 20);
+  ASSERT_FALSE(run.ok);
+  EXPECT_TRUE(starts_with(run.error, "rank ")) << run.error;
+  EXPECT_NE(run.error.find("unknown workload 'nope' (known: allreduce, probe"), std::string::npos) << run.error;
+  expect_nothing_left(run.pids);
+}
+
+TEST(Launcher, MissingWorkerBinaryFailsTheCaseWithTheExecError) {
+  LauncherOptions o = test_options("missing_binary");
+  o.worker_binary = "/nonexistent/tpbench";
+  Launcher launcher(o);
+  const CaseRun run = launcher.run_case("g", 2, probe_spec(), 20);
+  ASSERT_FALSE(run.ok);
+  EXPECT_TRUE(starts_with(run.error, "rank 0: exited with status 127") || starts_with(run.error, "rank 1: exited with status 127"))
+      << run.error;
+  EXPECT_NE(run.error.find("execve of the worker binary failed"), std::string::npos) << run.error;
+  expect_nothing_left(run.pids);
+}
+
+// The allreduce workload over shm across real processes: every rank's output equals the
+// serial fp32 sum in rank order of all ranks' inputs, bitwise, for sizes that are not a
+// multiple of 16 bytes and span several shm slots.
+struct AllreduceCase {
+  int world_size;
+  const char* dtype;
+  int count;
+};
+
+class LauncherAllreduce : public ::testing::TestWithParam<AllreduceCase> {};
+
+TEST_P(LauncherAllreduce, ShmOutputIsTheSerialSumInRankOrder) {
+  const auto [world_size, dtype_text, count] = GetParam();
+  const DType dtype = dtype_from_name(dtype_text);
+  const int message_bytes = count * static_cast<int>(dtype_size(dtype));
+  ASSERT_NE(message_bytes % 16, 0);
+  const int slot_bytes = 1024;
+  ASSERT_GT(message_bytes, slot_bytes);
+  const json spec = {{"case_id", "ar"},
+                     {"workload", "allreduce"},
+                     {"device", "cpu"},
+                     {"params", {{"message_bytes", message_bytes}, {"dtype", dtype_text}, {"allreduce", "shm"},
+                                 {"comm_max_bytes", slot_bytes}, {"seed", 1234 + world_size}}},
+                     {"measure", {{"warmup", 1}, {"iterations", 3}}}};
+  Launcher launcher(test_options("allreduce"));
+  const CaseRun run = launcher.run_case("ar", world_size, spec, 30);
+  ASSERT_TRUE(run.ok) << run.error;
+
+  std::vector<std::vector<unsigned char>> inputs;
+  for (int r = 0; r < world_size; ++r) inputs.push_back(allreduce_input(1234 + world_size, r, count, dtype));
+  const auto expected = serial_sum_in_rank_order(inputs, count, dtype);
+  const std::string expected_digest = fnv1a64_hex(expected.data(), expected.size());
+  for (int r = 0; r < world_size; ++r) {
+    const json& result = run.ranks[static_cast<std::size_t>(r)];
+    EXPECT_EQ(result["digests"]["output"], expected_digest) << "rank " << r;
+    EXPECT_EQ(result["metrics"]["matches_serial_sum"], true) << "rank " << r << ": " << result["metrics"].dump();
+    EXPECT_EQ(result["metrics"]["bytes"], message_bytes);
+    EXPECT_EQ(result["latency_us"].size(), 3u);
+    EXPECT_EQ(result["comm"]["backend"], "shm");
+    const double algbw = result["metrics"]["algbw_GBps"], busbw = result["metrics"]["busbw_GBps"];
+    EXPECT_GT(algbw, 0);
+    EXPECT_DOUBLE_EQ(busbw, algbw * (world_size > 1 ? 2.0 * (world_size - 1) / world_size : 0.0));
+  }
+
+  // Same case again on the same group: the same bits (fixed order, no atomics).
+  const CaseRun again = launcher.run_case("ar", world_size, spec, 30);
+  ASSERT_TRUE(again.ok) << again.error;
+  EXPECT_EQ(again.pids, run.pids);
+  for (int r = 0; r < world_size; ++r) {
+    EXPECT_EQ(again.ranks[static_cast<std::size_t>(r)]["digests"]["output"], expected_digest) << "rank " << r;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Shm, LauncherAllreduce,
+                         ::testing::Values(AllreduceCase{1, "f32", 1001}, AllreduceCase{2, "f32", 1001},
+                                           AllreduceCase{3, "f32", 1001}, AllreduceCase{4, "f32", 1001},
+                                           AllreduceCase{1, "bf16", 3001}, AllreduceCase{2, "bf16", 3001},
+                                           AllreduceCase{3, "bf16", 3001}, AllreduceCase{4, "bf16", 3001}),
+                         [](const ::testing::TestParamInfo<AllreduceCase>& info) {
+                           return std::string(info.param.dtype) + "_" + std::to_string(info.param.world_size) + "ranks";
+                         });
+
+// The workload's inputs are a function of the seed, not of the backend or the run.
+TEST(AllreduceWorkload, InputsAreReproducibleAndExactInTheirDtype) {
+  for (DType dtype : {DType::f32, DType::bf16, DType::f16}) {
+    const auto a = allreduce_input(7, 2, 513, dtype);
+    EXPECT_EQ(a, allreduce_input(7, 2, 513, dtype));
+    EXPECT_NE(a, allreduce_input(8, 2, 513, dtype));
+    EXPECT_NE(a, allreduce_input(7, 3, 513, dtype));
+  }
+}
+
+}  // namespace
+}  // namespace tpb
