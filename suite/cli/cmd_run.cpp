@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "suite/cli/report.h"
 #include "suite/cli/subcommand.h"
 #include "suite/results.h"
 #include "suite/runner.h"
@@ -29,7 +30,8 @@ constexpr const char* kUsage =
     "  --resume RUN_DIR  append to an earlier run, skipping cases that already have a final\n"
     "                    record; SCENARIO defaults to the one the run recorded\n"
     "  --junit FILE      also write JUnit XML: one testcase per case and per case x check\n"
-    "  --no-report       do not build the HTML report\n"
+    "  --no-report       do not build the report (report.html, summary.md, plots; needs\n"
+    "                    python3 + matplotlib; `tpbench report RUN_DIR` makes it later)\n"
     "\n"
     "Exit status: 0 every case ok or skipped and no check failed; 1 a case or check failed;\n"
     "2 bad input (every problem of the scenario is listed, nothing is run or written).\n";
@@ -129,7 +131,16 @@ int run_run(const std::vector<std::string>& raw_args) {
               sum.checks_fail, sum.checks_skipped, sum.checks_not_implemented);
   std::printf("results: %s/results.jsonl\n", sum.run_dir.c_str());
   if (!args.junit.empty()) std::printf("junit: %s\n", args.junit.c_str());
-  if (!args.no_report) std::printf("report: not available yet (issue #8)\n");
+  if (!args.no_report) {
+    // The report is a view of the results: when it cannot be made (no python3/matplotlib)
+    // the run's verdict stands and the message says how to make it later.
+    std::fflush(stdout);
+    const int rc = tpb::cli::run_report_script({sum.run_dir});
+    if (rc == 0)
+      std::printf("report: %s/report.html\n", sum.run_dir.c_str());
+    else
+      std::printf("report: not written (exit %d; see above); retry with `tpbench report %s`\n", rc, sum.run_dir.c_str());
+  }
   return sum.exit_code;
 }
 
