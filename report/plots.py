@@ -115,10 +115,16 @@ def multi_point(series):
 
 
 def human_bytes(n):
+    """Exact where the size is a whole number of KiB/MiB/GiB; odd sizes below 10 KiB in
+    bytes (1028 B, not 1.00391 KiB); others to 3 significant digits."""
+    for unit, scale in (("GiB", 2 ** 30), ("MiB", 2 ** 20), ("KiB", 2 ** 10)):
+        if n >= scale and n % scale == 0:
+            return f"{int(n // scale)} {unit}"
+    if n < 10 * 1024:
+        return f"{n:g} B"
     for unit, scale in (("GiB", 2 ** 30), ("MiB", 2 ** 20), ("KiB", 2 ** 10)):
         if n >= scale:
-            value = n / scale
-            return f"{value:g} {unit}" if value < 100 or value == int(value) else f"{value:.0f} {unit}"
+            return f"{n / scale:.3g} {unit}"
     return f"{n:g} B"
 
 
@@ -197,7 +203,7 @@ def allreduce_figure(records, out_dir):
         all_lat += lat
         ax_lat.plot(xs, lat, ms=4, label=series_name(k), **style[k])
         bw_pts = [(s, rio.metric(r, "busbw_GBps")) for s, r in pts]
-        bw_pts = [(s, b) for s, b in bw_pts if b is not None]
+        bw_pts = [(s, b) for s, b in bw_pts if b is not None and b > 0]
         if bw_pts:
             all_bw += [b for _, b in bw_pts]
             ax_bw.plot([s for s, _ in bw_pts], [b for _, b in bw_pts], ms=4,
@@ -231,9 +237,12 @@ def allreduce_figure(records, out_dir):
         _bytes_axis(ax_r, all_sizes)
         ax_r.grid(True, which="both", alpha=0.3)
         ax_r.legend(fontsize=8)
+    if not ratio_keys:
+        title = "Allreduce: latency and bus bandwidth vs message size (no NCCL series to compare)"
     fig.suptitle(title)
     path = _save(fig, out_dir, "allreduce.png")
-    caption = "One line per backend; ok cases only; latency is the p50 of the timed iterations."
+    caption = ("One line per backend; ok sweep cases only; latency is the p50 of the timed "
+               "iterations; bus bandwidth is not drawn where it is 0 (TP=1).")
     if extra:
         caption += " Series also split by: " + ", ".join(extra) + "."
     return Figure("allreduce", title, path, caption, [r["case_id"] for r in recs])
@@ -437,6 +446,7 @@ def memory_figure(records, out_dir):
             ranks = sorted(measured) or list(range(int(rio.param(rec, "tp") or 1)))
             planned = rio.plan_breakdown(rec)
             start = x
+            top = 0.0
             for rank in ranks:
                 for kind, breakdown in (("plan", planned),
                                         ("meas", measured.get(rank, {}).get("breakdown"))):
@@ -448,13 +458,15 @@ def memory_figure(records, out_dir):
                                    hatch="//" if kind == "meas" else None,
                                    edgecolor="white", linewidth=0.5)
                             bottom += value
+                    top = max(top, bottom)
                     positions.append(x)
                     labels.append(f"r{rank} {kind if breakdown else 'none'}")
                     x += 1.0
             plan = rec.get("plan") or {}
             if plan.get("feasible") is False or rec["status"] == "infeasible":
-                ax.text((start + x - 1) / 2, 0.5, "infeasible", ha="center", va="bottom",
-                        fontsize=8, color="firebrick", transform=ax.get_xaxis_transform())
+                ax.annotate("infeasible", ((start + x - 1) / 2, top), xytext=(0, 4),
+                            textcoords="offset points", ha="center", va="bottom",
+                            fontsize=8, color="firebrick")
             group_centres.append(((start + x - 1) / 2, f"mem_fraction {_fmt(fraction)}"))
             x += 0.8
         ax.set_xticks(positions, minor=True)

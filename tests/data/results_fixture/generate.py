@@ -106,7 +106,13 @@ for backend_name in ("nccl", "custom-oneshot", "custom-twoshot", "auto"):
                   "cuda_graph": False, "mem_fraction": 0.85}
         rec = record(params, label=f"allreduce {backend_name} {nbytes} B bf16 tp=2",
                      workload="allreduce", latency=lat,
-                     throughput={"algbw_GBps": round(algbw, 3), "busbw_GBps": round(algbw, 3)},
+                     throughput={"algbw_GBps": round(algbw, 3), "busbw_GBps": round(algbw, 3),
+                                 "basis": "p50"},
+                     memory=[{}, {}],
+                     comm=[{"backend": backend_name, "memory_bytes": 2 ** 25,
+                            "fallback_reason": ""}] * 2,
+                     metrics=[{"bytes": nbytes, "algbw_GBps": round(algbw, 3),
+                               "busbw_GBps": round(algbw, 3)}] * 2,
                      digests=[{"output": "a1b2c3d4"}, {"output": "a1b2c3d4"}],
                      checks={"allreduce_correct": {"status": "pass", "detail": "exact sums",
                                                    "max_abs": 0.0, "rel_l2": 0.0,
@@ -246,7 +252,7 @@ for backend_name in ("nccl", "custom-oneshot"):
                      plan=plan, memory=measured_for(plan, 2), checks=checks,
                      baseline={"kv_tokens": verdict("ok", 1.0, 0.0),
                                "peak_memory_bytes": verdict("ok", 1.003, 0.0)})
-        rec["metrics"] = {"kv_tokens": int(plan["max_tokens"] * 0.995)}
+        rec["metrics"] = [{"kv_tokens": int(plan["max_tokens"] * 0.995)}] * 2
         records.append(rec)
 
 # --- control cases (first and last): same params as a sweep point, not drawn in plots ---
