@@ -12,12 +12,14 @@ logits.
 
 Models (each covers yarn rope and a dense first layer):
   dsv3-grouped-bf16   plain deepseek_v3 config.json, grouped routing (n_group 4, topk_group 2),
-                      per-expert tensor names, BF16, one model.safetensors
+                      per-expert tensor names, BF16, one model.safetensors, the yarn block in
+                      the older `rope_scaling` form (rope_theta at the top level)
   k25-fused-f16       Kimi-K2.5 nested config (text_config + vision_config), tensor names with
                       the `language_model.` prefix, fused experts (gate_up_proj / down_proj),
                       F16, sharded into 2 files with model.safetensors.index.json,
                       yarn with mscale != mscale_all_dim (cos/sin scaled)
-  dsv3-noqlora-f32    q_lora_rank = null (q_proj), F32, rope_parameters (transformers 5 form)
+  dsv3-noqlora-f32    q_lora_rank = null (q_proj), F32, grouped routing (n_group 2, top-3)
+The other two keep transformers 5's `rope_parameters` block.
 
 Usage: python3 tests/hf_parity/make_hf_parity.py [--out tests/data/hf]
 Needs torch, transformers (>= 5) and safetensors. Deterministic for a given torch version.
@@ -54,7 +56,7 @@ def base_config(**overrides):
 
 MODELS = [
     dict(name="dsv3-grouped-bf16", seed=11, dtype=torch.bfloat16, experts="per-expert", nested=False,
-         shards=1, config=base_config(n_group=4, topk_group=2)),
+         shards=1, rope_key="rope_scaling", config=base_config(n_group=4, topk_group=2)),
     dict(name="k25-fused-f16", seed=12, dtype=torch.float16, experts="fused", nested=True, shards=2,
          config=base_config(rope_parameters=dict(
              rope_type="yarn", rope_theta=50000.0, factor=4.0, original_max_position_embeddings=64,
@@ -157,7 +159,7 @@ def write_model(spec, out_root):
         steps = [out.logits]
         cache = out.past_key_values
         for i in range(k, SEQ):
-            out = model(input_ids=input_ids[:, i:i + 1], past_key_values=cache, use_cache=True)
+            out = model(input_ids=input_ids[:, i:i + 1], past_key_values=cache, use_cache=True)  # `cache` from 5.2x on
             cache = out.past_key_values
             steps.append(out.logits)
         incremental = torch.cat(steps, dim=1)
@@ -172,6 +174,11 @@ def write_model(spec, out_root):
     for key in ("transformers_version", "_name_or_path", "torch_dtype", "dtype"):
         text_cfg.pop(key, None)
     text_cfg["architectures"] = ["DeepseekV3ForCausalLM"]
+    if spec.get("rope_key") == "rope_scaling":  # the pre-5 form DeepSeek-V3 and Kimi ship
+        rope = text_cfg.pop("rope_parameters")
+        text_cfg["rope_theta"] = rope.pop("rope_theta")
+        rope["type"] = rope.pop("rope_type")
+        text_cfg["rope_scaling"] = rope
     prefix = ""
     if spec["nested"]:
         prefix = "language_model."
