@@ -146,6 +146,7 @@ json run_allreduce_workload(const json& case_spec, WorkerState& state) {
   const std::string device = string_field(case_spec, "device", "cpu", "");
   const std::int64_t warmup = int_field(measure, "warmup", 2, "measure");
   const std::int64_t iterations = int_field(measure, "iterations", 10, "measure");
+  const std::int64_t repetitions = int_field(measure, "repetitions", 1, "measure");
   const std::size_t elem = dtype_size(dtype);
   TPB_INPUT_CHECK(message_bytes > 0 && static_cast<std::size_t>(message_bytes) % elem == 0,
                   "case_spec.params.message_bytes: expected a positive multiple of " << elem << " (the size of "
@@ -153,6 +154,7 @@ json run_allreduce_workload(const json& case_spec, WorkerState& state) {
                                                                                        << message_bytes);
   TPB_INPUT_CHECK(warmup >= 0, "case_spec.measure.warmup: expected >= 0, got " << warmup);
   TPB_INPUT_CHECK(iterations >= 1, "case_spec.measure.iterations: expected >= 1, got " << iterations);
+  TPB_INPUT_CHECK(repetitions >= 1, "case_spec.measure.repetitions: expected >= 1, got " << repetitions);
   TPB_INPUT_CHECK(device == "cpu" && !is_gpu_backend(backend),
                   "the allreduce workload runs host-memory backends only in this build (device '"
                       << device << "', backend '" << backend << "'); the device-buffer path for GPU backends "
@@ -172,8 +174,10 @@ json run_allreduce_workload(const json& case_spec, WorkerState& state) {
   IterationTimer& timer = host_timer;
 
   for (std::int64_t i = 0; i < warmup; ++i) comm.all_reduce(input.data(), output.data(), count, dtype, nullptr);
+  // repetitions x iterations samples, in order: the runner takes one median per repetition.
+  // (measure.min_duration_s is not applied here: the ranks would have to agree on a count.)
   std::vector<double> latency_us;
-  for (std::int64_t i = 0; i < iterations; ++i) {
+  for (std::int64_t i = 0; i < repetitions * iterations; ++i) {
     comm.barrier();  // every sample starts with all ranks present
     timer.start();
     comm.all_reduce(input.data(), output.data(), count, dtype, nullptr);

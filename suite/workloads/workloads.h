@@ -7,8 +7,10 @@
 //   params.allreduce      string  backend name for make_communicator (default "shm")
 //   params.seed           int     input seed (default: model.seed, else 0)
 //   params.comm_max_bytes int     optional CommOptions::max_bytes (shm: slot size per rank)
-//   measure.warmup / measure.iterations   untimed / timed iterations (defaults 2 / 10)
-//   result: latency_us (one sample per timed iteration), digests.output (FNV-1a 64 of the
+//   measure.warmup / .iterations / .repetitions   untimed iterations, then repetitions x
+//                         iterations timed ones (defaults 2 / 10 / 1); min_duration_s unused
+//   result: latency_us (repetitions x iterations samples, microseconds, each after a
+//   barrier so all ranks start together), digests.output (FNV-1a 64 of the
 //   last output, hex), metrics {bytes, count, dtype, algbw_GBps, busbw_GBps,
 //   latency_mean_us, matches_serial_sum, mismatched_elements, first_mismatch}, comm.
 //

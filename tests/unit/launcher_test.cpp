@@ -246,7 +246,7 @@ TEST_P(LauncherAllreduce, ShmOutputIsTheSerialSumInRankOrder) {
                      {"device", "cpu"},
                      {"params", {{"message_bytes", message_bytes}, {"dtype", dtype_text}, {"allreduce", "shm"},
                                  {"comm_max_bytes", slot_bytes}, {"seed", 1234 + world_size}}},
-                     {"measure", {{"warmup", 1}, {"iterations", 3}}}};
+                     {"measure", {{"warmup", 1}, {"iterations", 3}, {"repetitions", 2}}}};
   Launcher launcher(test_options("allreduce"));
   const CaseRun run = launcher.run_case("ar", world_size, spec, 30);
   ASSERT_TRUE(run.ok) << run.error;
@@ -260,7 +260,7 @@ TEST_P(LauncherAllreduce, ShmOutputIsTheSerialSumInRankOrder) {
     EXPECT_EQ(result["digests"]["output"], expected_digest) << "rank " << r;
     EXPECT_EQ(result["metrics"]["matches_serial_sum"], true) << "rank " << r << ": " << result["metrics"].dump();
     EXPECT_EQ(result["metrics"]["bytes"], message_bytes);
-    EXPECT_EQ(result["latency_us"].size(), 3u);
+    EXPECT_EQ(result["latency_us"].size(), 6u) << "repetitions x iterations samples";
     EXPECT_EQ(result["comm"]["backend"], "shm");
     const double algbw = result["metrics"]["algbw_GBps"], busbw = result["metrics"]["busbw_GBps"];
     EXPECT_GT(algbw, 0);
