@@ -101,6 +101,40 @@ class FixtureReport(unittest.TestCase):
 
 
 class PartialData(unittest.TestCase):
+    def test_sparse_records_are_tolerated(self):
+        """Only case_id, status and params are required; everything else may be missing,
+        null, or shaped as the runner writes it today."""
+        tmp = util.fixture_copy()
+        try:
+            records = [
+                {"case_id": "a1", "status": "ok", "params": {}},
+                {"case_id": "a2", "status": "ok", "params": {"mode": "decode", "batch_size": 1},
+                 "latency": {"p50": 10.0}},
+                {"case_id": "a3", "status": "ok", "params": {"mode": "decode", "batch_size": 2,
+                                                              "allreduce": "shm"},
+                 "latency": {"p50": 12.0, "p99": None}, "memory": [{}, {}], "metrics": [],
+                 "throughput": {"tokens_per_s": 3.0, "basis": "p50"}},
+                {"case_id": "a4", "status": "ok", "params": {"message_bytes": 64, "allreduce": "nccl"},
+                 "latency": {"p50": 5.0}, "checks": {"odd": {"status": "weird-status"}},
+                 "baseline": {"latency_p50": {"verdict": "regression", "ratio": 1.2}}},
+                {"case_id": "a5", "status": "failed", "params": {}, "error": {"message": "boom"}},
+                {"case_id": "a6", "status": "infeasible", "params": {"mem_fraction": 0.5},
+                 "plan": {"feasible": False, "max_tokens": 0, "breakdown": {"weights": 1 << 30,
+                                                                           "total_bytes": 5}}},
+            ]
+            util.write_records(tmp.name, records)
+            os.remove(os.path.join(tmp.name, "run.json"))
+            proc = util.run_report(tmp.name)
+            self.assertEqual(proc.returncode, 0, proc.stderr)
+            self.assertNotIn("Traceback", proc.stderr)
+            with open(os.path.join(tmp.name, "summary.md"), encoding="utf-8") as f:
+                md = f.read()
+            self.assertIn("boom", md)
+            self.assertIn("weird-status", md)  # shown, not treated as a pass
+            self.assertIn("1 baseline regression(s)", md)
+        finally:
+            tmp.cleanup()
+
     def test_missing_sections_skipped_with_note_and_stale_png_removed(self):
         tmp = util.fixture_copy()
         try:
