@@ -95,6 +95,21 @@ __device__ __forceinline__ void store_user_pack(T* out, std::size_t p, std::size
   }
 }
 
+// Sum of W packs (one per rank, index = rank), in rank order 0..W-1, fp32, rounded once.
+template <typename T, int W>
+__device__ __forceinline__ uint4 sum_packs(const Pack<T>* in) {
+  constexpr int E = Pack<T>::kElems;
+  Pack<T> out;
+#pragma unroll
+  for (int j = 0; j < E; ++j) {
+    float acc = to_f32(in[0].e[j]);
+#pragma unroll
+    for (int r = 1; r < W; ++r) acc += to_f32(in[r].e[j]);
+    out.e[j] = from_f32<T>(acc);
+  }
+  return out.v;
+}
+
 // Sum of pack p over all ranks' buffers, in rank order 0..W-1, fp32, rounded once.
 template <typename T, int W>
 __device__ __forceinline__ uint4 reduce_pack(const uint4* const* bufs, std::size_t p) {
@@ -173,6 +188,18 @@ __device__ void block_end(const AllreduceLaunch& a, const BlockState& s) {
 
 template <typename T, int W>
 __global__ void __launch_bounds__(kAllreduceThreads) one_shot_kernel(AllreduceLaunch a, std::size_t npacks) {
+  const T* in = static_cast<const T*>(a.in);
+  T* out = static_cast<T*>(a.out);
+  const bool in_aligned = (reinterpret_cast<std::uintptr_t>(in) & 15) == 0;
+  const bool out_aligned = (reinterpret_cast<std::uintptr_t>(out) & 15) == 0;
+  const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
+  const std::size_t first = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  // The first two input packs do not depend on the signal state: start their loads before
+  // reading it, so the two memory latencies overlap (small messages are latency-bound).
+  const std::size_t p0 = first, p1 = first + stride;
+  uint4 v0{}, v1{};
+  if (p0 < npacks) v0 = load_user_pack(in, p0, a.count, in_aligned);
+  if (p1 < npacks) v1 = load_user_pack(in, p1, a.count, in_aligned);
   BlockState s;
   std::uint32_t parity;
   block_begin(a, s, parity);
@@ -182,17 +209,33 @@ __global__ void __launch_bounds__(kAllreduceThreads) one_shot_kernel(AllreduceLa
   for (int r = 0; r < W; ++r)
     bufs[r] = reinterpret_cast<const uint4*>(static_cast<const char*>(a.buffers[r]) + parity * a.buffer_bytes);
   uint4* mine = reinterpret_cast<uint4*>(static_cast<char*>(a.buffers[a.rank]) + parity * a.buffer_bytes);
-  const T* in = static_cast<const T*>(a.in);
-  T* out = static_cast<T*>(a.out);
-  const bool in_aligned = (reinterpret_cast<std::uintptr_t>(in) & 15) == 0;
-  const bool out_aligned = (reinterpret_cast<std::uintptr_t>(out) & 15) == 0;
-  const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
-  const std::size_t first = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
 
-  for (std::size_t p = first; p < npacks; p += stride) mine[p] = load_user_pack(in, p, a.count, in_aligned);
+  // Each thread handles packs first, first + stride, ... two at a time, so twice the loads
+  // are in flight per round (measured 2 MiB: 12.9 us with one at a time, see NOTES.md). The
+  // pack -> block mapping is unchanged, which the per-block barrier relies on.
+  for (std::size_t p = first + 2 * stride; p < npacks; p += 2 * stride) {
+    const std::size_t q = p + stride;
+    const uint4 x = load_user_pack(in, p, a.count, in_aligned);
+    uint4 y{};
+    if (q < npacks) y = load_user_pack(in, q, a.count, in_aligned);
+    mine[p] = x;
+    if (q < npacks) mine[q] = y;
+  }
+  if (p0 < npacks) mine[p0] = v0;
+  if (p1 < npacks) mine[p1] = v1;
   if (!block_barrier<W>(a, s)) return;
-  for (std::size_t p = first; p < npacks; p += stride)
-    store_user_pack(out, p, a.count, out_aligned, reduce_pack<T, W>(bufs, p));
+  for (std::size_t p = first; p < npacks; p += 2 * stride) {
+    const std::size_t q = p + stride;
+    Pack<T> x[W], y[W];
+#pragma unroll
+    for (int r = 0; r < W; ++r) x[r].v = bufs[r][p];
+    if (q < npacks) {
+#pragma unroll
+      for (int r = 0; r < W; ++r) y[r].v = bufs[r][q];
+    }
+    store_user_pack(out, p, a.count, out_aligned, sum_packs<T, W>(x));
+    if (q < npacks) store_user_pack(out, q, a.count, out_aligned, sum_packs<T, W>(y));
+  }
   block_end(a, s);
 }
 

@@ -1,7 +1,9 @@
 // NcclCommunicator: the "nccl" backend. One process per GPU; the unique id travels through
-// the launcher's Bootstrap. The communicator is non-blocking (ncclConfig_t.blocking = 0) so
-// that every wait on a peer is a poll loop bounded by CommOptions::timeout_s: a peer that
-// never arrives ends in ncclCommAbort and a tpb::Error naming the step, never a hang.
+// the launcher's Bootstrap. Every host-side wait on peers is bounded by CommOptions::timeout_s:
+// init runs on a helper thread that is given up on after the timeout; barrier() drains the
+// device on a helper thread while polling ncclCommGetAsyncError, and on an async error or a
+// timeout it calls ncclCommAbort (which releases NCCL's kernels) and throws a tpb::Error
+// naming the step. Collectives check the async error state before enqueueing.
 #pragma once
 
 #include <nccl.h>
