@@ -50,6 +50,10 @@ class Engine {
   // for n > 1); prefill() and decode() are this with the cache reset or n = 1.
   void extend(const std::vector<std::int64_t>& tokens, std::int64_t n, AttentionForm form);
 
+  // Drops every cached token from position `tokens` on (per sequence), so the next step
+  // overwrites them: a benchmark repeats a decode step at one fixed context length.
+  void rewind(std::int64_t tokens) { cache_.set_length(tokens); }
+
   // Logits of the last step, fp32 [batch, new tokens, vocab], identical on every rank.
   const std::vector<float>& logits() const { return logits_; }
   std::int64_t batch() const { return cache_.batch(); }

@@ -1,0 +1,203 @@
+// The engine workload (see engine_workload.h): the harness part (warm-up, barriers, clock,
+// digests) mirrors the allreduce workload; the maths is the Engine's.
+#include "suite/workloads/engine_workload.h"
+
+#include <chrono>
+#include <cstring>
+#include <numeric>
+
+#include "reference_engine/config/model_config.h"
+#include "reference_engine/weights/safetensors.h"
+#include "reference_engine/weights/weight_source.h"
+#include "suite/workloads/workloads.h"
+#include "tpb/check.h"
+
+namespace tpb {
+namespace {
+
+using nlohmann::json;
+
+std::int64_t int_param(const json& o, const char* key, std::int64_t fallback, const char* path) {
+  if (!o.is_object() || !o.contains(key) || o[key].is_null()) return fallback;
+  TPB_INPUT_CHECK(o[key].is_number_integer(), "case_spec." << path << "." << key << ": expected an integer, got " << o[key].dump());
+  return o[key].get<std::int64_t>();
+}
+
+std::string string_param(const json& o, const char* key, const std::string& fallback, const char* path) {
+  if (!o.is_object() || !o.contains(key) || o[key].is_null()) return fallback;
+  TPB_INPUT_CHECK(o[key].is_string(), "case_spec." << path << "." << key << ": expected a string, got " << o[key].dump());
+  return o[key].get<std::string>();
+}
+
+// The engine and what it was built from, kept in WorkerState::cache() across cases.
+struct CachedEngine {
+  ModelConfig config;
+  std::unique_ptr<WeightSource> weights;
+  std::unique_ptr<Engine> engine;
+};
+
+CachedEngine& engine_for(const json& case_spec, WorkerState& state, Communicator& comm, int tp) {
+  const json model = case_spec.value("model", json());
+  TPB_INPUT_CHECK(model.is_object(), "case_spec.model: the engine workload needs a model section");
+  const std::string config_path = string_param(model, "config_path", "", "model");
+  TPB_INPUT_CHECK(!config_path.empty(), "case_spec.model.config_path: required");
+  const json overrides = model.value("overrides", json::object());
+  const std::string weights = string_param(model, "weights", "synthetic", "model");
+  const auto seed = static_cast<std::uint64_t>(int_param(model, "seed", 1234, "model"));
+  const std::string key = "engine|" + config_path + "|" + overrides.dump() + "|" + weights + "|" + std::to_string(seed) +
+                          "|" + comm.name() + "|tp=" + std::to_string(tp);
+  auto& cache = state.cache();
+  auto it = cache.find(key);
+  if (it != cache.end()) return *static_cast<CachedEngine*>(it->second.get());
+  // One engine per worker at a time: drop the engines of earlier models before loading.
+  for (auto i = cache.begin(); i != cache.end();) i = i->first.rfind("engine|", 0) == 0 ? cache.erase(i) : std::next(i);
+  auto cached = std::make_shared<CachedEngine>();
+  cached->config = load_model_config(config_path);
+  if (!overrides.empty()) apply_overrides(cached->config, overrides, config_path, "$.model.overrides");
+  cached->weights = weights == "synthetic"
+                        ? make_synthetic_weights(seed)
+                        : open_safetensors_weights(weights, cached->config.nested_text_config ? "language_model." : "");
+  cached->engine = std::make_unique<Engine>(cached->config, Shard{comm.rank(), tp}, comm, *cached->weights);
+  CachedEngine& ref = *cached;
+  cache[key] = cached;
+  return ref;
+}
+
+std::int64_t workload_token(std::uint64_t seed, std::int64_t seq, std::int64_t pos, std::int64_t vocab) {
+  const std::uint64_t h = synthetic::mix64(synthetic::mix64(seed ^ 0x746f6b656e73ull) + static_cast<std::uint64_t>(seq) * 0x9e3779b97f4a7c15ull +
+                                           static_cast<std::uint64_t>(pos));
+  return static_cast<std::int64_t>(h % static_cast<std::uint64_t>(vocab));
+}
+
+}  // namespace
+
+std::vector<std::vector<std::int64_t>> read_input_ids(const json& ids, const std::string& source) {
+  TPB_INPUT_CHECK(ids.is_array() && !ids.empty(), source << ": $: expected a non-empty list of token-id lists");
+  std::vector<std::vector<std::int64_t>> out;
+  for (std::size_t b = 0; b < ids.size(); ++b) {
+    const json& row = ids[b];
+    TPB_INPUT_CHECK(row.is_array() && !row.empty(), source << ": $[" << b << "]: expected a non-empty list of token ids");
+    TPB_INPUT_CHECK(row.size() == ids[0].size(), source << ": $[" << b << "]: expected " << ids[0].size()
+                                                        << " tokens (all sequences equally long), got " << row.size());
+    std::vector<std::int64_t> r;
+    for (std::size_t i = 0; i < row.size(); ++i) {
+      TPB_INPUT_CHECK(row[i].is_number_integer() && row[i].get<std::int64_t>() >= 0,
+                      source << ": $[" << b << "][" << i << "]: expected a non-negative integer token id, got " << row[i].dump());
+      r.push_back(row[i].get<std::int64_t>());
+    }
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+std::vector<float> engine_logits(Engine& engine, const std::vector<std::vector<std::int64_t>>& ids,
+                                 std::int64_t prefill) {
+  const std::int64_t B = static_cast<std::int64_t>(ids.size()), S = static_cast<std::int64_t>(ids.at(0).size());
+  const std::int64_t V = engine.config().vocab_size;
+  const std::int64_t K = (prefill <= 0 || prefill > S) ? S : prefill;
+  std::vector<float> out(B * S * V);
+  std::vector<std::int64_t> first;
+  for (const auto& row : ids) first.insert(first.end(), row.begin(), row.begin() + K);
+  engine.prefill(first, B);
+  for (std::int64_t b = 0; b < B; ++b)
+    std::memcpy(out.data() + b * S * V, engine.logits().data() + b * K * V, sizeof(float) * K * V);
+  for (std::int64_t i = K; i < S; ++i) {
+    std::vector<std::int64_t> step;
+    for (const auto& row : ids) step.push_back(row[i]);
+    engine.decode(step);
+    for (std::int64_t b = 0; b < B; ++b)
+      std::memcpy(out.data() + (b * S + i) * V, engine.logits().data() + b * V, sizeof(float) * V);
+  }
+  return out;
+}
+
+json run_engine_workload(const json& case_spec, WorkerState& state) {
+  const json params = case_spec.value("params", json::object());
+  const json measure = case_spec.value("measure", json::object());
+  const std::string device = string_param(case_spec, "device", "cpu", "");
+  TPB_INPUT_CHECK(device == "cpu", "case_spec.device: the engine workload runs the fp32 CPU reference engine in this "
+                                   "build; device '" << device << "' is not implemented yet");
+  const std::string mode = string_param(params, "mode", "decode", "params");
+  TPB_INPUT_CHECK(mode == "prefill" || mode == "decode" || mode == "logits",
+                  "case_spec.params.mode: expected \"prefill\", \"decode\" or \"logits\", got \"" << mode << "\"");
+  const int tp = static_cast<int>(int_param(params, "tp", state.world_size(), "params"));
+  TPB_INPUT_CHECK(tp == state.world_size(), "case_spec.params.tp: " << tp << " but the group has " << state.world_size() << " ranks");
+  const std::string backend = string_param(params, "allreduce", "shm", "params");
+  TPB_INPUT_CHECK(!is_gpu_backend(backend), "case_spec.params.allreduce: the CPU engine needs a host backend, got '" << backend << "'");
+  Communicator& comm = state.communicator(backend, CommOptions{});
+  CachedEngine& ce = engine_for(case_spec, state, comm, tp);
+  Engine& engine = *ce.engine;
+  const json comm_json = {{"backend", comm.name()}, {"memory_bytes", comm.memory_bytes()}, {"fallback_reason", comm.fallback_reason()}};
+
+  if (mode == "logits") {
+    TPB_INPUT_CHECK(params.contains("input_ids"), "case_spec.params.input_ids: required in logits mode");
+    const auto ids = read_input_ids(params["input_ids"], "case_spec.params.input_ids");
+    const auto logits = engine_logits(engine, ids, int_param(params, "prefill", 0, "params"));
+    const std::string out = string_param(params, "out", "", "params");
+    if (state.rank() == 0 && !out.empty()) {
+      const std::vector<std::int64_t> shape = {static_cast<std::int64_t>(ids.size()), static_cast<std::int64_t>(ids[0].size()),
+                                               ce.config.vocab_size};
+      write_safetensors_f32(out, {{"logits", shape, logits.data()}});
+    }
+    return {{"rank", state.rank()}, {"latency_us", json::array()},
+            {"digests", {{"logits", fnv1a64_hex(logits.data(), logits.size() * sizeof(float))}}},
+            {"memory", json::object()}, {"metrics", {{"weight_bytes", engine.weight_bytes()}}}, {"comm", comm_json}};
+  }
+
+  const std::int64_t batch = int_param(params, "batch_size", 1, "params");
+  const std::int64_t seq_len = int_param(params, "seq_len", 16, "params");
+  const std::int64_t warmup = int_param(measure, "warmup", 1, "measure");
+  const std::int64_t iterations = int_param(measure, "iterations", 5, "measure");
+  const std::int64_t repetitions = int_param(measure, "repetitions", 1, "measure");
+  TPB_INPUT_CHECK(batch >= 1, "case_spec.params.batch_size: expected >= 1, got " << batch);
+  TPB_INPUT_CHECK(seq_len >= 1, "case_spec.params.seq_len: expected >= 1, got " << seq_len);
+  TPB_INPUT_CHECK(warmup >= 0 && iterations >= 1 && repetitions >= 1,
+                  "case_spec.measure: expected warmup >= 0, iterations >= 1, repetitions >= 1");
+  const auto seed = static_cast<std::uint64_t>(int_param(case_spec.value("model", json::object()), "seed", 1234, "model"));
+  const std::int64_t V = ce.config.vocab_size;
+  std::vector<std::int64_t> prompt(batch * seq_len), next(batch);
+  for (std::int64_t b = 0; b < batch; ++b) {
+    for (std::int64_t i = 0; i < seq_len; ++i) prompt[b * seq_len + i] = workload_token(seed, b, i, V);
+    next[b] = workload_token(seed, b, seq_len, V);
+  }
+
+  const bool decode = mode == "decode";
+  if (decode) engine.prefill(prompt, batch);  // fills the KV cache to seq_len, untimed
+  auto step = [&] {
+    if (decode) {
+      engine.rewind(seq_len);
+      engine.decode(next);
+    } else {
+      engine.prefill(prompt, batch);
+    }
+  };
+  for (std::int64_t i = 0; i < warmup; ++i) step();
+  const std::int64_t reduces_before = engine.stats().all_reduces;
+  std::vector<double> latency_us;
+  for (std::int64_t i = 0; i < repetitions * iterations; ++i) {
+    comm.barrier();  // every sample starts with all ranks present
+    const auto t0 = std::chrono::steady_clock::now();
+    step();
+    latency_us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+  }
+  const std::int64_t tokens_per_step = decode ? batch : batch * seq_len;
+  const double mean_us = std::accumulate(latency_us.begin(), latency_us.end(), 0.0) / static_cast<double>(latency_us.size());
+  const auto& logits = engine.logits();
+  return {{"rank", state.rank()},
+          {"latency_us", latency_us},
+          {"digests", {{"logits", fnv1a64_hex(logits.data(), logits.size() * sizeof(float))}}},
+          {"memory", json::object()},
+          {"metrics",
+           {{"mode", mode},
+            {"tokens_per_step", tokens_per_step},
+            {"tokens_per_s", static_cast<double>(tokens_per_step) / (mean_us * 1e-6)},
+            {"latency_mean_us", mean_us},
+            {"kv_tokens", decode ? seq_len + 1 : seq_len},
+            {"weight_bytes", engine.weight_bytes()},
+            {"kv_cache_bytes", engine.kv_cache_bytes()},
+            {"allreduces_per_step", (engine.stats().all_reduces - reduces_before) / (repetitions * iterations)},
+            {"weights", ce.weights->describe()}}},
+          {"comm", comm_json}};
+}
+
+}  // namespace tpb

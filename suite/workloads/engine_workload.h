@@ -1,0 +1,44 @@
+// "engine" — the reference engine's prefill or decode steps, timed (one process per rank).
+//   params.mode        "prefill" | "decode" | "logits"
+//   params.tp          int     must equal the group's world size
+//   params.batch_size  int     sequences per step
+//   params.seq_len     int     prefill: tokens per sequence; decode: tokens in the KV cache
+//                              before each timed step (the cache is rewound to it every step)
+//   params.allreduce   string  communicator backend (default "shm")
+//   model              {config_path, overrides, weights ("synthetic" | checkpoint dir), seed}
+//   measure.warmup / .iterations / .repetitions (defaults 1 / 5 / 1)
+//   Tokens are a pure function of (seed, sequence, position), so every rank, backend and TP
+//   runs the same inputs. Result: latency_us (one sample per timed step, steady clock, each
+//   after a barrier), digests.logits (FNV-1a 64 of the last step's fp32 logits, identical on
+//   every rank), metrics {tokens_per_step, tokens_per_s (mean), weight_bytes, kv_cache_bytes,
+//   kv_tokens, allreduces_per_step, ...}, comm.
+//   The engine (weights loaded) is kept in the worker across cases with the same model, TP
+//   and backend.
+//
+// "logits" mode (used by `tpbench logits --tp N`): params.input_ids [[...], ...] (equal
+//   lengths), params.prefill K (0 = all), params.out (path; rank 0 writes the float32
+//   tensor `logits` [batch, seq, vocab] as safetensors). Result digests.logits as above.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "reference_engine/model/engine.h"
+#include "suite/workload.h"
+
+namespace tpb {
+
+nlohmann::json run_engine_workload(const nlohmann::json& case_spec, WorkerState& state);
+
+// Logits [batch, seq, vocab] for ids [batch][seq]: the first `prefill` tokens (0 or >= seq:
+// all) in one prefill, the rest decoded one at a time. Identical on every rank.
+std::vector<float> engine_logits(Engine& engine, const std::vector<std::vector<std::int64_t>>& ids,
+                                 std::int64_t prefill);
+
+// Reads an ids.json file (a list of equal-length lists of token ids). InputError naming the
+// file and the JSON path on anything else.
+std::vector<std::vector<std::int64_t>> read_input_ids(const nlohmann::json& ids, const std::string& source);
+
+}  // namespace tpb
