@@ -2,6 +2,7 @@
 // registrars would be dropped by the linker from the static library.
 #include "suite/workload.h"
 
+#include "suite/workloads/engine_workload.h"
 #include "suite/workloads/workloads.h"
 
 namespace tpb {
@@ -27,6 +28,7 @@ struct WorkloadEntry {
 
 constexpr WorkloadEntry kWorkloads[] = {
     {"allreduce", run_allreduce_workload},
+    {"engine", run_engine_workload},
     {"probe", run_probe_workload},  // test-only: bootstrap round trip and fault injection
 };
 
