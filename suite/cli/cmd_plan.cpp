@@ -1,15 +1,399 @@
-// tpbench plan: Predict per-rank memory and KV-cache capacity for a deployment.
+// tpbench plan: predict per-rank memory and KV-cache capacity for a deployment, with the
+// serving engines' start-up formula (reference_engine/memory/planner.h), or apply that
+// formula to two free-memory readings taken off a serving log (--from-measured).
+//
+// Exit status: 0 when the plan is feasible, 1 when it is computed and infeasible (the full
+// plan and its one-sentence reason are still printed, so scripts can gate a deployment on
+// it), 2 for bad flags or a bad model config.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "reference_engine/config/model_config.h"
+#include "reference_engine/memory/gpu_catalog.h"
+#include "reference_engine/memory/planner.h"
 #include "suite/cli/subcommand.h"
+#include "tpb/check.h"
 
 namespace {
 
-constexpr const char* kUsage =
-    "usage: tpbench plan [--help]\n"
-    "Predict per-rank memory and KV-cache capacity for a deployment.\n"
-    "Not implemented yet: lands with issue #6 (memory planner).\n";
+using tpb::kGiB;
+using tpb::kMiB;
 
-int run_plan(const std::vector<std::string>& /*args*/) {
-  return tpb::cli::not_implemented("plan", "issue #6 (memory planner)");
+constexpr const char* kUsage =
+    "usage: tpbench plan --model PRESET|DIR --tp N [--quant bf16|fp8|int4]\n"
+    "                    (--gpu-mem-gib X | --gpu NAME) [--mem-fraction F] [--allreduce BACKEND]\n"
+    "                    [--tokens T] [--overrides JSON] [--json] [more options below]\n"
+    "       tpbench plan --from-measured --total-gib A --avail-gib B --mem-fraction F\n"
+    "                    [--model PRESET|DIR] [--tokens T] [--kv-dtype bf16|fp8] [--json]\n"
+    "\n"
+    "Predicts, per rank, how a serving engine sizes its KV cache at start-up:\n"
+    "  total = device total - CUDA context - communicator buffers   (free before weights)\n"
+    "  avail = total - weights per rank                             (free after weights)\n"
+    "  rest  = avail - total * (1 - mem_fraction);  max_tokens = floor(rest / kv_cell)\n"
+    "and whether the CUDA-graph pool and the activation peak fit in the slack\n"
+    "total * (1 - mem_fraction). An infeasible plan says in one sentence why, with the\n"
+    "smallest mem_fraction that gives one token and the one that gives --tokens.\n"
+    "\n"
+    "  --model PRESET|DIR      scenarios/models/<PRESET>.json, an HF config.json or its folder\n"
+    "  --tp N                  tensor-parallel size (ranks)\n"
+    "  --quant Q               bf16 (default) | fp8 (128x128 block scales on every linear layer\n"
+    "                          but embeddings, norms, router, lm_head) | int4 (compressed-tensors\n"
+    "                          group-32 on the routed experts only, as Kimi-K2.5 ships)\n"
+    "  --gpu NAME              H100-80GB, H200, H20-96GB, A100-80GB, B200 (total and a CUDA-context\n"
+    "                          estimate per family)\n"
+    "  --gpu-mem-gib X         device total in GiB as cudaMemGetInfo reports it (Hopper context estimate)\n"
+    "  --mem-fraction F        mem_fraction_static in (0, 1] (default 0.85)\n"
+    "  --allreduce BACKEND     nccl (default) | custom-oneshot | custom-twoshot | auto | shm | mpi\n"
+    "  --tokens T              KV tokens the deployment needs (default: at least one)\n"
+    "  --overrides JSON        model config overrides, e.g. '{\"num_hidden_layers\": 3}'\n"
+    "  --kv-dtype D            bf16 (default) | fp8: bytes of one KV element\n"
+    "  --text-only             leave the vision tower out (tpbench's own engine runs the text model)\n"
+    "  --context-mib N         override the CUDA-context estimate\n"
+    "  --custom-max-mib N      custom allreduce max message size (default 8)\n"
+    "  --nccl-channels N       NCCL channels assumed for its buffers (default 32)\n"
+    "  --graph-batch-sizes L   captured decode batch sizes, comma-separated (default\n"
+    "                          1,2,4,8,16,32,64,128,256; 'none' for no graphs)\n"
+    "  --batch B --seq-len S   the largest eager forward for the activation peak (default 1 x 8192,\n"
+    "                          a typical chunked-prefill size)\n"
+    "  --json                  one JSON object: weights_bytes_per_rank, comm_bytes_per_rank,\n"
+    "                          kv_cell_bytes, total_gib, avail_gib, rest_gib, max_tokens, feasible,\n"
+    "                          min_mem_fraction, breakdown, and more\n"
+    "\n"
+    "--from-measured applies the formula to two readings off a serving log: --total-gib (free\n"
+    "before weights) and --avail-gib (free after weights, e.g. SGLang's \"avail mem=... GB\");\n"
+    "with --model it also gives KV tokens.\n"
+    "\n"
+    "Exit status: 0 feasible, 1 computed but infeasible (the plan is still printed), 2 bad input.\n";
+
+// Flag values, parsed strictly; every failure names the flag.
+struct Args {
+  std::map<std::string, std::string> values;  // flag -> value
+  std::map<std::string, bool> switches;       // flag -> present
+};
+
+Args parse_args(const std::vector<std::string>& args) {
+  static const std::vector<std::string> kValued = {
+      "--model", "--tp", "--quant", "--gpu-mem-gib", "--gpu", "--mem-fraction", "--allreduce", "--tokens",
+      "--overrides", "--kv-dtype", "--context-mib", "--custom-max-mib", "--nccl-channels", "--graph-batch-sizes",
+      "--batch", "--seq-len", "--total-gib", "--avail-gib"};
+  static const std::vector<std::string> kSwitches = {"--json", "--from-measured", "--text-only"};
+  Args out;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    std::string flag = args[i], value;
+    bool has_inline = false;
+    if (auto eq = flag.find('='); flag.rfind("--", 0) == 0 && eq != std::string::npos) {
+      value = flag.substr(eq + 1);
+      flag = flag.substr(0, eq);
+      has_inline = true;
+    }
+    if (std::find(kSwitches.begin(), kSwitches.end(), flag) != kSwitches.end()) {
+      TPB_INPUT_CHECK(!has_inline, "plan: " << flag << " takes no value");
+      out.switches[flag] = true;
+      continue;
+    }
+    TPB_INPUT_CHECK(std::find(kValued.begin(), kValued.end(), flag) != kValued.end(),
+                    "plan: unknown argument '" << args[i] << "' (see tpbench plan --help)");
+    if (!has_inline) {
+      TPB_INPUT_CHECK(i + 1 < args.size(), "plan: " << flag << " needs a value");
+      value = args[++i];
+    }
+    TPB_INPUT_CHECK(!out.values.count(flag), "plan: " << flag << " given twice");
+    out.values[flag] = value;
+  }
+  return out;
+}
+
+double to_double(const std::string& flag, const std::string& s) {
+  std::size_t used = 0;
+  double v = 0;
+  try {
+    v = std::stod(s, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  TPB_INPUT_CHECK(used == s.size() && !s.empty() && std::isfinite(v), "plan: " << flag << ": expected a number, got '" << s << "'");
+  return v;
+}
+
+std::int64_t to_int(const std::string& flag, const std::string& s, std::int64_t min) {
+  std::size_t used = 0;
+  long long v = 0;
+  try {
+    v = std::stoll(s, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  TPB_INPUT_CHECK(used == s.size() && !s.empty(), "plan: " << flag << ": expected an integer, got '" << s << "'");
+  TPB_INPUT_CHECK(v >= min, "plan: " << flag << ": expected >= " << min << ", got " << v);
+  return v;
+}
+
+std::optional<std::string> get(const Args& a, const std::string& flag) {
+  auto it = a.values.find(flag);
+  if (it == a.values.end()) return std::nullopt;
+  return it->second;
+}
+
+std::int64_t kv_dtype_bytes(const Args& a) {
+  const std::string d = get(a, "--kv-dtype").value_or("bf16");
+  TPB_INPUT_CHECK(d == "bf16" || d == "fp8", "plan: --kv-dtype: expected bf16 or fp8, got '" << d << "'");
+  return d == "fp8" ? 1 : 2;
+}
+
+double mem_fraction(const Args& a, bool required) {
+  auto v = get(a, "--mem-fraction");
+  TPB_INPUT_CHECK(v || !required, "plan: --from-measured needs --mem-fraction");
+  const double f = v ? to_double("--mem-fraction", *v) : 0.85;
+  TPB_INPUT_CHECK(f > 0.0 && f <= 1.0, "plan: --mem-fraction: expected a value in (0, 1], got " << f);
+  return f;
+}
+
+tpb::ModelConfig load_model(const Args& a) {
+  auto model = get(a, "--model");
+  TPB_INPUT_CHECK(model, "plan: --model PRESET|DIR is required");
+  tpb::ModelConfig c = tpb::load_model_config_by_name(*model);
+  if (auto o = get(a, "--overrides")) {
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(*o);
+    } catch (const nlohmann::json::parse_error& e) {
+      TPB_INPUT_FAIL("plan: --overrides: not valid JSON: " << e.what());
+    }
+    tpb::apply_overrides(c, j, "--overrides", "$");
+  }
+  return c;
+}
+
+double to_gib(double bytes) { return bytes / static_cast<double>(kGiB); }
+
+std::string fmt(const char* f, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, v);
+  return buf;
+}
+
+// ---- --from-measured ------------------------------------------------------------------
+
+int run_from_measured(const Args& a) {
+  for (const char* f : {"--tp", "--quant", "--gpu", "--gpu-mem-gib", "--allreduce", "--context-mib",
+                        "--custom-max-mib", "--nccl-channels", "--graph-batch-sizes", "--batch", "--seq-len"})
+    TPB_INPUT_CHECK(!get(a, f), "plan: " << f << " does not apply to --from-measured (it reads total and avail off a log)");
+  auto total_s = get(a, "--total-gib"), avail_s = get(a, "--avail-gib");
+  TPB_INPUT_CHECK(total_s && avail_s, "plan: --from-measured needs --total-gib and --avail-gib");
+  const double total_gib = to_double("--total-gib", *total_s), avail_gib = to_double("--avail-gib", *avail_s);
+  TPB_INPUT_CHECK(total_gib > 0, "plan: --total-gib: expected > 0, got " << total_gib);
+  TPB_INPUT_CHECK(avail_gib >= 0 && avail_gib <= total_gib,
+                  "plan: --avail-gib: expected 0.." << total_gib << " (free after weights <= free before), got " << avail_gib);
+  const double f = mem_fraction(a, true);
+  const std::int64_t tokens = get(a, "--tokens") ? to_int("--tokens", *get(a, "--tokens"), 0) : 0;
+  const double total = total_gib * kGiB, avail = avail_gib * kGiB;
+  const double rest = tpb::kv_rest_bytes(total, avail, f);
+
+  nlohmann::json j;
+  j["mode"] = "from-measured";
+  j["total_gib"] = total_gib;
+  j["avail_gib"] = avail_gib;
+  j["mem_fraction"] = f;
+  j["rest_gib"] = to_gib(rest);
+  // Without a model there is no cell: feasible means rest > 0, and the smallest fraction
+  // solves rest = 0.
+  bool feasible = rest > 0;
+  double min_fraction = 1.0 - avail / total;
+  std::string verdict;
+  if (get(a, "--model")) {
+    const tpb::ModelConfig c = load_model(a);
+    const std::int64_t cell = tpb::kv_cell_bytes(c, kv_dtype_bytes(a));
+    const std::int64_t max_tokens = tpb::kv_max_tokens(total, avail, f, cell);
+    feasible = max_tokens >= std::max<std::int64_t>(1, tokens);
+    min_fraction = tpb::kv_min_mem_fraction(total, avail, cell, 1);
+    j["model"] = c.name;
+    j["kv_cell_bytes"] = cell;
+    j["max_tokens"] = max_tokens;
+    j["requested_tokens"] = tokens;
+    if (tokens > 0) j["min_mem_fraction_requested"] = tpb::kv_min_mem_fraction(total, avail, cell, tokens);
+    verdict = tpb::kv_verdict(total, avail, f, cell, tokens);
+  } else {
+    TPB_INPUT_CHECK(tokens == 0, "plan: --tokens needs --model (the KV cell size comes from the config)");
+    std::ostringstream os;
+    if (feasible)
+      os << "rest " << fmt("%.2f", to_gib(rest)) << " GiB > 0: the server starts (give --model for KV tokens); "
+         << "mem_fraction > " << fmt("%.4f", min_fraction) << " keeps rest positive.";
+    else
+      os << "Not enough memory: rest " << fmt("%.2f", to_gib(rest)) << " GiB <= 0; mem_fraction > "
+         << fmt("%.4f", min_fraction) << " makes rest positive.";
+    verdict = os.str();
+  }
+  j["feasible"] = feasible;
+  j["min_mem_fraction"] = min_fraction;
+  j["verdict"] = verdict;
+
+  if (a.switches.count("--json")) {
+    std::printf("%s\n", j.dump(2).c_str());
+  } else {
+    std::printf("tpbench plan --from-measured\n");
+    std::printf("  total (free before weights)  %10.2f GiB\n", total_gib);
+    std::printf("  avail (free after weights)   %10.2f GiB\n", avail_gib);
+    std::printf("  slack total*(1-%.4g)       %10.2f GiB\n", f, total_gib * (1 - f));
+    std::printf("  rest                         %10.2f GiB\n", to_gib(rest));
+    if (j.contains("max_tokens")) {
+      std::printf("  kv cell                      %10lld B\n", static_cast<long long>(j["kv_cell_bytes"].get<std::int64_t>()));
+      std::printf("  max tokens                   %10lld\n", static_cast<long long>(j["max_tokens"].get<std::int64_t>()));
+    }
+    std::printf("%s\n", verdict.c_str());
+  }
+  return feasible ? 0 : 1;
+}
+
+// ---- predicted plan ---------------------------------------------------------------------
+
+std::vector<std::int64_t> graph_batch_sizes(const Args& a) {
+  const std::string s = get(a, "--graph-batch-sizes").value_or("1,2,4,8,16,32,64,128,256");
+  std::vector<std::int64_t> out;
+  if (s == "none") return out;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ',')) out.push_back(to_int("--graph-batch-sizes", item, 1));
+  TPB_INPUT_CHECK(!out.empty(), "plan: --graph-batch-sizes: expected a comma-separated list or 'none'");
+  return out;
+}
+
+nlohmann::json plan_json(const tpb::MemoryPlan& p, const std::string& gpu_name) {
+  const auto& in = p.input;
+  nlohmann::json j;
+  j["mode"] = "predicted";
+  j["model"] = in.config.name;
+  j["tp"] = in.tp;
+  j["quant"] = tpb::quantization_name(in.quant);
+  j["gpu"] = gpu_name;
+  j["mem_fraction"] = in.mem_fraction;
+  j["allreduce"] = in.allreduce;
+  j["requested_tokens"] = in.requested_tokens;
+  j["gpu_total_bytes"] = p.gpu_total_bytes;
+  j["cuda_context_bytes"] = p.cuda_context_bytes;
+  j["weights_bytes_per_rank"] = p.weights.bytes_per_rank;
+  j["weights_bytes_global"] = p.weights.bytes_global;
+  j["parameters_global"] = p.weights.elements_global;
+  j["comm_bytes_per_rank"] = p.comm.total();
+  j["comm_custom_bytes_per_rank"] = p.comm.custom_bytes;
+  j["comm_nccl_bytes_per_rank"] = p.comm.nccl_bytes;
+  j["kv_cell_bytes"] = p.kv_cell_bytes;
+  j["total_bytes"] = p.total_bytes;
+  j["avail_bytes"] = p.avail_bytes;
+  j["total_gib"] = to_gib(static_cast<double>(p.total_bytes));
+  j["avail_gib"] = to_gib(static_cast<double>(p.avail_bytes));
+  j["slack_gib"] = to_gib(p.slack_bytes);
+  j["rest_gib"] = to_gib(p.rest_bytes);
+  j["max_tokens"] = p.max_tokens;
+  j["kv_cache_bytes_per_rank"] = p.kv_cache_bytes;
+  j["feasible"] = p.feasible;
+  j["min_mem_fraction"] = p.min_mem_fraction;
+  if (in.requested_tokens > 0) j["min_mem_fraction_requested"] = p.min_mem_fraction_requested;
+  j["graph_pool_bytes"] = p.graph_pool_bytes;
+  nlohmann::json pools = nlohmann::json::array();
+  for (const auto& g : p.graph_pools) pools.push_back({{"batch_size", g.batch_size}, {"bytes", g.bytes}});
+  j["graph_pools"] = pools;
+  j["activation_peak"] = {{"batch", in.activation_batch},          {"seq_len", in.activation_seq_len},
+                          {"tokens", p.activation.tokens},         {"residual_bytes", p.activation.residual_bytes},
+                          {"attention_bytes", p.activation.attention_bytes}, {"moe_bytes", p.activation.moe_bytes},
+                          {"dense_mlp_bytes", p.activation.dense_mlp_bytes}, {"logits_bytes", p.activation.logits_bytes},
+                          {"peak_bytes", p.activation.peak_bytes}, {"largest", p.activation.largest}};
+  j["slack_needed_bytes"] = p.slack_needed_bytes;
+  j["slack_fits"] = p.slack_fits;
+  j["max_mem_fraction_for_slack"] = p.max_mem_fraction_for_slack;
+  nlohmann::json groups = nlohmann::json::object();
+  for (const auto& g : p.weights.groups)
+    groups[g.group] = {{"bytes_per_rank", g.bytes_per_rank}, {"bytes_global", g.bytes_global}};
+  j["weights_by_group"] = groups;
+  nlohmann::json breakdown = nlohmann::json::array();
+  for (const auto& t : p.breakdown)
+    breakdown.push_back({{"term", t.name}, {"bytes_per_rank", t.bytes}, {"sign", std::string(1, t.sign)}, {"note", t.note}});
+  j["breakdown"] = breakdown;
+  j["assumptions"] = p.assumptions;
+  j["verdict"] = p.verdict;
+  return j;
+}
+
+void print_plan(const tpb::MemoryPlan& p, const std::string& gpu_name) {
+  const auto& in = p.input;
+  std::printf("tpbench plan: %s, TP %d, %s weights, %s, mem_fraction %.4g, allreduce %s\n", in.config.name.c_str(),
+              in.tp, tpb::quantization_name(in.quant), gpu_name.c_str(), in.mem_fraction, in.allreduce.c_str());
+  std::printf("model: %.4g B parameters, %.2f GB weights in all (%s)\n",
+              static_cast<double>(p.weights.elements_global) / 1e9, static_cast<double>(p.weights.bytes_global) / 1e9,
+              tpb::quantization_name(in.quant));
+  std::printf("\nper rank                          %12s %16s  note\n", "GiB", "bytes");
+  for (const auto& t : p.breakdown) {
+    const char sign = t.sign == '=' ? '=' : t.sign == '-' ? '-' : ' ';
+    std::printf("%c %-31s %12.3f %16lld  %s\n", sign, t.name.c_str(), to_gib(static_cast<double>(t.bytes)),
+                static_cast<long long>(t.bytes), t.note.c_str());
+  }
+  std::printf("\nkv cell            %lld B per token (every rank)\n", static_cast<long long>(p.kv_cell_bytes));
+  std::printf("rest               %.3f GiB\n", to_gib(p.rest_bytes));
+  std::printf("max tokens         %lld\n", static_cast<long long>(p.max_tokens));
+  std::printf("min mem_fraction   %.4f (one token)", std::ceil(p.min_mem_fraction * 1e4 - 1e-9) / 1e4);
+  if (in.requested_tokens > 0)
+    std::printf(", %.4f (%lld tokens)", std::ceil(p.min_mem_fraction_requested * 1e4 - 1e-9) / 1e4,
+                static_cast<long long>(in.requested_tokens));
+  std::printf("\nslack              %.3f GiB for graph pool %.3f + activations %.3f GiB: %s\n", to_gib(p.slack_bytes),
+              to_gib(static_cast<double>(p.graph_pool_bytes)), to_gib(static_cast<double>(p.activation.peak_bytes)),
+              p.slack_fits ? "fits" : "DOES NOT FIT");
+  std::printf("feasible           %s\n", p.feasible ? "yes" : "NO");
+  std::printf("\nassumptions:\n");
+  for (const auto& s : p.assumptions) std::printf("  - %s\n", s.c_str());
+  std::printf("\n%s\n", p.verdict.c_str());
+}
+
+int run_plan(const std::vector<std::string>& raw) {
+  const Args a = parse_args(raw);
+  if (a.switches.count("--from-measured")) return run_from_measured(a);
+  for (const char* f : {"--total-gib", "--avail-gib"})
+    TPB_INPUT_CHECK(!get(a, f), "plan: " << f << " applies only with --from-measured");
+
+  tpb::PlanInput in;
+  in.config = load_model(a);
+  auto tp = get(a, "--tp");
+  TPB_INPUT_CHECK(tp, "plan: --tp N is required");
+  in.tp = static_cast<int>(to_int("--tp", *tp, 1));
+  in.quant = tpb::parse_quantization(get(a, "--quant").value_or("bf16"), "plan: --quant");
+  auto gpu = get(a, "--gpu");
+  auto gpu_gib = get(a, "--gpu-mem-gib");
+  TPB_INPUT_CHECK(gpu.has_value() != gpu_gib.has_value(), "plan: give exactly one of --gpu NAME or --gpu-mem-gib X");
+  std::string gpu_name;
+  if (gpu) {
+    const tpb::GpuSpec& g = tpb::find_gpu(*gpu);
+    in.gpu_total_bytes = g.total_bytes;
+    in.cuda_context_bytes = g.cuda_context_bytes;
+    gpu_name = g.name + " (" + fmt("%.2f", to_gib(static_cast<double>(g.total_bytes))) + " GiB)";
+  } else {
+    const double x = to_double("--gpu-mem-gib", *gpu_gib);
+    TPB_INPUT_CHECK(x > 0, "plan: --gpu-mem-gib: expected > 0, got " << x);
+    in.gpu_total_bytes = static_cast<std::int64_t>(std::llround(x * kGiB));
+    in.cuda_context_bytes = tpb::default_cuda_context_bytes();
+    gpu_name = fmt("%.2f GiB GPU", x);
+  }
+  if (auto c = get(a, "--context-mib")) in.cuda_context_bytes = to_int("--context-mib", *c, 0) * kMiB;
+  in.mem_fraction = mem_fraction(a, false);
+  in.allreduce = get(a, "--allreduce").value_or("nccl");
+  if (auto t = get(a, "--tokens")) in.requested_tokens = to_int("--tokens", *t, 0);
+  in.kv_dtype_bytes = kv_dtype_bytes(a);
+  if (auto m = get(a, "--custom-max-mib")) in.custom_max_bytes = to_int("--custom-max-mib", *m, 1) * kMiB;
+  if (auto n = get(a, "--nccl-channels")) in.nccl_channels = static_cast<int>(to_int("--nccl-channels", *n, 1));
+  in.graph_batch_sizes = graph_batch_sizes(a);
+  if (auto b = get(a, "--batch")) in.activation_batch = to_int("--batch", *b, 1);
+  if (auto s = get(a, "--seq-len")) in.activation_seq_len = to_int("--seq-len", *s, 1);
+  in.include_vision_tower = !a.switches.count("--text-only");
+
+  const tpb::MemoryPlan p = tpb::plan_memory(in);
+  if (a.switches.count("--json")) std::printf("%s\n", plan_json(p, gpu_name).dump(2).c_str());
+  else print_plan(p, gpu_name);
+  return p.feasible ? 0 : 1;
 }
 
 }  // namespace

@@ -1,0 +1,44 @@
+// Communicator buffer bytes per backend; the model and its sources are in comm_bytes.h.
+#include "reference_engine/memory/comm_bytes.h"
+
+#include "tpb/check.h"
+
+namespace tpb {
+
+std::int64_t custom_allreduce_bytes(std::int64_t max_bytes, int world_size) {
+  TPB_INPUT_CHECK(max_bytes > 0, "custom allreduce max message size: expected > 0 bytes, got " << max_bytes);
+  TPB_INPUT_CHECK(world_size >= 1, "world size: expected >= 1, got " << world_size);
+  if (world_size == 1) return 0;  // serving engines skip the custom allreduce at TP 1
+  return 3 * max_bytes + kCustomAllreduceSignalBytes;
+}
+
+std::int64_t nccl_buffer_bytes(int world_size, int channels) {
+  TPB_INPUT_CHECK(world_size >= 1, "world size: expected >= 1, got " << world_size);
+  TPB_INPUT_CHECK(channels >= 1, "NCCL channels: expected >= 1, got " << channels);
+  if (world_size == 1) return 0;
+  const std::int64_t per_connection = kNcclSimpleBufferBytes + kNcclLlBufferBytes + kNcclLl128BufferBytes;
+  const std::int64_t rounded =
+      (per_connection + kNcclAllocGranularityBytes - 1) / kNcclAllocGranularityBytes * kNcclAllocGranularityBytes;
+  return channels * rounded;
+}
+
+CommBytes comm_bytes(const std::string& backend, int world_size, std::int64_t custom_max_bytes, int nccl_channels,
+                     const std::string& what) {
+  CommBytes b;
+  if (backend == "nccl") {
+    b.nccl_bytes = nccl_buffer_bytes(world_size, nccl_channels);
+  } else if (backend == "custom-oneshot" || backend == "custom-twoshot") {
+    b.custom_bytes = custom_allreduce_bytes(custom_max_bytes, world_size);
+  } else if (backend == "auto") {
+    b.custom_bytes = custom_allreduce_bytes(custom_max_bytes, world_size);
+    b.nccl_bytes = nccl_buffer_bytes(world_size, nccl_channels);
+  } else if (backend == "shm" || backend == "mpi") {
+    // host memory only
+  } else {
+    TPB_INPUT_FAIL(what << ": expected nccl, custom-oneshot, custom-twoshot, auto, shm or mpi, got '" << backend
+                        << "'");
+  }
+  return b;
+}
+
+}  // namespace tpb

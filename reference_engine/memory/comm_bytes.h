@@ -1,0 +1,60 @@
+// Device memory that each allreduce backend's buffers take per rank, allocated before a
+// serving engine reads `total` (ARCHITECTURE.md, "Memory planner"), so it shrinks `total`.
+//
+// custom-oneshot / custom-twoshot (vLLM/SGLang-style IPC allreduce), per rank:
+//   IPC data buffer      max_bytes (peers map it; mapping a peer's buffer costs no local memory)
+//   metadata + temp      max_bytes + the signal struct (vLLM allocates meta_size() + max_size)
+//   rank data            max_bytes (registered-pointer table; vLLM/SGLang allocate 8 MiB)
+//   = 3 x max_bytes + signal ~= 24 MiB at the usual 8 MiB max message (MODEL.md).
+// nccl: an ESTIMATE until the GPU meter measures it (issue 6). NCCL's P2P transport gives
+//   each connection one receive buffer per protocol:
+//     SIMPLE  NCCL_BUFFSIZE, default 4 MiB
+//     LL      DEFAULT_LL_BUFFSIZE   = 8 lines/thread x 512 threads x 8 steps x 16 B = 512 KiB
+//     LL128   DEFAULT_LL128_BUFFSIZE = 120 elems/thread x 640 threads x 8 steps x 8 B = 4800 KiB
+//   rounded up to the 2 MiB cuMem granularity (NCCL_CUMEM_ENABLE, default since 2.19) = 10 MiB.
+//   Within one node NCCL uses rings (trees span nodes); each channel has one receive
+//   connection per rank, so bytes = channels x 10 MiB, independent of world size > 1, and 0
+//   at world size 1 (no peers). Channels: 32 assumed for NVLink/NVSwitch Hopper systems
+//   (NCCL's "32 coll channels" on 8 x H100/H200); NVLS (NVLink SHARP) buffers are NOT
+//   counted: tpbench runs with NCCL_NVLS_ENABLE=0 (it would add hundreds of MiB).
+// auto: custom below a size threshold, NCCL above, so both sets of buffers.
+// shm, mpi: host memory only, 0 device bytes.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace tpb {
+
+inline constexpr std::int64_t kMiB = 1LL << 20;
+inline constexpr std::int64_t kGiB = 1LL << 30;
+
+// vLLM/SGLang's default custom-allreduce max message size.
+inline constexpr std::int64_t kCustomAllreduceDefaultMaxBytes = 8 * kMiB;
+// vLLM's Signal struct (start/end flags, 36 blocks x 8 ranks x 2 x uint32 + flags), rounded up.
+inline constexpr std::int64_t kCustomAllreduceSignalBytes = 4096;
+// NCCL defaults, see the file comment.
+inline constexpr std::int64_t kNcclSimpleBufferBytes = 4 * kMiB;
+inline constexpr std::int64_t kNcclLlBufferBytes = 8LL * 512 * 8 * 16;
+inline constexpr std::int64_t kNcclLl128BufferBytes = 120LL * 640 * 8 * 8;
+inline constexpr std::int64_t kNcclAllocGranularityBytes = 2 * kMiB;
+inline constexpr int kNcclDefaultChannels = 32;
+
+// Custom IPC allreduce buffers of one rank for messages up to `max_bytes`; 0 at world size 1.
+std::int64_t custom_allreduce_bytes(std::int64_t max_bytes, int world_size);
+
+// NCCL's receive buffers of one rank in a single-node ring communicator (see file comment).
+std::int64_t nccl_buffer_bytes(int world_size, int channels = kNcclDefaultChannels);
+
+struct CommBytes {
+  std::int64_t custom_bytes = 0;  // custom allreduce IPC + metadata + rank data, per rank
+  std::int64_t nccl_bytes = 0;    // NCCL channel buffers, per rank (estimate)
+  std::int64_t total() const { return custom_bytes + nccl_bytes; }
+};
+
+// Known backends: nccl, custom-oneshot, custom-twoshot, auto, shm, mpi. Anything else throws
+// InputError naming `what` (e.g. "--allreduce").
+CommBytes comm_bytes(const std::string& backend, int world_size, std::int64_t custom_max_bytes,
+                     int nccl_channels, const std::string& what);
+
+}  // namespace tpb

@@ -1,0 +1,243 @@
+// The memory planner: the serving engines' KV sizing formula applied to predicted terms.
+// The formula, the activation model and the graph-pool model are documented in planner.h.
+#include "reference_engine/memory/planner.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <sstream>
+
+#include "tpb/check.h"
+
+namespace tpb {
+
+namespace {
+
+constexpr std::int64_t kBf16 = 2;
+
+std::string gib(double bytes) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.2f GiB", bytes / static_cast<double>(kGiB));
+  return buf;
+}
+
+// Fractions are shown rounded UP to 4 decimals, so a value copied from the sentence works.
+std::string fraction_up(double f) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.4f", std::ceil(f * 1e4 - 1e-9) / 1e4);
+  return buf;
+}
+
+// The largest fraction shown rounded DOWN, for the same reason.
+std::string fraction_down(double f) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.4f", std::floor(f * 1e4 + 1e-9) / 1e4);
+  return buf;
+}
+
+}  // namespace
+
+ActivationPeak activation_peak(const ModelConfig& c, int tp, std::int64_t batch, std::int64_t seq_len) {
+  TPB_INPUT_CHECK(batch >= 1, "activation batch: expected >= 1 sequences, got " << batch);
+  TPB_INPUT_CHECK(seq_len >= 1, "activation seq_len: expected >= 1 tokens, got " << seq_len);
+  c.validate_tp(tp);
+  ActivationPeak a;
+  const std::int64_t T = batch * seq_len, H = c.hidden_size, heads = c.num_attention_heads / tp;
+  a.tokens = T;
+  a.residual_bytes = 2 * T * H * kBf16;
+  {
+    const std::int64_t q_in = c.q_lora_rank > 0 ? 2 * c.q_lora_rank : 0;
+    const std::int64_t per_token = q_in + heads * c.qk_head_dim()     // q
+                                   + heads * c.qk_head_dim()          // k (nope | broadcast rope)
+                                   + c.kv_cache_width() + c.kv_lora_rank  // kv_a out, normed latent
+                                   + heads * (c.qk_nope_head_dim + c.v_head_dim)  // kv_b out
+                                   + heads * c.v_head_dim             // attention out
+                                   + H;                               // o_proj out
+    a.attention_bytes = T * per_token * kBf16;
+  }
+  bool has_moe = false, has_dense = false;
+  for (std::int64_t l = 0; l < c.num_hidden_layers; ++l) (c.is_moe_layer(l) ? has_moe : has_dense) = true;
+  if (has_moe) {
+    const std::int64_t I = c.moe_intermediate_size / tp, k = c.num_experts_per_tok;
+    a.moe_bytes = T * c.n_routed_experts * 4                      // router scores, fp32
+                  + T * k * 8                                     // top-k ids (int32) + weights (fp32)
+                  + T * k * (2 * I + I + H) * kBf16               // fused-MoE caches 1, 2, 3
+                  + (c.n_shared_experts > 0 ? T * (c.n_shared_experts * 3 * I + H) * kBf16 : 0)  // shared
+                  + T * H * kBf16;                                // combined output
+  }
+  if (has_dense) {
+    const std::int64_t I = c.intermediate_size / tp;
+    a.dense_mlp_bytes = T * (2 * I + I + H) * kBf16;
+  }
+  a.logits_bytes = batch * c.vocab_size * 4 + batch * (c.vocab_size / tp) * kBf16;
+  const std::pair<std::int64_t, const char*> parts[] = {{a.attention_bytes, "attention"},
+                                                        {a.moe_bytes, "moe"},
+                                                        {a.dense_mlp_bytes, "dense_mlp"},
+                                                        {a.logits_bytes, "logits"}};
+  std::int64_t largest = -1;
+  for (const auto& [bytes, name] : parts) {
+    if (bytes > largest) {
+      largest = bytes;
+      a.largest = name;
+    }
+  }
+  a.peak_bytes = a.residual_bytes + largest;
+  return a;
+}
+
+std::int64_t kv_cell_bytes(const ModelConfig& config, std::int64_t kv_dtype_bytes) {
+  TPB_INPUT_CHECK(kv_dtype_bytes == 1 || kv_dtype_bytes == 2,
+                  "kv cache dtype: expected 1 (fp8) or 2 (bf16) bytes per element, got " << kv_dtype_bytes);
+  return config.kv_cache_width() * config.num_hidden_layers * kv_dtype_bytes;
+}
+
+double kv_rest_bytes(double total_bytes, double avail_bytes, double mem_fraction) {
+  return avail_bytes - total_bytes * (1.0 - mem_fraction);
+}
+
+std::int64_t kv_max_tokens(double total_bytes, double avail_bytes, double mem_fraction, std::int64_t cell_bytes) {
+  TPB_CHECK(cell_bytes > 0, "kv cell must be positive, got " << cell_bytes);
+  const double rest = kv_rest_bytes(total_bytes, avail_bytes, mem_fraction);
+  if (rest <= 0) return 0;
+  return static_cast<std::int64_t>(std::floor(rest / static_cast<double>(cell_bytes)));
+}
+
+double kv_min_mem_fraction(double total_bytes, double avail_bytes, std::int64_t cell_bytes, std::int64_t tokens) {
+  TPB_CHECK(tokens >= 1, "tokens must be >= 1, got " << tokens);
+  TPB_CHECK(total_bytes > 0, "total must be positive, got " << total_bytes);
+  const double need = static_cast<double>(tokens) * static_cast<double>(cell_bytes);
+  double f = 1.0 - (avail_bytes - need) / total_bytes;
+  if (f > 1.0) return f;  // even the whole of `avail` is too small
+  // The solved value can sit an ulp below the boundary after rounding; step up until the
+  // floor agrees, so a plan at the returned fraction is feasible and any smaller one is not.
+  for (int i = 0; i < 1000 && kv_max_tokens(total_bytes, avail_bytes, f, cell_bytes) < tokens; ++i)
+    f = std::nextafter(f, 2.0);
+  return f;
+}
+
+std::string kv_verdict(double total_bytes, double avail_bytes, double mem_fraction, std::int64_t cell_bytes,
+                       std::int64_t requested_tokens) {
+  const double rest = kv_rest_bytes(total_bytes, avail_bytes, mem_fraction);
+  const std::int64_t tokens = kv_max_tokens(total_bytes, avail_bytes, mem_fraction, cell_bytes);
+  const std::int64_t need = std::max<std::int64_t>(1, requested_tokens);
+  const double f1 = kv_min_mem_fraction(total_bytes, avail_bytes, cell_bytes, 1);
+  const double fr = kv_min_mem_fraction(total_bytes, avail_bytes, cell_bytes, need);
+  std::ostringstream os;
+  if (tokens >= need) {
+    os << "Feasible: " << tokens << " KV tokens per rank (rest " << gib(rest) << " at mem_fraction "
+       << mem_fraction << ")";
+    if (requested_tokens > 0) os << ", enough for the requested " << requested_tokens;
+    os << "; mem_fraction >= " << fraction_up(f1) << " gives at least one token.";
+    return os.str();
+  }
+  os << "Not enough memory: avail " << gib(avail_bytes) << " after weights minus the " << gib(total_bytes - mem_fraction * total_bytes)
+     << " that mem_fraction " << mem_fraction << " leaves of total " << gib(total_bytes) << " is rest " << gib(rest);
+  if (tokens == 0) os << " (no KV token fits)";
+  else os << " (" << tokens << " of the requested " << requested_tokens << " tokens fit)";
+  if (f1 > 1.0) {
+    os << "; no mem_fraction works, the weights and buffers leave less than one KV cell ("
+       << cell_bytes << " B): use a larger TP or a smaller quantization.";
+  } else {
+    os << "; mem_fraction >= " << fraction_up(f1) << " gives at least one token";
+    if (requested_tokens > 0) {
+      if (fr > 1.0) os << " and no mem_fraction gives the requested " << requested_tokens << " tokens";
+      else os << " and >= " << fraction_up(fr) << " gives the requested " << requested_tokens;
+    }
+    os << ".";
+  }
+  return os.str();
+}
+
+MemoryPlan plan_memory(const PlanInput& in) {
+  TPB_INPUT_CHECK(in.mem_fraction > 0.0 && in.mem_fraction <= 1.0,
+                  "mem_fraction: expected a value in (0, 1], got " << in.mem_fraction);
+  TPB_INPUT_CHECK(in.gpu_total_bytes > 0, "GPU memory: expected > 0 bytes, got " << in.gpu_total_bytes);
+  TPB_INPUT_CHECK(in.cuda_context_bytes >= 0, "CUDA context: expected >= 0 bytes, got " << in.cuda_context_bytes);
+  TPB_INPUT_CHECK(in.requested_tokens >= 0, "tokens: expected >= 0, got " << in.requested_tokens);
+  in.config.validate_tp(in.tp);
+
+  MemoryPlan p;
+  p.input = in;
+  ModelConfig config = in.config;
+  if (!in.include_vision_tower) config.has_vision_tower = false;
+
+  p.gpu_total_bytes = in.gpu_total_bytes;
+  p.cuda_context_bytes = in.cuda_context_bytes;
+  p.comm = comm_bytes(in.allreduce, in.tp, in.custom_max_bytes, in.nccl_channels, "allreduce backend");
+  p.weights = weight_bytes(config, in.quant, in.tp);
+  p.total_bytes = in.gpu_total_bytes - in.cuda_context_bytes - p.comm.total();
+  TPB_INPUT_CHECK(p.total_bytes > 0, "GPU memory " << gib(in.gpu_total_bytes) << " is smaller than the CUDA context ("
+                                                   << gib(in.cuda_context_bytes) << ") plus communicator buffers ("
+                                                   << gib(p.comm.total()) << ")");
+  p.avail_bytes = p.total_bytes - p.weights.bytes_per_rank;
+  const double total = static_cast<double>(p.total_bytes), avail = static_cast<double>(p.avail_bytes);
+  p.slack_bytes = total * (1.0 - in.mem_fraction);
+  p.rest_bytes = kv_rest_bytes(total, avail, in.mem_fraction);
+  p.kv_cell_bytes = kv_cell_bytes(config, in.kv_dtype_bytes);
+  p.max_tokens = kv_max_tokens(total, avail, in.mem_fraction, p.kv_cell_bytes);
+  p.kv_cache_bytes = p.max_tokens * p.kv_cell_bytes;
+  p.feasible = p.max_tokens >= std::max<std::int64_t>(1, in.requested_tokens);
+  p.min_mem_fraction = kv_min_mem_fraction(total, avail, p.kv_cell_bytes, 1);
+  p.min_mem_fraction_requested =
+      in.requested_tokens > 0 ? kv_min_mem_fraction(total, avail, p.kv_cell_bytes, in.requested_tokens) : 0.0;
+
+  std::int64_t graph_pool_batch = 0;
+  for (std::int64_t bs : in.graph_batch_sizes) {
+    TPB_INPUT_CHECK(bs >= 1, "CUDA-graph batch sizes: expected >= 1, got " << bs);
+    const std::int64_t bytes = activation_peak(config, in.tp, bs, 1).peak_bytes;
+    p.graph_pools.push_back({bs, bytes});
+    if (bytes > p.graph_pool_bytes) {
+      p.graph_pool_bytes = bytes;
+      graph_pool_batch = bs;
+    }
+  }
+  p.activation = activation_peak(config, in.tp, in.activation_batch, in.activation_seq_len);
+  p.slack_needed_bytes = p.graph_pool_bytes + p.activation.peak_bytes;
+  p.slack_fits = p.slack_bytes >= static_cast<double>(p.slack_needed_bytes);
+  p.max_mem_fraction_for_slack = 1.0 - static_cast<double>(p.slack_needed_bytes) / total;
+
+  // The breakdown, top to bottom, every term in bytes per rank.
+  auto& b = p.breakdown;
+  b.push_back({"gpu total", in.gpu_total_bytes, '=', "cudaMemGetInfo total of one device"});
+  b.push_back({"cuda context", in.cuda_context_bytes, '-', "ESTIMATE per GPU family, to be replaced by the meter"});
+  if (p.comm.custom_bytes > 0)
+    b.push_back({"comm: custom allreduce", p.comm.custom_bytes, '-',
+                 "3 x " + std::to_string(in.custom_max_bytes) + " B max message + signal (IPC, metadata, rank data)"});
+  if (p.comm.nccl_bytes > 0)
+    b.push_back({"comm: nccl", p.comm.nccl_bytes, '-',
+                 "ESTIMATE " + std::to_string(in.nccl_channels) + " channels x 10 MiB (SIMPLE+LL+LL128), NVLS off"});
+  b.push_back({"total (free before weights)", p.total_bytes, '=', "the formula's `total`"});
+  for (const auto& g : p.weights.groups)
+    b.push_back({"weights: " + g.group, g.bytes_per_rank, '-', std::string(quantization_name(in.quant)) + " quantization"});
+  b.push_back({"avail (free after weights)", p.avail_bytes, '=', "the formula's `avail`"});
+  b.push_back({"slack total*(1-fraction)", std::llround(p.slack_bytes), '-',
+               "holds the CUDA-graph pool and the activation peak"});
+  b.push_back({"  cuda-graph pool", p.graph_pool_bytes, ' ',
+               p.graph_pools.empty() ? std::string("no graphs captured")
+                                     : "decode peak of batch " + std::to_string(graph_pool_batch) +
+                                           ", one pool shared by all captured sizes"});
+  b.push_back({"  activation peak", p.activation.peak_bytes, ' ',
+               "batch " + std::to_string(in.activation_batch) + " x seq " + std::to_string(in.activation_seq_len) +
+                   ", largest: " + p.activation.largest});
+  b.push_back({"rest (KV cache budget)", std::llround(p.rest_bytes), '=', "avail - slack"});
+  b.push_back({"kv cache", p.kv_cache_bytes, ' ',
+               std::to_string(p.max_tokens) + " tokens x " + std::to_string(p.kv_cell_bytes) + " B cell"});
+
+  p.assumptions.push_back("cuda context " + gib(in.cuda_context_bytes) + " per rank is an estimate");
+  if (p.comm.nccl_bytes > 0)
+    p.assumptions.push_back("NCCL buffers: " + std::to_string(in.nccl_channels) +
+                            " ring channels x 10 MiB, NVLS off (an estimate; the meter will measure it)");
+  if (!p.weights.vision_note.empty()) p.assumptions.push_back(p.weights.vision_note);
+  p.assumptions.push_back("activation and graph-pool models are upper-bound sketches of one layer's live "
+                          "intermediates (planner.h); allocator fragmentation is not counted");
+
+  p.verdict = kv_verdict(total, avail, in.mem_fraction, p.kv_cell_bytes, in.requested_tokens);
+  if (!p.slack_fits) {
+    p.verdict += " Warning: the slack " + gib(p.slack_bytes) + " is smaller than the CUDA-graph pool + activation peak (" +
+                 gib(static_cast<double>(p.slack_needed_bytes)) + "); mem_fraction <= " +
+                 fraction_down(std::max(0.0, p.max_mem_fraction_for_slack)) + " leaves room for them.";
+  }
+  return p;
+}
+
+}  // namespace tpb
