@@ -326,8 +326,8 @@ def _speedup_panels(recs, extra):
         base = table.get(("nccl", k[1]))
         if k[0] == "nccl" or not base:
             continue
-        cells = {c: rio.latency(base[c]) / rio.latency(r)
-                 for c, r in table[k].items() if c in base and rio.latency(r)}
+        cells = {c: rio.latency(base[c]) / rio.latency(r) for c, r in table[k].items()
+                 if c in base and rio.latency(r) and rio.latency(base[c])}
         if cells:
             ids = [table[k][c]["case_id"] for c in cells] + [base[c]["case_id"] for c in cells]
             panels.append((k, cells, ids))

@@ -158,12 +158,12 @@ def not_ok_table(records):
 
 
 def allreduce_table(records):
-    table = Table(["case_id", "backend", "message bytes", "dtype", "tp", "p50 µs", "p99 µs",
-                   "algbw GB/s", "busbw GB/s"])
+    table = Table(["case_id", "label", "backend", "message bytes", "dtype", "tp", "p50 µs",
+                   "p99 µs", "algbw GB/s", "busbw GB/s"])
     recs = [r for r in records if r["status"] == "ok" and rio.is_allreduce(r)]
     recs.sort(key=lambda r: (rio.backend(r), rio.message_bytes(r) or 0))
     for rec in recs:
-        table.add([rec["case_id"], rio.backend(rec), num(rio.message_bytes(rec)),
+        table.add([rec["case_id"], rio.label(rec), rio.backend(rec), num(rio.message_bytes(rec)),
                    text(rio.param(rec, "dtype")), rio.param(rec, "tp"),
                    num(rio.latency(rec)), num(rio.latency(rec, "p99")),
                    num(rio.metric(rec, "algbw_GBps")), num(rio.metric(rec, "busbw_GBps"))])
