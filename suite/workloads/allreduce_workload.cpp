@@ -16,6 +16,10 @@
 #include "suite/workloads/workloads.h"
 #include "tpb/check.h"
 
+#if TPB_HAVE_CUDA
+#include "tpb/kernels/allreduce_timing.h"
+#endif
+
 namespace tpb {
 namespace {
 
@@ -155,13 +159,19 @@ json run_allreduce_workload(const json& case_spec, WorkerState& state) {
   TPB_INPUT_CHECK(warmup >= 0, "case_spec.measure.warmup: expected >= 0, got " << warmup);
   TPB_INPUT_CHECK(iterations >= 1, "case_spec.measure.iterations: expected >= 1, got " << iterations);
   TPB_INPUT_CHECK(repetitions >= 1, "case_spec.measure.repetitions: expected >= 1, got " << repetitions);
-  TPB_INPUT_CHECK(device == "cpu" && !is_gpu_backend(backend),
-                  "the allreduce workload runs host-memory backends only in this build (device '"
-                      << device << "', backend '" << backend << "'); the device-buffer path for GPU backends "
-                      << "is not implemented yet");
+  // GPU backends run on device buffers, one process per GPU (rank r on CUDA device r), timed
+  // with device events by time_device_collective (kernels/allreduce/allreduce_timing.cpp).
+  const bool on_gpu = device == "cuda";
+  TPB_INPUT_CHECK(on_gpu == is_gpu_backend(backend),
+                  "allreduce backend '" << backend << "' does not run on device '" << device
+                                        << "' (host backends: shm; GPU backends: nccl, custom-oneshot, custom-twoshot, auto)");
+  TPB_INPUT_CHECK(!on_gpu || TPB_HAVE_CUDA, "device cuda: this tpbench was built without CUDA");
+  const bool cuda_graph = params.contains("cuda_graph") && params["cuda_graph"].is_boolean() && params["cuda_graph"].get<bool>();
+  (void)cuda_graph;  // read only in CUDA builds
 
   CommOptions options;
   options.max_bytes = static_cast<std::size_t>(int_field(params, "comm_max_bytes", static_cast<std::int64_t>(options.max_bytes), "params"));
+  if (on_gpu) options.device = state.rank();
   Communicator& comm = state.communicator(backend, options);
   const int rank = state.rank();
   const int world_size = state.world_size();
@@ -173,11 +183,27 @@ json run_allreduce_workload(const json& case_spec, WorkerState& state) {
   HostTimer host_timer;
   IterationTimer& timer = host_timer;
 
-  for (std::int64_t i = 0; i < warmup; ++i) comm.all_reduce(input.data(), output.data(), count, dtype, nullptr);
+  std::vector<double> latency_us_gpu;  // filled on GPU backends
+#if TPB_HAVE_CUDA
+  if (on_gpu) {
+    DeviceTimingSpec spec;
+    spec.device = options.device;
+    spec.bytes = static_cast<std::size_t>(message_bytes);
+    spec.warmup = static_cast<int>(warmup);
+    spec.samples = static_cast<int>(repetitions * iterations);
+    spec.ops_per_sample = message_bytes <= (4 << 20) ? 20 : 2;  // batches >= ~100 us, as tpb_bench
+    spec.cuda_graph = cuda_graph;
+    latency_us_gpu = time_device_collective(
+        spec, input.data(), output.data(),
+        [&](const void* in, void* out, void* stream) { comm.all_reduce(in, out, count, dtype, stream); },
+        [&] { comm.barrier(); });
+  }
+#endif
+  for (std::int64_t i = 0; i < warmup && !on_gpu; ++i) comm.all_reduce(input.data(), output.data(), count, dtype, nullptr);
   // repetitions x iterations samples, in order: the runner takes one median per repetition.
   // (measure.min_duration_s is not applied here: the ranks would have to agree on a count.)
-  std::vector<double> latency_us;
-  for (std::int64_t i = 0; i < repetitions * iterations; ++i) {
+  std::vector<double> latency_us = latency_us_gpu;
+  for (std::int64_t i = 0; i < repetitions * iterations && !on_gpu; ++i) {
     comm.barrier();  // every sample starts with all ranks present
     timer.start();
     comm.all_reduce(input.data(), output.data(), count, dtype, nullptr);
