@@ -130,10 +130,13 @@ std::string kv_verdict(double total_bytes, double avail_bytes, double mem_fracti
     os << "; mem_fraction >= " << fraction_up(f1) << " gives at least one token.";
     return os.str();
   }
-  os << "Not enough memory: avail " << gib(avail_bytes) << " after weights minus the " << gib(total_bytes - mem_fraction * total_bytes)
-     << " that mem_fraction " << mem_fraction << " leaves of total " << gib(total_bytes) << " is rest " << gib(rest);
-  if (tokens == 0) os << " (no KV token fits)";
-  else os << " (" << tokens << " of the requested " << requested_tokens << " tokens fit)";
+  char pct[16];
+  std::snprintf(pct, sizeof pct, "%.4g%%", 100.0 * (1.0 - mem_fraction));
+  os << "Not enough memory: after weights " << gib(avail_bytes) << " is free (avail), and mem_fraction "
+     << mem_fraction << " keeps " << gib(total_bytes * (1.0 - mem_fraction)) << " (" << pct << " of total "
+     << gib(total_bytes) << ") out of the KV cache, so rest = " << gib(rest);
+  if (tokens == 0) os << " and no KV token fits";
+  else os << " and only " << tokens << " of the requested " << requested_tokens << " tokens fit";
   if (f1 > 1.0) {
     os << "; no mem_fraction works, the weights and buffers leave less than one KV cell ("
        << cell_bytes << " B): use a larger TP or a smaller quantization.";
@@ -208,7 +211,7 @@ MemoryPlan plan_memory(const PlanInput& in) {
                  "ESTIMATE " + std::to_string(in.nccl_channels) + " channels x 10 MiB (SIMPLE+LL+LL128), NVLS off"});
   b.push_back({"total (free before weights)", p.total_bytes, '=', "the formula's `total`"});
   for (const auto& g : p.weights.groups)
-    b.push_back({"weights: " + g.group, g.bytes_per_rank, '-', std::string(quantization_name(in.quant)) + " quantization"});
+    b.push_back({"weights: " + g.group, g.bytes_per_rank, '-', g.formats});
   b.push_back({"avail (free after weights)", p.avail_bytes, '=', "the formula's `avail`"});
   b.push_back({"slack total*(1-fraction)", std::llround(p.slack_bytes), '-',
                "holds the CUDA-graph pool and the activation peak"});

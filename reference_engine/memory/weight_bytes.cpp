@@ -222,11 +222,14 @@ WeightBytes weight_bytes(const ModelConfig& config, Quantization quant, int tp) 
   if (config.has_vision_tower) vision_tower_family(config, &out.vision_note);
   const auto families = tensor_families(config, quant);
   for (const char* group : kGroupOrder) {
-    WeightGroupBytes g{group, 0, 0};
+    WeightGroupBytes g{group, 0, 0, ""};
     for (const auto& f : families) {
       if (f.group != group) continue;
       g.bytes_per_rank += family_bytes_per_rank(f, tp);
       g.bytes_global += family_bytes_global(f);
+      const std::string name = weight_format_name(f.format);
+      if (("+" + g.formats + "+").find("+" + name + "+") == std::string::npos)
+        g.formats += (g.formats.empty() ? "" : "+") + name;
     }
     if (g.bytes_global == 0) continue;
     out.bytes_per_rank += g.bytes_per_rank;

@@ -92,6 +92,7 @@ struct WeightGroupBytes {
   std::string group;               // as TensorFamily::group
   std::int64_t bytes_per_rank = 0; // summed over the group's families
   std::int64_t bytes_global = 0;   // unsharded model
+  std::string formats;             // storage formats in the group, e.g. "int4-group32" or "bf16+fp32"
 };
 
 struct WeightBytes {

@@ -310,7 +310,7 @@ nlohmann::json plan_json(const tpb::MemoryPlan& p, const std::string& gpu_name) 
   j["max_mem_fraction_for_slack"] = p.max_mem_fraction_for_slack;
   nlohmann::json groups = nlohmann::json::object();
   for (const auto& g : p.weights.groups)
-    groups[g.group] = {{"bytes_per_rank", g.bytes_per_rank}, {"bytes_global", g.bytes_global}};
+    groups[g.group] = {{"bytes_per_rank", g.bytes_per_rank}, {"bytes_global", g.bytes_global}, {"formats", g.formats}};
   j["weights_by_group"] = groups;
   nlohmann::json breakdown = nlohmann::json::array();
   for (const auto& t : p.breakdown)
@@ -325,9 +325,9 @@ void print_plan(const tpb::MemoryPlan& p, const std::string& gpu_name) {
   const auto& in = p.input;
   std::printf("tpbench plan: %s, TP %d, %s weights, %s, mem_fraction %.4g, allreduce %s\n", in.config.name.c_str(),
               in.tp, tpb::quantization_name(in.quant), gpu_name.c_str(), in.mem_fraction, in.allreduce.c_str());
-  std::printf("model: %.4g B parameters, %.2f GB weights in all (%s)\n",
+  std::printf("model: %.2f billion parameters, %.2f GB of weights unsharded (%s), %.2f GB per rank\n",
               static_cast<double>(p.weights.elements_global) / 1e9, static_cast<double>(p.weights.bytes_global) / 1e9,
-              tpb::quantization_name(in.quant));
+              tpb::quantization_name(in.quant), static_cast<double>(p.weights.bytes_per_rank) / 1e9);
   std::printf("\nper rank                          %12s %16s  note\n", "GiB", "bytes");
   for (const auto& t : p.breakdown) {
     const char sign = t.sign == '=' ? '=' : t.sign == '-' ? '-' : ' ';
@@ -381,6 +381,7 @@ int run_plan(const std::vector<std::string>& raw) {
   if (auto c = get(a, "--context-mib")) in.cuda_context_bytes = to_int("--context-mib", *c, 0) * kMiB;
   in.mem_fraction = mem_fraction(a, false);
   in.allreduce = get(a, "--allreduce").value_or("nccl");
+  tpb::comm_bytes(in.allreduce, 2, in.custom_max_bytes, in.nccl_channels, "plan: --allreduce");  // names the flag
   if (auto t = get(a, "--tokens")) in.requested_tokens = to_int("--tokens", *t, 0);
   in.kv_dtype_bytes = kv_dtype_bytes(a);
   if (auto m = get(a, "--custom-max-mib")) in.custom_max_bytes = to_int("--custom-max-mib", *m, 1) * kMiB;
