@@ -17,6 +17,7 @@
 #include "reference_engine/comm/auto/auto_communicator.h"
 #include "reference_engine/comm/custom/custom_communicator.h"
 #include "reference_engine/comm/factory.h"
+#include "reference_engine/comm/nccl/nccl_communicator.h"
 #include "tpb/cuda_check.h"
 #include "tpb/kernels/allreduce_ref.h"
 
@@ -381,6 +382,31 @@ TEST_P(CustomAllreduce, OneShotEqualsTwoShotBitwise) {
       auto a = reduce_once(one, world, bs.rank(), 42 + count, count, DType::bf16, false, false, 0, 0, stream, nullptr);
       auto b = reduce_once(two, world, bs.rank(), 42 + count, count, DType::bf16, false, false, 0, 0, stream, nullptr);
       EXPECT_TRUE(a == b) << "one-shot and two-shot differ at count " << count;
+    }
+    one.barrier();
+    two.barrier();
+    TPB_CUDA_CHECK(cudaStreamDestroy(stream));
+  }));
+}
+
+// ARCHITECTURE.md: at TP=2 every backend is bitwise identical (one fp32 add, one rounding).
+// Compared directly here (RandomBf16MatchesReference also compares each with the reference).
+TEST_P(CustomAllreduce, CustomEqualsNcclBitwiseAtTp2) {
+  const int world = GetParam();
+  if (world != 2) GTEST_SKIP() << "the bitwise custom == NCCL rule holds at TP=2 only (NCCL rounds per hop above)";
+  expect_all_ranks_passed(run_ranks(world, [&](Bootstrap& bs) {
+    TPB_CUDA_CHECK(cudaSetDevice(bs.rank()));
+    cudaStream_t stream;
+    TPB_CUDA_CHECK(cudaStreamCreate(&stream));
+    CustomAllreduceCommunicator one(AllreduceAlgo::one_shot, bs, options_for(bs.rank()));
+    CustomAllreduceCommunicator two(AllreduceAlgo::two_shot, bs, options_for(bs.rank()));
+    ASSERT_TRUE(one.custom_available()) << one.fallback_reason();
+    for (std::size_t count : {std::size_t{3}, std::size_t{7168}, std::size_t{100003}, std::size_t{1} << 20}) {
+      auto a = reduce_once(one, world, bs.rank(), 600 + count, count, DType::bf16, false, false, 0, 0, stream, nullptr);
+      auto b = reduce_once(two, world, bs.rank(), 600 + count, count, DType::bf16, false, false, 0, 0, stream, nullptr);
+      auto n = reduce_once(one.nccl(), world, bs.rank(), 600 + count, count, DType::bf16, false, false, 0, 0, stream, nullptr);
+      EXPECT_TRUE(a == n) << "custom one-shot and NCCL differ at count " << count;
+      EXPECT_TRUE(b == n) << "custom two-shot and NCCL differ at count " << count;
     }
     one.barrier();
     two.barrier();
