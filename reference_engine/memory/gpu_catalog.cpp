@@ -12,10 +12,17 @@ namespace tpb {
 
 namespace {
 
-// ESTIMATES of the per-process CUDA context footprint (see gpu_catalog.h).
-constexpr std::int64_t kHopperContextBytes = 560 * kMiB;     // ~500-600 MiB, CUDA 12/13
-constexpr std::int64_t kAmpereContextBytes = 500 * kMiB;     // a little smaller than Hopper
-constexpr std::int64_t kBlackwellContextBytes = 600 * kMiB;  // assumed like Hopper, rounded up
+// Per-process CUDA context footprint (see gpu_catalog.h).
+constexpr std::int64_t kHopperContextBytes = 527 * kMiB;     // measured, H200, CUDA 13.0
+constexpr std::int64_t kAmpereContextBytes = 500 * kMiB;     // ESTIMATE: a little smaller than Hopper
+constexpr std::int64_t kBlackwellContextBytes = 600 * kMiB;  // ESTIMATE: Hopper's, rounded up
+// Driver reserve between nvidia-smi's total and cudaMemGetInfo's: measured on H200, assumed elsewhere.
+constexpr std::int64_t kH200ReservedMiB = 616;
+
+GpuSpec gpu(const char* name, const char* family, std::int64_t smi_total_mib, std::int64_t context_bytes,
+            const char* note) {
+  return {name, family, smi_total_mib, kH200ReservedMiB, (smi_total_mib - kH200ReservedMiB) * kMiB, context_bytes, note};
+}
 
 std::string lower(std::string s) {
   std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
@@ -26,11 +33,16 @@ std::string lower(std::string s) {
 
 const std::vector<GpuSpec>& gpu_catalog() {
   static const std::vector<GpuSpec> gpus = {
-      {"H100-80GB", "hopper", 81559 * kMiB, kHopperContextBytes, "H100 SXM 80 GB HBM3: nvidia-smi total 81559 MiB"},
-      {"H200", "hopper", 143771 * kMiB, kHopperContextBytes, "H200 141 GB HBM3e: nvidia-smi total 143771 MiB"},
-      {"H20-96GB", "hopper", 97871 * kMiB, kHopperContextBytes, "H20 96 GB HBM3: nvidia-smi total 97871 MiB"},
-      {"A100-80GB", "ampere", 81920 * kMiB, kAmpereContextBytes, "A100 80 GB: nvidia-smi total 81920 MiB"},
-      {"B200", "blackwell", 183359 * kMiB, kBlackwellContextBytes, "B200 180 GB HBM3e: nvidia-smi total 183359 MiB"},
+      gpu("H100-80GB", "hopper", 81559, kHopperContextBytes,
+          "H100 SXM 80 GB: nvidia-smi 81559 MiB, reserve assumed = H200's, context = H200's"),
+      gpu("H200", "hopper", 143771, kHopperContextBytes,
+          "H200 141 GB: total and context MEASURED (143155 MiB, 527 MiB; driver 580.159.04, CUDA 13.0)"),
+      gpu("H20-96GB", "hopper", 97871, kHopperContextBytes,
+          "H20 96 GB: nvidia-smi 97871 MiB, reserve assumed = H200's, context = H200's"),
+      gpu("A100-80GB", "ampere", 81920, kAmpereContextBytes,
+          "A100 80 GB: nvidia-smi 81920 MiB, reserve assumed = H200's, context estimated"),
+      gpu("B200", "blackwell", 183359, kBlackwellContextBytes,
+          "B200 180 GB: nvidia-smi 183359 MiB, reserve assumed = H200's, context estimated"),
   };
   return gpus;
 }

@@ -1,16 +1,18 @@
 // GPUs that `tpbench plan --gpu NAME` knows: the device memory cudaMemGetInfo reports as
-// `total` (which is what nvidia-smi shows as "Total", a little under the marketing size:
-// the driver keeps the rest), and an estimate of the CUDA context a process takes on it.
+// `total`, and an estimate of the CUDA context a process takes on it.
 //
-// Sources: the "Total" nvidia-smi prints (the same number cudaMemGetInfo returns as total):
-// H200 "143771MiB", H100-80GB SXM "81559MiB", H20 "97871MiB", A100-80GB "81920MiB",
-// B200 "183359MiB", as public logs of those boards show them; not measured on this
-// project's machines (except where GpuSpec::note says so). The GPU MemoryMeter records the
-// real value per run; pass --gpu-mem-gib for any other board.
+// cudaMemGetInfo's total is NOT nvidia-smi's "Total": the driver keeps a reserve that
+// nvidia-smi shows as memory.reserved. Measured on this project's H200 (driver 580.159.04,
+// CUDA 13.0, 2026-11-30, scripts/gpu/probe_context_memory.cu): nvidia-smi total 143771 MiB, reserved 616 MiB,
+// cudaMemGetInfo total 150,109,880,320 B = 143155 MiB = 143771 - 616. The other boards
+// use their nvidia-smi totals as public logs show them (H100-80GB SXM 81559 MiB, H20
+// 97871 MiB, A100-80GB 81920 MiB, B200 183359 MiB) minus the same 616 MiB reserve, an
+// ASSUMPTION until the GPU MemoryMeter records them. Pass --gpu-mem-gib for other boards.
 //
-// CUDA context: ESTIMATES (~500-600 MiB on Hopper with CUDA 12/13: the context, the module
-// images of cuBLAS/NCCL/our kernels loaded lazily, and the driver's per-context reserves),
-// to be replaced by the meter's measurement of "after context" on each family.
+// CUDA context: the same probe measured 527 MiB used right after cudaFree(0) on an idle H200
+// (CUDA 13.0, lazy module loading; cuBLAS/NCCL modules and workspaces not included). That is
+// the Hopper value; Ampere and Blackwell are ESTIMATES. All are to be replaced by the meter's
+// "after context" phase.
 #pragma once
 
 #include <cstdint>
@@ -22,7 +24,9 @@ namespace tpb {
 struct GpuSpec {
   std::string name;                  // as typed after --gpu, e.g. "H200"
   std::string family;                // "hopper" | "ampere" | "blackwell" | "ada"
-  std::int64_t total_bytes = 0;      // cudaMemGetInfo total, bytes
+  std::int64_t smi_total_mib = 0;    // nvidia-smi memory.total, MiB
+  std::int64_t reserved_mib = 0;     // driver reserve (nvidia-smi memory.reserved), MiB
+  std::int64_t total_bytes = 0;      // cudaMemGetInfo total = (smi_total - reserved) MiB, bytes
   std::int64_t cuda_context_bytes = 0;  // estimated context + module footprint, bytes
   std::string note;                  // where the numbers come from
 };

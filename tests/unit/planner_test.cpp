@@ -324,8 +324,10 @@ TEST(CommBytes, BackendsCombineTheirBuffers) {
 }
 
 TEST(GpuCatalog, KnowsTheBoardsCaseInsensitively) {
-  EXPECT_EQ(find_gpu("h200").total_bytes, 143771 * kMiB);
-  EXPECT_EQ(find_gpu("H20-96GB").total_bytes, 97871 * kMiB);
+  // cudaMemGetInfo's total is nvidia-smi's total less the driver reserve.
+  EXPECT_EQ(find_gpu("h200").smi_total_mib, 143771);
+  for (const auto& g : gpu_catalog()) EXPECT_EQ(g.total_bytes, (g.smi_total_mib - g.reserved_mib) * kMiB) << g.name;
+  EXPECT_EQ(find_gpu("H20-96GB").smi_total_mib, 97871);
   EXPECT_EQ(find_gpu("H100-80GB").family, "hopper");
   for (const auto& g : gpu_catalog()) {
     EXPECT_GT(g.cuda_context_bytes, 256 * kMiB) << g.name;
