@@ -431,7 +431,21 @@ def memory_figure(records, out_dir):
         return Skipped("memory", title, "no cases with a memory plan breakdown or measured "
                        "memory per rank in this run")
     keys = _sorted_series(groups)[:6]
-    fig, axes = plt.subplots(len(keys), 1, figsize=(13, 4.8 * len(keys)),
+    # One unit for the figure, chosen by the largest bar (a CPU run holds MiB, a GPU GiB).
+    largest, most_bars, from_metrics = 0, 0, False
+    for key in keys:
+        bars = 0
+        for rec in groups[key].values():
+            measured = rio.measured_memory(rec)
+            from_metrics |= any(m.get("source") == "rank metrics" for m in measured.values())
+            sides = [rio.plan_breakdown(rec)] + [m["breakdown"] for m in measured.values()]
+            largest = max([largest] + [sum(b.values()) for b in sides])
+            bars += 2 * max(1, len(measured) or int(rio.param(rec, "tp") or 1))
+        most_bars = max(most_bars, bars + len(groups[key]))
+    unit, scale = next(((u, f) for u, f in (("GiB", 2 ** 30), ("MiB", 2 ** 20))
+                        if largest >= f), ("KiB", 2 ** 10))
+    width = min(16.0, max(8.0, 2.5 + 0.42 * most_bars))
+    fig, axes = plt.subplots(len(keys), 1, figsize=(width, 4.8 * len(keys)),
                              constrained_layout=True, squeeze=False)
     colors = dict(zip(rio.MEMORY_TERMS, plt.get_cmap("tab10").colors))
     used = []
@@ -452,7 +466,7 @@ def memory_figure(records, out_dir):
                                         ("meas", measured.get(rank, {}).get("breakdown"))):
                     bottom = 0.0
                     for term in rio.MEMORY_TERMS:
-                        value = (breakdown or {}).get(term, 0) / GIB
+                        value = (breakdown or {}).get(term, 0) / scale
                         if value > 0:
                             ax.bar(x, value, bottom=bottom, width=0.8, color=colors[term],
                                    hatch="//" if kind == "meas" else None,
@@ -476,16 +490,21 @@ def memory_figure(records, out_dir):
         ax.set_xticklabels([t for _, t in group_centres])
         ax.xaxis.remove_overlapping_locs = False
         ax.tick_params(axis="x", which="major", pad=62, length=0, labelrotation=0)
-        ax.set_ylabel("device memory per rank (GiB)")
+        ax.set_xlim(-0.7, max(x - 0.1, 7.0))  # a few bars stay bars, not walls
+        ax.set_ylabel(f"device memory per rank ({unit})")
         ax.set_title(f"{series_name(key)} (plain: planned, hatched: measured)", fontsize=10)
         ax.grid(True, axis="y", alpha=0.3)
     handles = [plt.Rectangle((0, 0), 1, 1, color=colors[t]) for t in rio.MEMORY_TERMS]
     axes[0, 0].legend(handles, [rio.MEMORY_TERM_LABELS[t] for t in rio.MEMORY_TERMS],
-                      fontsize=8, loc="upper left", ncols=3)
+                      fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.suptitle(title)
     path = _save(fig, out_dir, "memory.png")
     caption = ("Per mem_fraction the case with the largest batch x seq_len; for each rank the "
                "planned breakdown (plain) beside the measured one (hatched).")
+    if from_metrics:
+        caption += (" Where the run has no memory meter data, 'measured' is what each rank "
+                    "reported allocating (weight_bytes, kv_cache_bytes, communicator "
+                    "memory_bytes).")
     if len(groups) > len(keys):
         caption += f" {len(groups) - len(keys)} further configuration(s) not drawn."
     return Figure("memory", title, path, caption, used)

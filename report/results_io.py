@@ -352,6 +352,22 @@ def measured_memory(rec):
             continue  # a rank that measured nothing (no meter in this workload)
         out[int(rank) if str(rank).isdigit() else rank] = {"phases": phases,
                                                            "breakdown": breakdown}
+    # Without meter data, the sizes a rank reports for what it allocated (rank metrics
+    # such as weight_bytes, kv_cache_bytes) are the measured side.
+    metrics = rec.get("metrics")
+    if not out and isinstance(metrics, list):
+        for i, entry in enumerate(metrics):
+            if not isinstance(entry, dict):
+                continue
+            breakdown = {}
+            for key, value in entry.items():
+                k = key.lower()
+                k = k[: -len("_bytes")] if k.endswith("_bytes") else None
+                if k in _ALIASES and is_number(value):
+                    term = _ALIASES[k]
+                    breakdown[term] = breakdown.get(term, 0) + value
+            if breakdown:
+                out[i] = {"phases": {}, "breakdown": breakdown, "source": "rank metrics"}
     # The communicator reports its own buffers (rank result "comm": {memory_bytes}); use
     # that where the meter has no communicator term.
     comm = rec.get("comm")

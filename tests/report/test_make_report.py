@@ -171,5 +171,42 @@ class PartialData(unittest.TestCase):
             tmp.cleanup()
 
 
+class Accessors(unittest.TestCase):
+    """The record shapes the runner writes (suite/runner.cpp) map onto the report's terms."""
+
+    @classmethod
+    def setUpClass(cls):
+        sys.path.insert(0, os.path.join(util.ROOT, "report"))
+        import results_io
+        cls.rio = results_io
+
+    def test_memory_from_rank_metrics_and_comm(self):
+        rec = {"memory": [{}, {}],
+               "metrics": [{"weight_bytes": 100, "kv_cache_bytes": 30, "bytes": 7},
+                           {"weight_bytes": 101, "kv_cache_bytes": 31}],
+               "comm": [{"memory_bytes": 5}, {"memory_bytes": 6}]}
+        got = self.rio.measured_memory(rec)
+        self.assertEqual(got[0]["breakdown"], {"weights": 100, "kv_cache": 30, "comm_buffers": 5})
+        self.assertEqual(got[1]["breakdown"], {"weights": 101, "kv_cache": 31, "comm_buffers": 6})
+
+    def test_memory_from_meter_phases(self):
+        gib = 2 ** 30
+        phases = {"after_init": 1, "after_comm": 2, "after_weights": 12, "after_kv": 20,
+                  "peak": 23}
+        rec = {"memory": [{k: {"used_bytes": v * gib, "free_bytes": 0} for k, v in phases.items()}]}
+        got = self.rio.measured_memory(rec)[0]["breakdown"]
+        self.assertEqual(got, {"comm_buffers": gib, "weights": 10 * gib, "kv_cache": 8 * gib,
+                               "activations": 3 * gib})
+
+    def test_empty_rank_memory_is_no_measurement(self):
+        self.assertEqual(self.rio.measured_memory({"memory": [{}, {}]}), {})
+
+    def test_metric_lookup_order(self):
+        rec = {"throughput": {"busbw_GBps": 2.0, "basis": "p50"},
+               "metrics": [{"busbw_GBps": 1.0, "bytes": 64}]}
+        self.assertEqual(self.rio.metric(rec, "busbw_GBps"), 2.0)
+        self.assertEqual(self.rio.message_bytes({"params": {}, "metrics": [{"bytes": 64}]}), 64)
+
+
 if __name__ == "__main__":
     unittest.main()
