@@ -56,11 +56,35 @@ constexpr double kExitStatusWaitS = 1.0;
 
 std::atomic<unsigned> g_group_counter{0};
 
+// Signal names without sigabbrev_np (glibc >= 2.32 only).
+const char* signal_name(int sig) {
+  switch (sig) {
+    case SIGSEGV: return "SIGSEGV";
+    case SIGABRT: return "SIGABRT";
+    case SIGBUS: return "SIGBUS";
+    case SIGFPE: return "SIGFPE";
+    case SIGILL: return "SIGILL";
+    case SIGKILL: return "SIGKILL";
+    case SIGTERM: return "SIGTERM";
+    case SIGINT: return "SIGINT";
+    case SIGHUP: return "SIGHUP";
+    case SIGQUIT: return "SIGQUIT";
+    case SIGPIPE: return "SIGPIPE";
+    case SIGTRAP: return "SIGTRAP";
+    case SIGSYS: return "SIGSYS";
+    case SIGALRM: return "SIGALRM";
+    case SIGUSR1: return "SIGUSR1";
+    case SIGUSR2: return "SIGUSR2";
+    case SIGXCPU: return "SIGXCPU";
+    case SIGXFSZ: return "SIGXFSZ";
+    default: return nullptr;
+  }
+}
+
 std::string signal_text(int sig) {
-  const char* abbrev = sigabbrev_np(sig);
   std::ostringstream os;
   os << "killed by signal " << sig;
-  if (abbrev != nullptr) os << " (SIG" << abbrev << ")";
+  if (const char* name = signal_name(sig)) os << " (" << name << ")";
   return os.str();
 }
 
@@ -385,17 +409,19 @@ CaseRun Launcher::run_case(const std::string& group_key, int world_size, const j
         }
         handle_message(r, message, fail);
       }
-      if (failure.empty() && rk.eof) {
-        // The socket closed: the rank is exiting. Wait a moment for its status.
-        const auto eof_at = Clock::now();
-        while (!g.ranks[static_cast<std::size_t>(r)].reaped && seconds_since(eof_at) < kExitStatusWaitS) {
-          g.reap_exited();
-          std::this_thread::sleep_for(std::chrono::milliseconds(2));
-        }
-        fail("rank " + std::to_string(r) + ": " +
-                 (rk.reaped ? wait_status_text(rk.wait_status) : "closed its control connection"),
-             {r});
+    }
+    // A closed socket (seen by a read or a failed send, on any rank) means the rank is
+    // exiting: give it a moment to show up in waitpid with its status.
+    for (int r = 0; r < world_size && failure.empty(); ++r) {
+      auto& rk = g.ranks[static_cast<std::size_t>(r)];
+      if (!rk.eof) continue;
+      const auto eof_at = Clock::now();
+      while (!rk.reaped && seconds_since(eof_at) < kExitStatusWaitS) {
+        g.reap_exited();
+        if (!rk.reaped) std::this_thread::sleep_for(std::chrono::milliseconds(2));
       }
+      fail("rank " + std::to_string(r) + ": " + (rk.reaped ? wait_status_text(rk.wait_status) : "closed its control connection"),
+           {r});
     }
   }
 
