@@ -245,4 +245,19 @@ MemoryPlan plan_memory(const PlanInput& in) {
   return p;
 }
 
+std::vector<FractionSweepPoint> sweep_mem_fraction(const PlanInput& input, const std::vector<std::string>& backends,
+                                                   const std::vector<double>& fractions) {
+  std::vector<FractionSweepPoint> out;
+  for (const auto& backend : backends) {
+    for (double f : fractions) {
+      PlanInput in = input;
+      in.allreduce = backend;
+      in.mem_fraction = f;
+      const MemoryPlan p = plan_memory(in);
+      out.push_back({backend, f, p.comm.total(), p.max_tokens, p.feasible, p.slack_fits});
+    }
+  }
+  return out;
+}
+
 }  // namespace tpb

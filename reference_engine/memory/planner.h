@@ -127,6 +127,19 @@ struct MemoryPlan {
 // (0, 1], a GPU smaller than context + buffers, ...).
 MemoryPlan plan_memory(const PlanInput& input);
 
+// KV tokens against mem_fraction for several allreduce backends (issue 6's sweep, planned):
+// one plan per (backend, fraction), every other input as given.
+struct FractionSweepPoint {
+  std::string allreduce;        // backend
+  double mem_fraction = 0;      // the fraction planned
+  std::int64_t comm_bytes = 0;  // its buffers per rank
+  std::int64_t max_tokens = 0;  // KV tokens per rank
+  bool feasible = false;        // as MemoryPlan::feasible
+  bool slack_fits = false;      // as MemoryPlan::slack_fits
+};
+std::vector<FractionSweepPoint> sweep_mem_fraction(const PlanInput& input, const std::vector<std::string>& backends,
+                                                   const std::vector<double>& fractions);
+
 // The verdict sentence for raw readings (used by plan_memory and `tpbench plan --from-measured`).
 std::string kv_verdict(double total_bytes, double avail_bytes, double mem_fraction, std::int64_t cell_bytes,
                        std::int64_t requested_tokens);

@@ -63,6 +63,9 @@ constexpr const char* kUsage =
     "                          1,2,4,8,16,32,64,128,256; 'none' for no graphs)\n"
     "  --batch B --seq-len S   the largest eager forward for the activation peak (default 1 x 8192,\n"
     "                          a typical chunked-prefill size)\n"
+    "  --sweep-fractions L     also plan each fraction in L (comma-separated) for each backend of\n"
+    "                          --sweep-backends (default nccl,auto): KV tokens vs fraction, and\n"
+    "                          what the custom allreduce's buffers cost in tokens\n"
     "  --json                  one JSON object: weights_bytes_per_rank, comm_bytes_per_rank,\n"
     "                          kv_cell_bytes, total_gib, avail_gib, rest_gib, max_tokens, feasible,\n"
     "                          min_mem_fraction, breakdown, and more\n"
@@ -83,7 +86,7 @@ Args parse_args(const std::vector<std::string>& args) {
   static const std::vector<std::string> kValued = {
       "--model", "--tp", "--quant", "--gpu-mem-gib", "--gpu", "--mem-fraction", "--allreduce", "--tokens",
       "--overrides", "--kv-dtype", "--context-mib", "--custom-max-mib", "--nccl-channels", "--graph-batch-sizes",
-      "--batch", "--seq-len", "--total-gib", "--avail-gib"};
+      "--batch", "--seq-len", "--total-gib", "--avail-gib", "--sweep-fractions", "--sweep-backends"};
   static const std::vector<std::string> kSwitches = {"--json", "--from-measured", "--text-only"};
   Args out;
   for (std::size_t i = 0; i < args.size(); ++i) {
@@ -392,8 +395,47 @@ int run_plan(const std::vector<std::string>& raw) {
   in.include_vision_tower = !a.switches.count("--text-only");
 
   const tpb::MemoryPlan p = tpb::plan_memory(in);
-  if (a.switches.count("--json")) std::printf("%s\n", plan_json(p, gpu_name).dump(2).c_str());
-  else print_plan(p, gpu_name);
+  std::vector<tpb::FractionSweepPoint> sweep;
+  if (auto list = get(a, "--sweep-fractions")) {
+    std::vector<double> fractions;
+    std::stringstream ss(*list);
+    for (std::string item; std::getline(ss, item, ',');) {
+      const double f = to_double("--sweep-fractions", item);
+      TPB_INPUT_CHECK(f > 0.0 && f <= 1.0, "plan: --sweep-fractions: expected values in (0, 1], got " << f);
+      fractions.push_back(f);
+    }
+    TPB_INPUT_CHECK(!fractions.empty(), "plan: --sweep-fractions: expected a comma-separated list");
+    std::vector<std::string> backends;
+    std::stringstream bs(get(a, "--sweep-backends").value_or("nccl,auto"));
+    for (std::string item; std::getline(bs, item, ',');) {
+      tpb::comm_bytes(item, 2, in.custom_max_bytes, in.nccl_channels, "plan: --sweep-backends");
+      backends.push_back(item);
+    }
+    sweep = tpb::sweep_mem_fraction(in, backends, fractions);
+  } else {
+    TPB_INPUT_CHECK(!get(a, "--sweep-backends"), "plan: --sweep-backends needs --sweep-fractions");
+  }
+  if (a.switches.count("--json")) {
+    nlohmann::json j = plan_json(p, gpu_name);
+    if (!sweep.empty()) {
+      nlohmann::json points = nlohmann::json::array();
+      for (const auto& s : sweep)
+        points.push_back({{"allreduce", s.allreduce}, {"mem_fraction", s.mem_fraction}, {"comm_bytes_per_rank", s.comm_bytes},
+                          {"max_tokens", s.max_tokens}, {"feasible", s.feasible}, {"slack_fits", s.slack_fits}});
+      j["fraction_sweep"] = points;
+    }
+    std::printf("%s\n", j.dump(2).c_str());
+  } else {
+    print_plan(p, gpu_name);
+    if (!sweep.empty()) {
+      std::printf("\nKV tokens per rank vs mem_fraction (* = slack too small for graphs + activations)\n");
+      std::printf("%-16s %10s %14s %12s\n", "allreduce", "fraction", "comm MiB", "max tokens");
+      for (const auto& s : sweep)
+        std::printf("%-16s %10.4g %14.1f %12lld%s\n", s.allreduce.c_str(), s.mem_fraction,
+                    static_cast<double>(s.comm_bytes) / kMiB, static_cast<long long>(s.max_tokens),
+                    s.slack_fits ? "" : " *");
+    }
+  }
   return p.feasible ? 0 : 1;
 }
 

@@ -476,6 +476,25 @@ TEST(Planner, CustomAllreduceCostsItsBuffersInTokens) {
   EXPECT_LT(both.max_tokens, nccl.max_tokens);
 }
 
+TEST(Planner, FractionSweepPlansEveryBackendAndFraction) {
+  const auto points = sweep_mem_fraction(kimi_input(97871, 0.85), {"nccl", "auto"}, {0.75, 0.80, 0.85});
+  ASSERT_EQ(points.size(), 6u);
+  for (std::size_t i = 0; i < 3; ++i) {
+    const auto& nccl = points[i];
+    const auto& both = points[i + 3];
+    EXPECT_EQ(nccl.allreduce, "nccl");
+    EXPECT_EQ(both.allreduce, "auto");
+    EXPECT_EQ(both.comm_bytes - nccl.comm_bytes, custom_allreduce_bytes(8 * kMiB, 8));
+    EXPECT_LE(both.max_tokens, nccl.max_tokens);
+    PlanInput in = kimi_input(97871, nccl.mem_fraction);
+    in.allreduce = "nccl";
+    EXPECT_EQ(plan_memory(in).max_tokens, nccl.max_tokens);
+  }
+  // More fraction, more tokens.
+  EXPECT_LT(points[0].max_tokens, points[1].max_tokens);
+  EXPECT_LT(points[1].max_tokens, points[2].max_tokens);
+}
+
 TEST(Planner, SlackCheckAndLargestFractionForIt) {
   PlanInput in = kimi_input(143771, 0.99);
   in.activation_seq_len = 16384;
