@@ -51,6 +51,20 @@ rc=$?
 grep -q "rest = -2.00 GiB and no KV token fits; mem_fraction >= 0.8751 gives at least one token." "$scratch/neg.txt" \
   || fail "no sentence: $(cat "$scratch/neg.txt")"
 
+# Fraction sweep: one point per (backend, fraction); the custom buffers cost tokens.
+expect_error 2 "--sweep-fractions: expected values in (0, 1], got 1.2" --model kimi-k2.5 --tp 8 --gpu H200 --sweep-fractions 0.8,1.2
+expect_error 2 "--sweep-backends needs --sweep-fractions" --model kimi-k2.5 --tp 8 --gpu H200 --sweep-backends nccl
+"$tpbench" plan --model kimi-k2.5 --tp 8 --quant int4 --gpu H20-96GB --sweep-fractions 0.8,0.9 \
+  --sweep-backends nccl,auto --json > "$scratch/sweep.json" || fail "sweep plan failed"
+python3 - "$scratch/sweep.json" <<'PY' || exit 1
+import json, sys
+pts = json.load(open(sys.argv[1]))["fraction_sweep"]
+assert [(p["allreduce"], p["mem_fraction"]) for p in pts] == [("nccl", 0.8), ("nccl", 0.9), ("auto", 0.8), ("auto", 0.9)], pts
+for a, b in ((pts[0], pts[2]), (pts[1], pts[3])):
+    assert b["comm_bytes_per_rank"] - a["comm_bytes_per_rank"] == 24 * 2**20 + 4096, (a, b)
+    assert 0 < b["max_tokens"] < a["max_tokens"], (a, b)
+PY
+
 # Tiny preset with overrides works end to end on a small GPU size.
 "$tpbench" plan --model tiny-dsv3 --tp 2 --gpu-mem-gib 4 --overrides '{"num_hidden_layers": 2}' --json > "$scratch/tiny.json" \
   || fail "tiny plan failed"
