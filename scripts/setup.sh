@@ -46,6 +46,9 @@ if ! python3 -c 'import matplotlib' >/dev/null 2>&1; then
 fi
 
 jobs=$(nproc)
+# Presets and scenarios are found through $TPB_HOME wherever a test runs (ctest runs unit
+# tests in the build folder).
+export TPB_HOME=${TPB_HOME:-$PWD}
 if [[ $mode == run ]]; then
   cmake --preset default
   cmake --build --preset default --target tpbench -j "$jobs"

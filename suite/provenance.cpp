@@ -49,6 +49,21 @@ nlohmann::json command_output(const std::string& command) {
   return out;
 }
 
+// nvidia-smi underlines the topology header with terminal escapes even into a pipe: drop
+// every CSI sequence (ESC [ ... final byte) so the record holds plain text.
+std::string strip_ansi(const std::string& text) {
+  std::string out;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    if (text[i] == '\x1b' && i + 1 < text.size() && text[i + 1] == '[') {
+      i += 2;
+      while (i < text.size() && !(text[i] >= 0x40 && text[i] <= 0x7e)) ++i;
+      continue;
+    }
+    out += text[i];
+  }
+  return out;
+}
+
 }  // namespace
 
 std::string utc_now_iso8601() {
@@ -91,9 +106,17 @@ nlohmann::json collect_provenance(const std::string& start_time_utc) {
   p["cuda_runtime"] = runtime.empty() ? nlohmann::json() : nlohmann::json(runtime);
 
   const std::string smi = find_on_path("nvidia-smi");
-  p["topology"] = smi.empty() ? nlohmann::json() : command_output(smi + " topo -m 2>/dev/null");
-  p["nvidia_smi_driver"] = smi.empty() ? nlohmann::json()
-                                       : command_output(smi + " --query-gpu=driver_version --format=csv,noheader 2>/dev/null");
+  nlohmann::json topology = smi.empty() ? nlohmann::json() : command_output(smi + " topo -m 2>/dev/null");
+  if (topology.is_string()) topology = strip_ansi(topology.get<std::string>());
+  p["topology"] = topology;
+  // One line per GPU, all the same driver: keep the first.
+  nlohmann::json driver_lines =
+      smi.empty() ? nlohmann::json() : command_output(smi + " --query-gpu=driver_version --format=csv,noheader 2>/dev/null");
+  if (driver_lines.is_string()) {
+    const std::string all = driver_lines.get<std::string>();
+    driver_lines = all.substr(0, all.find('\n'));
+  }
+  p["nvidia_driver"] = driver_lines;
 
   nlohmann::json env = nlohmann::json::object();
   for (char** e = environ; e && *e; ++e) {
