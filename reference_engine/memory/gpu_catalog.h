@@ -4,7 +4,7 @@
 // cudaMemGetInfo's total is NOT nvidia-smi's "Total": the driver keeps a reserve that
 // nvidia-smi shows as memory.reserved. Measured on this project's H200 (driver 580.159.04,
 // CUDA 13.0, 2026-11-30, scripts/gpu/probe_context_memory.cu): nvidia-smi total 143771 MiB, reserved 616 MiB,
-// cudaMemGetInfo total 150,109,880,320 B = 143155 MiB = 143771 - 616. The other boards
+// cudaMemGetInfo total 150,109,880,320 B = 143155.9 MiB ~ 143771 - 616 (the table keeps whole MiB). The other boards
 // use their nvidia-smi totals as public logs show them (H100-80GB SXM 81559 MiB, H20
 // 97871 MiB, A100-80GB 81920 MiB, B200 183359 MiB) minus the same 616 MiB reserve, an
 // ASSUMPTION until the GPU MemoryMeter records them. Pass --gpu-mem-gib for other boards.
