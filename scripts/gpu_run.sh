@@ -2,6 +2,10 @@
 # Builds and runs the GPU allreduce work on a GPU machine in one go, writing logs and JSON
 # into OUTDIR (at most 8 files: the device tool brings back 8).
 #   usage: scripts/gpu_run.sh OUTDIR
+# Then the suite end to end: `tpbench run` of the GPU scenarios (records, checks, report),
+# `tpbench qualify` of the h200x2 profile (baseline recorded, re-checked, and once with a
+# threshold tightened beyond the machine), all packed into OUTDIR/suite.tgz.
+# GPU_RUN_SKIP_BENCH=1 / GPU_RUN_SKIP_SUITE=1 leave a part out.
 # Steps: configure (cmake --preset cuda, Ninja, sm_90) and build tpb_gpu_tests + tpb_bench
 # with all cores; ctest -L gpu (allreduce tests unless GPU_RUN_CTEST_REGEX says otherwise);
 # tpb_bench pass 1 (nccl, one-shot, two-shot) -> measured auto thresholds
@@ -45,7 +49,7 @@ if ! { cmake --preset cuda "${CMAKE_ARGS[@]}" && cmake --build build-cuda -j "$(
   tail -40 "$BUILD_LOG"; echo "BUILD FAILED (see build.log)"; exit 1
 fi
 TESTS_BUILT=1
-cmake --build build-cuda -j "$(nproc)" --target tpb_gpu_tests >>"$BUILD_LOG" 2>&1 || { TESTS_BUILT=0; grep -E "error" "$BUILD_LOG" | head -20; echo "TEST BUILD FAILED"; }
+cmake --build build-cuda -j "$(nproc)" --target tpb_gpu_tests tpbench >>"$BUILD_LOG" 2>&1 || { TESTS_BUILT=0; grep -E "error" "$BUILD_LOG" | head -20; echo "TEST BUILD FAILED"; }
 echo "build: $(( $(date +%s) - T0 )) s"
 
 if [ "$TESTS_BUILT" = 1 ] && [ "${GPU_RUN_SKIP_TESTS:-0}" != 1 ]; then
@@ -61,6 +65,7 @@ fi
 
 BENCH=build-cuda/kernels/bench/tpb_bench
 MAX_MIB=${GPU_RUN_MAX_MIB:-256}
+if [ "${GPU_RUN_SKIP_BENCH:-0}" != 1 ]; then
 T0=$(date +%s)
 TPB_BENCH_BACKENDS=nccl,custom-oneshot,custom-twoshot timeout ${GPU_RUN_BENCH_TIMEOUT:-100} "$BENCH" --tpb_max_mib="$MAX_MIB" \
   --benchmark_out="$OUTDIR/bench_pass1.json" --benchmark_out_format=json >"$OUTDIR/bench.log" 2>&1
@@ -72,3 +77,39 @@ TPB_ALLREDUCE_THRESHOLDS=$OUTDIR/allreduce_thresholds.json timeout ${GPU_RUN_BEN
 echo "bench pass 2: rc=$? $(( $(date +%s) - T0 )) s"
 tail -5 "$OUTDIR/bench.log"
 python3 scripts/allreduce_table.py "$OUTDIR/bench.json" 1024 8192 32768 524288 2097152 33554432 268435456
+fi
+
+# --- the suite end to end: scenarios through tpbench run, then qualification -------------
+if [ "${GPU_RUN_SKIP_SUITE:-0}" != 1 ]; then
+  TPB=$ROOT/build-cuda/suite/tpbench
+  SUITE=$OUTDIR/suite
+  mkdir -p "$SUITE"
+  T0=$(date +%s)
+  for scenario in ${GPU_RUN_SCENARIOS:-scenarios/allreduce-sweep.json}; do
+    name=$(basename "$scenario" .json)
+    timeout "${GPU_RUN_SCENARIO_TIMEOUT:-240}" "$TPB" run "$scenario" --results-dir "$SUITE/runs" \
+      --junit "$SUITE/$name.junit.xml" >"$SUITE/$name.log" 2>&1
+    echo "tpbench run $scenario: rc=$? $(( $(date +%s) - T0 )) s"; tail -3 "$SUITE/$name.log"
+  done
+  Q=scenarios/qualify/h200x2.json
+  if [ "${GPU_RUN_UPDATE_BASELINE:-1}" = 1 ]; then
+    "$TPB" qualify $Q --out "$SUITE/qualify-record" --update-baseline >"$SUITE/qualify-record.log" 2>&1
+    echo "qualify (recording the baseline): rc=$?"
+    cp baselines/h200x2/qualify-h200x2.json "$SUITE/" 2>/dev/null
+  fi
+  "$TPB" qualify $Q --out "$SUITE/qualify" >"$SUITE/qualify.log" 2>&1
+  echo "qualify (against the baseline): rc=$?"; cat "$SUITE/qualify.log"
+  # The same profile with the HBM floor tightened beyond what an H200 does: must FAIL.
+  python3 - "$Q" "$SUITE/h200x2-tight.json" <<'PY'
+import json, sys
+p = json.load(open(sys.argv[1]))
+for probe in p["probes"]:
+    if probe["probe"] == "memory_bandwidth":
+        probe["min_GBps"] = 6000  # above the H200's 4.8 TB/s HBM3e datasheet peak
+json.dump(p, open(sys.argv[2], "w"), indent=1)
+PY
+  (cd "$ROOT" && "$TPB" qualify "$SUITE/h200x2-tight.json" --out "$SUITE/qualify-tight" >"$SUITE/qualify-tight.log" 2>&1)
+  echo "qualify (tightened HBM floor 6000 GB/s): rc=$?"; grep -E "memory_bandwidth|^qualify" "$SUITE/qualify-tight.log"
+  echo "suite: $(( $(date +%s) - T0 )) s"
+  tar -czf "$OUTDIR/suite.tgz" -C "$OUTDIR" suite && rm -rf "$SUITE"
+fi
