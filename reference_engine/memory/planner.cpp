@@ -130,6 +130,11 @@ std::string kv_verdict(double total_bytes, double avail_bytes, double mem_fracti
     os << "; mem_fraction >= " << fraction_up(f1) << " gives at least one token.";
     return os.str();
   }
+  if (avail_bytes <= 0) {
+    os << "Not enough memory: the weights do not fit, free memory after loading them would be " << gib(avail_bytes)
+       << " of total " << gib(total_bytes) << ", so no mem_fraction works: use a larger TP or a smaller quantization.";
+    return os.str();
+  }
   char pct[16];
   std::snprintf(pct, sizeof pct, "%.4g%%", 100.0 * (1.0 - mem_fraction));
   os << "Not enough memory: after weights " << gib(avail_bytes) << " is free (avail), and mem_fraction "

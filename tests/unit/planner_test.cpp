@@ -506,6 +506,17 @@ TEST(Planner, SlackCheckAndLargestFractionForIt) {
   EXPECT_TRUE(plan_memory(in).slack_fits);
 }
 
+TEST(Planner, WeightsThatDoNotFitSayNoFractionWorks) {
+  PlanInput in = kimi_input(143771, 0.85);
+  in.quant = Quantization::bf16;  // ~257 GB per rank at TP 8
+  const MemoryPlan p = plan_memory(in);
+  EXPECT_FALSE(p.feasible);
+  EXPECT_LT(p.avail_bytes, 0);
+  EXPECT_GT(p.min_mem_fraction, 1.0);
+  EXPECT_NE(p.verdict.find("the weights do not fit"), std::string::npos) << p.verdict;
+  EXPECT_NE(p.verdict.find("no mem_fraction works"), std::string::npos) << p.verdict;
+}
+
 TEST(Planner, BadInputsAreInputErrors) {
   PlanInput in = kimi_input(97871, 0.85);
   in.mem_fraction = 1.5;
