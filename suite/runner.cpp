@@ -53,13 +53,14 @@ json base_record(const Scenario& s, const Case& c, const std::string& run_id, co
 json throughput(const Scenario& s, const Case& c, const json& latency) {
   if (!latency.is_object() || !latency["p50"].is_number() || latency["p50"].get<double>() <= 0) return nullptr;
   const double step_s = latency["p50"].get<double>() * 1e-6;
-  if (s.workload == "allreduce") {
+  if (s.workload == "allreduce" && c.params.contains("message_bytes")) {
     // nccl-tests' definitions: algbw = bytes / time; busbw = algbw * 2(n-1)/n for allreduce.
     const double bytes = c.params["message_bytes"].get<double>();
     const double n = c.tp;
     const double algbw = bytes / step_s / 1e9;
     return {{"algbw_GBps", algbw}, {"busbw_GBps", algbw * 2.0 * (n - 1.0) / n}, {"basis", "p50"}};
   }
+  if (s.workload != "engine" || !c.params.contains("batch_size")) return nullptr;
   const double tokens = c.params["batch_size"].get<double>() *
                         (c.params.value("mode", "decode") == "prefill" ? c.params["seq_len"].get<double>() : 1.0);
   return {{"tokens_per_s", tokens / step_s}, {"tokens_per_step", tokens}, {"basis", "p50"}};
@@ -263,7 +264,9 @@ RunSummary run_scenario(const Scenario& s, const std::vector<Case>& cases, const
         } else {
           record["status"] = "failed";
           record["error"] = run.error;
+          record["failed_ranks"] = run.failed_ranks;
         }
+        record["pids"] = run.pids;  // the rank processes that ran it (reuse across cases shows here)
       } catch (const std::exception& e) {
         // The launcher reports rank failures in CaseRun; an exception is a failure to launch.
         record["status"] = "failed";
