@@ -71,15 +71,15 @@ TEST(LogitsCliErrors, BadInputsExitTwoNamingTheProblem) {
   fs::create_directories(d);
   std::ofstream(d / "ragged.json") << "[[1, 2, 3], [4, 5]]";
   std::ofstream(d / "big.json") << "[[1, 2, 99999]]";
-  CliRun r = run("logits --model tiny-dsv3 --input-ids " + (d / "ragged.json").string() + " --out " + (d / "o.st").string());
+  CliRun r = run("logits --model " + test::preset("tiny-dsv3") + " --input-ids " + (d / "ragged.json").string() + " --out " + (d / "o.st").string());
   EXPECT_EQ(r.status, 2) << r.output;
   EXPECT_NE(r.output.find("$[1]"), std::string::npos) << r.output;
-  r = run("logits --model tiny-dsv3 --input-ids " + (d / "big.json").string() + " --out " + (d / "o.st").string());
+  r = run("logits --model " + test::preset("tiny-dsv3") + " --input-ids " + (d / "big.json").string() + " --out " + (d / "o.st").string());
   EXPECT_EQ(r.status, 2) << r.output;
   EXPECT_NE(r.output.find("99999"), std::string::npos) << r.output;
-  r = run("logits --model tiny-dsv3 --input-ids " + (d / "big.json").string() + " --tp 3 --out " + (d / "o.st").string());
+  r = run("logits --model " + test::preset("tiny-dsv3") + " --input-ids " + (d / "big.json").string() + " --tp 3 --out " + (d / "o.st").string());
   EXPECT_EQ(r.status, 2) << r.output;  // 4 heads do not split over 3 ranks
-  r = run("logits --model tiny-dsv3 --out " + (d / "o.st").string());
+  r = run("logits --model " + test::preset("tiny-dsv3") + " --out " + (d / "o.st").string());
   EXPECT_EQ(r.status, 2) << r.output;
   fs::remove_all(d);
 }
@@ -88,7 +88,7 @@ TEST(LogitsCliSynthetic, PresetTp2DecodeMatchesTp1Prefill) {
   const fs::path d = fs::temp_directory_path() / ("tpb_logits_cli_syn_" + std::to_string(::getpid()));
   fs::create_directories(d);
   std::ofstream(d / "ids.json") << "[[1, 2, 3, 4, 5, 6], [200, 100, 50, 25, 12, 6]]";
-  const std::string common = "logits --model tiny-dsv3-grouped --input-ids " + (d / "ids.json").string();
+  const std::string common = "logits --model " + test::preset("tiny-dsv3-grouped") + " --input-ids " + (d / "ids.json").string();
   ASSERT_EQ(run(common + " --out " + (d / "a.st").string()).status, 0);
   ASSERT_EQ(run(common + " --tp 2 --prefill 2 --out " + (d / "b.st").string()).status, 0);
   const double err = test::rel_l2(read_logits(d / "b.st"), read_logits(d / "a.st"));

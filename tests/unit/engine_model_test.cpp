@@ -36,7 +36,7 @@ struct RunSpec {
 
 // Logits [batch, seq, vocab] of the run, from rank 0 (and checks every rank agrees bitwise).
 std::vector<float> run_logits(const RunSpec& spec) {
-  const ModelConfig config = load_model_config_by_name(spec.preset);
+  const ModelConfig config = load_model_config_by_name(test::preset(spec.preset));
   const auto tokens = test_tokens(spec.batch, spec.seq, config.vocab_size, 7);
   auto per_rank = test::run_ranks<std::vector<float>>(spec.tp, [&](Communicator& comm) {
     auto weights = make_synthetic_weights(spec.seed);
@@ -135,7 +135,7 @@ TEST(EngineModel, PrefillThenDecodeMatchesFullPrefill) {
 
 TEST(EngineModel, RoutingDependsOnTheInput) {
   // If every token chose the same experts the MoE tests above would prove little.
-  const ModelConfig c = load_model_config_by_name("tiny-dsv3-grouped");
+  const ModelConfig c = load_model_config_by_name(test::preset("tiny-dsv3-grouped"));
   auto weights = make_synthetic_weights(1234);
   test::SingleRankCommunicator comm;
   Engine engine(c, Shard{}, comm, *weights);
@@ -156,7 +156,7 @@ TEST(EngineModel, RoutingDependsOnTheInput) {
 }
 
 TEST(EngineModel, KvCacheHoldsTheLatentWidth) {
-  const ModelConfig c = load_model_config_by_name("tiny-dsv3");
+  const ModelConfig c = load_model_config_by_name(test::preset("tiny-dsv3"));
   auto weights = make_synthetic_weights(1);
   test::SingleRankCommunicator comm;
   Engine engine(c, Shard{}, comm, *weights);
@@ -170,7 +170,7 @@ TEST(EngineModel, KvCacheHoldsTheLatentWidth) {
 }
 
 TEST(EngineModel, BadInputsAreInputErrors) {
-  const ModelConfig c = load_model_config_by_name("tiny-dsv3");
+  const ModelConfig c = load_model_config_by_name(test::preset("tiny-dsv3"));
   auto weights = make_synthetic_weights(1);
   test::SingleRankCommunicator comm;
   Engine engine(c, Shard{}, comm, *weights);
@@ -181,7 +181,7 @@ TEST(EngineModel, BadInputsAreInputErrors) {
 }
 
 TEST(EngineModel, KimiPresetValidatesAndCountsParameters) {
-  const ModelConfig c = load_model_config_by_name("kimi-k2.5");
+  const ModelConfig c = load_model_config_by_name(test::preset("kimi-k2.5"));
   EXPECT_NO_THROW(c.validate());
   EXPECT_TRUE(c.nested_text_config);
   EXPECT_EQ(c.kv_cache_width(), 576);

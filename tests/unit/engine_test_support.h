@@ -104,6 +104,12 @@ std::vector<R> run_ranks(int tp, const std::function<R(Communicator&)>& fn) {
   return results;
 }
 
+// A model preset by file path (scenarios/models/<name>.json in this source tree), so tests
+// do not depend on the working directory ctest runs them in.
+inline std::string preset(const std::string& name) {
+  return std::string(TPB_TEST_DATA_DIR) + "/../../scenarios/models/" + name + ".json";
+}
+
 // ||a - b|| / ||b||, computed in double; NaN when either side holds a NaN or Inf.
 inline double rel_l2(const std::vector<float>& a, const std::vector<float>& b) {
   TPB_CHECK(a.size() == b.size(), "rel_l2: sizes " << a.size() << " vs " << b.size());

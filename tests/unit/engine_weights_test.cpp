@@ -207,7 +207,7 @@ std::vector<float> tp2_logits(const ModelConfig& c, const std::function<std::uni
 }
 
 TEST(EngineWeights, SyntheticModelRoundTripsThroughCheckpoints) {
-  const ModelConfig c = load_model_config_by_name("tiny-dsv3");
+  const ModelConfig c = load_model_config_by_name(test::preset("tiny-dsv3"));
   auto synthetic = make_synthetic_weights(77);
   RecordingSource rec(*synthetic);
   {
