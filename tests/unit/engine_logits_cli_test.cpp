@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 
@@ -91,9 +92,17 @@ TEST(LogitsCliSynthetic, PresetTp2DecodeMatchesTp1Prefill) {
   const std::string common = "logits --model " + test::preset("tiny-dsv3-grouped") + " --input-ids " + (d / "ids.json").string();
   ASSERT_EQ(run(common + " --out " + (d / "a.st").string()).status, 0);
   ASSERT_EQ(run(common + " --tp 2 --prefill 2 --out " + (d / "b.st").string()).status, 0);
-  const double err = test::rel_l2(read_logits(d / "b.st"), read_logits(d / "a.st"));
+  ASSERT_EQ(run(common + " --tp 4 --out " + (d / "c.st").string()).status, 0);
+  ASSERT_EQ(run(common + " --tp 4 --out " + (d / "c2.st").string()).status, 0);
+  const auto tp1 = read_logits(d / "a.st"), tp4 = read_logits(d / "c.st"), tp4_again = read_logits(d / "c2.st");
+  const double err = test::rel_l2(read_logits(d / "b.st"), tp1);
   std::printf("[ measured ] tiny-dsv3-grouped synthetic: TP=2 prefill 2 + decode vs TP=1 prefill: rel-L2 %.3g\n", err);
   EXPECT_LE(err, 1e-5);
+  const double err4 = test::rel_l2(tp4, tp1);
+  std::printf("[ measured ] tiny-dsv3-grouped synthetic: TP=4 vs TP=1 prefill (shm ranks): rel-L2 %.3g\n", err4);
+  EXPECT_LE(err4, 1e-5);
+  ASSERT_EQ(tp4.size(), tp4_again.size());
+  EXPECT_EQ(0, std::memcmp(tp4.data(), tp4_again.data(), tp4.size() * sizeof(float))) << "TP=4 run twice differs";
   fs::remove_all(d);
 }
 
