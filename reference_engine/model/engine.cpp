@@ -2,6 +2,8 @@
 // with token t = b * n + i for sequence b and new-token index i.
 #include "reference_engine/model/engine.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstring>
 
@@ -50,6 +52,16 @@ Engine::Engine(const ModelConfig& config, Shard shard, Communicator& comm, Weigh
   TPB_CHECK(comm.size() == shard.tp && comm.rank() == shard.rank,
             "engine shard (rank " << shard.rank << " of " << shard.tp << ") does not match the communicator (rank "
                                   << comm.rank() << " of " << comm.size() << ")");
+  // Refuse a model that cannot fit before allocating any of it (a full Kimi-K2.5 in fp32 is
+  // ~4 TB): parameters / tp is a lower bound of this rank's share (replicated parts are not
+  // divided).
+  const double need_bytes = static_cast<double>(config_.parameter_count()) / shard.tp * sizeof(float);
+  const double have_bytes = static_cast<double>(::sysconf(_SC_PHYS_PAGES)) * static_cast<double>(::sysconf(_SC_PAGESIZE));
+  TPB_INPUT_CHECK(have_bytes <= 0 || need_bytes < have_bytes,
+                  (config_.name.empty() ? std::string("the model") : config_.name)
+                      << " needs at least " << need_bytes / (1 << 30) << " GiB of fp32 weights per rank at TP "
+                      << shard.tp << " but this machine has " << have_bytes / (1 << 30)
+                      << " GiB: use a smaller preset or overrides (num_hidden_layers, n_routed_experts)");
   weights_ = load_model_weights(config_, shard_, weights);
   rope_ = kernels::make_rope_table(rope_params(config_));
   attention_scale_ = static_cast<float>(config_.attention_scale());

@@ -3,6 +3,8 @@
 // prefill, and the full Kimi-K2.5 preset validating without being allocated.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <cmath>
 #include <cstring>
 
@@ -192,6 +194,13 @@ TEST(EngineModel, KimiPresetValidatesAndCountsParameters) {
   // yarn: m = 0.1 * 1 * ln(64) + 1; scale = 192^-0.5 * m^2
   const double m = 0.1 * std::log(64.0) + 1.0;
   EXPECT_NEAR(c.attention_scale(), m * m / std::sqrt(192.0), 1e-12);
+  // The engine refuses it on a host that cannot hold it (~4 TB in fp32), before allocating.
+  const double host_bytes = double(::sysconf(_SC_PHYS_PAGES)) * double(::sysconf(_SC_PAGESIZE));
+  if (host_bytes < params * 4) {
+    test::SingleRankCommunicator comm;
+    auto weights = make_synthetic_weights(1);
+    EXPECT_THROW({ Engine e(c, Shard{}, comm, *weights); }, InputError);
+  }
 }
 
 }  // namespace
