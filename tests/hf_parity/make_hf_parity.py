@@ -103,7 +103,8 @@ def round_to(model, dtype):
 def checkpoint_tensors(model, experts, prefix, dtype):
     """The state dict in the requested expert layout. transformers 5 holds experts fused in
     memory ([E, 2I, H] gate rows then up rows; [E, H, I]); the per-expert layout splits them
-    into the checkpoint names DeepSeek and Kimi publish."""
+    into the checkpoint names DeepSeek and Kimi publish (and that save_pretrained writes:
+    transformers 5.24 converts its fused experts back to per-expert names on save)."""
     out = {}
     fused_re = re.compile(r"^(.*\.mlp\.experts)\.(gate_up_proj|down_proj)$")
     for name, t in model.state_dict().items():
@@ -205,6 +206,17 @@ def write_model(spec, out_root):
         total = sum(t.numel() * t.element_size() for t in tensors.values())
         with open(os.path.join(d, "model.safetensors.index.json"), "w") as f:
             json.dump({"metadata": {"total_size": total}, "weight_map": weight_map}, f, indent=2)
+
+    if not spec["nested"]:
+        # The files must be what HF itself reads: load them back through from_pretrained
+        # (which maps per-expert names onto its fused experts) and recompute the logits.
+        reloaded = AutoModelForCausalLM.from_pretrained(d, attn_implementation="eager", dtype=torch.float32)
+        reloaded.eval()
+        with torch.no_grad():
+            again = reloaded(input_ids=input_ids).logits.to(torch.float32)
+        rel_reload = ((again - logits).norm() / logits.norm()).item()
+        print(f"{spec['name']}: from_pretrained(files) vs in-memory model rel-L2 {rel_reload:.3g}")
+        assert rel_reload < 1e-6, "the written checkpoint is not the model that produced the logits"
 
     with open(os.path.join(d, "input_ids.json"), "w") as f:
         json.dump(input_ids.tolist(), f)
