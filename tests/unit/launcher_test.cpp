@@ -26,10 +26,22 @@ namespace {
 using nlohmann::json;
 namespace fs = std::filesystem;
 
+fs::path log_root() { return fs::temp_directory_path() / ("tpb-launcher-test-" + std::to_string(getpid())); }
+
+// The rank logs matter only while a test runs (failures quote their tails): remove them after.
+class RemoveLogs : public ::testing::Environment {
+ public:
+  void TearDown() override {
+    std::error_code ec;
+    fs::remove_all(log_root(), ec);
+  }
+};
+[[maybe_unused]] ::testing::Environment* const g_remove_logs = ::testing::AddGlobalTestEnvironment(new RemoveLogs);
+
 LauncherOptions test_options(const std::string& name) {
   LauncherOptions o;
   o.worker_binary = TPB_TPBENCH_BINARY;
-  o.log_dir = (fs::temp_directory_path() / ("tpb-launcher-test-" + std::to_string(getpid())) / name).string();
+  o.log_dir = (log_root() / name).string();
   o.stderr_tail_lines = 5;
   return o;
 }
