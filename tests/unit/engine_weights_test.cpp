@@ -58,8 +58,22 @@ RawTensor counting(std::vector<std::int64_t> shape, float offset) {
   return t;
 }
 
+// This process's scratch root, removed when the test process exits (ctest runs each test
+// in its own process).
+const fs::path& scratch_root() {
+  struct Root {
+    fs::path path = fs::temp_directory_path() / ("tpb_engine_weights_" + std::to_string(::getpid()));
+    ~Root() {
+      std::error_code ec;
+      fs::remove_all(path, ec);
+    }
+  };
+  static const Root root;
+  return root.path;
+}
+
 fs::path scratch(const std::string& name) {
-  const fs::path d = fs::temp_directory_path() / ("tpb_engine_weights_" + std::to_string(::getpid())) / name;
+  const fs::path d = scratch_root() / name;
   fs::remove_all(d);
   fs::create_directories(d);
   return d;
@@ -256,7 +270,6 @@ TEST(EngineWeights, SyntheticModelRoundTripsThroughCheckpoints) {
   ASSERT_EQ(want.size(), from_a.size());
   EXPECT_EQ(0, std::memcmp(want.data(), from_a.data(), want.size() * sizeof(float)));
   EXPECT_EQ(0, std::memcmp(want.data(), from_b.data(), want.size() * sizeof(float)));
-  fs::remove_all(a.parent_path());
 }
 
 }  // namespace
