@@ -2,6 +2,7 @@
 // digests) mirrors the allreduce workload; the maths is the Engine's.
 #include "suite/workloads/engine_workload.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <numeric>
@@ -16,6 +17,10 @@ namespace tpb {
 namespace {
 
 using nlohmann::json;
+
+// Logits values returned in `outputs.logits` (a tiny model's whole decode step; a prefix of
+// a larger one), enough for a rel-L2 check without bloating results.jsonl.
+constexpr std::size_t kOutputSampleValues = 4096;
 
 std::int64_t int_param(const json& o, const char* key, std::int64_t fallback, const char* path) {
   if (!o.is_object() || !o.contains(key) || o[key].is_null()) return fallback;
@@ -183,7 +188,11 @@ json run_engine_workload(const json& case_spec, WorkerState& state) {
   const std::int64_t tokens_per_step = decode ? batch : batch * seq_len;
   const double mean_us = std::accumulate(latency_us.begin(), latency_us.end(), 0.0) / static_cast<double>(latency_us.size());
   const auto& logits = engine.logits();
+  // The first values of the last step's logits, for tolerance checks across TP sizes and
+  // devices (digests compare bitwise; these compare within a budget).
+  const std::size_t sample = std::min<std::size_t>(logits.size(), kOutputSampleValues);
   return {{"rank", state.rank()},
+          {"outputs", {{"logits", std::vector<float>(logits.begin(), logits.begin() + sample)}}},
           {"latency_us", latency_us},
           {"digests", {{"logits", fnv1a64_hex(logits.data(), logits.size() * sizeof(float))}}},
           {"memory", json::object()},

@@ -11,7 +11,8 @@
 //   runs the same inputs. Result: latency_us (one sample per timed step, steady clock, each
 //   after a barrier), digests.logits (FNV-1a 64 of the last step's fp32 logits, identical on
 //   every rank), metrics {tokens_per_step, tokens_per_s (mean), weight_bytes, kv_cache_bytes,
-//   kv_tokens, allreduces_per_step, ...}, comm.
+//   kv_tokens, allreduces_per_step, ...}, outputs.logits (the first <= 4096 fp32 logits of the
+//   last step, in [batch, tokens, vocab] order, for tolerance checks across TP and devices), comm.
 //   The engine (weights loaded) is kept in the worker across cases with the same model, TP
 //   and backend.
 //

@@ -41,6 +41,7 @@ TEST(EngineWorkload, DecodeStepsAtAFixedContext) {
   EXPECT_EQ(m["kv_tokens"], 10);
   EXPECT_EQ(m["allreduces_per_step"], 2 * 3 + 1);  // 2 per layer + the embedding
   EXPECT_GT(m["tokens_per_s"].get<double>(), 0.0);
+  EXPECT_EQ(a["outputs"]["logits"].size(), 2u * 256u);  // one decode step of 2 sequences, vocab 256
   // The cache is rewound before every step, so a second case (engine reused) gives the
   // same logits, and a longer context gives other logits.
   const auto b = run_engine_workload(spec("decode", 2, 9), state);
