@@ -184,6 +184,31 @@ TEST(Launcher, ReusesTheGroupForTheSameKeyAndReplacesItOtherwise) {
   expect_nothing_left(d.pids);
 }
 
+// A worker killed from outside while its group is idle belongs to no case: the next case
+// gets a fresh group and runs, and the dead one is reaped.
+TEST(Launcher, WorkerDeadBetweenCasesIsReplacedByAFreshGroup) {
+  Launcher launcher(test_options("idle_death"));
+  const CaseRun a = launcher.run_case("g", 2, probe_spec(), 20);
+  ASSERT_TRUE(a.ok) << a.error;
+  ASSERT_EQ(kill(a.pids[1], SIGKILL), 0);
+  // Dead before the next case starts: wait until it is a zombie awaiting its reaper.
+  for (int i = 0; i < 1000; ++i) {
+    const auto table = process_table();
+    const bool zombie = std::any_of(table.begin(), table.end(), [&](const ProcInfo& p) {
+      return p.pid == a.pids[1] && p.state == 'Z';
+    });
+    if (zombie) break;
+    usleep(1000);
+  }
+  const CaseRun b = launcher.run_case("g", 2, probe_spec(), 20);
+  ASSERT_TRUE(b.ok) << b.error;
+  for (int pid : b.pids) EXPECT_EQ(std::count(a.pids.begin(), a.pids.end(), pid), 0);
+  EXPECT_EQ(b.ranks[0]["metrics"]["cases_served"], 1);
+  launcher.shutdown();
+  expect_nothing_left(a.pids);
+  expect_nothing_left(b.pids);
+}
+
 TEST(Launcher, DestructorReapsTheLiveGroup) {
   std::vector<int> pids;
   {
