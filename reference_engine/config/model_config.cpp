@@ -127,6 +127,11 @@ ModelConfig parse_model_config(const nlohmann::json& config, const std::string& 
   read_field(*text, "scoring_func", c.scoring_func, false, source, prefix);
   read_field(*text, "topk_method", c.topk_method, false, source, prefix);
   read_field(*text, "tie_word_embeddings", c.tie_word_embeddings, false, source, prefix);
+  read_field(*text, "rope_interleave", c.rope_interleave, false, source, prefix);
+  // The engine implements interleaved (GPT-J style) rotary pairs only; refusing the other
+  // layout is better than computing a different model without a word.
+  TPB_INPUT_CHECK(c.rope_interleave, source << ": " << prefix << "rope_interleave: expected true (interleaved pairs, "
+                                            "the layout DeepSeek-V3 and Kimi use); false is not supported");
   if (c.num_key_value_heads == 0) c.num_key_value_heads = c.num_attention_heads;
   parse_rope(*text, c, source, prefix);
   c.validate();

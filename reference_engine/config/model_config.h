@@ -16,7 +16,7 @@ struct RopeConfig {
   double factor = 1.0;           // yarn scaling factor
   double beta_fast = 32.0;       // yarn: high-frequency boundary (rotations)
   double beta_slow = 1.0;        // yarn: low-frequency boundary (rotations)
-  double mscale = 1.0;           // yarn mscale
+  double mscale = 0.0;           // yarn mscale (0 = unset: HF then scales cos/sin by mscale(factor, 1))
   double mscale_all_dim = 0.0;   // yarn mscale_all_dim (0 = unset)
   std::int64_t original_max_position_embeddings = 4096;
 };
@@ -53,6 +53,7 @@ struct ModelConfig {
   double rms_norm_eps = 1e-6;
   std::int64_t max_position_embeddings = 0;
   bool tie_word_embeddings = false;
+  bool rope_interleave = true;      // GPT-J style interleaved pairs (HF's DeepseekV3 default); false is refused
   RopeConfig rope;
 
   std::int64_t qk_head_dim() const { return qk_nope_head_dim + qk_rope_head_dim; }

@@ -68,6 +68,18 @@ TEST(ModelConfig, MissingFieldIsNamed) {
   }
 }
 
+TEST(ModelConfig, NonInterleavedRopeIsRefused) {
+  auto j = kimi_k25_nested();
+  j["text_config"]["rope_interleave"] = false;
+  EXPECT_THROW(parse_model_config(j, "k.json"), InputError);
+}
+
+TEST(ModelConfig, MissingMscaleStaysUnsetAsInHF) {
+  auto j = kimi_k25_nested();
+  j["text_config"]["rope_scaling"].erase("mscale");
+  EXPECT_EQ(parse_model_config(j, "k.json").rope.mscale, 0.0);
+}
+
 TEST(ModelConfig, WrongTypeIsNamed) {
   auto j = kimi_k25_nested();
   j["text_config"]["hidden_size"] = "big";
