@@ -2,15 +2,27 @@
 # Rewrites the file only when its content changes, so an unchanged tree relinks nothing.
 execute_process(COMMAND git -C ${SOURCE_DIR} rev-parse HEAD
   OUTPUT_VARIABLE GIT_SHA OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET RESULT_VARIABLE rc)
-if(NOT rc EQUAL 0 OR GIT_SHA STREQUAL "")
-  set(GIT_SHA "unknown")
-endif()
 execute_process(COMMAND git -C ${SOURCE_DIR} status --porcelain --untracked-files=no
   OUTPUT_VARIABLE GIT_STATUS OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
 if(GIT_STATUS STREQUAL "")
   set(GIT_DIRTY false)
 else()
   set(GIT_DIRTY true)
+endif()
+if(NOT rc EQUAL 0 OR GIT_SHA STREQUAL "")
+  # A copy of the tree without .git (e.g. the GPU machine): the caller may say which commit
+  # it is (TPB_GIT_SHA, TPB_GIT_DIRTY); otherwise the build is unknown and counts as dirty.
+  if(DEFINED ENV{TPB_GIT_SHA} AND NOT "$ENV{TPB_GIT_SHA}" STREQUAL "")
+    set(GIT_SHA "$ENV{TPB_GIT_SHA}")
+    if("$ENV{TPB_GIT_DIRTY}" STREQUAL "0" OR "$ENV{TPB_GIT_DIRTY}" STREQUAL "false")
+      set(GIT_DIRTY false)
+    else()
+      set(GIT_DIRTY true)
+    endif()
+  else()
+    set(GIT_SHA "unknown")
+    set(GIT_DIRTY true)
+  endif()
 endif()
 if(HAVE_CUDA)
   set(HAVE_CUDA_BOOL true)

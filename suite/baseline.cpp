@@ -24,15 +24,18 @@ bool is_regression(const MetricVerdict& v) { return v.verdict == "regression" ||
 
 namespace {
 
-// Latency samples of a record: one per repetition when the runner recorded them (the
-// independent unit for the test), else every timed iteration.
+// Latency samples of a record for the test: one per repetition (the median of that
+// repetition's iterations). Repetitions are the independent unit: iterations of one
+// repetition share the machine's state and would overstate significance.
 std::vector<double> latency_samples(const nlohmann::json& r) {
   const auto lat = r.value("latency", nlohmann::json());
-  if (!lat.is_object()) return {};
-  for (const char* key : {"repetitions_us", "samples_us"}) {
-    if (lat.contains(key) && lat[key].is_array()) return lat[key].get<std::vector<double>>();
-  }
-  return {};
+  if (!lat.is_object() || !lat.contains("repetitions_us") || !lat["repetitions_us"].is_array()) return {};
+  return lat["repetitions_us"].get<std::vector<double>>();
+}
+
+double latency_p50(const nlohmann::json& r) {
+  const auto lat = r.value("latency", nlohmann::json());
+  return lat.is_object() && lat.contains("p50") && lat["p50"].is_number() ? lat["p50"].get<double>() : 0.0;
 }
 
 // Per-rank objects of a field that is either an array (index = rank) or {"0": ..} / {"rank0": ..}.
@@ -57,21 +60,16 @@ MetricVerdict base(const nlohmann::json& rec, std::string metric) {
 void compare_latency(const nlohmann::json& o, const nlohmann::json& n, const BaselineTolerances& tol,
                      std::vector<MetricVerdict>& out) {
   const auto a = latency_samples(o), b = latency_samples(n);
-  if (a.empty() && b.empty()) return;
+  const double old_p50 = latency_p50(o), new_p50 = latency_p50(n);
+  if (a.empty() && b.empty() && old_p50 == 0 && new_p50 == 0) return;
   MetricVerdict v = base(n, "latency_us");
-  if (a.empty()) {
-    v.verdict = "no-baseline";
-    v.detail = "the baseline has no latency samples";
-    out.push_back(v);
-    return;
-  }
-  v.old_value = median(a);
-  v.new_value = b.empty() ? 0 : median(b);
-  v.ratio = b.empty() ? 0 : v.new_value / v.old_value;
+  v.old_value = a.empty() ? old_p50 : median(a);
+  v.new_value = b.empty() ? new_p50 : median(b);
+  v.ratio = v.old_value > 0 ? v.new_value / v.old_value : 0;
   if (static_cast<int>(a.size()) < tol.min_repetitions || static_cast<int>(b.size()) < tol.min_repetitions) {
     v.verdict = "insufficient-data";
-    v.detail = std::to_string(a.size()) + " vs " + std::to_string(b.size()) + " samples, need " +
-               std::to_string(tol.min_repetitions) + " on each side";
+    v.detail = std::to_string(a.size()) + " vs " + std::to_string(b.size()) + " repetitions, need " +
+               std::to_string(tol.min_repetitions) + " on each side (measure.repetitions)";
     out.push_back(v);
     return;
   }

@@ -2,9 +2,10 @@
 // new run (ARCHITECTURE.md, "Baselines and regressions").
 //
 //   latency   regression only when median(new)/median(old) > 1 + latency_rel_tol AND a
-//             two-sided Mann–Whitney U test rejects at alpha with >= min_repetitions on
-//             both sides; beyond tolerance without significance is `noise`; too few
-//             samples is `insufficient-data`.
+//             two-sided Mann–Whitney U test over the per-repetition medians
+//             (latency.repetitions_us) rejects at alpha with >= min_repetitions on both
+//             sides; beyond tolerance without significance is `noise`; fewer repetitions is
+//             `insufficient-data`.
 //   memory    per rank and phase, used bytes within memory_rel_tol.
 //   kv_tokens the plan's max_tokens within kv_tokens_rel_tol (fewer tokens is a regression).
 //   digests   output digests per rank, exactly.

@@ -1,5 +1,9 @@
 #include "suite/runner.h"
 
+#include "suite/baseline.h"
+#include "suite/checks/control_drift.h"
+#include "suite/jsonl.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -75,7 +79,7 @@ struct CheckSet {
 CheckSet plan_checks(const Scenario& s, const std::vector<Case>& cases) {
   CheckSet set;
   for (const auto& name : s.checks) {
-    auto check = make_check(name);
+    auto check = make_check(name, s.baseline);
     if (!check) throw InputError("unknown check '" + name + "'");
     std::map<std::string, std::vector<std::string>> groups;
     for (const auto& c : cases) {
@@ -174,6 +178,26 @@ json case_record_from_ranks(const Scenario& s, const Case& c, const std::vector<
   return r;
 }
 
+// A record's "baseline" section: metric -> verdict against the stored record of the same
+// case; counts regressions and missing baselines into `sum`.
+json baseline_section(const std::vector<json>& stored, const json& record, const json& fingerprint,
+                      const BaselineTolerances& tol, RunSummary& sum) {
+  json out = json::object();
+  for (const auto& v : compare_runs(stored, {record}, tol)) {
+    out[v.metric] = to_json(v);
+    sum.regressions += is_regression(v);
+    sum.no_baseline += v.verdict == "no-baseline";
+  }
+  // A baseline from other hardware or software is no baseline: say so next to the verdicts.
+  for (const auto& old : stored)
+    if (old.value("case_id", "") == record.value("case_id", "") && old.contains("provenance")) {
+      const json stored_fp = hardware_fingerprint(old["provenance"]);
+      if (stored_fp != fingerprint) out["fingerprint"] = {{"stored", stored_fp}, {"now", fingerprint}, {"verdict", "differs"}};
+      break;
+    }
+  return out;
+}
+
 RunSummary run_scenario(const Scenario& s, const std::vector<Case>& cases, const RunOptions& opt) {
   RunSummary sum;
   sum.cases = static_cast<int>(cases.size());
@@ -231,6 +255,15 @@ RunSummary run_scenario(const Scenario& s, const std::vector<Case>& cases, const
     if (r.contains("case_id") && is_final_status(r.value("status", ""))) records[r["case_id"].get<std::string>()] = r;
   const std::set<std::string> finished = finished_case_ids(earlier);
 
+  // Baselines: stored results of this scenario on this hardware fingerprint.
+  const BaselineTolerances tol = tolerances_from_json(s.baseline);
+  std::vector<json> baseline_records;
+  if (!opt.baselines_dir.empty()) {
+    sum.baseline_file = (fs::path(opt.baselines_dir) / hardware_dir_name(provenance) / (s.name + ".jsonl")).string();
+    if (fs::exists(sum.baseline_file)) baseline_records = read_jsonl(sum.baseline_file);
+  }
+  const json fingerprint = hardware_fingerprint(compact);
+
   ResultsWriter writer((fs::path(run_dir) / "results.jsonl").string());
   LauncherOptions lo;
   lo.worker_binary = opt.worker_binary;
@@ -283,6 +316,7 @@ RunSummary run_scenario(const Scenario& s, const std::vector<Case>& cases, const
       if (auto result = evaluate_group(*checks.checks[k], ids, records))
         record["checks"][checks.checks[k]->name()] = group_result_json(*result, ids);
     }
+    if (!opt.baselines_dir.empty() && record["status"] == "ok") record["baseline"] = baseline_section(baseline_records, record, fingerprint, tol, sum);
     records[c.id] = record;
     writer.append(record);
     std::string note;
@@ -343,12 +377,51 @@ RunSummary run_scenario(const Scenario& s, const std::vector<Case>& cases, const
     }
     check_summary[check.name()] = per_check;
   }
-  sum.exit_code = (sum.failed > 0 || sum.checks_fail > 0) ? 1 : 0;
+  // Stability: the control case first vs last (ARCHITECTURE.md, "Baselines and regressions").
+  const json* control_start = nullptr;
+  const json* control_end = nullptr;
+  for (const auto& [id, r] : records) {
+    if (r.value("role", "") == "control-start") control_start = &r;
+    if (r.value("role", "") == "control-end") control_end = &r;
+  }
+  json control = nullptr;
+  sum.stability = "unknown";
+  if (control_start && control_end) {
+    const CheckResult drift = control_drift_verdict(*control_start, *control_end, tol);
+    sum.stability = drift.status == "fail" ? "unstable" : drift.status == "pass" ? "stable" : "unknown";
+    control = drift.to_json();
+  }
+  const bool untrusted = sum.stability == "unstable";
+  sum.exit_code = (sum.failed > 0 || sum.checks_fail > 0 || sum.regressions > 0 ||
+                   (!opt.baselines_dir.empty() && untrusted)) ? 1 : 0;
+
+  if (opt.update_baselines) {
+    // The stored baseline is this run's ok records, whole: latency samples, memory, plans,
+    // digests and the provenance that says which build and machine produced them.
+    std::string lines;
+    for (const auto& c : cases) {
+      auto it = records.find(c.id);
+      if (it != records.end() && it->second.value("status", "") == "ok")
+        lines += it->second.dump() + "\n";
+    }
+    fs::create_directories(fs::path(sum.baseline_file).parent_path());
+    write_file_atomic(sum.baseline_file, lines);
+    write_file_atomic(fs::path(sum.baseline_file).replace_extension(".provenance.json").string(),
+                      json({{"scenario", s.name}, {"run_id", run_id}, {"stability", sum.stability},
+                            {"provenance", provenance}}).dump(2) + "\n");
+  }
 
   run_json["summary"] = {{"cases", sum.cases},       {"ok", sum.ok},
                          {"failed", sum.failed},     {"skipped", sum.skipped},
                          {"infeasible", sum.infeasible}, {"resumed", sum.resumed},
                          {"checks", check_summary},  {"exit_code", sum.exit_code},
+                         {"control", control},       {"stability", sum.stability},
+                         {"baselines", opt.baselines_dir.empty() ? json(nullptr)
+                                                                 : json({{"file", sum.baseline_file},
+                                                                         {"regressions", sum.regressions},
+                                                                         {"no_baseline", sum.no_baseline},
+                                                                         {"trusted", !untrusted},
+                                                                         {"updated", opt.update_baselines}})},
                          {"end_time", utc_now_iso8601()}};
   write_file_atomic((fs::path(run_dir) / "run.json").string(), run_json.dump(2) + "\n");
   if (!opt.junit_path.empty()) write_file_atomic(opt.junit_path, junit_xml(s.name, junit));

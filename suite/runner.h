@@ -22,6 +22,9 @@ struct RunOptions {
   std::string junit_path;                // non-empty: write JUnit XML here
   std::string worker_binary;             // the tpbench binary the launcher re-executes
   bool tty = false;                      // progress as one in-place line
+  std::string baselines_dir;             // non-empty: compare every ok case with
+                                         // <baselines_dir>/<hardware>/<scenario>.jsonl
+  bool update_baselines = false;         // write this run's ok records there (with provenance)
 };
 
 struct RunSummary {
@@ -30,7 +33,11 @@ struct RunSummary {
   int ok = 0, failed = 0, skipped = 0, infeasible = 0;  // by final status (resumed ones included)
   int resumed = 0;         // finished in an earlier invocation, not run again
   int checks_pass = 0, checks_fail = 0, checks_skipped = 0, checks_not_implemented = 0;  // case x check verdicts
-  int exit_code = 0;       // 0 all ok, 1 a case or check failed
+  int regressions = 0;     // baseline verdicts `regression` or `mismatch` (case x metric)
+  int no_baseline = 0;     // cases or metrics with nothing stored to compare with
+  std::string stability;   // "stable" | "unstable" (the control drifted) | "unknown" (no control judged)
+  std::string baseline_file;  // the file compared with / written, when --baselines is given
+  int exit_code = 0;       // 0 all ok, 1 a case or check failed, a regression, or an unstable run with baselines
 };
 
 // Runs the planned `cases` of `scenario`. Throws InputError (before writing anything) when

@@ -2,6 +2,7 @@
 // name so scenarios can list them, and record "not-implemented" until their issue lands.
 #include "suite/checks/check.h"
 
+#include "suite/checks/control_drift.h"
 #include "suite/checks/deterministic.h"
 #include "suite/checks/equal_across_allreduce.h"
 #include "suite/checks/matches_reference.h"
@@ -39,10 +40,11 @@ const std::vector<std::string>& known_check_names() {
   return names;
 }
 
-std::unique_ptr<Check> make_check(const std::string& name) {
+std::unique_ptr<Check> make_check(const std::string& name, const nlohmann::json& baseline_section) {
   if (name == "equal_across_allreduce") return std::make_unique<EqualAcrossAllreduceCheck>();
   if (name == "matches_reference") return std::make_unique<MatchesReferenceCheck>();
   if (name == "deterministic") return std::make_unique<DeterministicCheck>();
+  if (name == "control_drift") return std::make_unique<ControlDriftCheck>(tolerances_from_json(baseline_section));
   for (const auto& known : known_check_names())
     if (known == name) return std::make_unique<NotImplementedCheck>(name);
   return nullptr;

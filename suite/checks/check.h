@@ -35,8 +35,10 @@ class Check {
 // Every check name a scenario may list (implemented or not).
 const std::vector<std::string>& known_check_names();
 // The check of that name; a "not-implemented" placeholder for known names without an
-// implementation yet; nullptr for unknown names.
-std::unique_ptr<Check> make_check(const std::string& name);
+// implementation yet; nullptr for unknown names. `baseline_section` is the scenario's
+// "baseline" object (tolerances), for checks that judge latency.
+std::unique_ptr<Check> make_check(const std::string& name,
+                                  const nlohmann::json& baseline_section = nlohmann::json::object());
 
 // Canonical text of the record's params with the named keys removed; shared by checks
 // that group "cases differing only in X".

@@ -20,7 +20,7 @@ namespace {
 
 constexpr const char* kUsage =
     "usage: tpbench run [SCENARIO] [--dry-run] [--results-dir ROOT] [--resume RUN_DIR]\n"
-    "                   [--junit FILE] [--no-report]\n"
+    "                   [--junit FILE] [--no-report] [--baselines DIR [--update-baselines]]\n"
     "Run a scenario: validate it, expand its sweep, run every case, check, record.\n"
     "\n"
     "  SCENARIO          a file, or a name looked up as scenarios/<name>.json in the working\n"
@@ -30,6 +30,13 @@ constexpr const char* kUsage =
     "  --resume RUN_DIR  append to an earlier run, skipping cases that already have a final\n"
     "                    record; SCENARIO defaults to the one the run recorded\n"
     "  --junit FILE      also write JUnit XML: one testcase per case and per case x check\n"
+    "  --baselines DIR   compare every ok case with DIR/<hardware>/<scenario>.jsonl (hardware:\n"
+    "                    e.g. h200x2, cpu-ref): latency (median ratio beyond the scenario's\n"
+    "                    tolerance AND Mann-Whitney p < alpha, >= 9 samples), memory, KV tokens,\n"
+    "                    digests; a case with nothing stored reads no-baseline, never a pass.\n"
+    "                    The control case (first and last) must not drift, or the run is\n"
+    "                    `unstable` and its regressions untrusted (exit 1 either way)\n"
+    "  --update-baselines  write this run's ok records as that baseline (+ .provenance.json)\n"
     "  --no-report       do not build the report (report.html, summary.md, plots; needs\n"
     "                    python3 + matplotlib; `tpbench report RUN_DIR` makes it later)\n"
     "\n"
@@ -43,6 +50,8 @@ struct Args {
   std::string results_dir = "results";
   std::string resume;
   std::string junit;
+  std::string baselines;
+  bool update_baselines = false;
 };
 
 Args parse_args(const std::vector<std::string>& args) {
@@ -63,6 +72,10 @@ Args parse_args(const std::vector<std::string>& args) {
       a.resume = value("--resume");
     } else if (arg == "--junit") {
       a.junit = value("--junit");
+    } else if (arg == "--baselines") {
+      a.baselines = value("--baselines");
+    } else if (arg == "--update-baselines") {
+      a.update_baselines = true;
     } else if (arg.starts_with("-")) {
       TPB_INPUT_FAIL("run: unknown option '" << arg << "' (see tpbench run --help)");
     } else {
@@ -70,6 +83,7 @@ Args parse_args(const std::vector<std::string>& args) {
       a.scenario = arg;
     }
   }
+  TPB_INPUT_CHECK(!a.update_baselines || !a.baselines.empty(), "run: --update-baselines needs --baselines DIR");
   return a;
 }
 
@@ -120,6 +134,8 @@ int run_run(const std::vector<std::string>& raw_args) {
   opt.junit_path = args.junit;
   opt.worker_binary = self_binary();
   opt.tty = ::isatty(STDOUT_FILENO) == 1;
+  opt.baselines_dir = args.baselines;
+  opt.update_baselines = args.update_baselines;
   std::printf("tpbench run: scenario %s, workload %s, device %s%s, %zu cases\n", scenario.name.c_str(),
               scenario.workload.c_str(), scenario.device.c_str(), scenario.device_requested == "auto" ? " (auto)" : "",
               cases.size());
@@ -129,6 +145,11 @@ int run_run(const std::vector<std::string>& raw_args) {
               sum.failed, sum.skipped, sum.infeasible, sum.resumed);
   std::printf("checks (case x check): %d pass, %d fail, %d skipped, %d not implemented\n", sum.checks_pass,
               sum.checks_fail, sum.checks_skipped, sum.checks_not_implemented);
+  if (sum.stability != "unknown") std::printf("control: %s\n", sum.stability.c_str());
+  if (!args.baselines.empty())
+    std::printf("baseline %s: %d regression(s)%s, %d no-baseline%s\n", sum.baseline_file.c_str(), sum.regressions,
+                sum.stability == "unstable" ? " (untrusted: the control drifted)" : "", sum.no_baseline,
+                args.update_baselines ? "; updated with this run" : "");
   std::printf("results: %s/results.jsonl\n", sum.run_dir.c_str());
   if (!args.junit.empty()) std::printf("junit: %s\n", args.junit.c_str());
   if (!args.no_report) {

@@ -13,7 +13,7 @@ nlohmann::json record(const std::string& id, double latency_scale, double noise,
   nlohmann::json samples = nlohmann::json::array();
   for (int i = 0; i < n; ++i) samples.push_back(100.0 * latency_scale * (1.0 + jitter(rng)));
   return {{"case_id", id}, {"label", "decode tp2"}, {"status", "ok"},
-          {"latency", {{"samples_us", samples}}},
+          {"latency", {{"repetitions_us", samples}}},
           {"memory", nlohmann::json::array({{{"after_weights", {{"used_bytes", 1000000}}}}})},
           {"plan", {{"max_tokens", 5000}}},
           {"digests", nlohmann::json::array({{{"logits", "abcd"}}})}};
@@ -35,6 +35,16 @@ TEST(Baseline, NoisyButEqualIsNotRegression) {
   const auto v = compare_records(record("c1", 1.0, 0.08, 3), record("c1", 1.0, 0.08, 4), {});
   const auto& lat = find(v, "latency_us");
   EXPECT_TRUE(lat.verdict == "ok" || lat.verdict == "noise") << lat.verdict << " " << lat.detail;
+}
+
+TEST(Baseline, IterationsWithoutRepetitionsAreInsufficientData) {
+  auto o = record("c1", 1.0, 0.01, 11), n = record("c1", 1.5, 0.01, 12);
+  o["latency"] = {{"samples_us", o["latency"]["repetitions_us"]}, {"p50", 100.0}};
+  n["latency"] = {{"samples_us", n["latency"]["repetitions_us"]}, {"p50", 150.0}};
+  const auto verdicts = compare_records(o, n, {});
+  const auto& lat = find(verdicts, "latency_us");
+  EXPECT_EQ(lat.verdict, "insufficient-data");
+  EXPECT_DOUBLE_EQ(lat.ratio, 1.5);
 }
 
 TEST(Baseline, FewSamplesAreInsufficientData) {

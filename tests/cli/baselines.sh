@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# tpbench run --baselines / --update-baselines: a missing baseline is no-baseline (never a
+# pass), a recorded one is compared metric by metric, and a planted 2x slowdown (the stored
+# latencies halved) is a regression that fails the run; a changed output digest too.
+set -u
+tpbench=$1 scratch=$2
+rm -rf "$scratch" && mkdir -p "$scratch"
+fail() { echo "FAIL: $*"; exit 1; }
+S=scenarios/conformance/cpu-baseline-control.json
+B=$scratch/baselines
+run() { "$tpbench" run $S --no-report --results-dir "$scratch/runs" --baselines "$B" "$@" > "$scratch/out.txt" 2>&1; }
+
+run; rc=$?
+grep -q "no-baseline" "$scratch/out.txt" || { cat "$scratch/out.txt"; fail "first run: expected no-baseline"; }
+run --update-baselines || true
+stored=$B/cpu-ref/cpu-baseline-control.jsonl
+[ -s "$stored" ] || fail "--update-baselines wrote no $stored"
+[ -s "${stored%.jsonl}.provenance.json" ] || fail "no provenance next to the baseline"
+
+# Against itself the latest records carry a verdict per metric.
+run
+last=$(ls -d "$scratch"/runs/*/ | sort | tail -1)
+python3 - "$last/results.jsonl" <<'PY' || fail "records carry no baseline verdicts"
+import json, sys
+recs = [json.loads(l) for l in open(sys.argv[1])]
+ok = [r for r in recs if r["status"] == "ok"]
+assert ok and all(isinstance(r["baseline"], dict) and "latency_us" in r["baseline"] for r in ok), "missing verdicts"
+assert all(r["baseline"]["digest.rank0.output"]["verdict"] == "ok" for r in ok), "digest differs from itself"
+assert all(r["baseline"]["latency_us"]["p_value"] >= 0 for r in ok), "no Mann-Whitney p-value"
+PY
+
+# Planted: the stored run was twice as fast -> this run is a 2x regression.
+python3 - "$stored" <<'PY'
+import json, sys
+recs = [json.loads(l) for l in open(sys.argv[1])]
+for r in recs:
+    r["latency"]["repetitions_us"] = [x / 2 for x in r["latency"]["repetitions_us"]]
+open(sys.argv[1], "w").write("".join(json.dumps(r) + "\n" for r in recs))
+PY
+run; rc=$?
+[ $rc -eq 1 ] || { cat "$scratch/out.txt"; fail "planted 2x slowdown: exit $rc, expected 1"; }
+grep -Eq "[1-9][0-9]* regression" "$scratch/out.txt" || fail "regressions not counted"
+
+# Planted: a changed output digest is a mismatch.
+python3 - "$stored" <<'PY'
+import json, sys
+recs = [json.loads(l) for l in open(sys.argv[1])]
+for r in recs:
+    r["latency"]["repetitions_us"] = [x * 2 for x in r["latency"]["repetitions_us"]]
+    r["digests"][0]["output"] = "0000000000000000"
+open(sys.argv[1], "w").write("".join(json.dumps(r) + "\n" for r in recs))
+PY
+run; rc=$?
+[ $rc -eq 1 ] || fail "planted digest change: exit $rc, expected 1"
+last=$(ls -d "$scratch"/runs/*/ | sort | tail -1)
+grep -q '"mismatch"' "$last/results.jsonl" || fail "digest mismatch not recorded"
+echo "baselines: ok"
