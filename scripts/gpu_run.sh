@@ -85,12 +85,22 @@ if [ "${GPU_RUN_SKIP_SUITE:-0}" != 1 ]; then
   SUITE=$OUTDIR/suite
   mkdir -p "$SUITE"
   T0=$(date +%s)
+  # With GPU_RUN_BASELINES=1 each scenario runs twice: once recording baselines/<hw>/ (with
+  # provenance), once compared with what was just recorded (verdicts, control stability).
   for scenario in ${GPU_RUN_SCENARIOS:-scenarios/allreduce-sweep.json}; do
     name=$(basename "$scenario" .json)
-    timeout "${GPU_RUN_SCENARIO_TIMEOUT:-240}" "$TPB" run "$scenario" --results-dir "$SUITE/runs" \
-      --junit "$SUITE/$name.junit.xml" >"$SUITE/$name.log" 2>&1
-    echo "tpbench run $scenario: rc=$? $(( $(date +%s) - T0 )) s"; tail -3 "$SUITE/$name.log"
+    passes="plain"
+    [ "${GPU_RUN_BASELINES:-0}" = 1 ] && passes="record compare"
+    for pass in $passes; do
+      flags=()
+      [ "$pass" = record ] && flags=(--baselines baselines --update-baselines)
+      [ "$pass" = compare ] && flags=(--baselines baselines)
+      timeout "${GPU_RUN_SCENARIO_TIMEOUT:-240}" "$TPB" run "$scenario" --results-dir "$SUITE/runs" \
+        --junit "$SUITE/$name-$pass.junit.xml" "${flags[@]}" >"$SUITE/$name-$pass.log" 2>&1
+      echo "tpbench run $scenario ($pass): rc=$? $(( $(date +%s) - T0 )) s"; tail -4 "$SUITE/$name-$pass.log"
+    done
   done
+  [ "${GPU_RUN_BASELINES:-0}" = 1 ] && cp -r baselines/h200x2 "$SUITE/baselines-h200x2"
   Q=scenarios/qualify/h200x2.json
   if [ "${GPU_RUN_UPDATE_BASELINE:-1}" = 1 ]; then
     "$TPB" qualify $Q --out "$SUITE/qualify-record" --update-baseline >"$SUITE/qualify-record.log" 2>&1
