@@ -6,6 +6,8 @@
 #include "suite/checks/deterministic.h"
 #include "suite/checks/equal_across_allreduce.h"
 #include "suite/checks/matches_reference.h"
+#include "suite/checks/observer_invariant.h"
+#include "suite/checks/tp_invariant.h"
 
 namespace tpb {
 
@@ -44,6 +46,8 @@ std::unique_ptr<Check> make_check(const std::string& name, const nlohmann::json&
   if (name == "equal_across_allreduce") return std::make_unique<EqualAcrossAllreduceCheck>();
   if (name == "matches_reference") return std::make_unique<MatchesReferenceCheck>();
   if (name == "deterministic") return std::make_unique<DeterministicCheck>();
+  if (name == "observer_invariant") return std::make_unique<ObserverInvariantCheck>();
+  if (name == "tp_invariant") return std::make_unique<TpInvariantCheck>();
   if (name == "control_drift") return std::make_unique<ControlDriftCheck>(tolerances_from_json(baseline_section));
   for (const auto& known : known_check_names())
     if (known == name) return std::make_unique<NotImplementedCheck>(name);

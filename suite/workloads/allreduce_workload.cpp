@@ -9,10 +9,12 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <numeric>
 
+#include "suite/instrumentation.h"
 #include "suite/workloads/workloads.h"
 #include "tpb/check.h"
 
@@ -77,6 +79,32 @@ class HostTimer final : public IterationTimer {
  private:
   std::chrono::steady_clock::time_point start_;
 };
+
+// Event codes of this workload's marks.
+enum AllreduceMark : std::uint32_t { kBarrierBegin = 1, kStepBegin = 2, kStepEnd = 3 };
+
+std::vector<Span> allreduce_spans(const Instrumentation& inst) {
+  std::vector<Span> spans;
+  std::int64_t barrier_begin = 0, step_begin = 0;
+  for (std::size_t i = 0; i < inst.mark_count(); ++i) {
+    const Mark& m = inst.marks()[i];
+    if (m.what == kBarrierBegin) barrier_begin = m.t_ns;
+    if (m.what == kStepBegin) {
+      step_begin = m.t_ns;
+      spans.push_back(Span{"barrier", 1, barrier_begin, m.t_ns - barrier_begin, m.arg, -1});
+    }
+    if (m.what == kStepEnd) spans.push_back(Span{"allreduce", 0, step_begin, m.t_ns - step_begin, m.arg, -1});
+  }
+  return spans;
+}
+
+// TEST-ONLY planted fault: with TPB_TEST_PERTURB_DEBUG=1 the debug level writes into the
+// output instead of only reading its copy, so observer_invariant has something to catch
+// end to end (tests/unit/observer_checks_test.cpp).
+bool perturb_debug_for_tests() {
+  const char* v = std::getenv("TPB_TEST_PERTURB_DEBUG");
+  return v && std::string(v) == "1";
+}
 
 std::int64_t int_field(const json& object, const char* key, std::int64_t fallback, const char* path) {
   if (!object.is_object() || !object.contains(key)) return fallback;
@@ -178,8 +206,17 @@ json run_allreduce_workload(const json& case_spec, WorkerState& state) {
   const std::size_t count = static_cast<std::size_t>(message_bytes) / elem;
   const std::uint64_t seed = allreduce_seed(case_spec);
 
+  const InstrumentationLevel level = instrumentation_level(params);
   const std::vector<unsigned char> input = allreduce_input(seed, rank, count, dtype);
   std::vector<unsigned char> output(input.size());
+  // Every level allocates the same: the mark ring (3 marks per timed iteration) and the
+  // debug level's float copy of the output.
+  AllocationLedger ledger;
+  ledger.add("input", input.size());
+  ledger.add("output", output.size());
+  Instrumentation inst(level, static_cast<std::size_t>(std::min<std::int64_t>(3 * repetitions * iterations, 1 << 20)), ledger);
+  std::vector<float> debug_snapshot(count, 0.0f);
+  ledger.add("debug_snapshot", debug_snapshot.size() * sizeof(float));
   HostTimer host_timer;
   IterationTimer& timer = host_timer;
 
@@ -203,11 +240,41 @@ json run_allreduce_workload(const json& case_spec, WorkerState& state) {
   // repetitions x iterations samples, in order: the runner takes one median per repetition.
   // (measure.min_duration_s is not applied here: the ranks would have to agree on a count.)
   std::vector<double> latency_us = latency_us_gpu;
+  latency_us.reserve(static_cast<std::size_t>(repetitions * iterations));
+  ledger.add("latency_samples", static_cast<std::size_t>(repetitions * iterations) * sizeof(double));
+  const std::int64_t heap_before = heap_in_use_bytes();
+  inst.arm();
   for (std::int64_t i = 0; i < repetitions * iterations && !on_gpu; ++i) {
+    inst.mark(kBarrierBegin, static_cast<std::uint32_t>(i));
     comm.barrier();  // every sample starts with all ranks present
     timer.start();
+    inst.mark(kStepBegin, static_cast<std::uint32_t>(i));
     comm.all_reduce(input.data(), output.data(), count, dtype, nullptr);
+    inst.mark(kStepEnd, static_cast<std::uint32_t>(i));
     latency_us.push_back(timer.stop_us());
+  }
+  inst.disarm();
+  const std::int64_t heap_delta = heap_in_use_bytes() - heap_before;
+
+  json instrumentation = {{"level", instrumentation_level_name(level)},
+                          {"marks", inst.mark_count()},
+                          {"marks_dropped", inst.dropped()},
+                          {"alloc", ledger.to_json()}};
+  json trace_file = nullptr;
+  if (level != InstrumentationLevel::off) {
+    const std::vector<Span> spans = allreduce_spans(inst);
+    instrumentation["phases"] = phase_summary(spans, repetitions * iterations, "allreduce");
+    if (level == InstrumentationLevel::trace || level == InstrumentationLevel::debug) {
+      const std::string path = trace_path(case_spec, rank);
+      write_chrome_trace(path, spans, rank, case_spec.value("label", std::string()));
+      trace_file = path;
+    }
+  }
+  if (level == InstrumentationLevel::debug) {
+    // Statistics of a copy of the final output, made after the timed loop.
+    for (std::size_t i = 0; i < count; ++i) debug_snapshot[i] = load(output.data(), i, dtype);
+    if (perturb_debug_for_tests()) output[0] ^= 1;  // the planted fault (see perturb_debug_for_tests)
+    instrumentation["debug"] = {{"output", float_stats(debug_snapshot.data(), count)}};
   }
 
   // Regenerate every rank's input and compare the last output with the spec, bitwise.
@@ -240,7 +307,11 @@ json run_allreduce_workload(const json& case_spec, WorkerState& state) {
         {"busbw_GBps", algbw * bus_factor},
         {"matches_serial_sum", mismatched == 0},
         {"mismatched_elements", mismatched},
-        {"first_mismatch", first_mismatch}}},
+        {"first_mismatch", first_mismatch},
+        {"alloc_bytes", ledger.total_bytes()},
+        {"heap_delta_timed_bytes", heap_delta},
+        {"trace_file", trace_file},
+        {"instrumentation", instrumentation}}},
       {"comm", {{"backend", comm.name()}, {"memory_bytes", comm.memory_bytes()}, {"fallback_reason", comm.fallback_reason()}}},
   };
 }

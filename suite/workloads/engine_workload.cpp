@@ -10,6 +10,8 @@
 #include "reference_engine/config/model_config.h"
 #include "reference_engine/weights/safetensors.h"
 #include "reference_engine/weights/weight_source.h"
+#include "suite/instrumentation.h"
+#include "suite/workloads/observed_communicator.h"
 #include "suite/workloads/workloads.h"
 #include "tpb/check.h"
 
@@ -66,6 +68,66 @@ CachedEngine& engine_for(const json& case_spec, WorkerState& state, Communicator
   CachedEngine& ref = *cached;
   cache[key] = cached;
   return ref;
+}
+
+// The communicator the engine is built on: the backend wrapped in an ObservedCommunicator,
+// kept in the worker with the backend so that a cached engine keeps a live reference.
+ObservedCommunicator& observed_communicator(WorkerState& state, const std::string& backend, Communicator& comm) {
+  const std::string key = "observed-comm|" + backend;
+  auto& cache = state.cache();
+  auto it = cache.find(key);
+  if (it == cache.end()) it = cache.emplace(key, std::make_shared<ObservedCommunicator>(comm)).first;
+  return *static_cast<ObservedCommunicator*>(it->second.get());
+}
+
+// Phases of the timed steps from the marks (see observed_communicator.h). The compute
+// between two collectives is named by the collective's index in the step: 0 follows the
+// embedding; 1 + 2l the attention of layer l; 2 + 2l its MLP (dense) or MoE; the all_gather
+// follows the lm_head; after it the logits are assembled.
+std::vector<Span> engine_spans(const Instrumentation& inst, const ModelConfig& config) {
+  std::vector<Span> spans;
+  std::int64_t step = -1, step_begin = 0, prev_end = 0, coll_begin = 0, coll = 0;
+  auto add = [&](const char* name, int tid, std::int64_t b, std::int64_t e, std::int64_t layer) {
+    spans.push_back(Span{name, tid, b, e - b, step, layer});
+  };
+  for (std::size_t i = 0; i < inst.mark_count(); ++i) {
+    const Mark& m = inst.marks()[i];
+    switch (m.what) {
+      case kStepBegin:
+        step = m.arg, step_begin = prev_end = m.t_ns, coll = 0;
+        break;
+      case kReduceBegin: {
+        if (coll == 0) {
+          add("embed", 1, prev_end, m.t_ns, -1);
+        } else {
+          const std::int64_t layer = (coll - 1) / 2;
+          const bool attention = (coll - 1) % 2 == 0;
+          add(attention ? "attention" : (config.is_moe_layer(layer) ? "moe" : "mlp"), 1, prev_end, m.t_ns, layer);
+        }
+        coll_begin = m.t_ns;
+        break;
+      }
+      case kReduceEnd:
+        add("allreduce", 1, coll_begin, m.t_ns, coll == 0 ? -1 : (coll - 1) / 2);
+        prev_end = m.t_ns, ++coll;
+        break;
+      case kGatherBegin:
+        add("lm_head", 1, prev_end, m.t_ns, -1);
+        coll_begin = m.t_ns;
+        break;
+      case kGatherEnd:
+        add("all_gather", 1, coll_begin, m.t_ns, -1);
+        prev_end = m.t_ns;
+        break;
+      case kStepEnd:
+        add("logits", 1, prev_end, m.t_ns, -1);
+        add("step", 0, step_begin, m.t_ns, -1);
+        break;
+      default:
+        break;
+    }
+  }
+  return spans;
 }
 
 std::int64_t workload_token(std::uint64_t seed, std::int64_t seq, std::int64_t pos, std::int64_t vocab) {
@@ -130,7 +192,8 @@ json run_engine_workload(const json& case_spec, WorkerState& state) {
   const std::string backend = string_param(params, "allreduce", "shm", "params");
   TPB_INPUT_CHECK(!is_gpu_backend(backend), "case_spec.params.allreduce: the CPU engine needs a host backend, got '" << backend << "'");
   Communicator& comm = state.communicator(backend, CommOptions{});
-  CachedEngine& ce = engine_for(case_spec, state, comm, tp);
+  ObservedCommunicator& observed = observed_communicator(state, backend, comm);
+  CachedEngine& ce = engine_for(case_spec, state, observed, tp);
   Engine& engine = *ce.engine;
   const json comm_json = {{"backend", comm.name()}, {"memory_bytes", comm.memory_bytes()}, {"fallback_reason", comm.fallback_reason()}};
 
@@ -167,6 +230,20 @@ json run_engine_workload(const json& case_spec, WorkerState& state) {
   }
 
   const bool decode = mode == "decode";
+  const InstrumentationLevel level = instrumentation_level(params);
+  const std::int64_t timed_steps = repetitions * iterations;
+  const std::int64_t tokens_per_step = decode ? batch : batch * seq_len;
+  // Everything the levels need is allocated here, at every level: the mark ring (step
+  // begin/end + entry/exit of 2L+1 allreduces and one all_gather per step) and the debug
+  // level's snapshot of the logits.
+  AllocationLedger ledger;
+  ledger.add("prompt_tokens", prompt.size() * sizeof(std::int64_t));
+  ledger.add("next_tokens", next.size() * sizeof(std::int64_t));
+  const std::int64_t marks_per_step = 2 + 2 * (2 * ce.config.num_hidden_layers + 2);
+  Instrumentation inst(level, static_cast<std::size_t>(std::min<std::int64_t>(timed_steps * marks_per_step, 1 << 20)), ledger);
+  std::vector<float> debug_snapshot(static_cast<std::size_t>(tokens_per_step * V), 0.0f);
+  ledger.add("debug_snapshot", debug_snapshot.size() * sizeof(float));
+  ObserveScope observe(observed, inst);
   if (decode) engine.prefill(prompt, batch);  // fills the KV cache to seq_len, untimed
   auto step = [&] {
     if (decode) {
@@ -179,18 +256,56 @@ json run_engine_workload(const json& case_spec, WorkerState& state) {
   for (std::int64_t i = 0; i < warmup; ++i) step();
   const std::int64_t reduces_before = engine.stats().all_reduces;
   std::vector<double> latency_us;
-  for (std::int64_t i = 0; i < repetitions * iterations; ++i) {
+  latency_us.reserve(static_cast<std::size_t>(timed_steps));
+  ledger.add("latency_samples", static_cast<std::size_t>(timed_steps) * sizeof(double));
+  const std::int64_t heap_before = heap_in_use_bytes();
+  inst.arm();
+  for (std::int64_t i = 0; i < timed_steps; ++i) {
     comm.barrier();  // every sample starts with all ranks present
     const auto t0 = std::chrono::steady_clock::now();
+    inst.mark(kStepBegin, static_cast<std::uint32_t>(i));
     step();
+    inst.mark(kStepEnd, static_cast<std::uint32_t>(i));
     latency_us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
   }
-  const std::int64_t tokens_per_step = decode ? batch : batch * seq_len;
+  inst.disarm();
+  const std::int64_t heap_delta = heap_in_use_bytes() - heap_before;
   const double mean_us = std::accumulate(latency_us.begin(), latency_us.end(), 0.0) / static_cast<double>(latency_us.size());
   const auto& logits = engine.logits();
   // The first values of the last step's logits, for tolerance checks across TP sizes and
   // devices (digests compare bitwise; these compare within a budget).
   const std::size_t sample = std::min<std::size_t>(logits.size(), kOutputSampleValues);
+  json instrumentation = {{"level", instrumentation_level_name(level)},
+                          {"marks", inst.mark_count()},
+                          {"marks_dropped", inst.dropped()},
+                          {"alloc", ledger.to_json()}};
+  json trace_file = nullptr;
+  if (level != InstrumentationLevel::off) {
+    const std::vector<Span> spans = engine_spans(inst, ce.config);
+    instrumentation["phases"] = phase_summary(spans, timed_steps, "step");
+    if (level == InstrumentationLevel::trace || level == InstrumentationLevel::debug) {
+      const std::string path = trace_path(case_spec, state.rank());
+      write_chrome_trace(path, spans, state.rank(), case_spec.value("label", std::string()));
+      trace_file = path;
+    }
+  }
+  if (level == InstrumentationLevel::debug) {
+    // Statistics of a copy of the final logits, made after the timed loop: reading them
+    // must not change what the digest below sees (observer_invariant compares it with `off`).
+    TPB_CHECK(debug_snapshot.size() == logits.size(), "engine workload: the logits have " << logits.size()
+                                                          << " values, the debug snapshot " << debug_snapshot.size());
+    std::copy(logits.begin(), logits.end(), debug_snapshot.begin());
+    json rows = json::array();
+    const std::int64_t shown = std::min<std::int64_t>(tokens_per_step, 64);
+    for (std::int64_t t = 0; t < shown; ++t) {
+      const float* row = debug_snapshot.data() + t * V;
+      json stats = float_stats(row, static_cast<std::size_t>(V));
+      stats["greedy_token"] = std::max_element(row, row + V) - row;
+      rows.push_back(stats);
+    }
+    instrumentation["debug"] = {{"logits", float_stats(debug_snapshot.data(), debug_snapshot.size())},
+                                {"logits_rows", rows}};
+  }
   return {{"rank", state.rank()},
           {"outputs", {{"logits", std::vector<float>(logits.begin(), logits.begin() + sample)}}},
           {"latency_us", latency_us},
@@ -205,6 +320,12 @@ json run_engine_workload(const json& case_spec, WorkerState& state) {
             {"weight_bytes", engine.weight_bytes()},
             {"kv_cache_bytes", engine.kv_cache_bytes()},
             {"allreduces_per_step", (engine.stats().all_reduces - reduces_before) / (repetitions * iterations)},
+            {"vocab_size", V},
+            {"compute_dtype", "f32"},
+            {"alloc_bytes", ledger.total_bytes()},
+            {"heap_delta_timed_bytes", heap_delta},
+            {"trace_file", trace_file},
+            {"instrumentation", instrumentation},
             {"weights", ce.weights->describe()}}},
           {"comm", comm_json}};
 }

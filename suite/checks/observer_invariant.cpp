@@ -1,0 +1,127 @@
+#include "suite/checks/observer_invariant.h"
+
+#include <cstdio>
+
+#include "suite/checks/digests.h"
+#include "suite/checks/tolerance.h"
+#include "suite/stats.h"
+
+namespace tpb {
+
+namespace {
+
+using nlohmann::json;
+
+std::string level_of(const json& record) {
+  const json params = record.value("params", json::object());
+  return params.value("instrumentation", std::string("off"));
+}
+
+std::string num(double v, const char* fmt = "%.4g") {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, fmt, v);
+  return buf;
+}
+
+// "" when every rank reports metrics.<key> and the values are equal; else why not.
+std::string per_rank_metric_difference(const json& off, const json& other, const char* key) {
+  const json mo = off.value("metrics", json::array()), mx = other.value("metrics", json::array());
+  if (!mo.is_array() || !mx.is_array() || mo.empty() || mo.size() != mx.size())
+    return std::string("per-rank metrics missing or of different rank counts (needed for metrics.") + key + ")";
+  for (std::size_t r = 0; r < mo.size(); ++r) {
+    const bool has_o = mo[r].is_object() && mo[r].contains(key), has_x = mx[r].is_object() && mx[r].contains(key);
+    if (!has_o || !has_x)
+      return "rank " + std::to_string(r) + " reported no metrics." + key + " at level " +
+             (has_o ? level_of(other) : std::string("off"));
+    if (mo[r][key] != mx[r][key])
+      return "rank " + std::to_string(r) + " metrics." + key + ": " + mo[r][key].dump() + " (off) vs " + mx[r][key].dump() +
+             " (" + level_of(other) + ")";
+  }
+  return "";
+}
+
+std::vector<double> numbers(const json& a) {
+  std::vector<double> v;
+  if (a.is_array())
+    for (const auto& x : a)
+      if (x.is_number()) v.push_back(x.get<double>());
+  return v;
+}
+
+// The overhead of `timing` vs `off`: {verdict ("" = fine), text}.
+std::pair<std::string, std::string> timing_overhead(const json& off, const json& timing) {
+  const json lo = off.value("latency", json()), lt = timing.value("latency", json());
+  if (!lo.is_object() || !lt.is_object() || !lo["p50"].is_number() || !lt["p50"].is_number() || lo["p50"].get<double>() <= 0)
+    return {"", "timing overhead: not measured (no latency p50 on both sides)"};
+  const double p50_off = lo["p50"].get<double>(), p50_timing = lt["p50"].get<double>();
+  const double ratio = p50_timing / p50_off;
+  std::string text = "timing overhead: p50 ratio " + num(ratio, "%.4f") + " (off " + num(p50_off) + " us, timing " +
+                     num(p50_timing) + " us)";
+  const std::vector<double> ro = numbers(lo.value("repetitions_us", json())), rt = numbers(lt.value("repetitions_us", json()));
+  if (ro.size() < kTimingOverheadMinRepetitions || rt.size() < kTimingOverheadMinRepetitions)
+    return {"", text + "; reported, not enforced: the " + num(100 * kTimingOverheadMax) + "% limit needs >= " +
+                    std::to_string(kTimingOverheadMinRepetitions) + " repetitions per case, these have " +
+                    std::to_string(ro.size() > 1 ? ro.size() : 1) + " and " + std::to_string(rt.size() > 1 ? rt.size() : 1)};
+  const MannWhitneyResult mw = mann_whitney_u(ro, rt);
+  const double ratio_rep = median(rt) / median(ro);
+  text += ", ratio of repetition medians " + num(ratio_rep, "%.4f") + ", Mann-Whitney p = " + num(mw.p_value, "%.3g") +
+          " over " + std::to_string(ro.size()) + " + " + std::to_string(rt.size()) + " repetitions";
+  if (ratio_rep > 1.0 + kTimingOverheadMax && mw.p_value < 0.05)
+    return {"fail", text + ": above the " + num(100 * kTimingOverheadMax) + "% limit and significant"};
+  return {"", text + ": within the " + num(100 * kTimingOverheadMax) + "% limit or not significant"};
+}
+
+}  // namespace
+
+std::string ObserverInvariantCheck::group_key(const json& record) const {
+  if (record.value("role", "sweep") != "sweep") return "";  // repeats and controls: other checks
+  if (!record.contains("params") || !record["params"].contains("instrumentation")) return "";
+  return params_key_without(record, {"instrumentation"});
+}
+
+CheckResult ObserverInvariantCheck::evaluate(const std::vector<const json*>& group) const {
+  std::vector<const json*> ran;
+  std::string not_ok;
+  for (const auto* r : group) {
+    if (r->value("status", "") == "ok")
+      ran.push_back(r);
+    else
+      not_ok += (not_ok.empty() ? "" : ", ") + level_of(*r) + " " + r->value("status", "?");
+  }
+  const json* off = nullptr;
+  for (const auto* r : ran)
+    if (level_of(*r) == "off") off = r;
+  const std::string not_compared = not_ok.empty() ? std::string() : " (not compared: " + not_ok + ")";
+  if (!off) return {"skipped", "needs the instrumentation=off case to have run" + not_compared};
+  if (ran.size() < 2) return {"skipped", "needs another instrumentation level that ran besides off" + not_compared};
+
+  std::string compared, overhead;
+  for (const auto* r : ran) {
+    if (r == off) continue;
+    const std::string level = level_of(*r);
+    const std::string diff = digest_difference(*off, *r);
+    if (!diff.empty()) return {"fail", "off vs " + level + ": outputs differ: " + diff};
+    const json plan_off = off->value("plan", json()), plan = r->value("plan", json());
+    if (plan_off != plan)
+      return {"fail", "off vs " + level + ": plans differ: " + plan_off.dump().substr(0, 300) + " vs " + plan.dump().substr(0, 300)};
+    for (const char* key : {"alloc_bytes", "heap_delta_timed_bytes"}) {
+      const std::string d = per_rank_metric_difference(*off, *r, key);
+      if (!d.empty()) return {"fail", "off vs " + level + ": allocations differ: " + d};
+    }
+    compared += (compared.empty() ? "" : ", ") + level;
+    if (level == "timing") {
+      auto [verdict, text] = timing_overhead(*off, *r);
+      if (verdict == "fail") return {"fail", text};
+      overhead = text;
+    }
+  }
+  const json m0 = off->value("metrics", json::array());
+  const std::string bytes = m0.is_array() && !m0.empty() && m0[0].is_object() && m0[0].contains("alloc_bytes")
+                                ? m0[0]["alloc_bytes"].dump()
+                                : "?";
+  return {"pass", "off vs " + compared + ": identical digests on every rank, same plan, same alloc_bytes (" + bytes +
+                      " on rank 0) and heap delta over the timed loop" +
+                      (overhead.empty() ? std::string("; no timing case") : "; " + overhead) + not_compared};
+}
+
+}  // namespace tpb

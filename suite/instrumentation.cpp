@@ -1,0 +1,151 @@
+#include "suite/instrumentation.h"
+
+#include <malloc.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+#include "tpb/check.h"
+
+namespace tpb {
+
+namespace {
+
+std::int64_t steady_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
+
+InstrumentationLevel instrumentation_level(const nlohmann::json& params) {
+  if (!params.is_object() || !params.contains("instrumentation") || params["instrumentation"].is_null())
+    return InstrumentationLevel::off;
+  const nlohmann::json& v = params["instrumentation"];
+  const std::string name = v.is_string() ? v.get<std::string>() : v.dump();
+  if (name == "off") return InstrumentationLevel::off;
+  if (name == "timing") return InstrumentationLevel::timing;
+  if (name == "trace") return InstrumentationLevel::trace;
+  if (name == "debug") return InstrumentationLevel::debug;
+  TPB_INPUT_FAIL("case_spec.params.instrumentation: expected \"off\", \"timing\", \"trace\" or \"debug\", got " << v.dump());
+}
+
+const char* instrumentation_level_name(InstrumentationLevel level) {
+  switch (level) {
+    case InstrumentationLevel::off: return "off";
+    case InstrumentationLevel::timing: return "timing";
+    case InstrumentationLevel::trace: return "trace";
+    case InstrumentationLevel::debug: return "debug";
+  }
+  return "?";
+}
+
+std::size_t AllocationLedger::total_bytes() const {
+  std::size_t total = 0;
+  for (const auto& item : items_) total += item.second;
+  return total;
+}
+
+nlohmann::json AllocationLedger::to_json() const {
+  nlohmann::json j = nlohmann::json::object();
+  for (const auto& [what, bytes] : items_) j[what] = j.value(what, std::size_t{0}) + bytes;
+  return j;
+}
+
+Instrumentation::Instrumentation(InstrumentationLevel level, std::size_t capacity_marks, AllocationLedger& ledger)
+    : level_(level),
+      marks_(std::make_unique<Mark[]>(capacity_marks)),  // value-initialised: every page written, at every level
+      capacity_(capacity_marks),
+      origin_ns_(steady_ns()) {
+  ledger.add("instrumentation_ring", capacity_marks * sizeof(Mark));
+}
+
+std::int64_t Instrumentation::now_ns() const noexcept { return steady_ns() - origin_ns_; }
+
+nlohmann::json phase_summary(const std::vector<Span>& spans, std::int64_t steps, const std::string& step_span_name) {
+  std::map<std::string, std::pair<double, std::int64_t>> by_name;  // name -> (total ns, count)
+  for (const auto& s : spans) {
+    auto& e = by_name[s.name];
+    e.first += static_cast<double>(s.dur_ns);
+    ++e.second;
+  }
+  const double per = steps > 0 ? static_cast<double>(steps) : 1.0;
+  const auto step_it = by_name.find(step_span_name);
+  const double step_ns = step_it == by_name.end() ? 0.0 : step_it->second.first / per;
+  nlohmann::json out = nlohmann::json::object();
+  for (const auto& [name, e] : by_name) {
+    const double mean_ns = e.first / per;
+    out[name] = {{"per_step_us", mean_ns * 1e-3},
+                 {"share_of_step", step_ns > 0 ? nlohmann::json(mean_ns / step_ns) : nlohmann::json(nullptr)},
+                 {"count", e.second}};
+  }
+  return out;
+}
+
+void write_chrome_trace(const std::string& path, const std::vector<Span>& spans, int rank, const std::string& label) {
+  nlohmann::json events = nlohmann::json::array();
+  events.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", rank}, {"tid", 0},
+                    {"args", {{"name", "rank " + std::to_string(rank) + (label.empty() ? "" : " " + label)}}}});
+  std::map<int, bool> lanes;
+  for (const auto& s : spans) {
+    lanes[s.tid] = true;
+    nlohmann::json args = {{"step", s.step}};
+    if (s.layer >= 0) args["layer"] = s.layer;
+    events.push_back({{"name", s.name}, {"ph", "X"}, {"pid", rank}, {"tid", s.tid},
+                      {"ts", static_cast<double>(s.begin_ns) * 1e-3}, {"dur", static_cast<double>(s.dur_ns) * 1e-3},
+                      {"args", args}});
+  }
+  for (const auto& [tid, unused] : lanes) {
+    (void)unused;
+    events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", rank}, {"tid", tid},
+                      {"args", {{"name", tid == 0 ? "steps" : "phases"}}}});
+  }
+  const nlohmann::json doc = {{"traceEvents", events}, {"displayTimeUnit", "ns"}};
+  std::ofstream out(path);
+  TPB_CHECK(out.good(), "trace: cannot write '" << path << "'");
+  out << doc.dump() << "\n";
+  out.close();
+  TPB_CHECK(out.good(), "trace: writing '" << path << "' failed");
+}
+
+std::string trace_path(const nlohmann::json& case_spec, int rank) {
+  std::string dir;
+  if (case_spec.contains("trace_dir") && case_spec["trace_dir"].is_string()) {
+    dir = case_spec["trace_dir"].get<std::string>();
+  } else {
+    const char* tmp = std::getenv("TMPDIR");
+    dir = tmp && *tmp ? tmp : "/tmp";
+  }
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  TPB_CHECK(!ec, "trace: cannot create folder '" << dir << "' (case_spec.trace_dir): " << ec.message());
+  const std::string id = case_spec.value("case_id", std::string("case"));
+  return (std::filesystem::path(dir) / ("trace-" + id + "-rank" + std::to_string(rank) + ".json")).string();
+}
+
+nlohmann::json float_stats(const float* values, std::size_t n) {
+  std::size_t nan = 0, inf = 0;
+  double max_abs = 0, sum_sq = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    const float v = values[i];
+    if (std::isnan(v)) {
+      ++nan;
+    } else if (std::isinf(v)) {
+      ++inf;
+    } else {
+      max_abs = std::max(max_abs, std::fabs(static_cast<double>(v)));
+      sum_sq += static_cast<double>(v) * v;
+    }
+  }
+  return {{"count", n}, {"nan", nan}, {"inf", inf}, {"max_abs", max_abs}, {"l2", std::sqrt(sum_sq)}};
+}
+
+std::int64_t heap_in_use_bytes() {
+  const struct mallinfo2 mi = mallinfo2();
+  return static_cast<std::int64_t>(mi.uordblks + mi.hblkhd);
+}
+
+}  // namespace tpb

@@ -1,0 +1,122 @@
+// Instrumentation levels (ARCHITECTURE.md, "Observer effect"): off | timing | trace | debug
+// change only what is recorded, never the control flow, the allocations or the numbers.
+//
+// How that is made to hold, rather than hoped for:
+// - Every level builds the same Instrumentation object with the same fixed-capacity mark
+//   ring, allocated and zero-filled (pages touched) before the timed loop, and the
+//   workload calls mark() at the same points at every level. At `off` mark() returns before
+//   reading the clock; at the other levels it stores {clock, what, arg} into the next slot
+//   (no formatting, no I/O, no allocation; a full ring counts drops instead of growing).
+// - Spans, summaries, the Chrome trace file and debug statistics are built from the ring
+//   and from copies after the timed loop, when the outputs are final.
+// - The workload allocates its own buffers through an AllocationLedger, whose total
+//   (metrics.alloc_bytes) must be equal at every level; heap_in_use_delta() measures the
+//   process heap across the timed loop as a second, independent witness.
+// The observer_invariant check compares outputs, plan and both byte counts across levels.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace tpb {
+
+enum class InstrumentationLevel { off, timing, trace, debug };
+
+// params.instrumentation of a case_spec ("off" when absent); InputError naming the JSON
+// path on anything else.
+InstrumentationLevel instrumentation_level(const nlohmann::json& params);
+const char* instrumentation_level_name(InstrumentationLevel level);
+
+// The bytes a workload allocates for one case, by purpose.
+class AllocationLedger {
+ public:
+  void add(const std::string& what, std::size_t bytes) { items_.emplace_back(what, bytes); }
+  std::size_t total_bytes() const;
+  nlohmann::json to_json() const;  // {what: bytes, ...}
+
+ private:
+  std::vector<std::pair<std::string, std::size_t>> items_;
+};
+
+// One recorded instant: when, which workload-defined event, and an argument (e.g. a layer).
+struct Mark {
+  std::int64_t t_ns = 0;   // steady clock, nanoseconds since the Instrumentation was built
+  std::uint32_t what = 0;  // workload-defined event code
+  std::uint32_t arg = 0;   // workload-defined (step index, layer, ...)
+};
+static_assert(sizeof(Mark) == 16, "the ring's size in bytes is capacity * 16");
+
+class Instrumentation {
+ public:
+  // Allocates (and zero-fills) the ring of `capacity_marks` at every level; records the
+  // bytes in `ledger`.
+  Instrumentation(InstrumentationLevel level, std::size_t capacity_marks, AllocationLedger& ledger);
+
+  InstrumentationLevel level() const { return level_; }
+  // Marks are stored only between arm() and disarm() (the timed loop), at level >= timing.
+  void arm() { recording_ = level_ != InstrumentationLevel::off; }
+  void disarm() { recording_ = false; }
+
+  // The hot path: one branch at `off`; a clock read and a 16-byte store otherwise.
+  void mark(std::uint32_t what, std::uint32_t arg = 0) noexcept {
+    if (!recording_) return;
+    if (count_ < capacity_)
+      marks_[count_++] = Mark{now_ns(), what, arg};
+    else
+      ++dropped_;
+  }
+
+  const Mark* marks() const { return marks_.get(); }
+  std::size_t mark_count() const { return count_; }
+  std::size_t dropped() const { return dropped_; }
+  std::size_t capacity() const { return capacity_; }
+
+ private:
+  std::int64_t now_ns() const noexcept;
+
+  InstrumentationLevel level_;
+  std::unique_ptr<Mark[]> marks_;
+  std::size_t capacity_ = 0;
+  std::size_t count_ = 0;
+  std::size_t dropped_ = 0;
+  bool recording_ = false;
+  std::int64_t origin_ns_ = 0;  // steady clock at construction, nanoseconds
+};
+
+// A named interval built from marks after the timed loop (Chrome trace "X" event).
+struct Span {
+  std::string name;          // phase, e.g. "attention"
+  int tid = 0;               // trace lane
+  std::int64_t begin_ns = 0; // since the Instrumentation was built, nanoseconds
+  std::int64_t dur_ns = 0;   // nanoseconds
+  std::int64_t step = 0;     // timed step index
+  std::int64_t layer = -1;   // layer index, -1 when not per layer
+};
+
+// Per phase name: mean time per step (us), share of the mean step, and span count.
+// `step_span_name` names the spans that are whole steps (they are the denominator).
+nlohmann::json phase_summary(const std::vector<Span>& spans, std::int64_t steps, const std::string& step_span_name);
+
+// Writes a Chrome trace (chrome://tracing, Perfetto): {"traceEvents": [...]} with
+// ph "X", ts/dur in microseconds, pid = rank, tid = span lane; plus process/thread names.
+// Throws tpb::Error naming the path when it cannot be written.
+void write_chrome_trace(const std::string& path, const std::vector<Span>& spans, int rank, const std::string& label);
+
+// Where a rank's trace goes: case_spec.trace_dir when given (created), else $TMPDIR or
+// /tmp; the file is trace-<case_id>-rank<r>.json.
+std::string trace_path(const nlohmann::json& case_spec, int rank);
+
+// Statistics of `n` floats for the debug level: count, nan, inf, max_abs (finite values),
+// l2 norm (finite values).
+nlohmann::json float_stats(const float* values, std::size_t n);
+
+// Bytes in use on the process heap (glibc mallinfo2: arenas + mmapped chunks).
+std::int64_t heap_in_use_bytes();
+
+}  // namespace tpb
