@@ -6,6 +6,9 @@
 #include <limits>
 #include <sstream>
 
+#include "reference_engine/config/model_config.h"
+#include "reference_engine/memory/gpu_catalog.h"
+#include "reference_engine/memory/planner.h"
 #include "suite/jsonl.h"
 #include "suite/provenance.h"
 #include "suite/results.h"
@@ -186,9 +189,14 @@ void probe_peer_bandwidth(const Profile& p, const json& pr, std::vector<QualifyR
     }
 }
 
+struct ProbeRun {
+  std::vector<json> records;
+  json checks;  // run.json summary.checks: name -> [{status, detail, cases}]
+};
+
 // Runs a scenario through the runner (records, checks and all) and reads its records back.
-std::vector<json> run_probe_scenario(const Profile& p, const json& pr, const QualifyOptions& options,
-                                     const std::string& tag) {
+ProbeRun run_probe_scenario(const Profile& p, const json& pr, const QualifyOptions& options,
+                            const std::string& tag) {
   const std::string scenario_path = resolve_relative(pr["scenario"].get<std::string>(), p.path);
   const Scenario scenario = load_scenario(resolve_scenario_path(scenario_path));
   const auto cases = expand_cases(scenario, detect_machine());
@@ -196,7 +204,10 @@ std::vector<json> run_probe_scenario(const Profile& p, const json& pr, const Qua
   ro.results_root = (fs::path(options.out_dir) / ("runs-" + tag)).string();
   ro.worker_binary = options.worker_binary;
   const RunSummary summary = run_scenario(scenario, cases, ro);
-  return read_jsonl((fs::path(summary.run_dir) / "results.jsonl").string());
+  ProbeRun run;
+  run.records = read_jsonl((fs::path(summary.run_dir) / "results.jsonl").string());
+  run.checks = read_json_file((fs::path(summary.run_dir) / "run.json").string())["summary"].value("checks", json::object());
+  return run;
 }
 
 double latency_threshold(const json& pr, const json& record) {
@@ -215,7 +226,8 @@ double latency_threshold(const json& pr, const json& record) {
 
 void probe_scenario_latency(const Profile& p, const json& pr, const QualifyOptions& options, const std::string& kind,
                             std::vector<QualifyRow>& rows) {
-  for (const auto& rec : run_probe_scenario(p, pr, options, kind)) {
+  const ProbeRun run = run_probe_scenario(p, pr, options, kind);
+  for (const auto& rec : run.records) {
     const std::string label = rec.value("label", rec.value("case_id", "?"));
     const std::string status = rec.value("status", "");
     if (status == "skipped") {
@@ -230,15 +242,23 @@ void probe_scenario_latency(const Profile& p, const json& pr, const QualifyOptio
     rows.push_back(row(kind, label, p50, "us", false, latency_threshold(pr, rec), "p50 over timed iterations"));
     // Correctness: every check the scenario names, and for allreduce each rank's own
     // comparison with the serial rank-order sum.
-    bool correct = true;
+    // At least one check must have verified the output (a not-implemented or skipped check
+    // verifies nothing), and none may have failed.
+    bool correct = true, verified = false;
     std::string why;
-    if (rec.contains("checks") && rec["checks"].is_object())
-      for (const auto& [name, c] : rec["checks"].items()) {
-        const std::string st = c.is_object() ? c.value("status", "") : "";
+    // Final group verdicts of the run (a group's result is stored once, on the record that
+    // completed it; the summary lists every case of every group).
+    const std::string id = rec.value("case_id", "");
+    for (const auto& [name, groups] : run.checks.items())
+      for (const auto& g : groups) {
+        const auto ids = g.value("cases", json::array());
+        if (std::find(ids.begin(), ids.end(), json(id)) == ids.end()) continue;
+        const std::string st = g.value("status", "");
         if (st == "fail") {
           correct = false;
-          why += name + " failed; ";
+          why += name + " failed: " + g.value("detail", std::string()) + "; ";
         }
+        verified = verified || st == "pass";
       }
     if (kind == "allreduce") {
       // metrics: one object per rank (or a single object); every rank compares its own output.
@@ -250,6 +270,7 @@ void probe_scenario_latency(const Profile& p, const json& pr, const QualifyOptio
         correct = false;
         why += "a rank's output differs from the serial rank-order sum; ";
       }
+      verified = verified || all_match;
       // Every rank must hold the same bits.
       const auto digests = rec.value("digests", json::array());
       for (const auto& d : digests)
@@ -259,8 +280,44 @@ void probe_scenario_latency(const Profile& p, const json& pr, const QualifyOptio
           break;
         }
     }
-    rows.push_back(verdict_row(kind + "_correct", label, correct, correct ? "checks pass" : why));
+    if (correct && !verified) {
+      correct = false;
+      why = "no check verified this case's output (name one in the probe's scenario)";
+    }
+    rows.push_back(verdict_row(kind + "_correct", label, correct, correct ? "output verified" : why));
   }
+}
+
+// Planner feasibility for the target deployment: the same plan `tpbench plan` prints, on
+// this machine's GPU memory when it has GPUs (else the catalog's `gpu`), must fit the KV
+// tokens the deployment needs. A pure prediction: nothing is allocated.
+void probe_planner(const Profile& p, const json& pr, std::vector<QualifyRow>& rows) {
+  PlanInput in;
+  in.config = load_model_config_by_name(pr.value("model", std::string("kimi-k2.5")));
+  if (pr.contains("overrides")) apply_overrides(in.config, pr["overrides"], p.path, "$.probes[].overrides");
+  in.tp = pr.value("tp", 8);
+  in.quant = parse_quantization(pr.value("quant", std::string("bf16")), p.path + ": $.probes[].quant");
+  in.mem_fraction = pr.value("mem_fraction", 0.85);
+  in.allreduce = pr.value("allreduce", std::string("auto"));
+  in.requested_tokens = pr.value("min_tokens", std::int64_t(1));
+  const auto gpus = visible_gpus();
+  std::string where;
+  if (p.device == "cuda" && !gpus.empty() && !pr.contains("gpu")) {
+    in.gpu_total_bytes = static_cast<std::int64_t>(gpus.front().memory_bytes);
+    in.cuda_context_bytes = default_cuda_context_bytes();
+    where = "this machine's " + gpus.front().name;
+  } else {
+    const GpuSpec& spec = find_gpu(pr.value("gpu", std::string("H200")));
+    in.gpu_total_bytes = spec.total_bytes;
+    in.cuda_context_bytes = spec.cuda_context_bytes;
+    where = "catalog " + spec.name;
+  }
+  const MemoryPlan plan = plan_memory(in);
+  const std::string item = in.config.name + " tp" + std::to_string(in.tp) + " " + quantization_name(in.quant) +
+                           " f" + std::to_string(in.mem_fraction).substr(0, 4) + " (" + where + ")";
+  QualifyRow r = row("planner", item, static_cast<double>(plan.max_tokens), "tokens", true,
+                     static_cast<double>(in.requested_tokens), plan.verdict);
+  rows.push_back(r);
 }
 
 }  // namespace
@@ -315,6 +372,7 @@ std::vector<QualifyRow> run_qualification(const std::string& profile_path, const
     if (kind == "memory_bandwidth") probe_memory_bandwidth(p, pr, rows);
     else if (kind == "gemm") probe_gemm(p, pr, rows);
     else if (kind == "peer_bandwidth") probe_peer_bandwidth(p, pr, rows);
+    else if (kind == "planner") probe_planner(p, pr, rows);
   }
   json baseline_values = json::object();
   if (!p.baseline_path.empty() && fs::exists(p.baseline_path))

@@ -18,7 +18,8 @@
 //     allreduce         tp, backends [..], message_bytes [..], dtype, max_latency_us {bytes: us}
 //                       (each backend's output must equal the serial rank-order sum bitwise)
 //     engine_decode     model {preset, overrides}, tp, batch_size, seq_len, allreduce, max_latency_us
-//     planner           model, tp, quant, gpu | gpu_mem_gib, mem_fraction, min_tokens
+//     planner           model, overrides, tp, quant, allreduce, mem_fraction, min_tokens, gpu
+//                       (catalog name; default: this machine's GPU on cuda, else H200)
 #pragma once
 
 #include <string>

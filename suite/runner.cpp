@@ -154,12 +154,13 @@ json latency_summary(const std::vector<std::vector<double>>& per_rank, int repet
 
 json case_record_from_ranks(const Scenario& s, const Case& c, const std::vector<json>& ranks) {
   json r = json::object();
-  json memory = json::array(), digests = json::array(), comm = json::array();
+  json memory = json::array(), digests = json::array(), comm = json::array(), outputs = json::array();
   std::vector<std::vector<double>> samples;
   for (const auto& rank : ranks) {
     memory.push_back(rank.value("memory", json::object()));
     digests.push_back(rank.value("digests", json::object()));
     comm.push_back(rank.value("comm", json::object()));
+    outputs.push_back(rank.value("outputs", json()));
     std::vector<double> v;
     const json lat = rank.value("latency_us", json::array());
     if (lat.is_array())
@@ -170,6 +171,11 @@ json case_record_from_ranks(const Scenario& s, const Case& c, const std::vector<
   r["memory"] = memory;
   r["digests"] = digests;
   r["comm"] = comm;
+  // Samples of each rank's outputs (e.g. the engine's first logits) for tolerance checks;
+  // null when the workload reports none.
+  bool any_outputs = false;
+  for (const auto& o : outputs) any_outputs = any_outputs || !o.is_null();
+  r["outputs"] = any_outputs ? outputs : json(nullptr);
   json metrics = json::array();
   for (const auto& rank : ranks) metrics.push_back(rank.value("metrics", json(nullptr)));
   r["metrics"] = metrics;  // per rank: workload-specific numbers and self-checks
