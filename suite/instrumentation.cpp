@@ -1,7 +1,5 @@
 #include "suite/instrumentation.h"
 
-#include <malloc.h>
-
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
@@ -141,11 +139,6 @@ nlohmann::json float_stats(const float* values, std::size_t n) {
     }
   }
   return {{"count", n}, {"nan", nan}, {"inf", inf}, {"max_abs", max_abs}, {"l2", std::sqrt(sum_sq)}};
-}
-
-std::int64_t heap_in_use_bytes() {
-  const struct mallinfo2 mi = mallinfo2();
-  return static_cast<std::int64_t>(mi.uordblks + mi.hblkhd);
 }
 
 }  // namespace tpb

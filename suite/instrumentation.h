@@ -10,8 +10,9 @@
 // - Spans, summaries, the Chrome trace file and debug statistics are built from the ring
 //   and from copies after the timed loop, when the outputs are final.
 // - The workload allocates its own buffers through an AllocationLedger, whose total
-//   (metrics.alloc_bytes) must be equal at every level; heap_in_use_delta() measures the
-//   process heap across the timed loop as a second, independent witness.
+//   (metrics.alloc_bytes) must be equal at every level. (The process heap in use, as glibc's
+//   mallinfo2 reports it, is no witness: it counts chunks parked in the thread cache as in
+//   use, so it moves by a few hundred bytes between identical runs.)
 // The observer_invariant check compares outputs, plan and both byte counts across levels.
 #pragma once
 
@@ -115,8 +116,5 @@ std::string trace_path(const nlohmann::json& case_spec, int rank);
 // Statistics of `n` floats for the debug level: count, nan, inf, max_abs (finite values),
 // l2 norm (finite values).
 nlohmann::json float_stats(const float* values, std::size_t n);
-
-// Bytes in use on the process heap (glibc mallinfo2: arenas + mmapped chunks).
-std::int64_t heap_in_use_bytes();
 
 }  // namespace tpb

@@ -11,6 +11,8 @@
 //                         axes such as message_bytes)
 //   model        object   resolved model section: config_path, overrides, weights, seed
 //   measure      object   warmup, iterations, repetitions, min_duration_s, timeout_s
+//   trace_dir    string   optional: where instrumentation=trace|debug writes each rank's
+//                         Chrome trace (default $TMPDIR or /tmp; suite/instrumentation.h)
 //
 // A rank's result, JSON (one per rank, collected by the launcher):
 //   rank         int

@@ -1,7 +1,7 @@
 // observer_invariant: cases that differ only in the instrumentation level must compute the
 // same thing (ARCHITECTURE.md, "Observer effect"). Against the `off` case, every other
 // level must have bitwise-identical digests on every rank, the same plan, and the same
-// metrics.alloc_bytes and metrics.heap_delta_timed_bytes on every rank (suite/instrumentation.h).
+// metrics.alloc_bytes on every rank (suite/instrumentation.h).
 //
 // The cost of `timing` is reported as the ratio of median step latencies timing / off. It
 // fails the check only when it exceeds 1 + kTimingOverheadMax AND a Mann-Whitney U test over

@@ -242,7 +242,6 @@ json run_allreduce_workload(const json& case_spec, WorkerState& state) {
   std::vector<double> latency_us = latency_us_gpu;
   latency_us.reserve(static_cast<std::size_t>(repetitions * iterations));
   ledger.add("latency_samples", static_cast<std::size_t>(repetitions * iterations) * sizeof(double));
-  const std::int64_t heap_before = heap_in_use_bytes();
   inst.arm();
   for (std::int64_t i = 0; i < repetitions * iterations && !on_gpu; ++i) {
     inst.mark(kBarrierBegin, static_cast<std::uint32_t>(i));
@@ -254,7 +253,6 @@ json run_allreduce_workload(const json& case_spec, WorkerState& state) {
     latency_us.push_back(timer.stop_us());
   }
   inst.disarm();
-  const std::int64_t heap_delta = heap_in_use_bytes() - heap_before;
 
   json instrumentation = {{"level", instrumentation_level_name(level)},
                           {"marks", inst.mark_count()},
@@ -309,7 +307,6 @@ json run_allreduce_workload(const json& case_spec, WorkerState& state) {
         {"mismatched_elements", mismatched},
         {"first_mismatch", first_mismatch},
         {"alloc_bytes", ledger.total_bytes()},
-        {"heap_delta_timed_bytes", heap_delta},
         {"trace_file", trace_file},
         {"instrumentation", instrumentation}}},
       {"comm", {{"backend", comm.name()}, {"memory_bytes", comm.memory_bytes()}, {"fallback_reason", comm.fallback_reason()}}},

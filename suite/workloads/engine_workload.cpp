@@ -258,7 +258,6 @@ json run_engine_workload(const json& case_spec, WorkerState& state) {
   std::vector<double> latency_us;
   latency_us.reserve(static_cast<std::size_t>(timed_steps));
   ledger.add("latency_samples", static_cast<std::size_t>(timed_steps) * sizeof(double));
-  const std::int64_t heap_before = heap_in_use_bytes();
   inst.arm();
   for (std::int64_t i = 0; i < timed_steps; ++i) {
     comm.barrier();  // every sample starts with all ranks present
@@ -269,7 +268,6 @@ json run_engine_workload(const json& case_spec, WorkerState& state) {
     latency_us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
   }
   inst.disarm();
-  const std::int64_t heap_delta = heap_in_use_bytes() - heap_before;
   const double mean_us = std::accumulate(latency_us.begin(), latency_us.end(), 0.0) / static_cast<double>(latency_us.size());
   const auto& logits = engine.logits();
   // The first values of the last step's logits, for tolerance checks across TP sizes and
@@ -323,7 +321,6 @@ json run_engine_workload(const json& case_spec, WorkerState& state) {
             {"vocab_size", V},
             {"compute_dtype", "f32"},
             {"alloc_bytes", ledger.total_bytes()},
-            {"heap_delta_timed_bytes", heap_delta},
             {"trace_file", trace_file},
             {"instrumentation", instrumentation},
             {"weights", ce.weights->describe()}}},

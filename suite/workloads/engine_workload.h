@@ -13,6 +13,14 @@
 //   every rank), metrics {tokens_per_step, tokens_per_s (mean), weight_bytes, kv_cache_bytes,
 //   kv_tokens, allreduces_per_step, ...}, outputs.logits (the first <= 4096 fp32 logits of the
 //   last step, in [batch, tokens, vocab] order, for tolerance checks across TP and devices), comm.
+//   params.instrumentation "off" | "timing" | "trace" | "debug" (suite/instrumentation.h): the
+//   engine runs on an ObservedCommunicator at every level; from timing on, metrics.instrumentation
+//   .phases holds per-step time of step, embed, attention, mlp, moe, allreduce, lm_head,
+//   all_gather, logits; trace adds a Chrome trace (metrics.trace_file); debug adds
+//   metrics.instrumentation.debug (NaN/Inf counts, max abs, l2 and greedy token per row of a
+//   copy of the last logits). Every level: metrics.alloc_bytes (the workload's buffers, by
+//   purpose in .instrumentation.alloc), metrics.vocab_size
+//   and metrics.compute_dtype ("f32") for tp_invariant.
 //   The engine (weights loaded) is kept in the worker across cases with the same model, TP
 //   and backend.
 //

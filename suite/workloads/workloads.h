@@ -12,7 +12,11 @@
 //   result: latency_us (repetitions x iterations samples, microseconds, each after a
 //   barrier so all ranks start together), digests.output (FNV-1a 64 of the
 //   last output, hex), metrics {bytes, count, dtype, algbw_GBps, busbw_GBps,
-//   latency_mean_us, matches_serial_sum, mismatched_elements, first_mismatch}, comm.
+//   latency_mean_us, matches_serial_sum, mismatched_elements, first_mismatch, alloc_bytes,
+//   trace_file, instrumentation}, comm.
+//   params.instrumentation: as the engine's (engine_workload.h); phases "barrier" and
+//   "allreduce"; debug: stats of a copy of the output. TEST-ONLY: TPB_TEST_PERTURB_DEBUG=1
+//   makes the debug level flip one output bit, the planted fault observer_invariant catches.
 //
 // "probe" — TEST-ONLY, for the launcher's own tests and fault drills: a bootstrap round
 //   trip with a binary payload, then an optional injected fault on one rank.
