@@ -1,5 +1,6 @@
 #include "suite/instrumentation.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
@@ -62,6 +63,42 @@ Instrumentation::Instrumentation(InstrumentationLevel level, std::size_t capacit
 }
 
 std::int64_t Instrumentation::now_ns() const noexcept { return steady_ns() - origin_ns_; }
+
+void Instrumentation::arm() {
+  arm_ns_ = now_ns();
+  arm_ticks_ = clock_ticks();
+  recording_ = level_ != InstrumentationLevel::off;
+}
+
+void Instrumentation::disarm() {
+  recording_ = false;
+  const std::uint64_t end_ticks = clock_ticks();
+  const std::int64_t end_ns = now_ns();
+  // Linear map ticks -> ns over the armed window (the TSC rate is constant: constant_tsc).
+  const double ticks = static_cast<double>(end_ticks - arm_ticks_);
+  const double ns_per_tick = ticks > 0 ? static_cast<double>(end_ns - arm_ns_) / ticks : 1.0;
+  for (std::size_t i = 0; i < count_; ++i) {
+    const double dt = static_cast<double>(static_cast<std::uint64_t>(marks_[i].t_ns) - arm_ticks_);
+    marks_[i].t_ns = arm_ns_ + static_cast<std::int64_t>(dt * ns_per_tick);
+  }
+}
+
+double mark_cost_ns() {
+  constexpr int kRounds = 16, kMarks = 256;
+  Mark scratch[kMarks];
+  double best_ns = 1e300;
+  for (int round = 0; round < kRounds; ++round) {
+    const std::int64_t t0 = steady_ns();
+    for (int i = 0; i < kMarks; ++i)
+      scratch[i] = Mark{static_cast<std::int64_t>(Instrumentation::clock_ticks()), static_cast<std::uint32_t>(i), 0};
+    const std::int64_t t1 = steady_ns();
+    // Keep the stores: the sum depends on every slot.
+    std::int64_t sink = 0;
+    for (const Mark& m : scratch) sink += m.t_ns & 1;
+    best_ns = std::min(best_ns, static_cast<double>(t1 - t0 + (sink < 0)) / kMarks);
+  }
+  return best_ns;
+}
 
 nlohmann::json phase_summary(const std::vector<Span>& spans, std::int64_t steps, const std::string& step_span_name) {
   std::map<std::string, std::pair<double, std::int64_t>> by_name;  // name -> (total ns, count)

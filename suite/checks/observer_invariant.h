@@ -3,11 +3,16 @@
 // level must have bitwise-identical digests on every rank, the same plan, and the same
 // metrics.alloc_bytes on every rank (suite/instrumentation.h).
 //
-// The cost of `timing` is reported as the ratio of median step latencies timing / off. It
-// fails the check only when it exceeds 1 + kTimingOverheadMax AND a Mann-Whitney U test over
-// the per-repetition medians rejects at alpha = 0.05, and only when both cases have at least
-// kTimingOverheadMinRepetitions repetitions: the two cases run one after the other, so on a
-// shared CI machine a few samples would mostly measure the neighbours' load.
+// The cost of `timing` (<= kTimingOverheadMax of a step) is judged twice:
+// - its own cost, as each rank measured it (metrics.instrumentation.estimated_timing_overhead:
+//   marks per step x the cost of one mark / median step): always enforced, because the
+//   neighbours' load on a shared machine cannot blur it;
+// - the A/B ratio of median step latencies timing / off: fails only when the ratio of
+//   per-repetition medians exceeds 1 + kTimingOverheadMax AND a Mann-Whitney U test rejects at
+//   alpha = 0.05, and only with >= kTimingOverheadMinRepetitions repetitions on both sides;
+//   otherwise reported. The two cases run one after the other, so on a shared 2-core CI
+//   machine this measured 0.91-1.69 for identical work (few samples measure the load, not
+//   the marks); on a quiet machine with >= 9 repetitions it is the end-to-end evidence.
 #pragma once
 
 #include "suite/checks/check.h"

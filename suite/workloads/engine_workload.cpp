@@ -273,7 +273,15 @@ json run_engine_workload(const json& case_spec, WorkerState& state) {
   // The first values of the last step's logits, for tolerance checks across TP sizes and
   // devices (digests compare bitwise; these compare within a budget).
   const std::size_t sample = std::min<std::size_t>(logits.size(), kOutputSampleValues);
+  // The timing level's own cost, estimated at every level (same post-loop work everywhere).
+  std::vector<double> sorted_us = latency_us;
+  std::sort(sorted_us.begin(), sorted_us.end());
+  const double median_step_us = sorted_us[sorted_us.size() / 2];
+  const double cost_ns = mark_cost_ns();
   json instrumentation = {{"level", instrumentation_level_name(level)},
+                          {"mark_cost_ns", cost_ns},
+                          {"marks_per_step", marks_per_step},
+                          {"estimated_timing_overhead", static_cast<double>(marks_per_step) * cost_ns * 1e-3 / median_step_us},
                           {"marks", inst.mark_count()},
                           {"marks_dropped", inst.dropped()},
                           {"alloc", ledger.to_json()}};

@@ -14,8 +14,7 @@
 //   last output, hex), metrics {bytes, count, dtype, algbw_GBps, busbw_GBps,
 //   latency_mean_us, matches_serial_sum, mismatched_elements, first_mismatch, alloc_bytes,
 //   trace_file, instrumentation}, comm.
-//   params.instrumentation: as the engine's (engine_workload.h); phases "barrier" and
-//   "allreduce"; debug: stats of a copy of the output. TEST-ONLY: TPB_TEST_PERTURB_DEBUG=1
+//   params.instrumentation: as the engine's (engine_workload.h); phase "allreduce"; debug: stats of a copy of the output. TEST-ONLY: TPB_TEST_PERTURB_DEBUG=1
 //   makes the debug level flip one output bit, the planted fault observer_invariant catches.
 //
 // "probe" — TEST-ONLY, for the launcher's own tests and fault drills: a bootstrap round

@@ -58,7 +58,7 @@ TEST(ObserverInvariant, EqualLevelsPassAndTheGroupIgnoresOnlyTheLevel) {
   const std::vector<json> records = {level_record("off"), level_record("timing"), level_record("trace"), level_record("debug")};
   const CheckResult r = judge("observer_invariant", records);
   EXPECT_EQ(r.status, "pass") << r.detail;
-  EXPECT_TRUE(has(r.detail, "timing overhead: p50 ratio 1.0000")) << r.detail;
+  EXPECT_TRUE(has(r.detail, "A/B p50 ratio timing/off 1.0000")) << r.detail;
   auto check = make_check("observer_invariant");
   json other_size = level_record("off");
   other_size["params"]["message_bytes"] = 2048;
@@ -120,6 +120,22 @@ TEST(ObserverInvariant, TimingTenPercentSlowerFailsWithNineRepetitionsOnly) {
   const CheckResult equal = judge("observer_invariant", {with_repetitions(level_record("off"), 100, 9),
                                                          with_repetitions(level_record("timing"), 100.3, 9)});
   EXPECT_EQ(equal.status, "pass") << equal.detail;
+}
+
+json with_own_cost(json record, double share) {
+  for (auto& m : record["metrics"]) m["instrumentation"] = {{"estimated_timing_overhead", share}};
+  return record;
+}
+
+TEST(ObserverInvariant, TimingWhoseOwnCostExceedsOnePercentFailsWhateverTheRepetitions) {
+  const CheckResult costly =
+      judge("observer_invariant", {level_record("off"), with_own_cost(level_record("timing"), 0.02)});
+  EXPECT_EQ(costly.status, "fail");
+  EXPECT_TRUE(has(costly.detail, "own cost 2% of a step")) << costly.detail;
+  const CheckResult cheap =
+      judge("observer_invariant", {level_record("off"), with_own_cost(level_record("timing"), 0.0005)});
+  EXPECT_EQ(cheap.status, "pass") << cheap.detail;
+  EXPECT_TRUE(has(cheap.detail, "own cost 0.05% of a step")) << cheap.detail;
 }
 
 json tp_record(int tp, const std::vector<float>& logits, std::int64_t vocab = 8) {
@@ -280,7 +296,7 @@ TEST(ObserverInvariantEndToEnd, AllreduceLevelsAgreeAndTraceFilesAreWritten) {
         EXPECT_EQ(m["instrumentation"]["marks"], 0);
         EXPECT_TRUE(m["trace_file"].is_null());
       } else {
-        EXPECT_EQ(m["instrumentation"]["marks"], 9);  // 3 per iteration
+        EXPECT_EQ(m["instrumentation"]["marks"], 6);  // 2 per iteration
         EXPECT_EQ(m["instrumentation"]["phases"]["allreduce"]["count"], 3);
       }
       if (level == "trace" || level == "debug") {
@@ -289,7 +305,7 @@ TEST(ObserverInvariantEndToEnd, AllreduceLevelsAgreeAndTraceFilesAreWritten) {
         const json trace = json::parse(in);
         int x_events = 0;
         for (const auto& e : trace["traceEvents"]) x_events += e["ph"] == "X";
-        EXPECT_EQ(x_events, 6);  // barrier + allreduce, 3 iterations
+        EXPECT_EQ(x_events, 3);  // one allreduce span per iteration
       }
       if (level == "debug") {
         EXPECT_EQ(m["instrumentation"]["debug"]["output"]["count"], 2050);
@@ -326,9 +342,10 @@ TEST(TpAndObserverInvariantEndToEnd, EngineAtEveryLevelAndTp1And2Passes) {
   const auto tp = judge_groups("tp_invariant", records);
   ASSERT_EQ(tp.size(), 4u);  // one per level
   for (const auto& r : tp) EXPECT_EQ(r.status, "pass") << r.detail;
-  // The phases of a decode step are all there at the timing level.
+  // The phases of a decode step are all there at the timing level, and its own cost was measured.
   for (const auto& r : records)
     if (r["params"]["instrumentation"] == "timing") {
+      EXPECT_TRUE(r["metrics"][0]["instrumentation"]["estimated_timing_overhead"].is_number()) << r["metrics"][0].dump();
       const json phases = r["metrics"][0]["instrumentation"]["phases"];
       for (const char* phase : {"step", "embed", "attention", "moe", "allreduce", "lm_head", "all_gather"})
         EXPECT_TRUE(phases.contains(phase)) << phase << " missing in " << phases.dump();
