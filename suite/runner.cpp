@@ -381,6 +381,14 @@ RunSummary run_scenario(const Scenario& s, const std::vector<Case>& cases, const
         junit.push_back(jc);
       }
     }
+    if (checks.groups[k].empty()) {
+      // A check the scenario names but no case can feed (tp_invariant on an allreduce sweep)
+      // is said so, once: silence would read as a pass.
+      const CheckResult none{"skipped", "applies to no case of this sweep (workload " + s.workload + ")"};
+      per_check.push_back(group_result_json(none, {}));
+      ++sum.checks_skipped;
+      junit.push_back({s.name, check.name(), 0, "skipped", "skipped: " + none.detail, none.detail});
+    }
     check_summary[check.name()] = per_check;
   }
   // Stability: the control case first vs last (ARCHITECTURE.md, "Baselines and regressions").

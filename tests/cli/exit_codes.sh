@@ -21,7 +21,7 @@ JSON
 cat >"$SCRATCH/ok.json" <<'JSON'
 {"schema": 1, "name": "fine", "workload": "allreduce", "device": "cpu",
  "sweep": {"tp": [1, 2], "message_bytes": [64]}, "measure": {"iterations": 2},
- "checks": ["matches_reference", "tp_invariant"]}
+ "checks": ["matches_reference", "plan_matches_measured"]}
 JSON
 expect_rc 1 "$TPBENCH" run "$SCRATCH/timeout.json" --no-report --results-dir "$SCRATCH/r1" --junit "$SCRATCH/t.xml"
 run=$(run_dir_of "$SCRATCH/r1")
@@ -41,11 +41,17 @@ python3 - "$SCRATCH/ok.xml" <<'PY'
 import sys, xml.dom.minidom
 doc = xml.dom.minidom.parse(sys.argv[1])
 cases = doc.getElementsByTagName("testcase")
-# 2 cases x (run + matches_reference + tp_invariant)
+# 2 cases x (run + matches_reference + plan_matches_measured)
 assert len(cases) == 6, len(cases)
 assert len(doc.getElementsByTagName("failure")) == 0
-assert len(doc.getElementsByTagName("skipped")) == 2  # tp_invariant: not implemented, not a pass
+assert len(doc.getElementsByTagName("skipped")) == 2  # plan_matches_measured: not implemented, not a pass
 PY
+
+# A check that applies to no case of the sweep is reported as skipped, never silently dropped.
+sed 's/"plan_matches_measured"/"tp_invariant"/' "$SCRATCH/ok.json" >"$SCRATCH/na.json"
+expect_rc 0 "$TPBENCH" run "$SCRATCH/na.json" --no-report --results-dir "$SCRATCH/r3" --junit "$SCRATCH/na.xml"
+grep -q "1 skipped" "$SCRATCH/last.out" || fail "a check that applies to no case is not counted as skipped"
+grep -q "applies to no case" "$SCRATCH/na.xml" || fail "JUnit does not say the check applied to no case"
 
 # No arguments: the quickstart scenario, results under ./results.
 (cd "$SCRATCH" && expect_rc 0 "$TPBENCH")
