@@ -294,7 +294,9 @@ RunSummary run_scenario(const Scenario& s, const std::vector<Case>& cases, const
       record["error"] = c.skip_reason;
     } else {
       try {
-        const CaseRun run = launcher.run_case(c.group_key, c.tp, case_spec(s, c), s.measure.timeout_s);
+        json spec = case_spec(s, c);
+        spec["trace_dir"] = (fs::path(run_dir) / "traces").string();  // instrumentation=trace|debug writes here
+        const CaseRun run = launcher.run_case(c.group_key, c.tp, spec, s.measure.timeout_s);
         wall_s = run.wall_s;
         record["wall_s"] = run.wall_s;
         if (run.ok) {

@@ -53,6 +53,21 @@ expect_rc 0 "$TPBENCH" run "$SCRATCH/na.json" --no-report --results-dir "$SCRATC
 grep -q "1 skipped" "$SCRATCH/last.out" || fail "a check that applies to no case is not counted as skipped"
 grep -q "applies to no case" "$SCRATCH/na.xml" || fail "JUnit does not say the check applied to no case"
 
+# instrumentation=trace writes one Chrome trace per rank into the run folder's traces/.
+cat >"$SCRATCH/trace.json" <<'JSON'
+{"schema": 1, "name": "trace", "workload": "allreduce", "device": "cpu",
+ "sweep": {"tp": [2], "message_bytes": [64], "instrumentation": ["trace"]}, "measure": {"iterations": 2}}
+JSON
+expect_rc 0 "$TPBENCH" run "$SCRATCH/trace.json" --no-report --results-dir "$SCRATCH/r4"
+run=$(run_dir_of "$SCRATCH/r4")
+python3 - "$run" <<'PY'
+import glob, json, sys
+files = sorted(glob.glob(f"{sys.argv[1]}/traces/trace-*-rank*.json"))
+assert len(files) == 2, files
+for f in files:
+    assert json.load(open(f))["traceEvents"], f
+PY
+
 # No arguments: the quickstart scenario, results under ./results.
 (cd "$SCRATCH" && expect_rc 0 "$TPBENCH")
 ls "$SCRATCH"/results/*/results.jsonl >/dev/null || fail "tpbench without arguments wrote no results"
