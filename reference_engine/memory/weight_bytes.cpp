@@ -51,6 +51,7 @@ const char* quantization_name(Quantization q) {
     case Quantization::bf16: return "bf16";
     case Quantization::fp8: return "fp8";
     case Quantization::int4: return "int4";
+    case Quantization::f32: return "f32";
   }
   return "?";
 }
@@ -59,7 +60,8 @@ Quantization parse_quantization(const std::string& name, const std::string& what
   if (name == "bf16") return Quantization::bf16;
   if (name == "fp8") return Quantization::fp8;
   if (name == "int4") return Quantization::int4;
-  TPB_INPUT_FAIL(what << ": expected bf16, fp8 or int4, got '" << name << "'");
+  if (name == "f32" || name == "fp32") return Quantization::f32;
+  TPB_INPUT_FAIL(what << ": expected bf16, fp8, int4 or f32, got '" << name << "'");
 }
 
 const char* weight_format_name(WeightFormat f) {
@@ -185,6 +187,8 @@ std::vector<TensorFamily> tensor_families(const ModelConfig& c, Quantization qua
   f.push_back({"norm", "norm", H, 1, 1, TpSplit::replicated, bf16});
   if (!c.tie_word_embeddings) f.push_back({"lm_head", "lm_head", c.vocab_size, H, 1, TpSplit::column, bf16});
   if (c.has_vision_tower) f.push_back(vision_tower_family(c, nullptr));
+  if (quant == Quantization::f32)
+    for (auto& family : f) family.format = WeightFormat::f32;
   return f;
 }
 

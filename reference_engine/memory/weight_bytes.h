@@ -25,6 +25,8 @@
 //         Embeddings, norms, the router gate and lm_head stay bf16.
 //   int4  the routed experts only (Kimi-K2.5: compressed-tensors ignores self_attn,
 //         shared_experts, dense mlp, lm_head, vision tower); everything else bf16.
+//   f32   every tensor in fp32: tpbench's CPU reference engine, so its plan can be checked
+//         against what that engine actually loads.
 // The vision tower (K2.5's MoonViT + projector) is never quantized and is replicated on every
 // rank (an assumption: it is small next to the text model; see vision_tower_family).
 #pragma once
@@ -37,9 +39,9 @@
 
 namespace tpb {
 
-enum class Quantization { bf16, fp8, int4 };
+enum class Quantization { bf16, fp8, int4, f32 };
 const char* quantization_name(Quantization q);
-// "bf16" | "fp8" | "int4"; anything else throws InputError naming `what` (e.g. "--quant").
+// "bf16" | "fp8" | "int4" | "f32"; anything else throws InputError naming `what` (e.g. "--quant").
 Quantization parse_quantization(const std::string& name, const std::string& what);
 
 enum class WeightFormat { bf16, f32, fp8_block128, int4_group32 };

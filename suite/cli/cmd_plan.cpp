@@ -28,7 +28,7 @@ using tpb::kGiB;
 using tpb::kMiB;
 
 constexpr const char* kUsage =
-    "usage: tpbench plan --model PRESET|DIR --tp N [--quant bf16|fp8|int4]\n"
+    "usage: tpbench plan --model PRESET|DIR --tp N [--quant bf16|fp8|int4|f32]\n"
     "                    (--gpu-mem-gib X | --gpu NAME) [--mem-fraction F] [--allreduce BACKEND]\n"
     "                    [--tokens T] [--overrides JSON] [--json] [more options below]\n"
     "       tpbench plan --from-measured --total-gib A --avail-gib B --mem-fraction F\n"

@@ -17,7 +17,7 @@ expect_error() {
   grep -qF -- "$pattern" "$scratch/err.txt" || fail "plan $*: stderr lacks '$pattern': $(cat "$scratch/err.txt")"
 }
 
-expect_error 2 "--quant: expected bf16, fp8 or int4, got 'int5'" --model kimi-k2.5 --tp 8 --gpu H200 --quant int5
+expect_error 2 "--quant: expected bf16, fp8, int4 or f32, got 'int5'" --model kimi-k2.5 --tp 8 --gpu H200 --quant int5
 expect_error 2 "give exactly one of --gpu NAME or --gpu-mem-gib X" --model kimi-k2.5 --tp 8
 expect_error 2 "give exactly one of --gpu NAME or --gpu-mem-gib X" --model kimi-k2.5 --tp 8 --gpu H200 --gpu-mem-gib 90
 expect_error 2 "unknown argument '--frac'" --model kimi-k2.5 --tp 8 --gpu H200 --frac 0.8

@@ -103,7 +103,7 @@ TEST(WeightBytes, QuantizationNamesParseAndRejectOthers) {
     parse_quantization("nvfp4", "--quant");
     FAIL() << "no throw";
   } catch (const InputError& e) {
-    EXPECT_NE(std::string(e.what()).find("--quant: expected bf16, fp8 or int4, got 'nvfp4'"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("--quant: expected bf16, fp8, int4 or f32, got 'nvfp4'"), std::string::npos);
   }
 }
 
