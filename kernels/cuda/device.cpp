@@ -34,4 +34,15 @@ std::string cuda_runtime_version() {
   return cudaRuntimeGetVersion(&v) == cudaSuccess ? format_cuda_version(v) : std::string();
 }
 
+bool current_device_memory(std::size_t* free_bytes, std::size_t* total_bytes) {
+  std::size_t f = 0, t = 0;
+  if (cudaMemGetInfo(&f, &t) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  *free_bytes = f;
+  *total_bytes = t;
+  return true;
+}
+
 }  // namespace tpb

@@ -21,4 +21,7 @@ std::vector<GpuInfo> visible_gpus();
 std::string cuda_driver_version();
 std::string cuda_runtime_version();
 
+// cudaMemGetInfo on the calling thread's current device. False without CUDA or a device.
+bool current_device_memory(std::size_t* free_bytes, std::size_t* total_bytes);
+
 }  // namespace tpb
