@@ -5,7 +5,9 @@
 # Then the suite end to end: `tpbench run` of the GPU scenarios (records, checks, report),
 # `tpbench qualify` of the h200x2 profile (baseline recorded, re-checked, and once with a
 # threshold tightened beyond the machine), all packed into OUTDIR/suite.tgz.
-# GPU_RUN_SKIP_BENCH=1 / GPU_RUN_SKIP_SUITE=1 leave a part out.
+# GPU_RUN_SKIP_BENCH=1 / GPU_RUN_SKIP_SUITE=1 / GPU_RUN_SKIP_QUALIFY=1 leave a part out;
+# GPU_RUN_BENCH_FILTER=REGEX runs one pass of those benchmarks instead of the allreduce passes;
+# GPU_RUN_CTEST_REGEX, GPU_RUN_SCENARIOS choose the tests and scenarios.
 # Steps: configure (cmake --preset cuda, Ninja, sm_90) and build tpb_gpu_tests + tpb_bench
 # with all cores; ctest -L gpu (allreduce tests unless GPU_RUN_CTEST_REGEX says otherwise);
 # tpb_bench pass 1 (nccl, one-shot, two-shot) -> measured auto thresholds
@@ -45,7 +47,7 @@ echo "cmake args: ${CMAKE_ARGS[*]}" >>"$ENV_LOG"
 
 BUILD_LOG=$OUTDIR/build.log
 T0=$(date +%s)
-if ! { cmake --preset cuda "${CMAKE_ARGS[@]}" && cmake --build build-cuda -j "$(nproc)" --target tpb_bench; } >"$BUILD_LOG" 2>&1; then
+if ! { cmake --preset cuda "${CMAKE_ARGS[@]}" && cmake --build build-cuda -j "$(nproc)" --target ${GPU_RUN_FIRST_TARGETS:-tpb_bench}; } >"$BUILD_LOG" 2>&1; then
   tail -40 "$BUILD_LOG"; echo "BUILD FAILED (see build.log)"; exit 1
 fi
 TESTS_BUILT=1
@@ -65,7 +67,15 @@ fi
 
 BENCH=build-cuda/kernels/bench/tpb_bench
 MAX_MIB=${GPU_RUN_MAX_MIB:-256}
-if [ "${GPU_RUN_SKIP_BENCH:-0}" != 1 ]; then
+if [ "${GPU_RUN_SKIP_BENCH:-0}" != 1 ] && [ -n "${GPU_RUN_BENCH_FILTER:-}" ]; then
+  # One pass of the named benchmarks only (e.g. the engine's GEMM, expert and attention ones
+  # on a single GPU, where the allreduce benchmarks have no peer).
+  T0=$(date +%s)
+  timeout ${GPU_RUN_BENCH_TIMEOUT:-100} "$BENCH" --benchmark_filter="$GPU_RUN_BENCH_FILTER" \
+    --benchmark_out="$OUTDIR/bench.json" --benchmark_out_format=json >"$OUTDIR/bench.log" 2>&1
+  echo "bench ($GPU_RUN_BENCH_FILTER): rc=$? $(( $(date +%s) - T0 )) s"
+  grep -vE "^\*\*\*|^-+$" "$OUTDIR/bench.log" | tail -60
+elif [ "${GPU_RUN_SKIP_BENCH:-0}" != 1 ]; then
 T0=$(date +%s)
 TPB_BENCH_BACKENDS=nccl,custom-oneshot,custom-twoshot timeout ${GPU_RUN_BENCH_TIMEOUT:-100} "$BENCH" --tpb_max_mib="$MAX_MIB" \
   --benchmark_out="$OUTDIR/bench_pass1.json" --benchmark_out_format=json >"$OUTDIR/bench.log" 2>&1
@@ -102,6 +112,7 @@ if [ "${GPU_RUN_SKIP_SUITE:-0}" != 1 ]; then
   done
   [ "${GPU_RUN_BASELINES:-0}" = 1 ] && cp -r baselines/h200x2 "$SUITE/baselines-h200x2"
   Q=scenarios/qualify/h200x2.json
+  if [ "${GPU_RUN_SKIP_QUALIFY:-0}" != 1 ]; then
   if [ "${GPU_RUN_UPDATE_BASELINE:-1}" = 1 ]; then
     "$TPB" qualify $Q --out "$SUITE/qualify-record" --update-baseline >"$SUITE/qualify-record.log" 2>&1
     echo "qualify (recording the baseline): rc=$?"
@@ -120,6 +131,7 @@ json.dump(p, open(sys.argv[2], "w"), indent=1)
 PY
   (cd "$ROOT" && "$TPB" qualify "$SUITE/h200x2-tight.json" --out "$SUITE/qualify-tight" >"$SUITE/qualify-tight.log" 2>&1)
   echo "qualify (tightened HBM floor 6000 GB/s): rc=$?"; grep -E "memory_bandwidth|^qualify" "$SUITE/qualify-tight.log"
+  fi
   echo "suite: $(( $(date +%s) - T0 )) s"
   tar -czf "$OUTDIR/suite.tgz" -C "$OUTDIR" suite && rm -rf "$SUITE"
 fi
