@@ -49,6 +49,8 @@ class SyntheticWeights : public WeightSource {
     return os.str();
   }
 
+  std::optional<std::uint64_t> synthetic_seed() const override { return seed_; }
+
  private:
   std::uint64_t seed_;
 };

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -44,6 +45,9 @@ class WeightSource {
   virtual void read(const WeightRequest& request, float* out) = 0;
   // "synthetic(seed=7)" or "safetensors(DIR, 3 files)", for logs and results.
   virtual std::string describe() const = 0;
+  // The seed of a synthetic source (whose values a device can generate itself from the
+  // request, see tpb/kernels/gpu/synthetic_fill.h), nullopt for every other source.
+  virtual std::optional<std::uint64_t> synthetic_seed() const { return std::nullopt; }
 };
 
 std::unique_ptr<WeightSource> make_synthetic_weights(std::uint64_t seed);

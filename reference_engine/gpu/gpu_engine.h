@@ -1,0 +1,127 @@
+// The bf16 GPU engine: the same model as the fp32 CPU engine (reference_engine/model/engine.h,
+// MODEL.md), one tensor-parallel rank per process on the current CUDA device. Weights and
+// activations are bf16 with fp32 accumulation; the residual stream is fp32; router logits,
+// router bias and routing weights are fp32. The router weight itself is stored bf16 (so the
+// router GEMM runs on cuBLASLt like every other GEMM); HF computes the router in fp32 from
+// the same weights, so this is one bf16 rounding of W_gate more than HF, inside the numerics
+// policy's 2e-2 budget (a near-tie between two experts may choose the other one).
+//
+// Allreduces sit exactly where the CPU engine puts them (embedding, o_proj partial, MLP/MoE
+// output: 2 per layer + 1), in bf16 as serving engines send them; the vocab-parallel fp32
+// logits are all-gathered. Prefill uses the plain MLA form (kv_b expansion) and decode the
+// absorbed form over the latent KV cache, as the CPU engine's automatic mode does.
+//
+// Everything is allocated at construction (KV cache for max_batch x max_len, activations for
+// max(max_batch, max_prefill_tokens) tokens), so steps do not allocate. With cuda_graph the
+// decode step of each batch size runs eagerly once (cuBLASLt picks and caches its algorithms),
+// is captured on its second call, and replayed from then on; inputs (token ids, positions,
+// sequence lengths) live in fixed device buffers written before every launch. A replay runs
+// the same kernels with the same arguments as the eager step: bitwise the same logits.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "reference_engine/comm/communicator.h"
+#include "reference_engine/config/model_config.h"
+#include "reference_engine/model/model_weights.h"
+#include "reference_engine/weights/weight_source.h"
+
+namespace tpb {
+
+struct GpuEngineOptions {
+  std::int64_t max_batch = 1;           // sequences the KV cache holds
+  std::int64_t max_len = 0;             // KV capacity per sequence, tokens (> 0)
+  std::int64_t max_prefill_tokens = 0;  // batch * seq_len of the largest prefill; 0 = max_batch * max_len
+  bool cuda_graph = false;              // decode through captured CUDA graphs (one per batch size)
+};
+
+struct GpuEngineStats {
+  std::int64_t all_reduces = 0;        // calls since construction (graph replays count theirs)
+  std::int64_t all_reduce_bytes = 0;   // bytes per rank passed to all_reduce, summed
+  std::int64_t all_gathers = 0;        // calls since construction
+  std::int64_t tokens = 0;             // tokens processed (batch * new tokens, summed)
+  std::int64_t graph_captures = 0;     // decode graphs captured
+  std::int64_t graph_replays = 0;      // decode steps run as a graph replay
+};
+
+class GpuEngine {
+ public:
+  // Loads this rank's shard from `weights` onto the current device: synthetic sources are
+  // generated on the device (the same values as the CPU source, rounded to bf16), other
+  // sources are read in fp32 on the host and converted. comm.size() must equal shard.tp;
+  // comm must be a GPU backend (device pointers, this engine's stream).
+  GpuEngine(const ModelConfig& config, Shard shard, Communicator& comm, WeightSource& weights,
+            GpuEngineOptions options);
+  ~GpuEngine();
+  GpuEngine(const GpuEngine&) = delete;
+  GpuEngine& operator=(const GpuEngine&) = delete;
+
+  // Starts `batch` new sequences from tokens [batch, seq_len] (row-major), dropping any
+  // cached ones. logits() then holds [batch, seq_len, vocab].
+  void prefill(const std::vector<std::int64_t>& tokens, std::int64_t batch);
+  // Appends one token per sequence (tokens: [batch]). logits() then holds [batch, 1, vocab].
+  void decode(const std::vector<std::int64_t>& tokens);
+  // Drops every cached token from position `tokens` on, so the next step overwrites them.
+  void rewind(std::int64_t tokens);
+
+  // Logits of the last step, fp32 [batch, new tokens, vocab], identical on every rank. Waits
+  // for the step and copies them to the host on first use after a step (not inside the step,
+  // so a timed step does not include the device-to-host copy).
+  const std::vector<float>& logits() const;
+
+  // Blocks until every queued step is done.
+  void synchronize() const;
+  cudaStream_t stream() const { return stream_; }
+
+  std::int64_t batch() const { return batch_; }
+  std::int64_t cached_tokens() const { return length_; }
+  const ModelConfig& config() const { return config_; }
+  Shard shard() const { return shard_; }
+  std::size_t weight_bytes() const { return weight_bytes_; }
+  std::size_t kv_cache_bytes() const { return kv_bytes_; }
+  std::size_t activation_bytes() const { return activation_bytes_; }  // activations + workspaces
+  const GpuEngineStats& stats() const { return stats_; }
+  // The allreduce sizes (elements, bf16) of one step over `tokens` tokens, in call order: what
+  // a benchmark replays alone to measure the step's allreduce time.
+  std::vector<std::size_t> step_all_reduce_counts(std::int64_t tokens) const;
+
+  struct Impl;  // device buffers and weights (gpu_engine.cpp)
+
+ private:
+  void check_tokens(const std::vector<std::int64_t>& tokens) const;
+  void upload_step_inputs(const std::vector<std::int64_t>& tokens, std::int64_t n);
+  void forward(std::int64_t n, bool decode_step);
+  void attention_prefill(std::int64_t layer, std::int64_t n);
+  void attention_decode(std::int64_t layer);
+  void ffn(std::int64_t layer, std::int64_t tokens, bool grouped);
+  void all_reduce_bf16(__nv_bfloat16* buf, std::int64_t tokens);
+
+  ModelConfig config_;
+  Shard shard_;
+  ShardDims dims_;
+  Communicator& comm_;
+  GpuEngineOptions options_;
+  std::int64_t max_tokens_ = 0;  // activation rows
+  std::unique_ptr<Impl> impl_;
+  cudaStream_t stream_ = nullptr;
+  std::map<std::int64_t, cudaGraphExec_t> graphs_;  // decode graph per batch size
+  std::map<std::int64_t, int> decode_runs_;          // eager decode steps per batch size
+  std::int64_t batch_ = 0;
+  std::int64_t length_ = 0;      // cached tokens per sequence
+  std::int64_t last_tokens_ = 0; // tokens of the last step (logits rows)
+  float attention_scale_ = 1.0f;
+  float rope_factor_ = 1.0f;
+  std::size_t weight_bytes_ = 0, kv_bytes_ = 0, activation_bytes_ = 0;
+  GpuEngineStats stats_;
+  mutable bool logits_valid_ = false;
+  mutable std::vector<float> logits_;
+};
+
+}  // namespace tpb
