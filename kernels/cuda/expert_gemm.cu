@@ -1,0 +1,146 @@
+// Routed-expert GEMMs (tpb/kernels/gpu/expert_gemm.h).
+//
+// Grouped kernel, weight-stationary: block (tile, e) owns kTileOut output rows of expert e;
+// each warp owns kOutPerWarp of them. A warp streams its weight rows once per chunk of up
+// to kTokChunk sorted rows and applies every 16-byte weight load to all rows of the chunk,
+// so at decode (a handful of rows per expert) the weights are read from HBM once and the
+// kernel is bound by their bytes, which is the roofline for this op. Empty experts cost one
+// offsets read per block. The grid depends only on (experts, out), so a captured graph
+// serves every routing.
+//
+// Numerics: fp32 products and sums. Lane l sums k = 8l + 256i in increasing i (8 products
+// per step in a fixed order), then the 32 lane sums meet in a fixed xor butterfly. Each
+// output is produced by exactly one warp: no atomics, the same bits every run.
+#include "tpb/kernels/gpu/expert_gemm.h"
+
+#include <cuda_bf16.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "tpb/check.h"
+#include "tpb/cuda_check.h"
+
+namespace tpb::gpu {
+
+namespace {
+
+constexpr int kWarps = 8;
+constexpr int kOutPerWarp = 4;  // weight rows per warp: each x load is reused 4 times
+constexpr int kTokChunk = 8;    // sorted rows per pass: each weight load is reused 8 times
+constexpr int kTileOut = kWarps * kOutPerWarp;
+constexpr int kVec = 8;  // bf16 per 16-byte load
+
+__device__ __forceinline__ float dot8(const uint4& a, const uint4& b) {
+  const __nv_bfloat162* pa = reinterpret_cast<const __nv_bfloat162*>(&a);
+  const __nv_bfloat162* pb = reinterpret_cast<const __nv_bfloat162*>(&b);
+  float s = 0.f;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const float2 fa = __bfloat1622float2(pa[i]);
+    const float2 fb = __bfloat1622float2(pb[i]);
+    s = fmaf(fa.x, fb.x, s);
+    s = fmaf(fa.y, fb.y, s);
+  }
+  return s;
+}
+
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+  for (int m = 16; m >= 1; m >>= 1) v += __shfl_xor_sync(0xffffffffu, v, m);
+  return v;
+}
+
+__global__ void __launch_bounds__(kWarps * 32)
+    expert_gemm_grouped_kernel(const __nv_bfloat16* __restrict__ x, const std::int32_t* __restrict__ offsets,
+                               const __nv_bfloat16* __restrict__ w, std::int64_t expert_stride, std::int64_t in,
+                               std::int64_t out, __nv_bfloat16* __restrict__ y) {
+  const int e = blockIdx.y;
+  const std::int64_t begin = offsets[e], end = offsets[e + 1];
+  if (begin >= end) return;
+  const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
+  const std::int64_t o0 = static_cast<std::int64_t>(blockIdx.x) * kTileOut + warp * kOutPerWarp;
+  if (o0 >= out) return;  // warp-uniform; no block-level synchronisation follows
+  const __nv_bfloat16* we = w + static_cast<std::int64_t>(e) * expert_stride;
+
+  for (std::int64_t p0 = begin; p0 < end; p0 += kTokChunk) {
+    const int n = static_cast<int>(end - p0 < kTokChunk ? end - p0 : kTokChunk);
+    float acc[kOutPerWarp][kTokChunk];
+#pragma unroll
+    for (int j = 0; j < kOutPerWarp; ++j)
+#pragma unroll
+      for (int t = 0; t < kTokChunk; ++t) acc[j][t] = 0.f;
+
+#pragma unroll 2
+    for (std::int64_t k = static_cast<std::int64_t>(lane) * kVec; k < in; k += 32 * kVec) {
+      uint4 wv[kOutPerWarp];
+#pragma unroll
+      for (int j = 0; j < kOutPerWarp; ++j)
+        wv[j] = o0 + j < out ? __ldg(reinterpret_cast<const uint4*>(we + (o0 + j) * in + k)) : make_uint4(0, 0, 0, 0);
+#pragma unroll
+      for (int t = 0; t < kTokChunk; ++t) {
+        if (t < n) {  // warp-uniform
+          const uint4 xv = __ldg(reinterpret_cast<const uint4*>(x + (p0 + t) * in + k));
+#pragma unroll
+          for (int j = 0; j < kOutPerWarp; ++j) acc[j][t] += dot8(wv[j], xv);
+        }
+      }
+    }
+
+    // Every lane ends with every sum; lane j * kTokChunk + t stores output (j, t).
+    float mine = 0.f;
+#pragma unroll
+    for (int j = 0; j < kOutPerWarp; ++j)
+#pragma unroll
+      for (int t = 0; t < kTokChunk; ++t)
+        if (t < n) {
+          const float s = warp_sum(acc[j][t]);
+          if (lane == j * kTokChunk + t) mine = s;
+        }
+    const int j = lane / kTokChunk, t = lane % kTokChunk;
+    if (t < n && o0 + j < out) y[(p0 + t) * out + o0 + j] = __float2bfloat16(mine);
+  }
+}
+
+static_assert(kOutPerWarp * kTokChunk == 32, "one output per lane in the store");
+
+}  // namespace
+
+void expert_gemm_grouped(const __nv_bfloat16* x_sorted, const std::int32_t* offsets, std::int64_t experts,
+                         std::int64_t pairs, const __nv_bfloat16* weights, std::int64_t expert_stride,
+                         std::int64_t in, std::int64_t out, __nv_bfloat16* y_sorted, cudaStream_t stream) {
+  TPB_CHECK(experts >= 0 && experts <= 65535 && pairs >= 0 && in > 0 && out > 0,
+            "expert_gemm_grouped: bad shape experts " << experts << " pairs " << pairs << " in " << in << " out "
+                                                      << out);
+  TPB_CHECK(in % kVec == 0 && expert_stride % kVec == 0,
+            "expert_gemm_grouped: in (" << in << ") and expert_stride (" << expert_stride
+                                        << ") must be multiples of 8 elements (16-byte loads)");
+  TPB_CHECK(reinterpret_cast<std::uintptr_t>(x_sorted) % 16 == 0 && reinterpret_cast<std::uintptr_t>(weights) % 16 == 0,
+            "expert_gemm_grouped: x_sorted and weights must be 16-byte aligned");
+  TPB_CHECK((out + kTileOut - 1) / kTileOut <= INT32_MAX, "expert_gemm_grouped: out " << out << " too large");
+  if (experts == 0 || pairs == 0) return;
+  const dim3 grid(static_cast<unsigned>((out + kTileOut - 1) / kTileOut), static_cast<unsigned>(experts));
+  expert_gemm_grouped_kernel<<<grid, kWarps * 32, 0, stream>>>(x_sorted, offsets, weights, expert_stride, in, out,
+                                                                y_sorted);
+  TPB_CUDA_CHECK_LAUNCH();
+}
+
+void expert_gemm_per_expert(Linear& linear, const __nv_bfloat16* x_sorted, const std::int32_t* offsets,
+                            std::int64_t experts, const __nv_bfloat16* weights, std::int64_t expert_stride,
+                            std::int64_t in, std::int64_t out, __nv_bfloat16* y_sorted, cudaStream_t stream) {
+  TPB_CHECK(experts >= 0, "expert_gemm_per_expert: experts " << experts);
+  if (experts == 0) return;
+  std::vector<std::int32_t> h(static_cast<std::size_t>(experts) + 1);
+  TPB_CUDA_CHECK(cudaMemcpyAsync(h.data(), offsets, h.size() * sizeof(std::int32_t), cudaMemcpyDeviceToHost, stream));
+  TPB_CUDA_CHECK(cudaStreamSynchronize(stream));
+  TPB_CHECK(h[0] == 0, "expert_gemm_per_expert: offsets[0] = " << h[0]);
+  for (std::int64_t e = 0; e < experts; ++e) {
+    const std::int64_t begin = h[static_cast<std::size_t>(e)], end = h[static_cast<std::size_t>(e) + 1];
+    TPB_CHECK(end >= begin, "expert_gemm_per_expert: offsets decrease at expert " << e);
+    if (end == begin) continue;
+    linear.bf16_out(x_sorted + begin * in, in, weights + e * expert_stride, y_sorted + begin * out, out, end - begin,
+                    in, out, stream);
+  }
+}
+
+}  // namespace tpb::gpu

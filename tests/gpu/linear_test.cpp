@@ -1,0 +1,354 @@
+// tpb::gpu::Linear (cuBLASLt) against the CPU reference tpb::kernels::linear_ref.
+//
+// Inputs are random bf16; the reference consumes the same bf16 values widened to fp32, so
+// the GPU and the reference differ only by the order of the fp32 sums and, for bf16 out, the
+// final rounding. Tolerance per element (ref = reference sum, absdot = sum |x_i w_i|):
+//   bf16 out: 2^-8 |ref| (round to nearest bf16: half an ulp, ulp = 2^-7 of the binade)
+//             + in * 2^-23 * absdot (two fp32 sums of `in` terms, each within in * 2^-24 * absdot)
+//   f32 out:  the second term alone.
+// and over the whole output rel-L2 <= 2^-8 (bf16: the rounding's rms is ~2^-9/sqrt(3)) or
+// 1e-4 (f32: order noise is ~sqrt(in) * 2^-24 ~ 1e-6 at in = 7168). Layout bugs (transposes,
+// strides, batch offsets) give O(1) errors and fail both.
+#include <cuda_bf16.h>
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "tpb/check.h"
+#include "tpb/cuda_check.h"
+#include "tpb/dtype.h"
+#include "tpb/kernels/device.h"
+#include "tpb/kernels/gpu/linear.h"
+#include "tpb/kernels/linear.h"
+
+namespace tpb::test {
+namespace {
+
+// Device buffer of `n` elements of T; freed on scope exit.
+template <class T>
+struct DevBuf {
+  T* p = nullptr;
+  std::size_t n = 0;
+  explicit DevBuf(std::size_t count) : n(count) { TPB_CUDA_CHECK(cudaMalloc(&p, count * sizeof(T) + 256)); }
+  ~DevBuf() { cudaFree(p); }
+  DevBuf(const DevBuf&) = delete;
+  DevBuf& operator=(const DevBuf&) = delete;
+  // Synchronises the device: a pageable copy on the legacy stream is not ordered with a
+  // non-blocking stream, and may still be in flight when cudaMemcpy returns.
+  void upload(const std::vector<T>& h) {
+    TPB_CUDA_CHECK(cudaMemcpy(p, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice));
+    TPB_CUDA_CHECK(cudaDeviceSynchronize());
+  }
+  std::vector<T> download() const {
+    std::vector<T> h(n);
+    TPB_CUDA_CHECK(cudaMemcpy(h.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost));
+    return h;
+  }
+};
+
+__nv_bfloat16* bf(std::uint16_t* p) { return reinterpret_cast<__nv_bfloat16*>(p); }
+
+// Random bf16 bits in [-1, 1), never zero-filled, from a fixed seed.
+std::vector<std::uint16_t> random_bf16(std::size_t n, std::uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> d(-1.f, 1.f);
+  std::vector<std::uint16_t> v(n);
+  for (auto& b : v) b = float_to_bf16(d(rng));
+  return v;
+}
+
+std::vector<float> widen(const std::vector<std::uint16_t>& v) {
+  std::vector<float> f(v.size());
+  for (std::size_t i = 0; i < v.size(); ++i) f[i] = bf16_to_float(v[i]);
+  return f;
+}
+
+// Reference and |.|-reference of y[rows, out] = x[rows, in] · w[out, in]^T on dense host rows.
+struct Ref {
+  std::vector<float> y, absdot;
+};
+Ref reference(const std::vector<float>& x, const std::vector<float>& w, std::int64_t rows, std::int64_t in,
+              std::int64_t out) {
+  Ref r;
+  r.y.resize(static_cast<std::size_t>(rows * out));
+  r.absdot.resize(r.y.size());
+  kernels::linear_ref(x.data(), w.data(), r.y.data(), rows, in, out);
+  std::vector<float> ax(x.size()), aw(w.size());
+  for (std::size_t i = 0; i < x.size(); ++i) ax[i] = std::fabs(x[i]);
+  for (std::size_t i = 0; i < w.size(); ++i) aw[i] = std::fabs(w[i]);
+  kernels::linear_ref(ax.data(), aw.data(), r.absdot.data(), rows, in, out);
+  return r;
+}
+
+// Compares got[i] with ref.y[i] under the tolerance in the file comment.
+void expect_close(const std::vector<float>& got, const Ref& ref, std::int64_t in, bool bf16_out,
+                  const std::string& what) {
+  ASSERT_EQ(got.size(), ref.y.size());
+  double err2 = 0, ref2 = 0;
+  int bad = 0;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    const double d = std::fabs(static_cast<double>(got[i]) - ref.y[i]);
+    const double tol = (bf16_out ? std::ldexp(std::fabs(ref.y[i]), -8) : 0.0) +
+                       static_cast<double>(in) * std::ldexp(static_cast<double>(ref.absdot[i]), -23);
+    if (!(d <= tol) && ++bad <= 5)
+      ADD_FAILURE() << what << ": element " << i << " got " << got[i] << " want " << ref.y[i] << " (tol " << tol
+                    << ")";
+    err2 += d * d;
+    ref2 += static_cast<double>(ref.y[i]) * ref.y[i];
+  }
+  EXPECT_EQ(bad, 0) << what << ": " << bad << " elements out of tolerance";
+  ASSERT_GT(ref2, 0.0) << what << ": the reference is all zeros, the test would be vacuous";
+  EXPECT_LE(std::sqrt(err2 / ref2), bf16_out ? std::ldexp(1.0, -8) : 1e-4) << what << ": rel-L2";
+}
+
+bool have_gpu(std::string* why) {
+  if (visible_gpus().empty()) {
+    *why = "no visible GPU";
+    return false;
+  }
+  TPB_CUDA_CHECK(cudaSetDevice(0));
+  return true;
+}
+
+#define TPB_REQUIRE_GPU()                       \
+  do {                                          \
+    std::string why_;                           \
+    if (!have_gpu(&why_)) GTEST_SKIP() << why_; \
+  } while (0)
+
+struct Shape {
+  std::int64_t rows, in, out;
+};
+// Odd row counts, sizes that are not multiples of any tile (72, 40, 328), and the Kimi
+// kv_a shape at a decode batch.
+const Shape kShapes[] = {{3, 72, 40}, {1, 256, 128}, {64, 512, 328}, {257, 1536, 576}, {5, 7168, 576}};
+
+TEST(GpuLinear, Bf16OutMatchesReference) {
+  TPB_REQUIRE_GPU();
+  gpu::Linear lin;
+  std::uint32_t seed = 100;
+  for (const Shape& s : kShapes) {
+    auto hx = random_bf16(static_cast<std::size_t>(s.rows * s.in), seed++);
+    auto hw = random_bf16(static_cast<std::size_t>(s.out * s.in), seed++);
+    DevBuf<std::uint16_t> x(hx.size()), w(hw.size()), y(static_cast<std::size_t>(s.rows * s.out));
+    x.upload(hx);
+    w.upload(hw);
+    lin.bf16_out(bf(x.p), s.in, bf(w.p), bf(y.p), s.out, s.rows, s.in, s.out, nullptr);
+    TPB_CUDA_CHECK(cudaDeviceSynchronize());
+    const Ref ref = reference(widen(hx), widen(hw), s.rows, s.in, s.out);
+    expect_close(widen(y.download()), ref, s.in, true,
+                 "bf16_out " + std::to_string(s.rows) + "x" + std::to_string(s.in) + "x" + std::to_string(s.out));
+  }
+}
+
+TEST(GpuLinear, F32OutMatchesReference) {
+  TPB_REQUIRE_GPU();
+  gpu::Linear lin;
+  std::uint32_t seed = 200;
+  for (const Shape& s : kShapes) {
+    auto hx = random_bf16(static_cast<std::size_t>(s.rows * s.in), seed++);
+    auto hw = random_bf16(static_cast<std::size_t>(s.out * s.in), seed++);
+    DevBuf<std::uint16_t> x(hx.size()), w(hw.size());
+    DevBuf<float> y(static_cast<std::size_t>(s.rows * s.out));
+    x.upload(hx);
+    w.upload(hw);
+    lin.f32_out(bf(x.p), s.in, bf(w.p), y.p, s.out, s.rows, s.in, s.out, nullptr);
+    TPB_CUDA_CHECK(cudaDeviceSynchronize());
+    const Ref ref = reference(widen(hx), widen(hw), s.rows, s.in, s.out);
+    expect_close(y.download(), ref, s.in, false,
+                 "f32_out " + std::to_string(s.rows) + "x" + std::to_string(s.in) + "x" + std::to_string(s.out));
+  }
+}
+
+// x read from a slice of wider rows, y written into columns [8, 8 + out) of wider rows: the
+// columns outside the slice must keep their sentinel.
+TEST(GpuLinear, StridedRowsWriteOnlyTheirSlice) {
+  TPB_REQUIRE_GPU();
+  gpu::Linear lin;
+  const std::int64_t rows = 7, in = 136, out = 48, x_stride = in + 24, y_stride = out + 32, y_col = 8;
+  auto hx_wide = random_bf16(static_cast<std::size_t>(rows * x_stride), 300);
+  auto hw = random_bf16(static_cast<std::size_t>(out * in), 301);
+  const std::uint16_t sentinel = float_to_bf16(1234.f);
+  std::vector<std::uint16_t> hy(static_cast<std::size_t>(rows * y_stride), sentinel);
+  std::vector<float> y32_init(static_cast<std::size_t>(rows * y_stride), -777.f);
+  DevBuf<std::uint16_t> x(hx_wide.size()), w(hw.size()), y(hy.size());
+  DevBuf<float> y32(y32_init.size());
+  x.upload(hx_wide);
+  w.upload(hw);
+  y.upload(hy);
+  y32.upload(y32_init);
+  lin.bf16_out(bf(x.p), x_stride, bf(w.p), bf(y.p) + y_col, y_stride, rows, in, out, nullptr);
+  lin.f32_out(bf(x.p), x_stride, bf(w.p), y32.p + y_col, y_stride, rows, in, out, nullptr);
+  TPB_CUDA_CHECK(cudaDeviceSynchronize());
+
+  std::vector<float> hx(static_cast<std::size_t>(rows * in));
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t i = 0; i < in; ++i) hx[r * in + i] = bf16_to_float(hx_wide[r * x_stride + i]);
+  const Ref ref = reference(hx, widen(hw), rows, in, out);
+  const auto gy = y.download();
+  const auto gy32 = y32.download();
+  std::vector<float> got(ref.y.size()), got32(ref.y.size());
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t c = 0; c < y_stride; ++c) {
+      const std::size_t i = static_cast<std::size_t>(r * y_stride + c);
+      if (c >= y_col && c < y_col + out) {
+        got[r * out + c - y_col] = bf16_to_float(gy[i]);
+        got32[r * out + c - y_col] = gy32[i];
+      } else {
+        EXPECT_EQ(gy[i], sentinel) << "bf16 y row " << r << " col " << c << " outside the slice was written";
+        EXPECT_EQ(gy32[i], -777.f) << "f32 y row " << r << " col " << c << " outside the slice was written";
+      }
+    }
+  expect_close(got, ref, in, true, "strided bf16_out");
+  expect_close(got32, ref, in, false, "strided f32_out");
+}
+
+// The absorbed-MLA pattern: x is [rows, heads, in] (per-head slices of a token row), w is
+// [heads, out, in] or [heads, in, out], y is [rows, heads, out].
+void run_batched(bool w_trans) {
+  gpu::Linear lin;
+  const std::int64_t heads = 5, rows = 9, in = 48, out = 24;
+  const std::int64_t x_ld = heads * in, y_ld = heads * out;
+  auto hx = random_bf16(static_cast<std::size_t>(rows * heads * in), w_trans ? 400 : 410);
+  auto hw = random_bf16(static_cast<std::size_t>(heads * out * in), w_trans ? 401 : 411);
+  DevBuf<std::uint16_t> x(hx.size()), w(hw.size()), y(static_cast<std::size_t>(rows * heads * out));
+  x.upload(hx);
+  w.upload(hw);
+  const std::int64_t w_ld = w_trans ? out : in;
+  lin.bf16_out_batched(bf(x.p), x_ld, in, bf(w.p), w_trans, w_ld, out * in, bf(y.p), y_ld, out, heads, rows, in,
+                       out, nullptr);
+  TPB_CUDA_CHECK(cudaDeviceSynchronize());
+  const auto gy = y.download();
+  for (std::int64_t h = 0; h < heads; ++h) {
+    std::vector<float> xh(static_cast<std::size_t>(rows * in)), wh(static_cast<std::size_t>(out * in)),
+        got(static_cast<std::size_t>(rows * out));
+    for (std::int64_t r = 0; r < rows; ++r)
+      for (std::int64_t i = 0; i < in; ++i) xh[r * in + i] = bf16_to_float(hx[r * x_ld + h * in + i]);
+    for (std::int64_t o = 0; o < out; ++o)
+      for (std::int64_t i = 0; i < in; ++i)  // w_trans: w_h is [in, out]; the reference wants [out, in]
+        wh[o * in + i] = bf16_to_float(w_trans ? hw[h * out * in + i * out + o] : hw[h * out * in + o * in + i]);
+    for (std::int64_t r = 0; r < rows; ++r)
+      for (std::int64_t o = 0; o < out; ++o) got[r * out + o] = bf16_to_float(gy[r * y_ld + h * out + o]);
+    expect_close(got, reference(xh, wh, rows, in, out), in, true,
+                 std::string("batched w_trans=") + (w_trans ? "1" : "0") + " head " + std::to_string(h));
+  }
+}
+
+TEST(GpuLinear, BatchedMatchesReference) {
+  TPB_REQUIRE_GPU();
+  run_batched(false);
+}
+
+TEST(GpuLinear, BatchedTransposedWeightMatchesReference) {
+  TPB_REQUIRE_GPU();
+  run_batched(true);
+}
+
+// Shapes cuBLASLt's bf16 paths cannot take must throw, never compute garbage.
+TEST(GpuLinear, MisalignedShapesThrow) {
+  TPB_REQUIRE_GPU();
+  gpu::Linear lin;
+  DevBuf<std::uint16_t> x(4096), w(4096), y(4096);
+  DevBuf<float> y32(4096);
+  // in = 7: x/w row strides of 14 bytes.
+  EXPECT_THROW(lin.bf16_out(bf(x.p), 7, bf(w.p), bf(y.p), 8, 2, 7, 8, nullptr), Error);
+  // y row stride 41 elements (82 bytes).
+  EXPECT_THROW(lin.bf16_out(bf(x.p), 16, bf(w.p), bf(y.p), 41, 2, 16, 40, nullptr), Error);
+  // A pointer 2 bytes off.
+  EXPECT_THROW(lin.bf16_out(bf(x.p) + 1, 16, bf(w.p), bf(y.p), 8, 2, 16, 8, nullptr), Error);
+  EXPECT_THROW(lin.f32_out(bf(x.p), 16, bf(w.p), y32.p + 1, 8, 2, 16, 8, nullptr), Error);
+  // Strides smaller than the row.
+  EXPECT_THROW(lin.bf16_out(bf(x.p), 8, bf(w.p), bf(y.p), 8, 2, 16, 8, nullptr), Error);
+  // Batch stride of 3 elements.
+  EXPECT_THROW(lin.bf16_out_batched(bf(x.p), 16, 3, bf(w.p), false, 16, 128, bf(y.p), 8, 16, 2, 2, 16, 8, nullptr),
+               Error);
+  TPB_CUDA_CHECK(cudaDeviceSynchronize());
+}
+
+TEST(GpuLinear, SameInputsGiveIdenticalBits) {
+  TPB_REQUIRE_GPU();
+  gpu::Linear lin;
+  const std::int64_t rows = 128, in = 2048, out = 1032;
+  auto hx = random_bf16(static_cast<std::size_t>(rows * in), 500);
+  auto hw = random_bf16(static_cast<std::size_t>(out * in), 501);
+  DevBuf<std::uint16_t> x(hx.size()), w(hw.size()), y1(static_cast<std::size_t>(rows * out)),
+      y2(static_cast<std::size_t>(rows * out));
+  DevBuf<float> z1(static_cast<std::size_t>(rows * out)), z2(static_cast<std::size_t>(rows * out));
+  x.upload(hx);
+  w.upload(hw);
+  lin.bf16_out(bf(x.p), in, bf(w.p), bf(y1.p), out, rows, in, out, nullptr);
+  lin.f32_out(bf(x.p), in, bf(w.p), z1.p, out, rows, in, out, nullptr);
+  lin.bf16_out(bf(x.p), in, bf(w.p), bf(y2.p), out, rows, in, out, nullptr);
+  lin.f32_out(bf(x.p), in, bf(w.p), z2.p, out, rows, in, out, nullptr);
+  TPB_CUDA_CHECK(cudaDeviceSynchronize());
+  EXPECT_TRUE(y1.download() == y2.download()) << "bf16_out differs between two identical calls";
+  const auto a = z1.download(), b = z2.download();
+  EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0) << "f32_out differs between two calls";
+  // Guard against a vacuous pass (e.g. both calls writing nothing).
+  const Ref ref = reference(widen(hx), widen(hw), rows, in, out);
+  expect_close(widen(y1.download()), ref, in, true, "determinism shape");
+}
+
+// A captured graph replays the eager bits, also on new inputs written into the same buffers.
+TEST(GpuLinear, GraphReplayEqualsEager) {
+  TPB_REQUIRE_GPU();
+  gpu::Linear lin;
+  const std::int64_t rows = 64, in = 1536, out = 576;
+  auto hx = random_bf16(static_cast<std::size_t>(rows * in), 600);
+  auto hx2 = random_bf16(static_cast<std::size_t>(rows * in), 602);
+  auto hw = random_bf16(static_cast<std::size_t>(out * in), 601);
+  DevBuf<std::uint16_t> x(hx.size()), w(hw.size()), y(static_cast<std::size_t>(rows * out));
+  DevBuf<float> z(static_cast<std::size_t>(rows * out));
+  x.upload(hx);
+  w.upload(hw);
+  cudaStream_t s;
+  TPB_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  auto step = [&] {
+    lin.bf16_out(bf(x.p), in, bf(w.p), bf(y.p), out, rows, in, out, s);
+    lin.f32_out(bf(x.p), in, bf(w.p), z.p, out, rows, in, out, s);
+  };
+  step();  // eager first: chooses and caches the algorithms
+  TPB_CUDA_CHECK(cudaStreamSynchronize(s));
+  const auto eager_y = y.download();
+  const auto eager_z = z.download();
+
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  TPB_CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+  step();
+  TPB_CUDA_CHECK(cudaStreamEndCapture(s, &graph));
+  TPB_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+  TPB_CUDA_CHECK(cudaMemsetAsync(y.p, 0, y.n * 2, s));
+  TPB_CUDA_CHECK(cudaMemsetAsync(z.p, 0, z.n * 4, s));
+  TPB_CUDA_CHECK(cudaGraphLaunch(exec, s));
+  TPB_CUDA_CHECK(cudaStreamSynchronize(s));
+  EXPECT_TRUE(y.download() == eager_y) << "graph replay bf16_out differs from eager";
+  auto gz = z.download();
+  EXPECT_EQ(std::memcmp(gz.data(), eager_z.data(), gz.size() * 4), 0) << "graph replay f32_out differs from eager";
+
+  // New inputs in the same buffers: replay vs eager again.
+  x.upload(hx2);
+  TPB_CUDA_CHECK(cudaGraphLaunch(exec, s));
+  TPB_CUDA_CHECK(cudaStreamSynchronize(s));
+  const auto replay_y = y.download();
+  const auto replay_z = z.download();
+  step();
+  TPB_CUDA_CHECK(cudaStreamSynchronize(s));
+  EXPECT_TRUE(y.download() == replay_y) << "replay on new inputs differs from eager";
+  gz = z.download();
+  EXPECT_EQ(std::memcmp(gz.data(), replay_z.data(), gz.size() * 4), 0);
+  expect_close(widen(replay_y), reference(widen(hx2), widen(hw), rows, in, out), in, true, "graph replay");
+
+  TPB_CUDA_CHECK(cudaGraphExecDestroy(exec));
+  TPB_CUDA_CHECK(cudaGraphDestroy(graph));
+  TPB_CUDA_CHECK(cudaStreamDestroy(s));
+}
+
+}  // namespace
+}  // namespace tpb::test
