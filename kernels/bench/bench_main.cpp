@@ -16,6 +16,7 @@
 #include <benchmark/benchmark.h>
 
 #include "kernels/bench/bench_ranks.h"
+#include "kernels/bench/gemm_bench.h"
 
 namespace {
 
@@ -51,6 +52,11 @@ int main(int argc, char** argv) {
     int my_argc = static_cast<int>(my_args.size());
     benchmark::Initialize(&my_argc, my_args.data());
     tpb::bench::register_allreduce_benchmarks(ctx, max_mib << 20, topology);
+    // Single-GPU benchmarks run on rank 0 only, after the collectives (which need every rank).
+    if (ctx.rank == 0) {
+      tpb::bench::register_gemm_benchmarks(ctx);
+      tpb::bench::register_expert_benchmarks(ctx);
+    }
     if (ctx.rank == 0) {
       benchmark::RunSpecifiedBenchmarks();
     } else {
