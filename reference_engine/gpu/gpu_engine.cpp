@@ -90,7 +90,9 @@ struct LayerW {
 }  // namespace
 
 struct GpuEngine::Impl {
-  std::vector<void*> allocations;
+  std::vector<void*> weight_allocations;  // freed with the engine
+  std::vector<void*> buffer_allocations;  // KV cache and activations: freed by reserve()
+  std::vector<void*>* target = &weight_allocations;
   std::size_t bytes = 0;  // counted by the caller per phase
   gpu::Linear linear;
 
@@ -148,13 +150,18 @@ struct GpuEngine::Impl {
     void* p = nullptr;
     const std::size_t n = static_cast<std::size_t>(count) * sizeof(T);
     TPB_CUDA_CHECK(cudaMalloc(&p, n));
-    allocations.push_back(p);
+    target->push_back(p);
     bytes += n;
     return static_cast<T*>(p);
   }
 
+  void free_buffers() {
+    for (void* p : buffer_allocations) cudaFree(p);
+    buffer_allocations.clear();
+  }
   ~Impl() {
-    for (void* p : allocations) cudaFree(p);
+    free_buffers();
+    for (void* p : weight_allocations) cudaFree(p);
   }
 };
 
@@ -217,7 +224,7 @@ class DeviceLoader {
 
 GpuEngine::GpuEngine(const ModelConfig& config, Shard shard, Communicator& comm, WeightSource& weights,
                      GpuEngineOptions options)
-    : config_(config), shard_(shard), dims_(shard_dims(config, shard)), comm_(comm), options_(options) {
+    : config_(config), shard_(shard), dims_(shard_dims(config, shard)), comm_(&comm), options_(options) {
   config_.validate();
   TPB_CHECK(comm.size() == shard.tp && comm.rank() == shard.rank,
             "gpu engine shard (rank " << shard.rank << " of " << shard.tp << ") does not match the communicator (rank "
@@ -232,8 +239,7 @@ GpuEngine::GpuEngine(const ModelConfig& config, Shard shard, Communicator& comm,
   const std::int64_t H = c.hidden_size, heads_all = c.num_attention_heads, qk = c.qk_head_dim();
   const std::int64_t lora = c.kv_lora_rank, rope = c.qk_rope_head_dim, width = lora + rope;
   const std::int64_t nope = c.qk_nope_head_dim, vd = c.v_head_dim, kvr = nope + vd;
-  const std::int64_t heads = dims_.heads, E = c.n_routed_experts, K = c.num_experts_per_tok;
-  const std::int64_t L = c.num_hidden_layers, T = max_tokens_;
+  const std::int64_t heads = dims_.heads, E = c.n_routed_experts, L = c.num_hidden_layers;
 
   TPB_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   impl_ = std::make_unique<Impl>();
@@ -312,14 +318,26 @@ GpuEngine::GpuEngine(const ModelConfig& config, Shard shard, Communicator& comm,
   rope_factor_ = table.attention_factor;
   attention_scale_ = static_cast<float>(c.attention_scale());
 
-  // KV cache, once, for (max_batch, max_len).
+  inv_freq_host_ = table.inv_freq;
+  allocate_buffers();
+}
+
+void GpuEngine::allocate_buffers() {
+  const ModelConfig& c = config_;
+  const std::int64_t H = c.hidden_size, qk = c.qk_head_dim();
+  const std::int64_t lora = c.kv_lora_rank, rope = c.qk_rope_head_dim, width = lora + rope;
+  const std::int64_t nope = c.qk_nope_head_dim, vd = c.v_head_dim, kvr = nope + vd;
+  const std::int64_t heads = dims_.heads, E = c.n_routed_experts, K = c.num_experts_per_tok;
+  const std::int64_t L = c.num_hidden_layers, T = max_tokens_;
+  Impl& m = *impl_;
+  m.target = &m.buffer_allocations;
   const std::size_t before_kv = m.bytes;
   m.cache = m.alloc<bf16>(L * options_.max_batch * options_.max_len * width);
   kv_bytes_ = m.bytes - before_kv;
 
   const std::size_t before_act = m.bytes;
   m.inv_freq = m.alloc<float>(rope / 2);
-  TPB_CUDA_CHECK(cudaMemcpy(m.inv_freq, table.inv_freq.data(), sizeof(float) * table.inv_freq.size(),
+  TPB_CUDA_CHECK(cudaMemcpy(m.inv_freq, inv_freq_host_.data(), sizeof(float) * inv_freq_host_.size(),
                             cudaMemcpyHostToDevice));
   m.ids = m.alloc<std::int32_t>(T);
   m.positions = m.alloc<std::int32_t>(T);
@@ -341,8 +359,12 @@ GpuEngine::GpuEngine(const ModelConfig& config, Shard shard, Communicator& comm,
   m.k_rot = m.alloc<bf16>(Tp * rope);
   m.qdec = m.alloc<bf16>(options_.max_batch * heads * width);
   m.o_lat = m.alloc<bf16>(options_.max_batch * heads * lora);
-  const gpu::MlaDecodeShape ws_shape{options_.max_batch, heads, lora, rope, options_.max_len};
-  m.decode_ws = m.alloc<unsigned char>(static_cast<std::int64_t>(gpu::mla_decode_workspace_bytes(ws_shape)));
+  // The split count depends on the batch (fewer sequences, more splits), so the workspace is
+  // the largest any batch size up to max_batch asks for.
+  std::size_t ws_bytes = 0;
+  for (std::int64_t b = 1; b <= options_.max_batch; ++b)
+    ws_bytes = std::max(ws_bytes, gpu::mla_decode_workspace_bytes({b, heads, lora, rope, options_.max_len}));
+  m.decode_ws = m.alloc<unsigned char>(static_cast<std::int64_t>(ws_bytes));
   m.attn = m.alloc<bf16>(T * heads * vd);
   const std::int64_t inter_max = std::max(dims_.intermediate, dims_.shared_intermediate);
   m.gate_up = m.alloc<bf16>(T * 2 * inter_max);
@@ -362,13 +384,14 @@ GpuEngine::GpuEngine(const ModelConfig& config, Shard shard, Communicator& comm,
     m.y_sorted = m.alloc<bf16>(T * K * H);
   }
   m.logits_local = m.alloc<float>(T * dims_.vocab);
-  m.gathered = m.alloc<float>(static_cast<std::int64_t>(shard.tp) * T * dims_.vocab);
+  m.gathered = m.alloc<float>(static_cast<std::int64_t>(shard_.tp) * T * dims_.vocab);
   activation_bytes_ = m.bytes - before_act + m.linear.workspace_bytes();
+  m.target = &m.weight_allocations;
 }
 
 GpuEngine::~GpuEngine() {
   if (stream_ != nullptr) cudaStreamSynchronize(stream_);
-  for (auto& [b, exec] : graphs_) cudaGraphExecDestroy(exec);
+  for (auto& [b, exec] : graphs_) cudaGraphExecDestroy(exec);  // not drop_graphs(): it may throw
   impl_.reset();
   if (stream_ != nullptr) cudaStreamDestroy(stream_);
 }
@@ -465,6 +488,66 @@ void GpuEngine::decode(const std::vector<std::int64_t>& tokens) {
   length_ += 1;
 }
 
+void GpuEngine::drop_graphs() {
+  if (!graphs_.empty()) synchronize();
+  for (auto& [b, exec] : graphs_) cudaGraphExecDestroy(exec);
+  graphs_.clear();
+  decode_runs_.clear();
+}
+
+void GpuEngine::reserve(std::int64_t max_batch, std::int64_t max_len, std::int64_t max_prefill_tokens) {
+  if (max_batch <= options_.max_batch && max_len <= options_.max_len &&
+      max_prefill_tokens <= options_.max_prefill_tokens)
+    return;
+  drop_graphs();
+  synchronize();
+  options_.max_batch = std::max(options_.max_batch, max_batch);
+  options_.max_len = std::max(options_.max_len, max_len);
+  options_.max_prefill_tokens = std::max(options_.max_prefill_tokens, max_prefill_tokens);
+  max_tokens_ = std::max(options_.max_batch, options_.max_prefill_tokens);
+  impl_->free_buffers();
+  allocate_buffers();
+  batch_ = length_ = last_tokens_ = 0;
+  logits_valid_ = false;
+}
+
+void GpuEngine::set_communicator(Communicator& comm) {
+  TPB_CHECK(comm.size() == shard_.tp && comm.rank() == shard_.rank,
+            "gpu engine: communicator rank " << comm.rank() << " of " << comm.size() << " for shard rank "
+                                             << shard_.rank << " of " << shard_.tp);
+  if (&comm == comm_) return;
+  drop_graphs();
+  comm_ = &comm;
+}
+
+void GpuEngine::fill_kv_synthetic(std::int64_t batch, std::int64_t tokens, std::uint64_t seed) {
+  TPB_INPUT_CHECK(batch >= 1 && batch <= options_.max_batch && tokens >= 0 && tokens <= options_.max_len,
+                  "fill_kv_synthetic: batch " << batch << " x " << tokens << " tokens outside the cache ("
+                                              << options_.max_batch << " x " << options_.max_len << ")");
+  const std::int64_t width = config_.kv_cache_width();
+  for (std::int64_t l = 0; l < config_.num_hidden_layers; ++l) {
+    // Layer l is one global [max_batch * max_len, width] tensor; sequence b's first `tokens`
+    // rows are one window of it.
+    const std::string name = "kv_cache.synthetic.layer" + std::to_string(l);
+    for (std::int64_t b = 0; b < batch && tokens > 0; ++b) {
+      gpu::SyntheticWindow w;
+      w.key = synthetic::tensor_key(seed, synthetic::name_hash(name.c_str()));
+      w.kind = InitKind::embedding;
+      w.global_cols = width;
+      w.row_begin = b * options_.max_len;
+      w.rows = tokens;
+      w.col_begin = 0;
+      w.cols = width;
+      bf16* dst = impl_->cache + (l * options_.max_batch + b) * options_.max_len * width;
+      gpu::synthetic_fill_bf16(w, dst, width, stream_);
+    }
+  }
+  batch_ = batch;
+  length_ = tokens;
+  last_tokens_ = 0;
+  logits_valid_ = false;
+}
+
 void GpuEngine::rewind(std::int64_t tokens) {
   TPB_INPUT_CHECK(tokens >= 0 && tokens <= length_,
                   "rewind to " << tokens << " tokens, but " << length_ << " are cached");
@@ -491,7 +574,7 @@ const std::vector<float>& GpuEngine::logits() const {
 
 void GpuEngine::all_reduce_bf16(__nv_bfloat16* buf, std::int64_t tokens) {
   const std::size_t count = static_cast<std::size_t>(tokens * config_.hidden_size);
-  comm_.all_reduce(buf, buf, count, DType::bf16, stream_);
+  comm_->all_reduce(buf, buf, count, DType::bf16, stream_);
   ++stats_.all_reduces;
   stats_.all_reduce_bytes += static_cast<std::int64_t>(count * kBf16);
 }
@@ -520,7 +603,7 @@ void GpuEngine::forward(std::int64_t n, bool decode_step) {
   }
   gpu::add_rmsnorm(m.delta, m.residual, m.final_norm, m.xn, T, H, eps, stream_);
   m.linear.f32_out(m.xn, H, m.lm_head, m.logits_local, dims_.vocab, T, H, dims_.vocab, stream_);
-  comm_.all_gather(m.logits_local, m.gathered, static_cast<std::size_t>(T * dims_.vocab), DType::f32, stream_);
+  comm_->all_gather(m.logits_local, m.gathered, static_cast<std::size_t>(T * dims_.vocab), DType::f32, stream_);
   ++stats_.all_gathers;
   stats_.tokens += T;
   last_tokens_ = T;

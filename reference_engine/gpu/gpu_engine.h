@@ -76,6 +76,23 @@ class GpuEngine {
   // so a timed step does not include the device-to-host copy).
   const std::vector<float>& logits() const;
 
+  // Grows the KV cache and the activations to hold at least these sizes (never shrinks;
+  // weights stay). Drops the cached sequences and the captured graphs when it reallocates.
+  void reserve(std::int64_t max_batch, std::int64_t max_len, std::int64_t max_prefill_tokens);
+  // Runs later steps on another communicator of the same rank and size (a sweep over
+  // allreduce backends keeps one engine with its weights); drops the captured graphs.
+  void set_communicator(Communicator& comm);
+  // Turns CUDA-graph decode on or off (graphs already captured are kept for later use).
+  void set_cuda_graph(bool on) { options_.cuda_graph = on; }
+  const GpuEngineOptions& options() const { return options_; }
+
+  // Starts `batch` sequences whose first `tokens` cache rows (every layer) hold synthetic
+  // values, a pure function of (seed, layer, sequence, position, element), the same on every
+  // rank and TP size (the latent cache is replicated): a decode benchmark at a long context
+  // without the prefill of batch * tokens tokens. Values are uniform in [-1, 1), the scale of
+  // normed latents. No logits until the next step.
+  void fill_kv_synthetic(std::int64_t batch, std::int64_t tokens, std::uint64_t seed);
+
   // Blocks until every queued step is done.
   void synchronize() const;
   cudaStream_t stream() const { return stream_; }
@@ -102,11 +119,13 @@ class GpuEngine {
   void attention_decode(std::int64_t layer);
   void ffn(std::int64_t layer, std::int64_t tokens, bool grouped);
   void all_reduce_bf16(__nv_bfloat16* buf, std::int64_t tokens);
+  void allocate_buffers();
+  void drop_graphs();
 
   ModelConfig config_;
   Shard shard_;
   ShardDims dims_;
-  Communicator& comm_;
+  Communicator* comm_;
   GpuEngineOptions options_;
   std::int64_t max_tokens_ = 0;  // activation rows
   std::unique_ptr<Impl> impl_;
@@ -118,6 +137,7 @@ class GpuEngine {
   std::int64_t last_tokens_ = 0; // tokens of the last step (logits rows)
   float attention_scale_ = 1.0f;
   float rope_factor_ = 1.0f;
+  std::vector<float> inv_freq_host_;
   std::size_t weight_bytes_ = 0, kv_bytes_ = 0, activation_bytes_ = 0;
   GpuEngineStats stats_;
   mutable bool logits_valid_ = false;
