@@ -1,0 +1,203 @@
+// Absorbed-MLA decode attention microbenchmarks: tpb::gpu::mla_decode_attention at Kimi-K2.5
+// TP2 shapes (32 heads per rank, kv_lora 512, rope 64) over batch {1, 8, 64, 256} x seq_len
+// {1K, 8K, 32K}, every sequence at the full length (max_len = seq_len). Timing as STYLE.md 12:
+// device events around a batch of `ops` calls replayed from a CUDA graph (the engine's decode
+// mode, and no host launch overhead in the number), manual time per call, warm-up first.
+//
+// Counters: bytes = the latent cache read (batch * seq_len * 576 * 2, the least any
+// implementation reads); GBps = bytes / time; copy_GBps = device-to-device copy bandwidth
+// measured in this process (read + write counted, tpb/kernels/hw_probes.h); vs_copy_bw =
+// GBps / copy_GBps (1 is the roofline); flops = 2 * batch * heads * seq_len * (576 + 512)
+// (scores and the weighted sum, CUDA cores). Calls rotate over cache copies totalling
+// >= 256 MiB so small caches stream from HBM as in a real step, not from the 50 MiB L2.
+#include "kernels/bench/attention_bench.h"
+
+#include <cuda_bf16.h>
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <benchmark/benchmark.h>
+
+#include "tpb/cuda_check.h"
+#include "tpb/dtype.h"
+#include "tpb/kernels/gpu/mla_decode.h"
+#include "tpb/kernels/hw_probes.h"
+
+namespace tpb::bench {
+
+namespace {
+
+constexpr std::int64_t kHeads = 32, kKvLora = 512, kRope = 64, kRow = kKvLora + kRope;
+constexpr std::int64_t kBatches[] = {1, 8, 64, 256};
+constexpr std::int64_t kSeqLens[] = {1024, 8192, 32768};
+constexpr double kRotateBytes = 256.0 * (1 << 20);
+constexpr std::size_t kHeadroom = std::size_t{2} << 30;  // left free for the workspace, q and the runtime
+
+gpu::MlaDecodeShape decode_shape(std::int64_t batch, std::int64_t seq_len) {
+  gpu::MlaDecodeShape s;
+  s.batch = batch;
+  s.heads = kHeads;
+  s.kv_lora = kKvLora;
+  s.rope = kRope;
+  s.max_len = seq_len;
+  return s;
+}
+
+std::size_t cache_bytes(std::int64_t batch, std::int64_t seq_len) {
+  return static_cast<std::size_t>(batch * seq_len * kRow) * 2;
+}
+
+// Non-zero random bf16 in [-1, 1): a 1 Mi-element block, repeated by doubling device copies.
+void fill_random(void* dst, std::size_t count, std::uint32_t seed) {
+  const std::size_t block = std::min<std::size_t>(count, std::size_t{1} << 20);
+  std::vector<std::uint16_t> h(block);
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> d(-1.f, 1.f);
+  for (auto& b : h) {
+    const float v = d(rng);
+    b = float_to_bf16(v == 0.f ? 0.5f : v);
+  }
+  char* p = static_cast<char*>(dst);
+  TPB_CUDA_CHECK(cudaMemcpy(p, h.data(), block * 2, cudaMemcpyHostToDevice));
+  for (std::size_t done = block; done < count;) {
+    const std::size_t n = std::min(done, count - done);
+    TPB_CUDA_CHECK(cudaMemcpy(p + done * 2, p, n * 2, cudaMemcpyDeviceToDevice));
+    done += n;
+  }
+  TPB_CUDA_CHECK(cudaDeviceSynchronize());
+}
+
+struct AttentionBenchState {
+  int device = 0;
+  bool ready = false;
+  cudaStream_t stream = nullptr;
+  cudaEvent_t start = nullptr, stop = nullptr;
+  __nv_bfloat16* cache = nullptr;
+  std::size_t cache_capacity = 0;  // bytes
+  __nv_bfloat16* q = nullptr;
+  __nv_bfloat16* out = nullptr;
+  std::int32_t* seq_lens = nullptr;
+  void* workspace = nullptr;
+  double copy_GBps = 0;
+
+  // Allocation, fills and the copy probe on first use: a filter excluding every attention
+  // benchmark costs nothing.
+  void prepare() {
+    if (ready) return;
+    TPB_CUDA_CHECK(cudaSetDevice(device));
+    copy_GBps = gpu_copy_bandwidth(device, std::size_t{1} << 30, 10).value;
+    TPB_CUDA_CHECK(cudaSetDevice(device));
+    TPB_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    TPB_CUDA_CHECK(cudaEventCreate(&start));
+    TPB_CUDA_CHECK(cudaEventCreate(&stop));
+    const std::int64_t max_batch = kBatches[std::size(kBatches) - 1];
+    std::size_t ws = 0;
+    for (std::int64_t b : kBatches)
+      for (std::int64_t n : kSeqLens) ws = std::max(ws, gpu::mla_decode_workspace_bytes(decode_shape(b, n)));
+    TPB_CUDA_CHECK(cudaMalloc(&workspace, ws));
+    TPB_CUDA_CHECK(cudaMalloc(&q, static_cast<std::size_t>(max_batch * kHeads * kRow) * 2));
+    TPB_CUDA_CHECK(cudaMalloc(&out, static_cast<std::size_t>(max_batch * kHeads * kKvLora) * 2));
+    TPB_CUDA_CHECK(cudaMalloc(&seq_lens, static_cast<std::size_t>(max_batch) * sizeof(std::int32_t)));
+    fill_random(q, static_cast<std::size_t>(max_batch * kHeads * kRow), 21);
+    // The largest cache of the sweep, or what memory allows; shapes beyond it are skipped.
+    std::size_t free_b = 0, total_b = 0;
+    TPB_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+    const std::size_t want = cache_bytes(max_batch, kSeqLens[std::size(kSeqLens) - 1]);
+    cache_capacity = free_b > kHeadroom ? std::min(want, (free_b - kHeadroom) / 256 * 256) : 0;
+    if (cache_capacity > 0) {
+      TPB_CUDA_CHECK(cudaMalloc(&cache, cache_capacity));
+      fill_random(cache, cache_capacity / 2, 22);
+    }
+    ready = true;
+  }
+};
+
+AttentionBenchState* g_attn = nullptr;  // lives until exit
+
+void bm_decode(benchmark::State& state, std::int64_t batch, std::int64_t seq_len) {
+  AttentionBenchState& g = *g_attn;
+  g.prepare();
+  const gpu::MlaDecodeShape shape = decode_shape(batch, seq_len);
+  const std::size_t bytes = cache_bytes(batch, seq_len);
+  if (bytes > g.cache_capacity) {
+    state.SkipWithError("not enough device memory for this cache");
+    for (auto _ : state) {
+    }
+    return;
+  }
+  const std::size_t step = (bytes + 255) / 256 * 256;
+  const int copies = static_cast<int>(std::max<std::size_t>(
+      1, std::min<std::size_t>(g.cache_capacity / step, static_cast<std::size_t>(std::ceil(kRotateBytes / bytes)))));
+  const double flops = 2.0 * static_cast<double>(batch * kHeads * seq_len) * static_cast<double>(kRow + kKvLora);
+  // Calls per timed batch: ~300 us at an H200's copy rate, 1..64.
+  const int ops = static_cast<int>(std::clamp(300e-6 / (static_cast<double>(bytes) / 4e12), 1.0, 64.0));
+
+  const std::vector<std::int32_t> lens(static_cast<std::size_t>(batch), static_cast<std::int32_t>(seq_len));
+  TPB_CUDA_CHECK(cudaMemcpy(g.seq_lens, lens.data(), lens.size() * sizeof(std::int32_t), cudaMemcpyHostToDevice));
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  TPB_CUDA_CHECK(cudaStreamBeginCapture(g.stream, cudaStreamCaptureModeThreadLocal));
+  for (int i = 0; i < ops; ++i) {
+    const char* c = reinterpret_cast<const char*>(g.cache) + static_cast<std::size_t>(i % copies) * step;
+    gpu::mla_decode_attention(g.q, reinterpret_cast<const __nv_bfloat16*>(c), g.seq_lens, shape, 0.1352f,
+                              g.workspace, g.out, g.stream);
+  }
+  TPB_CUDA_CHECK(cudaStreamEndCapture(g.stream, &graph));
+  TPB_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+  TPB_CUDA_CHECK(cudaGraphDestroy(graph));
+  for (int wu = 0; wu < 2; ++wu) TPB_CUDA_CHECK(cudaGraphLaunch(exec, g.stream));  // upload, first touch
+  TPB_CUDA_CHECK(cudaStreamSynchronize(g.stream));
+
+  double total_s = 0;
+  for (auto _ : state) {
+    TPB_CUDA_CHECK(cudaEventRecord(g.start, g.stream));
+    TPB_CUDA_CHECK(cudaGraphLaunch(exec, g.stream));
+    TPB_CUDA_CHECK(cudaEventRecord(g.stop, g.stream));
+    TPB_CUDA_CHECK(cudaEventSynchronize(g.stop));
+    float ms = 0;
+    TPB_CUDA_CHECK(cudaEventElapsedTime(&ms, g.start, g.stop));
+    const double per_op_s = ms * 1e-3 / ops;
+    state.SetIterationTime(per_op_s);
+    total_s += per_op_s;
+  }
+  TPB_CUDA_CHECK(cudaGraphExecDestroy(exec));
+  const double mean_s = total_s / static_cast<double>(state.iterations());
+  const double gbps = static_cast<double>(bytes) / mean_s / 1e9;
+  state.counters["batch"] = static_cast<double>(batch);
+  state.counters["seq_len"] = static_cast<double>(seq_len);
+  state.counters["heads"] = static_cast<double>(kHeads);
+  state.counters["us_per_op"] = mean_s * 1e6;
+  state.counters["bytes"] = static_cast<double>(bytes);
+  state.counters["GBps"] = gbps;
+  state.counters["copy_GBps"] = g.copy_GBps;
+  state.counters["vs_copy_bw"] = gbps / g.copy_GBps;
+  state.counters["flops"] = flops;
+  state.counters["TFLOPs"] = flops / mean_s / 1e12;
+  state.counters["cache_copies"] = copies;
+  state.counters["ops_per_batch"] = ops;
+  state.SetLabel("mla decode, graph replay");
+}
+
+}  // namespace
+
+void register_attention_benchmarks(RankContext& ctx) {
+  g_attn = new AttentionBenchState;
+  g_attn->device = ctx.rank;
+  for (std::int64_t batch : kBatches)
+    for (std::int64_t seq_len : kSeqLens) {
+      const std::string name =
+          "attention/mla_decode/heads:32/batch:" + std::to_string(batch) + "/seq_len:" + std::to_string(seq_len);
+      benchmark::RegisterBenchmark(name.c_str(), [batch, seq_len](benchmark::State& st) { bm_decode(st, batch, seq_len); })
+          ->UseManualTime()
+          ->Unit(benchmark::kMicrosecond)
+          ->Iterations(10);
+    }
+}
+
+}  // namespace tpb::bench

@@ -1,0 +1,318 @@
+// Absorbed-MLA decode attention on the GPU (tpb/kernels/gpu/mla_decode.h) against its host
+// reference on random bf16 inputs: shapes from one key to past 32K, mixed lengths in a batch,
+// head counts that do and do not fill a head group, small latent widths; the same call twice
+// gives the same bits; a captured graph replayed with other seq_lens equals eager; and the
+// absorbed form, with W_UK / W_UV applied on the host, matches the CPU absorbed reference.
+#include <cuda_bf16.h>
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "tpb/cuda_check.h"
+#include "tpb/dtype.h"
+#include "tpb/kernels/device.h"
+#include "tpb/kernels/gpu/mla_decode.h"
+#include "tpb/kernels/mla_decode.h"
+
+namespace tpb::test {
+namespace {
+
+std::uint64_t mix(std::uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+// bf16 bits of uniform values in [-amp, amp), element i of stream `seed`.
+std::vector<std::uint16_t> random_bf16(std::uint64_t seed, std::size_t n, float amp) {
+  std::vector<std::uint16_t> v(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    const double u = static_cast<double>(mix(seed * 0x100000001b3ull ^ mix(i)) >> 11) * 0x1.0p-53;
+    v[i] = float_to_bf16(static_cast<float>((2.0 * u - 1.0) * amp));
+  }
+  return v;
+}
+
+template <typename T>
+struct DeviceBuffer {
+  T* ptr = nullptr;
+  std::size_t count = 0;
+  explicit DeviceBuffer(std::size_t n) : count(n) { TPB_CUDA_CHECK(cudaMalloc(&ptr, std::max<std::size_t>(n, 1) * sizeof(T))); }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  ~DeviceBuffer() { cudaFree(ptr); }
+  void upload(const void* host) { TPB_CUDA_CHECK(cudaMemcpy(ptr, host, count * sizeof(T), cudaMemcpyHostToDevice)); }
+  void download(void* host) const { TPB_CUDA_CHECK(cudaMemcpy(host, ptr, count * sizeof(T), cudaMemcpyDeviceToHost)); }
+};
+
+// DeepSeek-V3's softmax scale (1/sqrt(192)) times a yarn mscale of about 1.5: with q in
+// [-2, 2) and c in [-1, 1) the scores spread over a few units, so the softmax is far from
+// uniform and the running max matters.
+constexpr float kScale = 0.108f;
+constexpr float kQAmp = 2.0f;
+constexpr float kCacheAmp = 1.0f;
+
+struct DecodeCase {
+  std::string name;
+  gpu::MlaDecodeShape shape;
+  std::vector<std::int32_t> lens;
+};
+
+// Everything one test needs on both sides.
+struct DecodeRun {
+  gpu::MlaDecodeShape shape;
+  std::vector<std::uint16_t> q, cache;
+  DeviceBuffer<std::uint16_t> d_q, d_cache, d_out;
+  DeviceBuffer<std::int32_t> d_lens;
+  DeviceBuffer<unsigned char> d_ws;
+  cudaStream_t stream = nullptr;
+
+  DecodeRun(const gpu::MlaDecodeShape& s, std::uint64_t seed)
+      : shape(s),
+        q(random_bf16(seed, static_cast<std::size_t>(s.batch * s.heads * (s.kv_lora + s.rope)), kQAmp)),
+        cache(random_bf16(seed + 1, static_cast<std::size_t>(s.batch * s.max_len * (s.kv_lora + s.rope)), kCacheAmp)),
+        d_q(q.size()),
+        d_cache(cache.size()),
+        d_out(static_cast<std::size_t>(s.batch * s.heads * s.kv_lora)),
+        d_lens(static_cast<std::size_t>(s.batch)),
+        d_ws(gpu::mla_decode_workspace_bytes(s)) {
+    d_q.upload(q.data());
+    d_cache.upload(cache.data());
+    TPB_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  }
+  ~DecodeRun() { cudaStreamDestroy(stream); }
+
+  void set_lens(const std::vector<std::int32_t>& lens) {
+    TPB_CUDA_CHECK(cudaMemcpyAsync(d_lens.ptr, lens.data(), lens.size() * 4, cudaMemcpyHostToDevice, stream));
+    TPB_CUDA_CHECK(cudaStreamSynchronize(stream));
+  }
+  void launch() {
+    gpu::mla_decode_attention(reinterpret_cast<const __nv_bfloat16*>(d_q.ptr),
+                              reinterpret_cast<const __nv_bfloat16*>(d_cache.ptr), d_lens.ptr, shape, kScale,
+                              d_ws.ptr, reinterpret_cast<__nv_bfloat16*>(d_out.ptr), stream);
+  }
+  std::vector<std::uint16_t> output() {
+    TPB_CUDA_CHECK(cudaStreamSynchronize(stream));
+    std::vector<std::uint16_t> out(d_out.count);
+    d_out.download(out.data());
+    return out;
+  }
+  std::vector<std::uint16_t> run(const std::vector<std::int32_t>& lens) {
+    set_lens(lens);
+    launch();
+    return output();
+  }
+};
+
+// GPU bf16 output vs the fp32 reference over the same bf16 inputs. Three error sources:
+//  - the output rounding to bf16: at most half an ulp, <= 2^-8 |value| (7 stored mantissa bits);
+//  - the scores' fp32 dot products in another order: about 2^-24 * 200 (the rms of the
+//    partial sums over 576 terms of these inputs) per score, times scale, which moves an
+//    output by about that times the spread of c (<= 1): at most ~1e-6;
+//  - the weighted sums in another order (split partials, per-tile rescaling, the merge): a
+//    random walk of about sqrt(n) roundings of 2^-24 relative to sum_j p_j |c_j| <= 1.
+// The absolute term allows 4 sqrt(n) + 64 roundings of 2^-24 (4e-6 at one key, 1.8e-5 at
+// 20K keys): a CPU emulation of these kernels (same fp32 operations, thread by thread) stayed
+// within 2e-8 of the reference beyond the bf16 rounding, so this leaves room for the GPU's
+// expf (2 ulp) while staying below the bf16 rounding of any output above 0.001.
+void expect_close(const std::vector<std::uint16_t>& gpu, const std::vector<float>& ref,
+                  const gpu::MlaDecodeShape& s, const std::vector<std::int32_t>& lens) {
+  ASSERT_EQ(gpu.size(), ref.size());
+  std::size_t bad = 0, worst = 0;
+  double worst_excess = -1;
+  for (std::size_t i = 0; i < gpu.size(); ++i) {
+    const std::int64_t b = static_cast<std::int64_t>(i) / (s.heads * s.kv_lora);
+    const double n = lens[static_cast<std::size_t>(b)];
+    const double abs_tol = (4.0 * std::sqrt(n) + 64.0) * 0x1.0p-24 * kCacheAmp;
+    const double g = bf16_to_float(gpu[i]);
+    const double tol = 0x1.0p-8 * std::fabs(ref[i]) + abs_tol;
+    const double err = std::fabs(g - ref[i]);
+    if (!std::isfinite(g) || err > tol) ++bad;
+    const double excess = std::isfinite(g) ? err / tol : 1e30;
+    if (excess > worst_excess) {
+      worst_excess = excess;
+      worst = i;
+    }
+  }
+  EXPECT_EQ(bad, 0u) << "mla_decode vs host reference: " << bad << " of " << gpu.size()
+                     << " outside tolerance; worst index " << worst << " (batch "
+                     << worst / static_cast<std::size_t>(s.heads * s.kv_lora) << ", head "
+                     << (worst / static_cast<std::size_t>(s.kv_lora)) % static_cast<std::size_t>(s.heads) << ", col "
+                     << worst % static_cast<std::size_t>(s.kv_lora) << "): gpu " << bf16_to_float(gpu[worst])
+                     << " ref " << ref[worst] << ", " << worst_excess << " of the budget";
+}
+
+bool have_gpu() { return !visible_gpus().empty(); }
+
+std::vector<std::int32_t> random_lens(std::uint64_t seed, std::int64_t batch, std::int64_t max_len) {
+  std::vector<std::int32_t> lens(static_cast<std::size_t>(batch));
+  for (std::size_t b = 0; b < lens.size(); ++b)
+    lens[b] = static_cast<std::int32_t>(1 + mix(seed ^ (b * 7919)) % static_cast<std::uint64_t>(max_len));
+  lens[0] = static_cast<std::int32_t>(max_len);  // one full sequence in every batch
+  return lens;
+}
+
+gpu::MlaDecodeShape shape(std::int64_t batch, std::int64_t heads, std::int64_t kv_lora, std::int64_t rope,
+                          std::int64_t max_len) {
+  gpu::MlaDecodeShape s;
+  s.batch = batch;
+  s.heads = heads;
+  s.kv_lora = kv_lora;
+  s.rope = rope;
+  s.max_len = max_len;
+  return s;
+}
+
+std::vector<DecodeCase> cases() {
+  return {
+      {"b1_h8_len1", shape(1, 8, 512, 64, 64), {1}},
+      // Lengths not multiples of any split or tile size, one at the full capacity.
+      {"b3_h32_mixed_lens", shape(3, 32, 512, 64, 4100), {1, 777, 4100}},
+      {"b1_h32_len20000", shape(1, 32, 512, 64, 20480), {20000}},
+      {"b1_h8_len32999_max33000", shape(1, 8, 512, 64, 33000), {32999}},
+      // 20 heads: a full group of 16 and a partial one of 4; a narrow latent leaves threads idle.
+      {"b5_h20_lora128_rope32", shape(5, 20, 128, 32, 300), {300, 17, 1, 255, 129}},
+      {"b64_h16_random_lens", shape(64, 16, 512, 64, 640), random_lens(11, 64, 640)},
+      {"b256_h5_lora64_rope8", shape(256, 5, 64, 8, 40), random_lens(12, 256, 40)},
+      {"b2_h3_no_rope", shape(2, 3, 24, 0, 50), {50, 33}},
+  };
+}
+
+class MlaDecodeTest : public ::testing::TestWithParam<DecodeCase> {};
+
+TEST_P(MlaDecodeTest, MatchesHostReference) {
+  if (!have_gpu()) GTEST_SKIP() << "needs a CUDA GPU, found none";
+  const DecodeCase& c = GetParam();
+  std::uint64_t seed = 1469598103934665603ull;  // FNV-1a of the case name: fixed, distinct per case
+  for (char ch : c.name) seed = (seed ^ static_cast<unsigned char>(ch)) * 1099511628211ull;
+  DecodeRun run(c.shape, seed);
+  const std::vector<std::uint16_t> gpu = run.run(c.lens);
+  std::vector<float> ref(gpu.size());
+  gpu::mla_decode_attention_ref(run.q.data(), run.cache.data(), c.lens.data(), c.shape, kScale, ref.data());
+  expect_close(gpu, ref, c.shape, c.lens);
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, MlaDecodeTest, ::testing::ValuesIn(cases()),
+                         [](const ::testing::TestParamInfo<DecodeCase>& info) { return info.param.name; });
+
+TEST(MlaDecode, SameInputsSameBits) {
+  if (!have_gpu()) GTEST_SKIP() << "needs a CUDA GPU, found none";
+  DecodeRun run(shape(3, 32, 512, 64, 9000), 77);
+  const std::vector<std::int32_t> lens = {8999, 1, 4097};
+  const std::vector<std::uint16_t> a = run.run(lens);
+  const std::vector<std::uint16_t> b = run.run(lens);
+  EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * 2)) << "two identical calls differ";
+}
+
+// A graph captured once serves any seq_lens: replay after changing the lengths on the device
+// gives the bits eager launches give for those lengths.
+TEST(MlaDecode, GraphReplayWithNewLengthsEqualsEager) {
+  if (!have_gpu()) GTEST_SKIP() << "needs a CUDA GPU, found none";
+  DecodeRun run(shape(3, 32, 512, 64, 5000), 78);
+  const std::vector<std::int32_t> lens_a = {5000, 1, 2049}, lens_b = {3, 4999, 17};
+  const std::vector<std::uint16_t> eager_a = run.run(lens_a);
+  const std::vector<std::uint16_t> eager_b = run.run(lens_b);
+
+  run.set_lens(lens_a);
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  TPB_CUDA_CHECK(cudaStreamBeginCapture(run.stream, cudaStreamCaptureModeGlobal));
+  run.launch();
+  TPB_CUDA_CHECK(cudaStreamEndCapture(run.stream, &graph));
+  TPB_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+  TPB_CUDA_CHECK(cudaGraphDestroy(graph));
+
+  run.set_lens(lens_b);
+  TPB_CUDA_CHECK(cudaGraphLaunch(exec, run.stream));
+  const std::vector<std::uint16_t> replay_b = run.output();
+  run.set_lens(lens_a);
+  TPB_CUDA_CHECK(cudaGraphLaunch(exec, run.stream));
+  const std::vector<std::uint16_t> replay_a = run.output();
+  TPB_CUDA_CHECK(cudaGraphExecDestroy(exec));
+
+  EXPECT_EQ(0, std::memcmp(replay_b.data(), eager_b.data(), eager_b.size() * 2)) << "replay with lens_b != eager";
+  EXPECT_EQ(0, std::memcmp(replay_a.data(), eager_a.data(), eager_a.size() * 2)) << "replay with lens_a != eager";
+  EXPECT_NE(0, std::memcmp(eager_a.data(), eager_b.data(), eager_a.size() * 2)) << "the lengths changed nothing";
+}
+
+// End to end in the absorbed form: q_lat = q_nope W_UK and out = W_UV o_lat on the host, the
+// attention core on the GPU, against tpb::kernels::mla_decode_absorbed_ref (fp32 throughout).
+// Here q_lat is rounded to bf16 before the GPU sees it, so the numerics policy's bf16-vs-fp32
+// bound applies (rel-L2 <= 2e-2); this checks conventions (layout, which position is
+// visible, what scale multiplies), the tight bound is MatchesHostReference's.
+TEST(MlaDecode, AbsorbedFormMatchesCpuReference) {
+  if (!have_gpu()) GTEST_SKIP() << "needs a CUDA GPU, found none";
+  kernels::MlaShape sh;
+  sh.heads = 8;
+  sh.nope = 128;
+  sh.rope = 64;
+  sh.v_dim = 128;
+  sh.kv_lora = 512;
+  const std::int64_t kv_len = 300, qk = sh.nope + sh.rope, row = sh.kv_lora + sh.rope;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(qk));
+  auto widen = [](const std::vector<std::uint16_t>& v) {
+    std::vector<float> f(v.size());
+    for (std::size_t i = 0; i < v.size(); ++i) f[i] = bf16_to_float(v[i]);
+    return f;
+  };
+  const std::vector<float> q = widen(random_bf16(91, static_cast<std::size_t>(sh.heads * qk), 1.0f));
+  const std::vector<std::uint16_t> cache_bits = random_bf16(92, static_cast<std::size_t>(kv_len * row), 1.0f);
+  const std::vector<float> cache = widen(cache_bits);
+  // kv_b rows scaled like a trained projection (about 1/sqrt(kv_lora)) so q_lat stays O(1).
+  const std::vector<float> kv_b =
+      widen(random_bf16(93, static_cast<std::size_t>(sh.heads * (sh.nope + sh.v_dim) * sh.kv_lora), 0.08f));
+
+  std::vector<float> ref(static_cast<std::size_t>(sh.heads * sh.v_dim));
+  kernels::mla_decode_absorbed_ref(q.data(), cache.data(), row, kv_b.data(), ref.data(), 1, kv_len, kv_len - 1, sh,
+                                   scale);
+
+  // Device query rows: [q_lat (bf16) | q_rot].
+  std::vector<std::uint16_t> q_dev(static_cast<std::size_t>(sh.heads * row));
+  for (std::int64_t h = 0; h < sh.heads; ++h) {
+    const float* w_uk = kv_b.data() + h * (sh.nope + sh.v_dim) * sh.kv_lora;
+    for (std::int64_t l = 0; l < sh.kv_lora; ++l) {
+      float acc = 0.0f;
+      for (std::int64_t n = 0; n < sh.nope; ++n) acc += q[h * qk + n] * w_uk[n * sh.kv_lora + l];
+      q_dev[h * row + l] = float_to_bf16(acc);
+    }
+    for (std::int64_t r = 0; r < sh.rope; ++r) q_dev[h * row + sh.kv_lora + r] = float_to_bf16(q[h * qk + sh.nope + r]);
+  }
+  const gpu::MlaDecodeShape s = shape(1, sh.heads, sh.kv_lora, sh.rope, kv_len);
+  DeviceBuffer<std::uint16_t> d_q(q_dev.size()), d_cache(cache_bits.size()), d_out(static_cast<std::size_t>(sh.heads * sh.kv_lora));
+  DeviceBuffer<std::int32_t> d_lens(1);
+  DeviceBuffer<unsigned char> d_ws(gpu::mla_decode_workspace_bytes(s));
+  d_q.upload(q_dev.data());
+  d_cache.upload(cache_bits.data());
+  const std::int32_t len = static_cast<std::int32_t>(kv_len);
+  d_lens.upload(&len);
+  gpu::mla_decode_attention(reinterpret_cast<const __nv_bfloat16*>(d_q.ptr), reinterpret_cast<const __nv_bfloat16*>(d_cache.ptr),
+                            d_lens.ptr, s, scale, d_ws.ptr, reinterpret_cast<__nv_bfloat16*>(d_out.ptr), nullptr);
+  TPB_CUDA_CHECK(cudaDeviceSynchronize());
+  std::vector<std::uint16_t> o_lat(d_out.count);
+  d_out.download(o_lat.data());
+
+  double num = 0, den = 0;
+  for (std::int64_t h = 0; h < sh.heads; ++h) {
+    const float* w_uv = kv_b.data() + (h * (sh.nope + sh.v_dim) + sh.nope) * sh.kv_lora;
+    for (std::int64_t d = 0; d < sh.v_dim; ++d) {
+      float out = 0.0f;
+      for (std::int64_t l = 0; l < sh.kv_lora; ++l) out += w_uv[d * sh.kv_lora + l] * bf16_to_float(o_lat[h * sh.kv_lora + l]);
+      const double r = ref[static_cast<std::size_t>(h * sh.v_dim + d)];
+      ASSERT_TRUE(std::isfinite(out)) << "head " << h << " dim " << d;
+      num += (out - r) * (out - r);
+      den += r * r;
+    }
+  }
+  ASSERT_GT(den, 0.0);
+  EXPECT_LE(std::sqrt(num / den), 2e-2) << "absorbed decode vs CPU absorbed reference, rel-L2";
+}
+
+}  // namespace
+}  // namespace tpb::test
