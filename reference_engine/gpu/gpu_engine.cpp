@@ -572,6 +572,19 @@ const std::vector<float>& GpuEngine::logits() const {
   return logits_;
 }
 
+std::vector<float> GpuEngine::last_position_logits() const {
+  TPB_CHECK(batch_ > 0 && last_tokens_ > 0 && last_tokens_ % batch_ == 0, "last_position_logits: no step has run");
+  const std::int64_t n = last_tokens_ / batch_, vl = dims_.vocab, V = config_.vocab_size;
+  std::vector<float> out(static_cast<std::size_t>(batch_ * V));
+  for (int r = 0; r < shard_.tp; ++r)
+    for (std::int64_t b = 0; b < batch_; ++b)
+      TPB_CUDA_CHECK(cudaMemcpyAsync(out.data() + b * V + r * vl,
+                                     impl_->gathered + (r * last_tokens_ + b * n + n - 1) * vl, sizeof(float) * vl,
+                                     cudaMemcpyDeviceToHost, stream_));
+  synchronize();
+  return out;
+}
+
 void GpuEngine::all_reduce_bf16(__nv_bfloat16* buf, std::int64_t tokens) {
   const std::size_t count = static_cast<std::size_t>(tokens * config_.hidden_size);
   comm_->all_reduce(buf, buf, count, DType::bf16, stream_);

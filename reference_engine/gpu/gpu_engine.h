@@ -93,6 +93,10 @@ class GpuEngine {
   // normed latents. No logits until the next step.
   void fill_kv_synthetic(std::int64_t batch, std::int64_t tokens, std::uint64_t seed);
 
+  // The last step's logits at the last new position of each sequence, fp32 [batch, vocab]:
+  // what a server samples from, without copying a long prefill's [batch, n, vocab].
+  std::vector<float> last_position_logits() const;
+
   // Blocks until every queued step is done.
   void synchronize() const;
   cudaStream_t stream() const { return stream_; }

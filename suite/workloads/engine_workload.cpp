@@ -15,6 +15,15 @@
 #include "suite/workloads/workloads.h"
 #include "tpb/check.h"
 
+#if TPB_HAVE_CUDA
+#include <cuda_runtime_api.h>
+
+#include <cstdlib>
+
+#include "reference_engine/gpu/gpu_engine.h"
+#include "tpb/cuda_check.h"
+#endif
+
 namespace tpb {
 namespace {
 
@@ -136,6 +145,271 @@ std::int64_t workload_token(std::uint64_t seed, std::int64_t seq, std::int64_t p
   return static_cast<std::int64_t>(h % static_cast<std::uint64_t>(vocab));
 }
 
+
+#if TPB_HAVE_CUDA
+// ---------------------------------------------------------------------------------------
+// device "cuda": the bf16 GpuEngine (reference_engine/gpu/gpu_engine.h), one rank per GPU.
+
+// A decode case fills its KV cache by a real prefill up to this many tokens (batch * seq_len);
+// above it the cache rows are synthetic (GpuEngine::fill_kv_synthetic): a 256 x 32K context
+// would be an 8M-token prefill. metrics.kv_fill says which.
+constexpr std::int64_t kGpuRealPrefillMaxTokens = 8192;
+// Logits above this many values are digested at the last position of each sequence only
+// (metrics.logits_rows = "last"); below it, all of [batch, tokens, vocab] as on the CPU.
+constexpr std::int64_t kGpuFullLogitsMaxValues = 64ll << 20;
+
+// The engine, its weights and what it was built from, kept across cases of one model and TP:
+// the backend, CUDA-graph mode and sizes of a case are set on it (set_communicator,
+// set_cuda_graph, reserve), so a sweep generates the weights once.
+struct CachedGpuEngine {
+  ModelConfig config;
+  std::unique_ptr<WeightSource> weights;
+  std::unique_ptr<GpuEngine> engine;
+};
+
+int local_device(const WorkerState& state) {
+  const char* env = std::getenv("LOCAL_RANK");
+  return env != nullptr && *env != '\0' ? std::atoi(env) : state.rank();
+}
+
+CachedGpuEngine& gpu_engine_for(const json& case_spec, WorkerState& state, Communicator& comm, int tp,
+                                const GpuEngineOptions& sizes) {
+  const json model = case_spec.value("model", json());
+  TPB_INPUT_CHECK(model.is_object(), "case_spec.model: the engine workload needs a model section");
+  const std::string config_path = string_param(model, "config_path", "", "model");
+  TPB_INPUT_CHECK(!config_path.empty(), "case_spec.model.config_path: required");
+  const json overrides = model.value("overrides", json::object());
+  const std::string weights = string_param(model, "weights", "synthetic", "model");
+  const auto seed = static_cast<std::uint64_t>(int_param(model, "seed", 1234, "model"));
+  const std::string key = "gpu-engine|" + config_path + "|" + overrides.dump() + "|" + weights + "|" +
+                          std::to_string(seed) + "|tp=" + std::to_string(tp);
+  auto& cache = state.cache();
+  auto it = cache.find(key);
+  if (it != cache.end()) {
+    auto& ce = *static_cast<CachedGpuEngine*>(it->second.get());
+    ce.engine->set_communicator(comm);
+    ce.engine->reserve(sizes.max_batch, sizes.max_len, sizes.max_prefill_tokens);
+    ce.engine->set_cuda_graph(sizes.cuda_graph);
+    return ce;
+  }
+  // One engine per worker at a time: drop every other engine (CPU or GPU) before loading.
+  for (auto i = cache.begin(); i != cache.end();)
+    i = (i->first.rfind("engine|", 0) == 0 || i->first.rfind("gpu-engine|", 0) == 0) ? cache.erase(i) : std::next(i);
+  auto cached = std::make_shared<CachedGpuEngine>();
+  cached->config = load_model_config(config_path);
+  if (!overrides.empty()) apply_overrides(cached->config, overrides, config_path, "$.model.overrides");
+  cached->weights = weights == "synthetic"
+                        ? make_synthetic_weights(seed)
+                        : open_safetensors_weights(weights, cached->config.nested_text_config ? "language_model." : "");
+  cached->engine = std::make_unique<GpuEngine>(cached->config, Shard{comm.rank(), tp}, comm, *cached->weights, sizes);
+  CachedGpuEngine& ref = *cached;
+  cache[key] = cached;
+  return ref;
+}
+
+// Device time of `fn` (queued on `stream`), microseconds, from events around it.
+template <class F>
+double device_us(cudaStream_t stream, cudaEvent_t start, cudaEvent_t stop, F&& fn) {
+  TPB_CUDA_CHECK(cudaEventRecord(start, stream));
+  fn();
+  TPB_CUDA_CHECK(cudaEventRecord(stop, stream));
+  TPB_CUDA_CHECK(cudaEventSynchronize(stop));
+  float ms = 0;
+  TPB_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+  return 1e3 * static_cast<double>(ms);
+}
+
+json run_gpu_engine_workload(const json& case_spec, WorkerState& state) {
+  const json params = case_spec.value("params", json::object());
+  const json measure = case_spec.value("measure", json::object());
+  const std::string mode = string_param(params, "mode", "decode", "params");
+  TPB_INPUT_CHECK(mode == "prefill" || mode == "decode",
+                  "case_spec.params.mode: device cuda runs \"prefill\" or \"decode\" (logits mode is the CPU "
+                  "reference's), got \"" << mode << "\"");
+  const int tp = static_cast<int>(int_param(params, "tp", state.world_size(), "params"));
+  TPB_INPUT_CHECK(tp == state.world_size(), "case_spec.params.tp: " << tp << " but the group has " << state.world_size() << " ranks");
+  const std::string backend = string_param(params, "allreduce", "nccl", "params");
+  TPB_INPUT_CHECK(is_gpu_backend(backend), "case_spec.params.allreduce: device cuda needs a GPU backend (nccl, "
+                                           "custom-oneshot, custom-twoshot, auto), got '" << backend << "'");
+  const bool cuda_graph = params.contains("cuda_graph") && params["cuda_graph"].is_boolean() && params["cuda_graph"].get<bool>();
+  const std::int64_t batch = int_param(params, "batch_size", 1, "params");
+  const std::int64_t seq_len = int_param(params, "seq_len", 16, "params");
+  const std::int64_t warmup = int_param(measure, "warmup", 1, "measure");
+  const std::int64_t iterations = int_param(measure, "iterations", 5, "measure");
+  const std::int64_t repetitions = int_param(measure, "repetitions", 1, "measure");
+  TPB_INPUT_CHECK(batch >= 1, "case_spec.params.batch_size: expected >= 1, got " << batch);
+  TPB_INPUT_CHECK(seq_len >= 1, "case_spec.params.seq_len: expected >= 1, got " << seq_len);
+  TPB_INPUT_CHECK(warmup >= 0 && iterations >= 1 && repetitions >= 1,
+                  "case_spec.measure: expected warmup >= 0, iterations >= 1, repetitions >= 1");
+  const bool decode = mode == "decode";
+  const bool real_prefill = !decode || batch * seq_len <= kGpuRealPrefillMaxTokens;
+
+  const int device = local_device(state);
+  TPB_CUDA_CHECK(cudaSetDevice(device));
+  CommOptions options;
+  options.device = device;
+  Communicator& comm = state.communicator(backend, options);
+  ObservedCommunicator& observed = observed_communicator(state, backend, comm);
+  GpuEngineOptions sizes;
+  sizes.max_batch = batch;
+  sizes.max_len = decode ? seq_len + 1 : seq_len;
+  sizes.max_prefill_tokens = real_prefill ? batch * seq_len : batch;
+  sizes.cuda_graph = cuda_graph;
+  CachedGpuEngine& ce = gpu_engine_for(case_spec, state, observed, tp, sizes);
+  GpuEngine& engine = *ce.engine;
+  const json comm_json = {{"backend", comm.name()}, {"memory_bytes", comm.memory_bytes()}, {"fallback_reason", comm.fallback_reason()}};
+
+  const auto seed = static_cast<std::uint64_t>(int_param(case_spec.value("model", json::object()), "seed", 1234, "model"));
+  const std::int64_t V = ce.config.vocab_size;
+  std::vector<std::int64_t> prompt(real_prefill ? batch * seq_len : 0), next(batch);
+  for (std::int64_t b = 0; b < batch; ++b) {
+    for (std::int64_t i = 0; i < seq_len && real_prefill; ++i) prompt[b * seq_len + i] = workload_token(seed, b, i, V);
+    next[b] = workload_token(seed, b, seq_len, V);
+  }
+  const InstrumentationLevel level = instrumentation_level(params);
+  const std::int64_t timed_steps = repetitions * iterations;
+  const std::int64_t tokens_per_step = decode ? batch : batch * seq_len;
+  const bool all_rows = tokens_per_step * V <= kGpuFullLogitsMaxValues;
+  const std::int64_t logits_values = (all_rows ? tokens_per_step : batch) * V;
+  // Host-side marks (step begin/end, collectives' entry/exit) at every level as on the CPU;
+  // on the GPU they time the host's enqueueing, so no phases are derived from them.
+  AllocationLedger ledger;
+  ledger.add("prompt_tokens", prompt.size() * sizeof(std::int64_t));
+  ledger.add("next_tokens", next.size() * sizeof(std::int64_t));
+  const std::int64_t marks_per_step = 2 + 2 * (2 * ce.config.num_hidden_layers + 2);
+  Instrumentation inst(level, static_cast<std::size_t>(std::min<std::int64_t>(timed_steps * marks_per_step, 1 << 20)), ledger);
+  std::vector<float> debug_snapshot(static_cast<std::size_t>(logits_values), 0.0f);
+  ledger.add("debug_snapshot", debug_snapshot.size() * sizeof(float));
+  ObserveScope observe(observed, inst);
+
+  if (decode) {
+    if (real_prefill)
+      engine.prefill(prompt, batch);  // fills the KV cache to seq_len, untimed
+    else
+      engine.fill_kv_synthetic(batch, seq_len, seed);
+  }
+  auto step = [&] {
+    if (decode) {
+      engine.rewind(seq_len);
+      engine.decode(next);
+    } else {
+      engine.prefill(prompt, batch);
+    }
+  };
+  // A graph is captured on the second decode of a batch size: two warm-up steps at least, so
+  // every timed step is a replay.
+  const std::int64_t warm = std::max<std::int64_t>(warmup, decode && cuda_graph ? 2 : 1);
+  for (std::int64_t i = 0; i < warm; ++i) step();
+  engine.synchronize();
+
+  cudaEvent_t start = nullptr, stop = nullptr;
+  TPB_CUDA_CHECK(cudaEventCreate(&start));
+  TPB_CUDA_CHECK(cudaEventCreate(&stop));
+  const std::int64_t reduces_before = engine.stats().all_reduces;
+  std::vector<double> latency_us;
+  latency_us.reserve(static_cast<std::size_t>(timed_steps));
+  ledger.add("latency_samples", static_cast<std::size_t>(timed_steps) * sizeof(double));
+  inst.arm();
+  for (std::int64_t i = 0; i < timed_steps; ++i) {
+    comm.barrier();  // every sample starts with all ranks present and the device idle
+    inst.mark(kStepBegin, static_cast<std::uint32_t>(i));
+    latency_us.push_back(device_us(engine.stream(), start, stop, step));
+    inst.mark(kStepEnd, static_cast<std::uint32_t>(i));
+  }
+  inst.disarm();
+  const std::int64_t reduces_per_step = (engine.stats().all_reduces - reduces_before) / timed_steps;
+
+  // Allreduce share: the step's allreduces (same count, same sizes, same backend, same
+  // stream) timed alone, eagerly, back to back, on a scratch buffer; the median over as many
+  // samples as the step has, against the median step. It leaves out what overlapping would
+  // hide and what graph replay saves on launches, so it is the share the collectives would
+  // take if nothing else ran: an upper bound for graph mode.
+  const std::vector<std::size_t> counts = engine.step_all_reduce_counts(tokens_per_step);
+  const std::size_t max_count = counts.empty() ? 0 : *std::max_element(counts.begin(), counts.end());
+  void* scratch = nullptr;
+  TPB_CUDA_CHECK(cudaMalloc(&scratch, std::max<std::size_t>(max_count, 1) * 2));
+  TPB_CUDA_CHECK(cudaMemsetAsync(scratch, 0, std::max<std::size_t>(max_count, 1) * 2, engine.stream()));
+  std::vector<double> allreduce_us;
+  for (std::int64_t i = 0; i < timed_steps + 1; ++i) {  // the first is a warm-up
+    comm.barrier();
+    const double us = device_us(engine.stream(), start, stop, [&] {
+      for (std::size_t c : counts) comm.all_reduce(scratch, scratch, c, DType::bf16, engine.stream());
+    });
+    if (i > 0) allreduce_us.push_back(us);
+  }
+  engine.synchronize();
+  TPB_CUDA_CHECK(cudaFree(scratch));
+  TPB_CUDA_CHECK(cudaEventDestroy(start));
+  TPB_CUDA_CHECK(cudaEventDestroy(stop));
+
+  const double mean_us = std::accumulate(latency_us.begin(), latency_us.end(), 0.0) / static_cast<double>(latency_us.size());
+  std::vector<double> sorted_us = latency_us;
+  std::sort(sorted_us.begin(), sorted_us.end());
+  const double median_step_us = sorted_us[sorted_us.size() / 2];
+  std::sort(allreduce_us.begin(), allreduce_us.end());
+  const double median_allreduce_us = allreduce_us.empty() ? 0.0 : allreduce_us[allreduce_us.size() / 2];
+
+  std::vector<float> last_rows;
+  if (!all_rows) last_rows = engine.last_position_logits();
+  const std::vector<float>& logits = all_rows ? engine.logits() : last_rows;
+  const std::size_t sample = std::min<std::size_t>(logits.size(), kOutputSampleValues);
+  const double cost_ns = mark_cost_ns();
+  json instrumentation = {{"level", instrumentation_level_name(level)},
+                          {"mark_cost_ns", cost_ns},
+                          {"marks_per_step", marks_per_step},
+                          {"estimated_timing_overhead", static_cast<double>(marks_per_step) * cost_ns * 1e-3 / median_step_us},
+                          {"marks", inst.mark_count()},
+                          {"marks_dropped", inst.dropped()},
+                          {"alloc", ledger.to_json()}};
+  if (level == InstrumentationLevel::debug) {
+    TPB_CHECK(debug_snapshot.size() == logits.size(), "engine workload: the logits have " << logits.size()
+                                                          << " values, the debug snapshot " << debug_snapshot.size());
+    std::copy(logits.begin(), logits.end(), debug_snapshot.begin());
+    json rows = json::array();
+    const std::int64_t shown = std::min<std::int64_t>(static_cast<std::int64_t>(logits.size()) / V, 64);
+    for (std::int64_t t = 0; t < shown; ++t) {
+      const float* row = debug_snapshot.data() + t * V;
+      json stats = float_stats(row, static_cast<std::size_t>(V));
+      stats["greedy_token"] = std::max_element(row, row + V) - row;
+      rows.push_back(stats);
+    }
+    instrumentation["debug"] = {{"logits", float_stats(debug_snapshot.data(), debug_snapshot.size())},
+                                {"logits_rows", rows}};
+  }
+  const GpuEngineStats& st = engine.stats();
+  return {{"rank", state.rank()},
+          {"outputs", {{"logits", std::vector<float>(logits.begin(), logits.begin() + sample)}}},
+          {"latency_us", latency_us},
+          {"digests", {{"logits", fnv1a64_hex(logits.data(), logits.size() * sizeof(float))}}},
+          {"memory", json::object()},
+          {"metrics",
+           {{"mode", mode},
+            {"tokens_per_step", tokens_per_step},
+            {"tokens_per_s", static_cast<double>(tokens_per_step) / (mean_us * 1e-6)},
+            {"latency_mean_us", mean_us},
+            {"step_us", median_step_us},
+            {"allreduce_us", median_allreduce_us},
+            {"allreduce_share", median_allreduce_us / median_step_us},
+            {"allreduce_method", "the step's allreduce calls alone, eager, same sizes/backend/stream; median vs median step"},
+            {"kv_tokens", decode ? seq_len + 1 : seq_len},
+            {"kv_fill", decode ? (real_prefill ? "prefill" : "synthetic") : "none"},
+            {"logits_rows", all_rows ? "all" : "last"},
+            {"weight_bytes", engine.weight_bytes()},
+            {"kv_cache_bytes", engine.kv_cache_bytes()},
+            {"activation_bytes", engine.activation_bytes()},
+            {"allreduces_per_step", reduces_per_step},
+            {"cuda_graph", cuda_graph},
+            {"graph_replays", st.graph_replays},
+            {"vocab_size", V},
+            {"compute_dtype", "bf16"},
+            {"alloc_bytes", ledger.total_bytes()},
+            {"trace_file", nullptr},
+            {"instrumentation", instrumentation},
+            {"weights", ce.weights->describe()}}},
+          {"comm", comm_json}};
+}
+#endif  // TPB_HAVE_CUDA
+
 }  // namespace
 
 std::vector<std::vector<std::int64_t>> read_input_ids(const json& ids, const std::string& source) {
@@ -182,8 +456,15 @@ json run_engine_workload(const json& case_spec, WorkerState& state) {
   const json params = case_spec.value("params", json::object());
   const json measure = case_spec.value("measure", json::object());
   const std::string device = string_param(case_spec, "device", "cpu", "");
-  TPB_INPUT_CHECK(device == "cpu", "case_spec.device: the engine workload runs the fp32 CPU reference engine in this "
-                                   "build; device '" << device << "' is not implemented yet");
+  TPB_INPUT_CHECK(device == "cpu" || device == "cuda",
+                  "case_spec.device: the engine runs on \"cpu\" (fp32 reference) or \"cuda\" (bf16), got '" << device << "'");
+  if (device == "cuda") {
+#if TPB_HAVE_CUDA
+    return run_gpu_engine_workload(case_spec, state);
+#else
+    TPB_INPUT_CHECK(false, "device cuda: this tpbench was built without CUDA");
+#endif
+  }
   const std::string mode = string_param(params, "mode", "decode", "params");
   TPB_INPUT_CHECK(mode == "prefill" || mode == "decode" || mode == "logits",
                   "case_spec.params.mode: expected \"prefill\", \"decode\" or \"logits\", got \"" << mode << "\"");
