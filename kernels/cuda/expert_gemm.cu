@@ -1,12 +1,13 @@
 // Routed-expert GEMMs (tpb/kernels/gpu/expert_gemm.h).
 //
-// Grouped kernel, weight-stationary: block (tile, e) owns kTileOut output rows of expert e;
+// Grouped kernel, weight-stationary: block (tile, slot) owns kTileOut output rows of the
+// slot-th expert that has rows (found by a block-wide scan of the offsets, ~2 steps for 384);
 // each warp owns kOutPerWarp of them. A warp streams its weight rows once per chunk of up
 // to kTokChunk sorted rows and applies every 16-byte weight load to all rows of the chunk,
 // so at decode (a handful of rows per expert) the weights are read from HBM once and the
-// kernel is bound by their bytes, which is the roofline for this op. Empty experts cost one
-// offsets read per block. The grid depends only on (experts, out), so a captured graph
-// serves every routing.
+// kernel is bound by their bytes, which is the roofline for this op. Empty experts cost
+// nothing. The grid depends only on (experts, pairs, out), so a captured graph serves every
+// routing of the same number of pairs.
 //
 // Numerics: fp32 products and sums. Lane l sums k = 8l + 256i in increasing i (8 products
 // per step in a fixed order), then the 32 lane sums meet in a fixed xor butterfly. Each
@@ -31,17 +32,22 @@ constexpr int kTokChunk = 8;    // sorted rows per pass: each weight load is reu
 constexpr int kTileOut = kWarps * kOutPerWarp;
 constexpr int kVec = 8;  // bf16 per 16-byte load
 
-__device__ __forceinline__ float dot8(const uint4& a, const uint4& b) {
-  const __nv_bfloat162* pa = reinterpret_cast<const __nv_bfloat162*>(&a);
-  const __nv_bfloat162* pb = reinterpret_cast<const __nv_bfloat162*>(&b);
-  float s = 0.f;
+// 8 bf16 (one 16-byte load) widened to fp32, once per load rather than once per product.
+__device__ __forceinline__ void widen8(const uint4& v, float (&f)[kVec]) {
+  const __nv_bfloat162* p = reinterpret_cast<const __nv_bfloat162*>(&v);
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
-    const float2 fa = __bfloat1622float2(pa[i]);
-    const float2 fb = __bfloat1622float2(pb[i]);
-    s = fmaf(fa.x, fb.x, s);
-    s = fmaf(fa.y, fb.y, s);
+    const float2 t = __bfloat1622float2(p[i]);
+    f[2 * i] = t.x;
+    f[2 * i + 1] = t.y;
   }
+}
+
+// The 8-term partial dot product of one step, summed in index order.
+__device__ __forceinline__ float dot8(const float (&a)[kVec], const float (&b)[kVec]) {
+  float s = 0.f;
+#pragma unroll
+  for (int i = 0; i < kVec; ++i) s = fmaf(a[i], b[i], s);
   return s;
 }
 
@@ -51,13 +57,40 @@ __device__ __forceinline__ float warp_sum(float v) {
   return v;
 }
 
+// The expert id of the n-th (from 0) expert with at least one row, or -1 when fewer exist.
+// Called by every thread of the block; the result is the same in all of them.
+__device__ int nth_nonempty_expert(const std::int32_t* __restrict__ offsets, int experts, int n) {
+  __shared__ int s_found;
+  __shared__ int s_warp_count[kWarps];
+  const int tid = static_cast<int>(threadIdx.x), lane = tid % 32, warp = tid / 32;
+  if (tid == 0) s_found = -1;
+  int before = 0;  // non-empty experts in earlier chunks
+  for (int base = 0; base < experts; base += kWarps * 32) {
+    const int e = base + tid;
+    const bool nonempty = e < experts && offsets[e + 1] > offsets[e];
+    const unsigned ballot = __ballot_sync(0xffffffffu, nonempty);
+    if (lane == 0) s_warp_count[warp] = __popc(ballot);
+    __syncthreads();  // warp counts (and, the first time, s_found = -1) visible
+    int rank = before + __popc(ballot & ((1u << lane) - 1u)), total = 0;
+    for (int w = 0; w < kWarps; ++w) {
+      if (w < warp) rank += s_warp_count[w];
+      total += s_warp_count[w];
+    }
+    if (nonempty && rank == n) s_found = e;
+    before += total;
+    __syncthreads();  // s_found visible; s_warp_count free for the next chunk
+    if (s_found >= 0) break;  // block-uniform
+  }
+  return s_found;
+}
+
 __global__ void __launch_bounds__(kWarps * 32)
     expert_gemm_grouped_kernel(const __nv_bfloat16* __restrict__ x, const std::int32_t* __restrict__ offsets,
-                               const __nv_bfloat16* __restrict__ w, std::int64_t expert_stride, std::int64_t in,
+                               int experts, const __nv_bfloat16* __restrict__ w, std::int64_t expert_stride, std::int64_t in,
                                std::int64_t out, __nv_bfloat16* __restrict__ y) {
-  const int e = blockIdx.y;
+  const int e = nth_nonempty_expert(offsets, experts, static_cast<int>(blockIdx.y));
+  if (e < 0) return;
   const std::int64_t begin = offsets[e], end = offsets[e + 1];
-  if (begin >= end) return;
   const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
   const std::int64_t o0 = static_cast<std::int64_t>(blockIdx.x) * kTileOut + warp * kOutPerWarp;
   if (o0 >= out) return;  // warp-uniform; no block-level synchronisation follows
@@ -77,12 +110,16 @@ __global__ void __launch_bounds__(kWarps * 32)
 #pragma unroll
       for (int j = 0; j < kOutPerWarp; ++j)
         wv[j] = o0 + j < out ? __ldg(reinterpret_cast<const uint4*>(we + (o0 + j) * in + k)) : make_uint4(0, 0, 0, 0);
+      float wf[kOutPerWarp][kVec];
+#pragma unroll
+      for (int j = 0; j < kOutPerWarp; ++j) widen8(wv[j], wf[j]);
 #pragma unroll
       for (int t = 0; t < kTokChunk; ++t) {
         if (t < n) {  // warp-uniform
-          const uint4 xv = __ldg(reinterpret_cast<const uint4*>(x + (p0 + t) * in + k));
+          float xf[kVec];
+          widen8(__ldg(reinterpret_cast<const uint4*>(x + (p0 + t) * in + k)), xf);
 #pragma unroll
-          for (int j = 0; j < kOutPerWarp; ++j) acc[j][t] += dot8(wv[j], xv);
+          for (int j = 0; j < kOutPerWarp; ++j) acc[j][t] += dot8(wf[j], xf);
         }
       }
     }
@@ -119,9 +156,12 @@ void expert_gemm_grouped(const __nv_bfloat16* x_sorted, const std::int32_t* offs
             "expert_gemm_grouped: x_sorted and weights must be 16-byte aligned");
   TPB_CHECK((out + kTileOut - 1) / kTileOut <= INT32_MAX, "expert_gemm_grouped: out " << out << " too large");
   if (experts == 0 || pairs == 0) return;
-  const dim3 grid(static_cast<unsigned>((out + kTileOut - 1) / kTileOut), static_cast<unsigned>(experts));
-  expert_gemm_grouped_kernel<<<grid, kWarps * 32, 0, stream>>>(x_sorted, offsets, weights, expert_stride, in, out,
-                                                                y_sorted);
+  // At most min(experts, pairs) experts have rows: one grid row per such slot, so decode
+  // (8 of 384 experts at batch 1) launches no blocks for empty experts.
+  const std::int64_t slots = experts < pairs ? experts : pairs;
+  const dim3 grid(static_cast<unsigned>((out + kTileOut - 1) / kTileOut), static_cast<unsigned>(slots));
+  expert_gemm_grouped_kernel<<<grid, kWarps * 32, 0, stream>>>(x_sorted, offsets, static_cast<int>(experts), weights,
+                                                                expert_stride, in, out, y_sorted);
   TPB_CUDA_CHECK_LAUNCH();
 }
 

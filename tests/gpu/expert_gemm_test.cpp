@@ -106,6 +106,13 @@ std::vector<Case> cases() {
   c.push_back({"routed", 1024, 520, random_routing_offsets(16, 8, 64, 7)});
   // Kimi's `in` for gate_up, one expert holding 300 rows.
   c.push_back({"heavy", 7168, 96, offsets_from_counts({2, 0, 300, 1, 0, 5, 0, 9})});
+  // More experts than the grouped kernel scans per step (256): rows on both sides of the
+  // boundary and in the last expert; 8 pairs, so only 8 grid slots for 300 experts.
+  std::vector<int> wide(300, 0);
+  wide[3] = 1, wide[255] = 2, wide[256] = 1, wide[257] = 3, wide[299] = 1;
+  c.push_back({"wide", 64, 40, offsets_from_counts(wide)});
+  // Decode at batch 1: one token, top 8 of 384 experts.
+  c.push_back({"decode1", 256, 72, random_routing_offsets(1, 8, 384, 5)});
   return c;
 }
 
@@ -249,6 +256,8 @@ TEST(GpuExpertGemm, GroupedGraphReplaysNewRoutingAsEager) {
     gpu::expert_gemm_grouped(bf(g.x.p), g.off.p, c.experts(), c.pairs(), bf(g.w.p), c.out * c.in, c.in, c.out,
                              bf(g.y.p), s);
   };
+  call();  // eager first, as the engine does (module loading stays out of the capture)
+  TPB_CUDA_CHECK(cudaStreamSynchronize(s));
   cudaGraph_t graph;
   cudaGraphExec_t exec;
   TPB_CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
