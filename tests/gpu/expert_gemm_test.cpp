@@ -5,8 +5,9 @@
 //
 // Inputs are random bf16 and the reference consumes the same values widened to fp32, so
 // the paths differ from it only by the order of the fp32 sums and the bf16 output rounding.
-// Tolerance per element: 2^-8 |ref| (half a bf16 ulp) + in * 2^-23 * sum|x_i w_i| (two fp32
-// sums of `in` terms, each within in * 2^-24 * sum|x_i w_i|), and rel-L2 <= 2^-8 overall (the
+// Tolerance per element: 2^-8 |ref| (half a bf16 ulp) + in * 2^-22 * sum|x_i w_i| (the CPU's
+// fp32 sum is within in * 2^-24 * sum|x_i w_i|; the per-expert path's tensor cores truncate
+// when they accumulate, up to in * 2^-23 * sum|x_i w_i|), and rel-L2 <= 2^-8 overall (the
 // bf16 rounding's rms is ~2^-9/sqrt(3)). A wrong expert, row or offset gives O(1) errors.
 #include <cuda_bf16.h>
 #include <cuda_runtime_api.h>
@@ -149,7 +150,7 @@ void expect_close(const std::vector<std::uint16_t>& got_bits, const std::vector<
   for (std::size_t i = 0; i < ref.size(); ++i) {
     const double got = bf16_to_float(got_bits[i]);
     const double d = std::fabs(got - ref[i]);
-    const double tol = std::ldexp(std::fabs(ref[i]), -8) + static_cast<double>(in) * std::ldexp(static_cast<double>(absdot[i]), -23);
+    const double tol = std::ldexp(std::fabs(ref[i]), -8) + static_cast<double>(in) * std::ldexp(static_cast<double>(absdot[i]), -22);
     if (!(d <= tol) && ++bad <= 5)
       ADD_FAILURE() << what << ": element " << i << " got " << got << " want " << ref[i] << " (tol " << tol << ")";
     err2 += d * d;
