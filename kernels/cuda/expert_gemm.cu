@@ -170,6 +170,11 @@ void expert_gemm_per_expert(Linear& linear, const __nv_bfloat16* x_sorted, const
                             std::int64_t in, std::int64_t out, __nv_bfloat16* y_sorted, cudaStream_t stream) {
   TPB_CHECK(experts >= 0, "expert_gemm_per_expert: experts " << experts);
   if (experts == 0) return;
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  TPB_CUDA_CHECK(cudaStreamIsCapturing(stream, &capture));
+  TPB_CHECK(capture == cudaStreamCaptureStatusNone,
+            "expert_gemm_per_expert reads the offsets on the host and cannot be captured in a CUDA graph; "
+            "use expert_gemm_grouped");
   std::vector<std::int32_t> h(static_cast<std::size_t>(experts) + 1);
   TPB_CUDA_CHECK(cudaMemcpyAsync(h.data(), offsets, h.size() * sizeof(std::int32_t), cudaMemcpyDeviceToHost, stream));
   TPB_CUDA_CHECK(cudaStreamSynchronize(stream));

@@ -292,6 +292,24 @@ TEST(GpuExpertGemm, GroupedGraphReplaysNewRoutingAsEager) {
   TPB_CUDA_CHECK(cudaStreamDestroy(s));
 }
 
+// The per-expert path synchronises on a host copy: under capture it must refuse clearly
+// (and leave the capture usable) instead of invalidating it.
+TEST(GpuExpertGemm, PerExpertRefusesCapture) {
+  TPB_REQUIRE_GPU();
+  gpu::Linear lin;
+  DevBuf<std::uint16_t> x(4096), w(4096), y(4096);
+  DevBuf<std::int32_t> off(3);
+  off.upload({0, 1, 2});
+  cudaStream_t s;
+  TPB_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  TPB_CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+  EXPECT_THROW(gpu::expert_gemm_per_expert(lin, bf(x.p), off.p, 2, bf(w.p), 128, 16, 8, bf(y.p), s), Error);
+  cudaGraph_t graph = nullptr;
+  EXPECT_EQ(cudaStreamEndCapture(s, &graph), cudaSuccess);
+  if (graph != nullptr) TPB_CUDA_CHECK(cudaGraphDestroy(graph));
+  TPB_CUDA_CHECK(cudaStreamDestroy(s));
+}
+
 TEST(GpuExpertGemm, UnsupportedShapesThrow) {
   TPB_REQUIRE_GPU();
   DevBuf<std::uint16_t> x(4096), w(4096), y(4096);
