@@ -1,0 +1,211 @@
+// RMSNorm, fused residual-add + RMSNorm and the bf16 -> fp32 residual copy
+// (tpb/kernels/gpu/rmsnorm.h). One block per row; each thread walks its chunks of the row in
+// a fixed order and the block sums the partials with a fixed shuffle tree, so a row's result
+// depends only on the row (bitwise the same on every call). The output step is written as
+// explicit round-to-nearest products, weight * (x * inv_rms), in the reference's order.
+#include "tpb/kernels/gpu/rmsnorm.h"
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+
+#include "tpb/check.h"
+#include "tpb/cuda_check.h"
+
+namespace tpb::gpu {
+
+namespace {
+
+constexpr int kThreads = 256;  // 8 warps: at hidden 7168 each thread owns 3.5 16-byte chunks
+constexpr std::int64_t kMaxBlocks = 1 << 16;
+
+bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
+
+// V = 8: one 16-byte load of 8 bf16; V = 1: one element.
+template <int V>
+__device__ inline void load_bf16(const __nv_bfloat16* p, float (&f)[V]) {
+  if constexpr (V == 8) {
+    const uint4 u = *reinterpret_cast<const uint4*>(p);
+    const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&u);
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      const float2 t = __bfloat1622float2(h[k]);
+      f[2 * k] = t.x;
+      f[2 * k + 1] = t.y;
+    }
+  } else {
+    f[0] = __bfloat162float(*p);
+  }
+}
+
+template <int V>
+__device__ inline void store_bf16(__nv_bfloat16* p, const float (&f)[V]) {
+  if constexpr (V == 8) {
+    uint4 u;
+    __nv_bfloat162* h = reinterpret_cast<__nv_bfloat162*>(&u);
+#pragma unroll
+    for (int k = 0; k < 4; ++k) h[k] = __floats2bfloat162_rn(f[2 * k], f[2 * k + 1]);
+    *reinterpret_cast<uint4*>(p) = u;
+  } else {
+    *p = __float2bfloat16_rn(f[0]);
+  }
+}
+
+template <int V>
+__device__ inline void load_f32(const float* p, float (&f)[V]) {
+  if constexpr (V == 8) {
+    const float4 a = reinterpret_cast<const float4*>(p)[0];
+    const float4 b = reinterpret_cast<const float4*>(p)[1];
+    f[0] = a.x, f[1] = a.y, f[2] = a.z, f[3] = a.w, f[4] = b.x, f[5] = b.y, f[6] = b.z, f[7] = b.w;
+  } else {
+    f[0] = *p;
+  }
+}
+
+template <int V>
+__device__ inline void store_f32(float* p, const float (&f)[V]) {
+  if constexpr (V == 8) {
+    reinterpret_cast<float4*>(p)[0] = make_float4(f[0], f[1], f[2], f[3]);
+    reinterpret_cast<float4*>(p)[1] = make_float4(f[4], f[5], f[6], f[7]);
+  } else {
+    *p = f[0];
+  }
+}
+
+// Sum over the block of one value per thread, in a fixed order; every thread gets the total.
+// smem: 33 floats. Ends with a barrier, so the caller may reuse smem at once.
+__device__ float block_sum(float v, float* smem) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (lane == 0) smem[warp] = v;
+  __syncthreads();
+  if (warp == 0) {
+    float w = lane < static_cast<int>(blockDim.x / 32) ? smem[lane] : 0.0f;
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) w += __shfl_xor_sync(0xffffffffu, w, o);
+    if (lane == 0) smem[32] = w;
+  }
+  __syncthreads();
+  const float total = smem[32];
+  __syncthreads();
+  return total;
+}
+
+__device__ inline float inv_rms(float sum_sq, std::int64_t dim, float eps) {
+  return __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(__fdiv_rn(sum_sq, static_cast<float>(dim)), eps)));
+}
+
+template <int V>
+__global__ void rmsnorm_kernel(const __nv_bfloat16* __restrict__ x, std::int64_t x_stride,
+                               const __nv_bfloat16* __restrict__ weight, __nv_bfloat16* __restrict__ out,
+                               std::int64_t out_stride, std::int64_t rows, std::int64_t dim, float eps) {
+  __shared__ float smem[33];
+  const std::int64_t chunks = dim / V;
+  for (std::int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const __nv_bfloat16* xr = x + r * x_stride;
+    float sum_sq = 0.0f;
+    for (std::int64_t c = threadIdx.x; c < chunks; c += blockDim.x) {
+      float f[V];
+      load_bf16<V>(xr + c * V, f);
+#pragma unroll
+      for (int k = 0; k < V; ++k) sum_sq += f[k] * f[k];
+    }
+    const float inv = inv_rms(block_sum(sum_sq, smem), dim, eps);
+    for (std::int64_t c = threadIdx.x; c < chunks; c += blockDim.x) {
+      float f[V], w[V];
+      load_bf16<V>(xr + c * V, f);
+      load_bf16<V>(weight + c * V, w);
+#pragma unroll
+      for (int k = 0; k < V; ++k) f[k] = __fmul_rn(w[k], __fmul_rn(f[k], inv));
+      store_bf16<V>(out + r * out_stride + c * V, f);
+    }
+  }
+}
+
+template <int V>
+__global__ void add_rmsnorm_kernel(const __nv_bfloat16* __restrict__ delta, float* __restrict__ residual,
+                                   const __nv_bfloat16* __restrict__ weight, __nv_bfloat16* __restrict__ out,
+                                   std::int64_t rows, std::int64_t dim, float eps) {
+  __shared__ float smem[33];
+  const std::int64_t chunks = dim / V;
+  for (std::int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    float* res = residual + r * dim;
+    float sum_sq = 0.0f;
+    for (std::int64_t c = threadIdx.x; c < chunks; c += blockDim.x) {
+      float f[V];
+      load_f32<V>(res + c * V, f);
+      if (delta != nullptr) {
+        float d[V];
+        load_bf16<V>(delta + r * dim + c * V, d);
+#pragma unroll
+        for (int k = 0; k < V; ++k) f[k] = __fadd_rn(f[k], d[k]);
+        store_f32<V>(res + c * V, f);
+      }
+#pragma unroll
+      for (int k = 0; k < V; ++k) sum_sq += f[k] * f[k];
+    }
+    const float inv = inv_rms(block_sum(sum_sq, smem), dim, eps);
+    // Each thread re-reads only the chunks it wrote itself above: no barrier is needed.
+    for (std::int64_t c = threadIdx.x; c < chunks; c += blockDim.x) {
+      float f[V], w[V];
+      load_f32<V>(res + c * V, f);
+      load_bf16<V>(weight + c * V, w);
+#pragma unroll
+      for (int k = 0; k < V; ++k) f[k] = __fmul_rn(w[k], __fmul_rn(f[k], inv));
+      store_bf16<V>(out + r * dim + c * V, f);
+    }
+  }
+}
+
+__global__ void residual_from_bf16_kernel(const __nv_bfloat16* __restrict__ x, float* __restrict__ residual,
+                                          std::int64_t count) {
+  const std::int64_t step = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count; i += step)
+    residual[i] = __bfloat162float(x[i]);
+}
+
+unsigned row_blocks(std::int64_t rows) { return static_cast<unsigned>(std::min(rows, kMaxBlocks)); }
+
+}  // namespace
+
+void rmsnorm(const __nv_bfloat16* x, std::int64_t x_stride, const __nv_bfloat16* weight, __nv_bfloat16* out,
+             std::int64_t out_stride, std::int64_t rows, std::int64_t dim, float eps, cudaStream_t stream) {
+  TPB_CHECK(rows >= 0 && dim > 0 && x_stride >= dim && out_stride >= dim,
+            "rmsnorm: rows " << rows << ", dim " << dim << ", strides " << x_stride << "/" << out_stride);
+  if (rows == 0) return;
+  const bool vec = dim % 8 == 0 && x_stride % 8 == 0 && out_stride % 8 == 0 && aligned16(x) && aligned16(weight) &&
+                   aligned16(out);
+  if (vec) {
+    rmsnorm_kernel<8><<<row_blocks(rows), kThreads, 0, stream>>>(x, x_stride, weight, out, out_stride, rows, dim, eps);
+  } else {
+    rmsnorm_kernel<1><<<row_blocks(rows), kThreads, 0, stream>>>(x, x_stride, weight, out, out_stride, rows, dim, eps);
+  }
+  TPB_CUDA_CHECK_LAUNCH();
+}
+
+void add_rmsnorm(const __nv_bfloat16* delta, float* residual, const __nv_bfloat16* weight, __nv_bfloat16* out,
+                 std::int64_t rows, std::int64_t dim, float eps, cudaStream_t stream) {
+  TPB_CHECK(rows >= 0 && dim > 0, "add_rmsnorm: rows " << rows << ", dim " << dim);
+  if (rows == 0) return;
+  const bool vec = dim % 8 == 0 && (delta == nullptr || aligned16(delta)) && aligned16(residual) &&
+                   aligned16(weight) && aligned16(out);
+  if (vec) {
+    add_rmsnorm_kernel<8><<<row_blocks(rows), kThreads, 0, stream>>>(delta, residual, weight, out, rows, dim, eps);
+  } else {
+    add_rmsnorm_kernel<1><<<row_blocks(rows), kThreads, 0, stream>>>(delta, residual, weight, out, rows, dim, eps);
+  }
+  TPB_CUDA_CHECK_LAUNCH();
+}
+
+void residual_from_bf16(const __nv_bfloat16* x, float* residual, std::int64_t count, cudaStream_t stream) {
+  TPB_CHECK(count >= 0, "residual_from_bf16: count " << count);
+  if (count == 0) return;
+  const unsigned blocks = static_cast<unsigned>(std::min((count + kThreads - 1) / kThreads, std::int64_t{4096}));
+  residual_from_bf16_kernel<<<blocks, kThreads, 0, stream>>>(x, residual, count);
+  TPB_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace tpb::gpu
