@@ -91,7 +91,7 @@ struct LayerW {
 
 struct GpuEngine::Impl {
   std::vector<void*> weight_allocations;  // freed with the engine
-  std::vector<void*> buffer_allocations;  // KV cache and activations: freed by reserve()
+  std::vector<void*> buffer_allocations;  // KV cache and activations: freed by resize()
   std::vector<void*>* target = &weight_allocations;
   std::size_t bytes = 0;  // counted by the caller per phase
   gpu::Linear linear;
@@ -495,15 +495,18 @@ void GpuEngine::drop_graphs() {
   decode_runs_.clear();
 }
 
-void GpuEngine::reserve(std::int64_t max_batch, std::int64_t max_len, std::int64_t max_prefill_tokens) {
-  if (max_batch <= options_.max_batch && max_len <= options_.max_len &&
-      max_prefill_tokens <= options_.max_prefill_tokens)
+void GpuEngine::resize(std::int64_t max_batch, std::int64_t max_len, std::int64_t max_prefill_tokens) {
+  TPB_INPUT_CHECK(max_batch > 0 && max_len > 0 && max_prefill_tokens > 0,
+                  "gpu engine resize: sizes must be positive (" << max_batch << ", " << max_len << ", "
+                                                               << max_prefill_tokens << ")");
+  if (max_batch == options_.max_batch && max_len == options_.max_len &&
+      max_prefill_tokens == options_.max_prefill_tokens)
     return;
   drop_graphs();
   synchronize();
-  options_.max_batch = std::max(options_.max_batch, max_batch);
-  options_.max_len = std::max(options_.max_len, max_len);
-  options_.max_prefill_tokens = std::max(options_.max_prefill_tokens, max_prefill_tokens);
+  options_.max_batch = max_batch;
+  options_.max_len = max_len;
+  options_.max_prefill_tokens = max_prefill_tokens;
   max_tokens_ = std::max(options_.max_batch, options_.max_prefill_tokens);
   impl_->free_buffers();
   allocate_buffers();
@@ -521,20 +524,22 @@ void GpuEngine::set_communicator(Communicator& comm) {
 }
 
 void GpuEngine::fill_kv_synthetic(std::int64_t batch, std::int64_t tokens, std::uint64_t seed) {
-  TPB_INPUT_CHECK(batch >= 1 && batch <= options_.max_batch && tokens >= 0 && tokens <= options_.max_len,
+  TPB_INPUT_CHECK(batch >= 1 && batch <= options_.max_batch && tokens >= 0 && tokens <= options_.max_len &&
+                      tokens <= (std::int64_t{1} << 24),
                   "fill_kv_synthetic: batch " << batch << " x " << tokens << " tokens outside the cache ("
                                               << options_.max_batch << " x " << options_.max_len << ")");
   const std::int64_t width = config_.kv_cache_width();
   for (std::int64_t l = 0; l < config_.num_hidden_layers; ++l) {
-    // Layer l is one global [max_batch * max_len, width] tensor; sequence b's first `tokens`
-    // rows are one window of it.
+    // Layer l is one global [batch * 2^24, width] tensor (2^24 rows per sequence, whatever
+    // max_len this engine was sized for, so the values do not depend on the sizing history);
+    // sequence b's first `tokens` rows are one window of it.
     const std::string name = "kv_cache.synthetic.layer" + std::to_string(l);
     for (std::int64_t b = 0; b < batch && tokens > 0; ++b) {
       gpu::SyntheticWindow w;
       w.key = synthetic::tensor_key(seed, synthetic::name_hash(name.c_str()));
       w.kind = InitKind::embedding;
       w.global_cols = width;
-      w.row_begin = b * options_.max_len;
+      w.row_begin = b << 24;
       w.rows = tokens;
       w.col_begin = 0;
       w.cols = width;

@@ -76,9 +76,11 @@ class GpuEngine {
   // so a timed step does not include the device-to-host copy).
   const std::vector<float>& logits() const;
 
-  // Grows the KV cache and the activations to hold at least these sizes (never shrinks;
-  // weights stay). Drops the cached sequences and the captured graphs when it reallocates.
-  void reserve(std::int64_t max_batch, std::int64_t max_len, std::int64_t max_prefill_tokens);
+  // Reallocates the KV cache and the activations for exactly these sizes (weights stay),
+  // unless they already are; drops the cached sequences and the captured graphs then. Exact,
+  // not grow-only: max_len fixes the decode attention's split-K partition, so the logits of a
+  // case must not depend on the sizes of the cases before it.
+  void resize(std::int64_t max_batch, std::int64_t max_len, std::int64_t max_prefill_tokens);
   // Runs later steps on another communicator of the same rank and size (a sweep over
   // allreduce backends keeps one engine with its weights); drops the captured graphs.
   void set_communicator(Communicator& comm);

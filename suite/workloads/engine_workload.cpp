@@ -160,7 +160,7 @@ constexpr std::int64_t kGpuFullLogitsMaxValues = 64ll << 20;
 
 // The engine, its weights and what it was built from, kept across cases of one model and TP:
 // the backend, CUDA-graph mode and sizes of a case are set on it (set_communicator,
-// set_cuda_graph, reserve), so a sweep generates the weights once.
+// set_cuda_graph, resize), so a sweep generates the weights once.
 struct CachedGpuEngine {
   ModelConfig config;
   std::unique_ptr<WeightSource> weights;
@@ -188,7 +188,7 @@ CachedGpuEngine& gpu_engine_for(const json& case_spec, WorkerState& state, Commu
   if (it != cache.end()) {
     auto& ce = *static_cast<CachedGpuEngine*>(it->second.get());
     ce.engine->set_communicator(comm);
-    ce.engine->reserve(sizes.max_batch, sizes.max_len, sizes.max_prefill_tokens);
+    ce.engine->resize(sizes.max_batch, sizes.max_len, sizes.max_prefill_tokens);
     ce.engine->set_cuda_graph(sizes.cuda_graph);
     return ce;
   }
