@@ -84,7 +84,7 @@ __device__ int nth_nonempty_expert(const std::int32_t* __restrict__ offsets, int
   return s_found;
 }
 
-__global__ void __launch_bounds__(kWarps * 32)
+__global__ void __launch_bounds__(kWarps * 32, 2)  // two resident blocks per SM: <= 128 registers
     expert_gemm_grouped_kernel(const __nv_bfloat16* __restrict__ x, const std::int32_t* __restrict__ offsets,
                                int experts, const __nv_bfloat16* __restrict__ w, std::int64_t expert_stride, std::int64_t in,
                                std::int64_t out, __nv_bfloat16* __restrict__ y) {
@@ -92,50 +92,55 @@ __global__ void __launch_bounds__(kWarps * 32)
   if (e < 0) return;
   const std::int64_t begin = offsets[e], end = offsets[e + 1];
   const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
-  const std::int64_t o0 = static_cast<std::int64_t>(blockIdx.x) * kTileOut + warp * kOutPerWarp;
-  if (o0 >= out) return;  // warp-uniform; no block-level synchronisation follows
   const __nv_bfloat16* we = w + static_cast<std::int64_t>(e) * expert_stride;
+  const std::int64_t tiles = (out + kTileOut - 1) / kTileOut;
 
-  for (std::int64_t p0 = begin; p0 < end; p0 += kTokChunk) {
-    const int n = static_cast<int>(end - p0 < kTokChunk ? end - p0 : kTokChunk);
-    float acc[kOutPerWarp][kTokChunk];
-#pragma unroll
-    for (int j = 0; j < kOutPerWarp; ++j)
-#pragma unroll
-      for (int t = 0; t < kTokChunk; ++t) acc[j][t] = 0.f;
-
-#pragma unroll 2
-    for (std::int64_t k = static_cast<std::int64_t>(lane) * kVec; k < in; k += 32 * kVec) {
-      uint4 wv[kOutPerWarp];
+  // Tiles stride over blockIdx.x so that one scan above serves several tiles. No block-level
+  // synchronisation below: a warp past `out` just moves on.
+  for (std::int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+    const std::int64_t o0 = tile * kTileOut + warp * kOutPerWarp;
+    if (o0 >= out) continue;  // warp-uniform
+    for (std::int64_t p0 = begin; p0 < end; p0 += kTokChunk) {
+      const int n = static_cast<int>(end - p0 < kTokChunk ? end - p0 : kTokChunk);
+      float acc[kOutPerWarp][kTokChunk];
 #pragma unroll
       for (int j = 0; j < kOutPerWarp; ++j)
-        wv[j] = o0 + j < out ? __ldg(reinterpret_cast<const uint4*>(we + (o0 + j) * in + k)) : make_uint4(0, 0, 0, 0);
-      float wf[kOutPerWarp][kVec];
 #pragma unroll
-      for (int j = 0; j < kOutPerWarp; ++j) widen8(wv[j], wf[j]);
+        for (int t = 0; t < kTokChunk; ++t) acc[j][t] = 0.f;
+
+#pragma unroll 2
+      for (std::int64_t k = static_cast<std::int64_t>(lane) * kVec; k < in; k += 32 * kVec) {
+        uint4 wv[kOutPerWarp];
 #pragma unroll
-      for (int t = 0; t < kTokChunk; ++t) {
-        if (t < n) {  // warp-uniform
-          float xf[kVec];
-          widen8(__ldg(reinterpret_cast<const uint4*>(x + (p0 + t) * in + k)), xf);
+        for (int j = 0; j < kOutPerWarp; ++j)
+          wv[j] = o0 + j < out ? __ldg(reinterpret_cast<const uint4*>(we + (o0 + j) * in + k)) : make_uint4(0, 0, 0, 0);
+        float wf[kOutPerWarp][kVec];
 #pragma unroll
-          for (int j = 0; j < kOutPerWarp; ++j) acc[j][t] += dot8(wf[j], xf);
+        for (int j = 0; j < kOutPerWarp; ++j) widen8(wv[j], wf[j]);
+#pragma unroll
+        for (int t = 0; t < kTokChunk; ++t) {
+          if (t < n) {  // warp-uniform
+            float xf[kVec];
+            widen8(__ldg(reinterpret_cast<const uint4*>(x + (p0 + t) * in + k)), xf);
+#pragma unroll
+            for (int j = 0; j < kOutPerWarp; ++j) acc[j][t] += dot8(wf[j], xf);
+          }
         }
       }
-    }
 
-    // Every lane ends with every sum; lane j * kTokChunk + t stores output (j, t).
-    float mine = 0.f;
+      // Every lane ends with every sum; lane j * kTokChunk + t stores output (j, t).
+      float mine = 0.f;
 #pragma unroll
-    for (int j = 0; j < kOutPerWarp; ++j)
+      for (int j = 0; j < kOutPerWarp; ++j)
 #pragma unroll
-      for (int t = 0; t < kTokChunk; ++t)
-        if (t < n) {
-          const float s = warp_sum(acc[j][t]);
-          if (lane == j * kTokChunk + t) mine = s;
-        }
-    const int j = lane / kTokChunk, t = lane % kTokChunk;
-    if (t < n && o0 + j < out) y[(p0 + t) * out + o0 + j] = __float2bfloat16(mine);
+        for (int t = 0; t < kTokChunk; ++t)
+          if (t < n) {
+            const float s = warp_sum(acc[j][t]);
+            if (lane == j * kTokChunk + t) mine = s;
+          }
+      const int j = lane / kTokChunk, t = lane % kTokChunk;
+      if (t < n && o0 + j < out) y[(p0 + t) * out + o0 + j] = __float2bfloat16(mine);
+    }
   }
 }
 
@@ -157,9 +162,16 @@ void expert_gemm_grouped(const __nv_bfloat16* x_sorted, const std::int32_t* offs
   TPB_CHECK((out + kTileOut - 1) / kTileOut <= INT32_MAX, "expert_gemm_grouped: out " << out << " too large");
   if (experts == 0 || pairs == 0) return;
   // At most min(experts, pairs) experts have rows: one grid row per such slot, so decode
-  // (8 of 384 experts at batch 1) launches no blocks for empty experts.
+  // (8 of 384 experts at batch 1) launches no blocks for empty experts. Along x, about four
+  // blocks per SM in all (two resident at 127 registers, two waves for balance); each block
+  // loops over its tiles, so its offsets scan is paid once per several tiles.
   const std::int64_t slots = experts < pairs ? experts : pairs;
-  const dim3 grid(static_cast<unsigned>((out + kTileOut - 1) / kTileOut), static_cast<unsigned>(slots));
+  const std::int64_t tiles = (out + kTileOut - 1) / kTileOut;
+  int device = 0, sms = 0;
+  TPB_CUDA_CHECK(cudaGetDevice(&device));
+  TPB_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  const std::int64_t per_slot = (4 * static_cast<std::int64_t>(sms) + slots - 1) / slots;
+  const dim3 grid(static_cast<unsigned>(tiles < per_slot ? tiles : per_slot), static_cast<unsigned>(slots));
   expert_gemm_grouped_kernel<<<grid, kWarps * 32, 0, stream>>>(x_sorted, offsets, static_cast<int>(experts), weights,
                                                                 expert_stride, in, out, y_sorted);
   TPB_CUDA_CHECK_LAUNCH();

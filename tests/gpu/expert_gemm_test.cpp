@@ -114,6 +114,9 @@ std::vector<Case> cases() {
   c.push_back({"wide", 64, 40, offsets_from_counts(wide)});
   // Decode at batch 1: one token, top 8 of 384 experts.
   c.push_back({"decode1", 256, 72, random_routing_offsets(1, 8, 384, 5)});
+  // Many 32-row output tiles (129, the last one 8 rows) over 40 grid slots: each block of
+  // the grouped kernel loops over several tiles (it launches ~4 blocks per SM in all).
+  c.push_back({"tall", 64, 4104, random_routing_offsets(8, 6, 40, 11)});
   return c;
 }
 
