@@ -24,6 +24,18 @@
 //   The engine (weights loaded) is kept in the worker across cases with the same model, TP
 //   and backend.
 //
+// device "cuda" (CUDA builds): the bf16 GpuEngine (reference_engine/gpu/gpu_engine.h), rank r
+//   on device LOCAL_RANK, params.allreduce a GPU backend (default nccl), params.cuda_graph
+//   decodes through graph replay (at least 2 warm-up steps, so every timed step replays).
+//   latency_us from device events around each step; a decode case whose prompt exceeds 8192
+//   tokens (batch * seq_len) fills its KV cache synthetically instead of prefilling
+//   (metrics.kv_fill); logits above 64M values are digested at each sequence's last position
+//   (metrics.logits_rows). Extra metrics: step_us and allreduce_us (medians) and
+//   allreduce_share = allreduce_us / step_us, where allreduce_us times the step's own
+//   allreduce calls (same sizes, backend and stream) alone; activation_bytes, graph_replays,
+//   compute_dtype "bf16". The engine and its weights are kept across cases of one model and
+//   TP; the backend, graph mode and sizes of each case are set on it.
+//
 // "logits" mode (used by `tpbench logits --tp N`): params.input_ids [[...], ...] (equal
 //   lengths), params.prefill K (0 = all), params.out (path; rank 0 writes the float32
 //   tensor `logits` [batch, seq, vocab] as safetensors). Result digests.logits as above.
