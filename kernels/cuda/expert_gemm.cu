@@ -162,15 +162,20 @@ void expert_gemm_grouped(const __nv_bfloat16* x_sorted, const std::int32_t* offs
   TPB_CHECK((out + kTileOut - 1) / kTileOut <= INT32_MAX, "expert_gemm_grouped: out " << out << " too large");
   if (experts == 0 || pairs == 0) return;
   // At most min(experts, pairs) experts have rows: one grid row per such slot, so decode
-  // (8 of 384 experts at batch 1) launches no blocks for empty experts. Along x, about four
-  // blocks per SM in all (two resident at 127 registers, two waves for balance); each block
-  // loops over its tiles, so its offsets scan is paid once per several tiles.
+  // (8 of 384 experts at batch 1) launches no blocks for empty experts. Along x: at least
+  // about four blocks per SM in all (two resident, two waves), and at most kMaxTilesPerBlock
+  // tiles per block; a block loops over its tiles, so its offsets scan is paid once per
+  // several tiles when few experts are active, and many short blocks keep the SMs balanced
+  // when many are.
+  constexpr std::int64_t kMaxTilesPerBlock = 4;
   const std::int64_t slots = experts < pairs ? experts : pairs;
   const std::int64_t tiles = (out + kTileOut - 1) / kTileOut;
   int device = 0, sms = 0;
   TPB_CUDA_CHECK(cudaGetDevice(&device));
   TPB_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  const std::int64_t per_slot = (4 * static_cast<std::int64_t>(sms) + slots - 1) / slots;
+  const std::int64_t for_occupancy = (4 * static_cast<std::int64_t>(sms) + slots - 1) / slots;
+  const std::int64_t for_balance = (tiles + kMaxTilesPerBlock - 1) / kMaxTilesPerBlock;
+  const std::int64_t per_slot = for_occupancy > for_balance ? for_occupancy : for_balance;
   const dim3 grid(static_cast<unsigned>(tiles < per_slot ? tiles : per_slot), static_cast<unsigned>(slots));
   expert_gemm_grouped_kernel<<<grid, kWarps * 32, 0, stream>>>(x_sorted, offsets, static_cast<int>(experts), weights,
                                                                 expert_stride, in, out, y_sorted);
