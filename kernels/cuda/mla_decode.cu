@@ -1,6 +1,6 @@
 // Absorbed-MLA decode attention over the latent KV cache (tpb/kernels/gpu/mla_decode.h).
 //
-// Pass 1, one CTA per (split, group of up to kGroup heads, sequence): every head of a
+// Pass 1, one CTA per (group of up to kGroup heads, split, sequence): every head of a
 // sequence attends over the same cache rows, so the CTA loads each 16-row tile of the cache
 // once into shared memory and uses it for all the heads of its group (MQA-style reuse; at
 // 16 heads per group the cache is read once per 16 heads). It keeps a running max and sum
@@ -107,8 +107,8 @@ __global__ void __launch_bounds__(kThreads, 2)
                             const std::int32_t* __restrict__ seq_lens, int heads, int kv_lora, int rope,
                             std::int64_t max_len, int splits, std::int64_t chunk, float scale,
                             float* __restrict__ o_part, float* __restrict__ m_part, float* __restrict__ l_part) {
-  const int split = blockIdx.x;
-  const int g0 = blockIdx.y * kGroup;
+  const int g0 = blockIdx.x * kGroup;
+  const int split = blockIdx.y;
   const int b = blockIdx.z;
   const int gn = min(kGroup, heads - g0);
   const int row = kv_lora + rope;  // bf16 values per cache row and per query
@@ -337,7 +337,9 @@ void mla_decode_attention(const __nv_bfloat16* q, const __nv_bfloat16* cache, co
   // Above the default 48 KiB at row 576; a host-side attribute, legal under stream capture.
   TPB_CUDA_CHECK(cudaFuncSetAttribute(mla_decode_split_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                       static_cast<int>(smem)));
-  const dim3 grid(static_cast<unsigned>(p.splits), static_cast<unsigned>(p.groups), static_cast<unsigned>(shape.batch));
+  // Head groups vary fastest: the groups of one split run side by side and the second read of
+  // the same cache rows comes from L2.
+  const dim3 grid(static_cast<unsigned>(p.groups), static_cast<unsigned>(p.splits), static_cast<unsigned>(shape.batch));
   mla_decode_split_kernel<<<grid, kThreads, smem, stream>>>(
       q, cache, seq_lens, static_cast<int>(shape.heads), static_cast<int>(shape.kv_lora), static_cast<int>(shape.rope),
       shape.max_len, p.splits, p.chunk, scale, w.o, w.m, w.l);

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -184,6 +185,9 @@ std::vector<DecodeCase> cases() {
       {"b2_h3_no_rope", shape(2, 3, 24, 0, 50), {50, 33}},
   };
 }
+
+// gtest prints the case by name, not as bytes.
+void PrintTo(const DecodeCase& c, std::ostream* os) { *os << c.name; }
 
 class MlaDecodeTest : public ::testing::TestWithParam<DecodeCase> {};
 

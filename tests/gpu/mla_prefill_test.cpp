@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -134,6 +135,9 @@ std::vector<PrefillCase> cases() {
       {"b1_q8192_past0_h1_sampled", shape(1, 8192, 0, 1), {0, 1, 31, 32, 33, 4095, 4096, 4097, 8158, 8190, 8191}},
   };
 }
+
+// gtest prints the case by name, not as bytes.
+void PrintTo(const PrefillCase& c, std::ostream* os) { *os << c.name; }
 
 class MlaPrefillTest : public ::testing::TestWithParam<PrefillCase> {};
 
