@@ -198,7 +198,7 @@ void moe_dispatch_plan(const std::int32_t* topk_idx, std::int64_t tokens, std::i
                        cudaStream_t stream) {
   TPB_CHECK(tokens >= 0 && top_k >= 1 && experts >= 1, "moe_dispatch_plan: tokens " << tokens << ", top_k " << top_k
                                                                                      << ", experts " << experts);
-  TPB_CHECK(tokens * top_k < (std::int64_t{1} << 31), "moe_dispatch_plan: " << tokens * top_k << " pairs overflow int32");
+  TPB_CHECK(tokens * top_k <= (std::int64_t{1} << 30), "moe_dispatch_plan: " << tokens * top_k << " pairs above 2^30");
   const std::size_t smem = static_cast<std::size_t>((kPlanWarps + 1) * experts + 1) * sizeof(int);
   TPB_CHECK(smem <= kMaxSmem, "moe_dispatch_plan: " << experts << " experts need " << smem << " bytes of shared memory");
   plan_kernel<<<1, kPlanWarps * 32, smem, stream>>>(topk_idx, static_cast<int>(tokens * top_k),

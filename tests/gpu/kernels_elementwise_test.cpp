@@ -56,6 +56,21 @@ struct DevBuf {
 
 __nv_bfloat16* bf(std::uint16_t* p) { return reinterpret_cast<__nv_bfloat16*>(p); }
 
+// Element-wise equality that reports the first difference and the count, not the vectors.
+template <class T>
+::testing::AssertionResult same(const std::vector<T>& got, const std::vector<T>& want) {
+  if (got.size() != want.size())
+    return ::testing::AssertionFailure() << "sizes " << got.size() << " vs " << want.size();
+  std::size_t first = got.size(), count = 0;
+  for (std::size_t i = 0; i < got.size(); ++i)
+    if (got[i] != want[i]) {
+      if (count++ == 0) first = i;
+    }
+  if (count == 0) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << count << " of " << got.size() << " differ, first at " << first << ": "
+                                       << +got[first] << " vs " << +want[first];
+}
+
 std::vector<std::uint16_t> random_bf16(std::size_t n, std::uint32_t seed, float lo, float hi) {
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> d(lo, hi);
@@ -146,6 +161,7 @@ double rms_tol(double ref, std::int64_t dim) { return std::fabs(ref) * (0x1p-8 +
 
 void check_rmsnorm(std::int64_t rows, std::int64_t dim, std::int64_t x_stride, std::int64_t out_stride,
                    std::uint32_t seed) {
+  SCOPED_TRACE(::testing::Message() << "rows " << rows << ", dim " << dim << ", strides " << x_stride << "/" << out_stride);
   const float eps = 1e-5f;
   const auto x = random_bf16(static_cast<std::size_t>(rows * x_stride), seed, -2.f, 2.f);
   const auto w = random_bf16(static_cast<std::size_t>(dim), seed + 1, 0.5f, 1.5f);
@@ -171,7 +187,7 @@ void check_rmsnorm(std::int64_t rows, std::int64_t dim, std::int64_t x_stride, s
     }
   }
   // The x buffer is not written.
-  EXPECT_EQ(d_x.download(), x);
+  EXPECT_TRUE(same(d_x.download(), x));
 }
 
 TEST(GpuRmsNorm, StridedRowsVector) {
@@ -188,6 +204,7 @@ TEST(GpuRmsNorm, StridedRowsScalar) {
 // add_rmsnorm: the residual update is one fp32 add per element on both sides (bitwise the
 // same); the normed output has rmsnorm's tolerance.
 void check_add_rmsnorm(std::int64_t rows, std::int64_t dim, bool with_delta, std::uint32_t seed) {
+  SCOPED_TRACE(::testing::Message() << "rows " << rows << ", dim " << dim << (with_delta ? "" : ", no delta"));
   const float eps = 1e-5f;
   const std::size_t n = static_cast<std::size_t>(rows * dim);
   const auto residual = random_f32(n, seed, -4.f, 4.f);
@@ -216,7 +233,7 @@ void check_add_rmsnorm(std::int64_t rows, std::int64_t dim, bool with_delta, std
       ASSERT_LE(std::fabs(bf16_to_float(out[i]) - ref[i]), rms_tol(ref[i], dim)) << "out " << i;
     }
     if (run == 0) first = out;
-    else EXPECT_EQ(out, first) << "two runs on the same inputs differ";
+    else EXPECT_TRUE(same(out, first)) << "two runs on the same inputs differ";
   }
 }
 
@@ -317,8 +334,22 @@ void check_rope(const kernels::RopeParams& params, std::int64_t tokens, std::int
 
 TEST(GpuRope, KimiYarnQueryHeadsTo32K) {
   TPB_REQUIRE_GPU();
-  ASSERT_GT(kernels::make_rope_table(kimi_rope()).attention_factor, 1.0f);  // yarn is active
+  kernels::RopeParams plain = kimi_rope();
+  plain.yarn = false;
+  // YaRN is active: the low frequencies are interpolated (attention_factor is 1 here, as
+  // mscale == mscale_all_dim; YarnAttentionFactor covers the other case).
+  ASSERT_NE(kernels::make_rope_table(kimi_rope()).inv_freq.back(), kernels::make_rope_table(plain).inv_freq.back());
   check_rope(kimi_rope(), 37, 3, 192, 128, 51);  // q: [tokens, heads, nope 128 | rope 64]
+}
+
+TEST(GpuRope, YarnAttentionFactor) {
+  TPB_REQUIRE_GPU();
+  kernels::RopeParams p = kimi_rope();
+  p.theta = 10000.0;
+  p.factor = 40.0;
+  p.mscale_all_dim = 0.0;  // attention_factor = 0.1 ln(40) + 1
+  ASSERT_GT(kernels::make_rope_table(p).attention_factor, 1.3f);
+  check_rope(p, 29, 2, 64, 0, 54);
 }
 
 TEST(GpuRope, KimiYarnLatentKeyTo32K) {

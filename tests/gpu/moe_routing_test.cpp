@@ -52,6 +52,21 @@ struct DevBuf {
 
 __nv_bfloat16* bf(std::uint16_t* p) { return reinterpret_cast<__nv_bfloat16*>(p); }
 
+// Element-wise equality that reports the first difference and the count, not the vectors.
+template <class T>
+::testing::AssertionResult same(const std::vector<T>& got, const std::vector<T>& want) {
+  if (got.size() != want.size())
+    return ::testing::AssertionFailure() << "sizes " << got.size() << " vs " << want.size();
+  std::size_t first = got.size(), count = 0;
+  for (std::size_t i = 0; i < got.size(); ++i)
+    if (got[i] != want[i]) {
+      if (count++ == 0) first = i;
+    }
+  if (count == 0) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << count << " of " << got.size() << " differ, first at " << first << ": "
+                                       << +got[first] << " vs " << +want[first];
+}
+
 std::vector<float> random_f32(std::size_t n, std::uint32_t seed, float lo, float hi) {
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> d(lo, hi);
@@ -102,7 +117,7 @@ void expect_router_matches(const std::vector<float>& logits, const std::vector<f
         << "token " << i / p.top_k << " slot " << i % p.top_k;
   }
   const RouterOut again = route_gpu(logits, bias, tokens, p);
-  EXPECT_EQ(again.idx, g.idx);
+  EXPECT_TRUE(same(again.idx, g.idx));
   EXPECT_EQ(std::memcmp(again.w.data(), g.w.data(), n * sizeof(float)), 0) << "two runs differ";
 }
 
@@ -237,14 +252,15 @@ TEST(MoeDispatchPlanRef, IsAStableCountingSort) {
 }
 
 void check_plan(std::int64_t tokens, std::int64_t top_k, std::int64_t experts, double hot, std::uint32_t seed) {
+  SCOPED_TRACE(::testing::Message() << "tokens " << tokens << ", top_k " << top_k << ", experts " << experts);
   const auto idx = random_ids(tokens * top_k, experts, hot, seed);
   const Plan r = plan_ref(idx, tokens, top_k, experts);
   const Plan g = plan_gpu(idx, tokens, top_k, experts);
-  EXPECT_EQ(g.offsets, r.offsets);
-  EXPECT_EQ(g.sorted, r.sorted);
-  EXPECT_EQ(g.position, r.position);
+  EXPECT_TRUE(same(g.offsets, r.offsets));
+  EXPECT_TRUE(same(g.sorted, r.sorted));
+  EXPECT_TRUE(same(g.position, r.position));
   const Plan again = plan_gpu(idx, tokens, top_k, experts);
-  EXPECT_EQ(again.sorted, g.sorted);
+  EXPECT_TRUE(same(again.sorted, g.sorted));
 }
 
 TEST(GpuMoeDispatchPlan, MatchesReferenceBitwise) {
@@ -282,6 +298,7 @@ std::vector<std::uint16_t> combine_ref(const std::vector<std::uint16_t>& y_sorte
 
 void check_gather_combine(std::int64_t tokens, std::int64_t top_k, std::int64_t experts, std::int64_t hidden,
                           std::uint32_t seed) {
+  SCOPED_TRACE(::testing::Message() << "tokens " << tokens << ", hidden " << hidden);
   const std::int64_t pairs = tokens * top_k;
   const auto idx = random_ids(pairs, experts, 0.0, seed);
   const Plan r = plan_ref(idx, tokens, top_k, experts);
@@ -312,12 +329,12 @@ void check_gather_combine(std::int64_t tokens, std::int64_t top_k, std::int64_t 
 
     gpu::moe_combine(bf(d_y.p), d_pos.p, d_w.p, bf(d_shared.p), tokens, top_k, hidden, bf(d_out.p), nullptr);
     const auto out = d_out.download();
-    EXPECT_EQ(out, combine_ref(y, r.position, w, &shared, tokens, top_k, hidden)) << "with shared";
+    EXPECT_TRUE(same(out, combine_ref(y, r.position, w, &shared, tokens, top_k, hidden))) << "with shared";
     if (run == 0) first = out;
-    else EXPECT_EQ(out, first) << "two runs differ";
+    else EXPECT_TRUE(same(out, first)) << "two runs differ";
 
     gpu::moe_combine(bf(d_y.p), d_pos.p, d_w.p, nullptr, tokens, top_k, hidden, bf(d_out.p), nullptr);
-    EXPECT_EQ(d_out.download(), combine_ref(y, r.position, w, nullptr, tokens, top_k, hidden)) << "no shared";
+    EXPECT_TRUE(same(d_out.download(), combine_ref(y, r.position, w, nullptr, tokens, top_k, hidden))) << "no shared";
   }
 }
 
