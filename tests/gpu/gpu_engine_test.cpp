@@ -1,7 +1,8 @@
 // The bf16 GPU engine (reference_engine/gpu/gpu_engine.h) against the fp32 CPU engine and
 // against itself, as issue 5 and ARCHITECTURE.md's numerics table ask:
-//   GPU TP1 vs CPU fp32, synthetic weights: rel-L2 of logits <= 2e-2, same greedy tokens
-//     (prefill, and prefill + decode steps through the latent cache);
+//   GPU TP1 vs CPU fp32, synthetic weights (the CPU engine on the same bf16-rounded values
+//     the GPU holds): rel-L2 of logits <= 2e-2, same greedy tokens (prefill, and prefill +
+//     decode steps through the latent cache);
 //   CUDA graph vs eager decode: bitwise; the same case twice: bitwise;
 //   TP2 vs TP1 (bf16): rel-L2 <= 2e-2 and same greedy tokens; TP2 across nccl,
 //     custom-oneshot, custom-twoshot and auto: bitwise;
@@ -15,6 +16,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -98,10 +100,30 @@ std::vector<float> run_engine(E& engine, const RunSpec& r, std::int64_t vocab) {
   return out;
 }
 
+// The synthetic weights rounded to bf16 (widened back to fp32), except the router's
+// correction bias, which the GPU engine keeps in fp32: the model the GPU engine holds, so the
+// CPU engine on it differs from the GPU only by the GPU's arithmetic (bf16 activations, fp32
+// accumulation order), as every kernel test compares on the same bf16-rounded inputs.
+class Bf16RoundedWeights final : public WeightSource {
+ public:
+  explicit Bf16RoundedWeights(std::uint64_t seed) : inner_(make_synthetic_weights(seed)) {}
+  void read(const WeightRequest& request, float* out) override {
+    inner_->read(request, out);
+    const std::string bias = "e_score_correction_bias";
+    if (request.name.size() >= bias.size() && request.name.compare(request.name.size() - bias.size(), bias.size(), bias) == 0)
+      return;
+    for (std::int64_t i = 0; i < request.rows() * request.cols(); ++i) out[i] = bf16_to_float(float_to_bf16(out[i]));
+  }
+  std::string describe() const override { return "bf16-rounded " + inner_->describe(); }
+
+ private:
+  std::unique_ptr<WeightSource> inner_;
+};
+
 std::vector<float> cpu_logits(const ModelConfig& config, const RunSpec& r) {
   SingleRankCommunicator comm;
-  auto weights = make_synthetic_weights(r.seed);
-  Engine engine(config, Shard{0, 1}, comm, *weights);
+  Bf16RoundedWeights weights(r.seed);
+  Engine engine(config, Shard{0, 1}, comm, weights);
   return run_engine(engine, r, config.vocab_size);
 }
 
