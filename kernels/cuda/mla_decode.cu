@@ -35,6 +35,7 @@ constexpr int kMaxRow = kMaxKvLora + kMaxRope;
 constexpr int kMaxLoads = (kTile * kMaxRow / 8 + kThreads - 1) / kThreads;  // 16-byte loads per thread per tile
 constexpr int kMaxSplits = 256;
 constexpr int kMergeThreads = 256;
+constexpr int kCtasPerSm = 2;     // the split kernel's __launch_bounds__ minimum
 
 struct Plan {
   int splits = 1;
@@ -60,19 +61,29 @@ void validate(const MlaDecodeShape& s) {
   TPB_CHECK(s.max_len >= 1, "mla_decode: max_len " << s.max_len);
 }
 
-// Enough CTAs for about two waves over the device; each split at least one tile. A function
-// of (max_len, batch * head groups, SM count) only, so workspace size and launch agree and a
-// graph captured at any seq_lens stays valid.
+// Splits of whole tiles, chosen for the shortest critical path: waves of resident CTAs times
+// tiles per CTA, over split counts up to twice what fills the device once (more only adds
+// merge traffic); ties go to fewer splits. A function of (max_len, batch * head groups, SM
+// count) only, so workspace size and launch agree and a graph captured at any seq_lens
+// stays valid.
 Plan make_plan(const MlaDecodeShape& s, int sms) {
   Plan p;
   p.groups = static_cast<int>((s.heads + kGroup - 1) / kGroup);
   const std::int64_t work = s.batch * p.groups;
+  const std::int64_t slots = static_cast<std::int64_t>(kCtasPerSm) * std::max(sms, 1);
   const std::int64_t max_tiles = (s.max_len + kTile - 1) / kTile;
-  std::int64_t want = (2 * static_cast<std::int64_t>(sms) + work - 1) / work;
-  want = std::clamp<std::int64_t>(want, 1, std::min<std::int64_t>(kMaxSplits, max_tiles));
-  const std::int64_t tiles_per_split = (max_tiles + want - 1) / want;
-  p.chunk = tiles_per_split * kTile;
-  p.splits = static_cast<int>((s.max_len + p.chunk - 1) / p.chunk);
+  const std::int64_t cap = std::min<std::int64_t>({kMaxSplits, max_tiles, std::max<std::int64_t>(1, (2 * slots + work - 1) / work)});
+  std::int64_t best_cost = -1;
+  for (std::int64_t want = 1; want <= cap; ++want) {
+    const std::int64_t tiles_per_split = (max_tiles + want - 1) / want;
+    const std::int64_t splits = (max_tiles + tiles_per_split - 1) / tiles_per_split;
+    const std::int64_t cost = (work * splits + slots - 1) / slots * tiles_per_split;
+    if (best_cost < 0 || cost < best_cost) {
+      best_cost = cost;
+      p.chunk = tiles_per_split * kTile;
+      p.splits = static_cast<int>(splits);
+    }
+  }
   return p;
 }
 
@@ -102,7 +113,7 @@ __device__ __forceinline__ float2 bf2_to_f2(std::uint32_t bits) {
   return make_float2(__uint_as_float(bits << 16), __uint_as_float(bits & 0xffff0000u));
 }
 
-__global__ void __launch_bounds__(kThreads, 2)
+__global__ void __launch_bounds__(kThreads, kCtasPerSm)
     mla_decode_split_kernel(const __nv_bfloat16* __restrict__ q, const __nv_bfloat16* __restrict__ cache,
                             const std::int32_t* __restrict__ seq_lens, int heads, int kv_lora, int rope,
                             std::int64_t max_len, int splits, std::int64_t chunk, float scale,
