@@ -127,7 +127,7 @@ void expect_close(const std::vector<std::uint16_t>& gpu, const std::vector<float
                   const gpu::MlaDecodeShape& s, const std::vector<std::int32_t>& lens) {
   ASSERT_EQ(gpu.size(), ref.size());
   std::size_t bad = 0, worst = 0;
-  double worst_excess = -1;
+  double worst_excess = -1, max_abs = 0, diff2 = 0, ref2 = 0;
   for (std::size_t i = 0; i < gpu.size(); ++i) {
     const std::int64_t b = static_cast<std::int64_t>(i) / (s.heads * s.kv_lora);
     const double n = lens[static_cast<std::size_t>(b)];
@@ -135,6 +135,9 @@ void expect_close(const std::vector<std::uint16_t>& gpu, const std::vector<float
     const double g = bf16_to_float(gpu[i]);
     const double tol = 0x1.0p-8 * std::fabs(ref[i]) + abs_tol;
     const double err = std::fabs(g - ref[i]);
+    max_abs = std::max(max_abs, err);
+    diff2 += err * err;
+    ref2 += static_cast<double>(ref[i]) * ref[i];
     if (!std::isfinite(g) || err > tol) ++bad;
     const double excess = std::isfinite(g) ? err / tol : 1e30;
     if (excess > worst_excess) {
@@ -147,7 +150,8 @@ void expect_close(const std::vector<std::uint16_t>& gpu, const std::vector<float
                      << worst / static_cast<std::size_t>(s.heads * s.kv_lora) << ", head "
                      << (worst / static_cast<std::size_t>(s.kv_lora)) % static_cast<std::size_t>(s.heads) << ", col "
                      << worst % static_cast<std::size_t>(s.kv_lora) << "): gpu " << bf16_to_float(gpu[worst])
-                     << " ref " << ref[worst] << ", " << worst_excess << " of the budget";
+                     << " ref " << ref[worst] << ", " << worst_excess << " of the budget; max abs error " << max_abs
+                     << ", rel-L2 " << std::sqrt(diff2 / std::max(ref2, 1e-300));
 }
 
 bool have_gpu() { return !visible_gpus().empty(); }

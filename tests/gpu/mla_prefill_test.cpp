@@ -162,7 +162,7 @@ TEST_P(MlaPrefillTest, MatchesCpuReference) {
     for (std::int64_t i = 0; i < s.q_len; ++i) rows.push_back(i);
 
   std::size_t bad = 0, checked = 0;
-  double worst_excess = -1;
+  double worst_excess = -1, max_abs = 0, diff2 = 0, ref2 = 0;
   std::string worst_where;
   std::vector<float> ref(static_cast<std::size_t>(s.heads * s.v_dim));
   for (std::int64_t b = 0; b < s.batch; ++b) {
@@ -182,6 +182,9 @@ TEST_P(MlaPrefillTest, MatchesCpuReference) {
         const double r = ref[static_cast<std::size_t>(e)];
         const double tol = 0x1.0p-8 * std::fabs(r) + abs_tol;
         const double err = std::fabs(g - r);
+        max_abs = std::max(max_abs, err);
+        diff2 += err * err;
+        ref2 += r * r;
         ++checked;
         if (!std::isfinite(g) || err > tol) ++bad;
         const double excess = std::isfinite(g) ? err / tol : 1e30;
@@ -195,7 +198,8 @@ TEST_P(MlaPrefillTest, MatchesCpuReference) {
     }
   }
   EXPECT_EQ(bad, 0u) << "mla_prefill vs mla_attention_ref: " << bad << " of " << checked
-                     << " outside tolerance; worst at " << worst_where << ", " << worst_excess << " of the budget";
+                     << " outside tolerance; worst at " << worst_where << ", " << worst_excess
+                     << " of the budget; max abs error " << max_abs << ", rel-L2 " << std::sqrt(diff2 / std::max(ref2, 1e-300));
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, MlaPrefillTest, ::testing::ValuesIn(cases()),
