@@ -169,6 +169,8 @@ json case_record_from_ranks(const Scenario& s, const Case& c, const std::vector<
     samples.push_back(std::move(v));
   }
   r["memory"] = memory;
+  // The memory plan is the same on every rank (a pure function of the case): rank 0's.
+  if (!ranks.empty() && ranks.front().contains("plan")) r["plan"] = ranks.front()["plan"];
   r["digests"] = digests;
   r["comm"] = comm;
   // Samples of each rank's outputs (e.g. the engine's first logits) for tolerance checks;

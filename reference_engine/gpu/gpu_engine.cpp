@@ -312,6 +312,7 @@ GpuEngine::GpuEngine(const ModelConfig& config, Shard shard, Communicator& comm,
                   : bf16_tensor(rows_req("lm_head.weight", c.vocab_size, H, dims_.vocab_begin, dims_.vocab));
   TPB_CUDA_CHECK(cudaStreamSynchronize(stream_));
   weight_bytes_ = m.bytes - before;
+  if (options_.on_phase) options_.on_phase("after_weights");
 
   const kernels::RopeTable table = kernels::make_rope_table(rope_params(c));
   TPB_CHECK(static_cast<std::int64_t>(table.inv_freq.size()) * 2 == rope, "rope table of the wrong width");
@@ -331,9 +332,11 @@ void GpuEngine::allocate_buffers() {
   const std::int64_t L = c.num_hidden_layers, T = max_tokens_;
   Impl& m = *impl_;
   m.target = &m.buffer_allocations;
+  if (options_.on_phase) options_.on_phase("before_buffers");
   const std::size_t before_kv = m.bytes;
   m.cache = m.alloc<bf16>(L * options_.max_batch * options_.max_len * width);
   kv_bytes_ = m.bytes - before_kv;
+  if (options_.on_phase) options_.on_phase("after_kv");
 
   const std::size_t before_act = m.bytes;
   m.inv_freq = m.alloc<float>(rope / 2);
@@ -387,6 +390,7 @@ void GpuEngine::allocate_buffers() {
   m.gathered = m.alloc<float>(static_cast<std::int64_t>(shard_.tp) * T * dims_.vocab);
   activation_bytes_ = m.bytes - before_act + m.linear.workspace_bytes();
   m.target = &m.weight_allocations;
+  if (options_.on_phase) options_.on_phase("after_buffers");
 }
 
 GpuEngine::~GpuEngine() {

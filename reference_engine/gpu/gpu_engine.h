@@ -24,6 +24,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <vector>
@@ -40,6 +41,10 @@ struct GpuEngineOptions {
   std::int64_t max_len = 0;             // KV capacity per sequence, tokens (> 0)
   std::int64_t max_prefill_tokens = 0;  // batch * seq_len of the largest prefill; 0 = max_batch * max_len
   bool cuda_graph = false;              // decode through captured CUDA graphs (one per batch size)
+  // Called (when set) as allocation phases complete, so a MemoryMeter can read the device
+  // between them: "after_weights" (constructor), then on every (re)allocation of the step
+  // buffers "before_buffers", "after_kv" (KV cache) and "after_buffers" (activations, workspaces).
+  std::function<void(const char* phase)> on_phase;
 };
 
 struct GpuEngineStats {

@@ -8,6 +8,9 @@
 #include <numeric>
 
 #include "reference_engine/config/model_config.h"
+#include "reference_engine/memory/meter.h"
+#include "reference_engine/memory/planner.h"
+#include "reference_engine/memory/weight_bytes.h"
 #include "reference_engine/weights/safetensors.h"
 #include "reference_engine/weights/weight_source.h"
 #include "suite/instrumentation.h"
@@ -32,6 +35,19 @@ using nlohmann::json;
 // Logits values returned in `outputs.logits` (a tiny model's whole decode step; a prefix of
 // a larger one), enough for a rel-L2 check without bloating results.jsonl.
 constexpr std::size_t kOutputSampleValues = 4096;
+
+// The planner's prediction of this case's memory terms per rank (record.plan, checked by
+// plan_matches_measured): weights by the TP table in the engine's storage format (f32 on the
+// CPU, bf16 on the GPU; the vision tower is left out: tpbench's engine does not load it), and
+// on the GPU the KV cache the case allocates (cell x batch x capacity).
+json memory_plan(const ModelConfig& config, int tp, Quantization quant, std::int64_t kv_tokens, std::int64_t kv_dtype_bytes) {
+  ModelConfig text = config;
+  text.has_vision_tower = false;
+  json breakdown = {{"weights", weight_bytes(text, quant, tp).bytes_per_rank}};
+  if (kv_tokens > 0) breakdown["kv_cache"] = kv_cell_bytes(config, kv_dtype_bytes) * kv_tokens;
+  return {{"source", std::string("planner (") + quantization_name(quant) + ", tp " + std::to_string(tp) + ")"},
+          {"breakdown", breakdown}};
+}
 
 std::int64_t int_param(const json& o, const char* key, std::int64_t fallback, const char* path) {
   if (!o.is_object() || !o.contains(key) || o[key].is_null()) return fallback;
@@ -165,6 +181,10 @@ struct CachedGpuEngine {
   ModelConfig config;
   std::unique_ptr<WeightSource> weights;
   std::unique_ptr<GpuEngine> engine;
+  // Device memory read around the engine's allocations (GpuEngineOptions::on_phase): `built`
+  // once when the weights load, `buffers` again at every (re)allocation of the step buffers.
+  MemoryMeter built{true};
+  MemoryMeter buffers{true};
 };
 
 int local_device(const WorkerState& state) {
@@ -201,7 +221,20 @@ CachedGpuEngine& gpu_engine_for(const json& case_spec, WorkerState& state, Commu
   cached->weights = weights == "synthetic"
                         ? make_synthetic_weights(seed)
                         : open_safetensors_weights(weights, cached->config.nested_text_config ? "language_model." : "");
-  cached->engine = std::make_unique<GpuEngine>(cached->config, Shard{comm.rank(), tp}, comm, *cached->weights, sizes);
+  GpuEngineOptions metered = sizes;
+  CachedGpuEngine* raw = cached.get();
+  metered.on_phase = [raw](const char* phase) {
+    const std::string p = phase;
+    if (p == "after_weights") {
+      raw->built.mark(p, 0);
+    } else {
+      if (p == "before_buffers") raw->buffers = MemoryMeter(true);
+      raw->buffers.mark(p, 0);
+    }
+  };
+  cudaDeviceSynchronize();  // the communicator's setup is done: the engine's growth starts here
+  cached->built.mark("before_engine", 0);
+  cached->engine = std::make_unique<GpuEngine>(cached->config, Shard{comm.rank(), tp}, comm, *cached->weights, metered);
   CachedGpuEngine& ref = *cached;
   cache[key] = cached;
   return ref;
@@ -377,11 +410,28 @@ json run_gpu_engine_workload(const json& case_spec, WorkerState& state) {
                                 {"logits_rows", rows}};
   }
   const GpuEngineStats& st = engine.stats();
+  // Measured memory (cudaMemGetInfo around the allocations, device-wide): weights when the
+  // engine was built (the weights stay loaded across the cases of a sweep), the KV cache and
+  // the step buffers at their latest allocation, and the peak after the timed steps.
+  MemoryMeter peak(true);
+  peak.mark("after_steps", 0);
+  json memory = {{"source", "cudaMemGetInfo"}};
+  for (const MemoryMeter* m : {&ce.built, &ce.buffers, &peak}) {
+    const json phases = m->to_json();  // named: items() of a temporary would dangle
+    for (const auto& [phase, value] : phases.items())
+      if (phase != "source") memory[phase] = value;
+  }
+  json measured = json::object();
+  if (auto w = ce.built.growth("before_engine", "after_weights")) measured["weights"] = *w;
+  if (auto kv = ce.buffers.growth("before_buffers", "after_kv")) measured["kv_cache"] = *kv;
+  if (auto act = ce.buffers.growth("after_kv", "after_buffers")) measured["activations"] = *act;
+  memory["breakdown"] = measured;
   return {{"rank", state.rank()},
           {"outputs", {{"logits", std::vector<float>(logits.begin(), logits.begin() + sample)}}},
           {"latency_us", latency_us},
           {"digests", {{"logits", fnv1a64_hex(logits.data(), logits.size() * sizeof(float))}}},
-          {"memory", json::object()},
+          {"memory", memory},
+          {"plan", memory_plan(ce.config, tp, Quantization::bf16, sizes.max_batch * sizes.max_len, 2)},
           {"metrics",
            {{"mode", mode},
             {"tokens_per_step", tokens_per_step},
@@ -593,11 +643,17 @@ json run_engine_workload(const json& case_spec, WorkerState& state) {
     instrumentation["debug"] = {{"logits", float_stats(debug_snapshot.data(), debug_snapshot.size())},
                                 {"logits_rows", rows}};
   }
+  // On the CPU the measured side is the engine's own accounting (MemoryMeter without a device).
+  MemoryMeter meter(false);
+  meter.mark("after_weights", static_cast<std::int64_t>(engine.weight_bytes()));
+  json memory = meter.to_json();
+  memory["breakdown"] = {{"weights", engine.weight_bytes()}, {"kv_cache", engine.kv_cache_bytes()}};
   return {{"rank", state.rank()},
           {"outputs", {{"logits", std::vector<float>(logits.begin(), logits.begin() + sample)}}},
           {"latency_us", latency_us},
           {"digests", {{"logits", fnv1a64_hex(logits.data(), logits.size() * sizeof(float))}}},
-          {"memory", json::object()},
+          {"memory", memory},
+          {"plan", memory_plan(ce.config, tp, Quantization::f32, 0, 4)},
           {"metrics",
            {{"mode", mode},
             {"tokens_per_step", tokens_per_step},
