@@ -15,6 +15,7 @@
 
 #include <benchmark/benchmark.h>
 
+#include "kernels/bench/attention_bench.h"
 #include "kernels/bench/bench_ranks.h"
 #include "kernels/bench/gemm_bench.h"
 
@@ -56,6 +57,7 @@ int main(int argc, char** argv) {
     if (ctx.rank == 0) {
       tpb::bench::register_gemm_benchmarks(ctx);
       tpb::bench::register_expert_benchmarks(ctx);
+      tpb::bench::register_attention_benchmarks(ctx);
     }
     if (ctx.rank == 0) {
       benchmark::RunSpecifiedBenchmarks();
