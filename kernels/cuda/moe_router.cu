@@ -124,8 +124,11 @@ __global__ void router_kernel(const float* __restrict__ logits, const float* __r
       }
       const Cand best = block_argmax(c, red);
       if (threadIdx.x == 0) {
-        taken[best.i] = 1;
-        chosen[k] = best.i;
+        // No candidate only when every remaining sel is NaN (NaN logits): pick expert 0, whose
+        // NaN weight then poisons the output visibly, rather than index out of bounds.
+        const int e = best.i == INT_MAX ? 0 : best.i;
+        taken[e] = 1;
+        chosen[k] = e;
       }
       __syncthreads();
     }
