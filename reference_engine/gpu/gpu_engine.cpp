@@ -463,6 +463,8 @@ void GpuEngine::decode(const std::vector<std::int64_t>& tokens) {
     stats_.all_gathers += 1;
     stats_.tokens += batch_;
     ++stats_.graph_replays;
+    last_tokens_ = batch_;    // a replay is a step: its logits replace the last ones
+    logits_valid_ = false;
   } else if (decode_runs_[batch_] == 0) {
     // First step of this shape: eager, so cuBLASLt (and any lazily set-up kernel) has chosen
     // and cached what the capture will record.
@@ -488,6 +490,8 @@ void GpuEngine::decode(const std::vector<std::int64_t>& tokens) {
     // The capture recorded the step without running it (forward() counted its collectives).
     TPB_CUDA_CHECK(cudaGraphLaunch(exec, stream_));
     ++stats_.graph_replays;
+    last_tokens_ = batch_;
+    logits_valid_ = false;
   }
   length_ += 1;
 }
@@ -729,6 +733,18 @@ void GpuEngine::ffn(std::int64_t layer, std::int64_t T, bool grouped) {
   const kernels::RouterParams rp{E, K, c.n_group, c.topk_group, c.norm_topk_prob,
                                  static_cast<float>(c.routed_scaling_factor)};
   gpu::moe_route_noaux_tc(m.router_logits, lw.router_bias, T, rp, m.topk_idx, m.topk_w, stream_);
+  if (options_.count_expert_hits) {
+    // Diagnostics only (tests comparing routing with the CPU engine): a synchronous copy, so
+    // never inside a captured step.
+    cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+    TPB_CUDA_CHECK(cudaStreamIsCapturing(stream_, &capturing));
+    TPB_CHECK(capturing == cudaStreamCaptureStatusNone, "count_expert_hits cannot run inside a CUDA graph");
+    std::vector<std::int32_t> idx(static_cast<std::size_t>(T * K));
+    TPB_CUDA_CHECK(cudaMemcpyAsync(idx.data(), m.topk_idx, sizeof(std::int32_t) * idx.size(), cudaMemcpyDeviceToHost, stream_));
+    synchronize();
+    if (stats_.expert_hits.empty()) stats_.expert_hits.assign(static_cast<std::size_t>(E), 0);
+    for (std::int32_t e : idx) ++stats_.expert_hits[static_cast<std::size_t>(e)];
+  }
   gpu::moe_dispatch_plan(m.topk_idx, T, K, E, m.offsets, m.sorted_pairs, m.position_of, stream_);
   gpu::moe_gather(m.xn, m.sorted_pairs, P, K, H, m.x_sorted, stream_);
   if (grouped) {

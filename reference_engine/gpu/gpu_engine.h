@@ -41,6 +41,7 @@ struct GpuEngineOptions {
   std::int64_t max_len = 0;             // KV capacity per sequence, tokens (> 0)
   std::int64_t max_prefill_tokens = 0;  // batch * seq_len of the largest prefill; 0 = max_batch * max_len
   bool cuda_graph = false;              // decode through captured CUDA graphs (one per batch size)
+  bool count_expert_hits = false;       // diagnostics: copy each MoE layer's choices to the host (syncs; eager only)
   // Called (when set) as allocation phases complete, so a MemoryMeter can read the device
   // between them: "after_weights" (constructor), then on every (re)allocation of the step
   // buffers "before_buffers", "after_kv" (KV cache) and "after_buffers" (activations, workspaces).
@@ -54,6 +55,7 @@ struct GpuEngineStats {
   std::int64_t tokens = 0;             // tokens processed (batch * new tokens, summed)
   std::int64_t graph_captures = 0;     // decode graphs captured
   std::int64_t graph_replays = 0;      // decode steps run as a graph replay
+  std::vector<std::int64_t> expert_hits;  // with count_expert_hits: (token, layer) choices per routed expert
 };
 
 class GpuEngine {
