@@ -66,4 +66,23 @@ void moe_route_noaux_tc_ref(const float* logits, const float* bias, std::int64_t
   }
 }
 
+void moe_weights_for_choices_ref(const float* logits, std::int64_t tokens, const RouterParams& p,
+                                 const std::int32_t* topk_idx, float* topk_w) {
+  for (std::int64_t t = 0; t < tokens; ++t) {
+    float sum = 0.0f;
+    for (std::int64_t k = 0; k < p.top_k; ++k) {
+      const std::int32_t e = topk_idx[t * p.top_k + k];
+      TPB_CHECK(e >= 0 && e < p.experts, "router: pinned expert " << e << " outside [0, " << p.experts << ")");
+      const float s = 1.0f / (1.0f + std::exp(-logits[t * p.experts + e]));
+      topk_w[t * p.top_k + k] = s;
+      sum += s;
+    }
+    for (std::int64_t k = 0; k < p.top_k; ++k) {
+      float w = topk_w[t * p.top_k + k];
+      if (p.norm_topk_prob) w /= (sum + 1e-20f);
+      topk_w[t * p.top_k + k] = w * p.routed_scaling;
+    }
+  }
+}
+
 }  // namespace tpb::kernels

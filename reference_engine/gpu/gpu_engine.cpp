@@ -744,6 +744,7 @@ void GpuEngine::ffn(std::int64_t layer, std::int64_t T, bool grouped) {
     synchronize();
     if (stats_.expert_hits.empty()) stats_.expert_hits.assign(static_cast<std::size_t>(E), 0);
     for (std::int32_t e : idx) ++stats_.expert_hits[static_cast<std::size_t>(e)];
+    stats_.routing.insert(stats_.routing.end(), idx.begin(), idx.end());
   }
   gpu::moe_dispatch_plan(m.topk_idx, T, K, E, m.offsets, m.sorted_pairs, m.position_of, stream_);
   gpu::moe_gather(m.xn, m.sorted_pairs, P, K, H, m.x_sorted, stream_);

@@ -56,6 +56,7 @@ struct GpuEngineStats {
   std::int64_t graph_captures = 0;     // decode graphs captured
   std::int64_t graph_replays = 0;      // decode steps run as a graph replay
   std::vector<std::int64_t> expert_hits;  // with count_expert_hits: (token, layer) choices per routed expert
+  std::vector<std::int32_t> routing;      // with count_expert_hits: every MoE call's ids [T][top_k], in call order
 };
 
 class GpuEngine {

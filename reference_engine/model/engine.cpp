@@ -208,6 +208,16 @@ void Engine::ffn(std::int64_t layer, const float* xn, std::int64_t T, float* out
   std::vector<float> w(T * K);
   kernels::RouterParams rp{E, K, c.n_group, c.topk_group, c.norm_topk_prob, static_cast<float>(c.routed_scaling_factor)};
   kernels::moe_route_noaux_tc_ref(router_logits.data(), lw.router_bias.data(), T, rp, idx.data(), w.data());
+  if (options_.pinned_routing != nullptr) {
+    const std::vector<std::int32_t>& pinned = *options_.pinned_routing;
+    TPB_CHECK(pinned_cursor_ + idx.size() <= pinned.size(),
+              "pinned routing: " << pinned.size() << " ids, but this MoE call needs ids from " << pinned_cursor_
+                                 << " to " << pinned_cursor_ + idx.size());
+    std::copy(pinned.begin() + pinned_cursor_, pinned.begin() + pinned_cursor_ + idx.size(), idx.begin());
+    pinned_cursor_ += idx.size();
+    kernels::moe_weights_for_choices_ref(router_logits.data(), T, rp, idx.data(), w.data());
+  }
+  if (options_.record_routing) stats_.routing.insert(stats_.routing.end(), idx.begin(), idx.end());
 
   // Routed experts in ascending expert order, each over the tokens that chose it (as HF's
   // loop over hit experts); every token accumulates its experts' outputs in that order.

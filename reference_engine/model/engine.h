@@ -27,6 +27,10 @@ enum class AttentionForm { automatic, plain, absorbed };
 struct EngineOptions {
   AttentionForm attention = AttentionForm::automatic;  // automatic: prefill plain, decode absorbed
   std::int64_t kv_capacity_tokens = 0;                 // initial KV capacity per sequence (grows on demand)
+  // Test hook: expert ids [MoE layer call][token][top_k], consumed in call order, replace the
+  // router's choices (weights from this engine's own scores); nullptr = route normally.
+  const std::vector<std::int32_t>* pinned_routing = nullptr;
+  bool record_routing = false;  // keep every MoE call's chosen ids in EngineStats::routing
 };
 
 struct EngineStats {
@@ -34,6 +38,7 @@ struct EngineStats {
   std::int64_t all_gathers = 0;    // calls since construction
   std::int64_t tokens = 0;         // tokens processed since construction (batch * new tokens, summed)
   std::vector<std::int64_t> expert_hits;  // [n_routed_experts] (token, layer) pairs routed to each expert
+  std::vector<std::int32_t> routing;      // with record_routing: every MoE call's ids [T][top_k], in call order
 };
 
 class Engine {
@@ -81,6 +86,7 @@ class Engine {
   MlaKvCache cache_;
   std::vector<float> logits_;
   EngineStats stats_;
+  std::size_t pinned_cursor_ = 0;  // next unread id of options_.pinned_routing
 };
 
 }  // namespace tpb

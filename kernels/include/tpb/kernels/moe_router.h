@@ -26,4 +26,12 @@ struct RouterParams {
 void moe_route_noaux_tc_ref(const float* logits, const float* bias, std::int64_t tokens, const RouterParams& params,
                             std::int32_t* topk_idx, float* topk_w);
 
+// The routing weights of given choices (topk_idx [tokens, top_k]) from these logits, with the
+// same arithmetic as moe_route_noaux_tc_ref: w = sigmoid(logit), normalised, scaled. Used to
+// pin an engine's routing to another engine's choices, so that two implementations can be
+// compared on their arithmetic alone (a top-k choice flipped by rounding is a discontinuity
+// of the model, not an arithmetic error).
+void moe_weights_for_choices_ref(const float* logits, std::int64_t tokens, const RouterParams& params,
+                                 const std::int32_t* topk_idx, float* topk_w);
+
 }  // namespace tpb::kernels
