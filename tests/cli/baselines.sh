@@ -9,6 +9,9 @@ fail() { echo "FAIL: $*"; exit 1; }
 S=scenarios/conformance/cpu-baseline-control.json
 B=$scratch/baselines
 run() { "$tpbench" run $S --no-report --results-dir "$scratch/runs" --baselines "$B" "$@" > "$scratch/out.txt" 2>&1; }
+# The folder of the run just made, from its own output: run ids have one-second resolution
+# and a random suffix, so two runs in the same second do not sort in time order.
+last_run() { sed -n 's|^results: \(.*\)/results.jsonl$|\1|p' "$scratch/out.txt" | tail -1; }
 
 run; rc=$?
 grep -q "no-baseline" "$scratch/out.txt" || { cat "$scratch/out.txt"; fail "first run: expected no-baseline"; }
@@ -19,7 +22,7 @@ stored=$B/cpu-ref/cpu-baseline-control.jsonl
 
 # Against itself the latest records carry a verdict per metric.
 run
-last=$(ls -d "$scratch"/runs/*/ | sort | tail -1)
+last=$(last_run)
 python3 - "$last/results.jsonl" <<'PY' || fail "records carry no baseline verdicts"
 import json, sys
 recs = [json.loads(l) for l in open(sys.argv[1])]
@@ -54,6 +57,6 @@ open(sys.argv[1], "w").write("".join(json.dumps(r) + "\n" for r in recs))
 PY
 run; rc=$?
 [ $rc -eq 1 ] || fail "planted digest change: exit $rc, expected 1"
-last=$(ls -d "$scratch"/runs/*/ | sort | tail -1)
+last=$(last_run)
 grep -q '"mismatch"' "$last/results.jsonl" || fail "digest mismatch not recorded"
 echo "baselines: ok"
