@@ -19,11 +19,17 @@ namespace fs = std::filesystem;
 namespace tpb {
 
 std::string new_run_id() {
-  const std::time_t now = std::time(nullptr);
+  // Milliseconds in the stamp: run folders sort in time order even when two runs start in
+  // the same second (the random suffix only keeps them apart).
+  const auto now = std::chrono::system_clock::now();
+  const std::time_t secs = std::chrono::system_clock::to_time_t(now);
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000;
   std::tm tm{};
-  gmtime_r(&now, &tm);
+  gmtime_r(&secs, &tm);
+  char date[24];
+  std::strftime(date, sizeof date, "%Y%m%dT%H%M%S", &tm);
   char stamp[32];
-  std::strftime(stamp, sizeof stamp, "%Y%m%dT%H%M%SZ", &tm);
+  std::snprintf(stamp, sizeof stamp, "%s.%03dZ", date, static_cast<int>(ms));
   std::random_device rd;
   char suffix[8];
   std::snprintf(suffix, sizeof suffix, "%06x", static_cast<unsigned>(rd() & 0xffffffu));

@@ -94,13 +94,15 @@ TEST_F(Results, AtomicWriteReplacesWholeFile) {
   EXPECT_EQ(files, 1);  // no temporary left behind
 }
 
-TEST(RunId, UtcStampAndRandomSuffix) {
+TEST(RunId, UtcStampWithMillisecondsAndRandomSuffix) {
   const std::string a = new_run_id(), b = new_run_id();
-  ASSERT_EQ(a.size(), 23u) << a;  // 20261130T224836Z-3f9a1c
+  ASSERT_EQ(a.size(), 27u) << a;  // 20261130T224836.123Z-3f9a1c
   EXPECT_EQ(a[8], 'T');
-  EXPECT_EQ(a[15], 'Z');
-  EXPECT_EQ(a[16], '-');
+  EXPECT_EQ(a[15], '.');
+  EXPECT_EQ(a[19], 'Z');
+  EXPECT_EQ(a[20], '-');
   EXPECT_NE(a, b);
+  EXPECT_LE(a.substr(0, 20), b.substr(0, 20));  // later runs sort later
 }
 
 TEST(LatencySummary, MaxAcrossRanksPerIterationThenPercentiles) {
