@@ -13,6 +13,7 @@
 #include <optional>
 #include <set>
 
+#include "suite/case_plan.h"
 #include "suite/checks/check.h"
 #include "suite/junit.h"
 #include "suite/launcher.h"
@@ -20,6 +21,8 @@
 #include "suite/provenance.h"
 #include "suite/results.h"
 #include "suite/stats.h"
+#include "reference_engine/memory/gpu_catalog.h"
+#include "tpb/kernels/device.h"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -280,6 +283,15 @@ RunSummary run_scenario(const Scenario& s, const std::vector<Case>& cases, const
   Launcher launcher(lo);
   Progress progress(static_cast<int>(cases.size()), stdout, opt.tty);
   std::map<std::string, double> wall_by_id;
+  // Engine cases on GPUs are planned first, as a serving engine sizes its KV cache: one the
+  // plan says cannot fit is recorded `infeasible` with the planner's sentence, not run.
+  std::optional<PlanGpu> plan_gpu;
+  if (s.device == "cuda" && s.workload == "engine") {
+    const auto gpus = visible_gpus();
+    if (!gpus.empty())
+      plan_gpu = PlanGpu{gpus.front().name, static_cast<std::int64_t>(gpus.front().memory_bytes),
+                         default_cuda_context_bytes()};
+  }
 
   for (std::size_t i = 0; i < cases.size(); ++i) {
     const Case& c = cases[i];
@@ -291,9 +303,15 @@ RunSummary run_scenario(const Scenario& s, const std::vector<Case>& cases, const
     }
     json record = base_record(s, c, run_id, compact);
     double wall_s = 0;
+    std::optional<CasePlan> plan;
+    if (c.skip_reason.empty() && plan_gpu) plan = plan_engine_case(s, c, *plan_gpu);
     if (!c.skip_reason.empty()) {
       record["status"] = "skipped";
       record["error"] = c.skip_reason;
+    } else if (plan && !plan->feasible) {
+      record["status"] = "infeasible";
+      record["error"] = plan->verdict;
+      record["plan"] = plan->plan;
     } else {
       try {
         json spec = case_spec(s, c);
@@ -303,6 +321,7 @@ RunSummary run_scenario(const Scenario& s, const std::vector<Case>& cases, const
         record["wall_s"] = run.wall_s;
         if (run.ok) {
           record.update(case_record_from_ranks(s, c, run.ranks));
+          if (plan) record["plan"] = plan->plan;  // the serving plan (its breakdown: the same terms)
           record["status"] = "ok";
         } else {
           record["status"] = "failed";
@@ -330,7 +349,7 @@ RunSummary run_scenario(const Scenario& s, const std::vector<Case>& cases, const
     records[c.id] = record;
     writer.append(record);
     std::string note;
-    if (record["status"] == "failed" || record["status"] == "skipped") note = first_line(record["error"].get<std::string>());
+    if (record["status"] == "failed" || record["status"] == "skipped" || record["status"] == "infeasible") note = first_line(record["error"].get<std::string>());
     for (const auto& [name, result] : record["checks"].items())
       if (result["status"] == "fail") note += (note.empty() ? "" : "; ") + std::string("check ") + name + " FAILED: " + result["detail"].get<std::string>();
     progress.finish(record["status"].get<std::string>(), wall_s, note);
@@ -354,9 +373,9 @@ RunSummary run_scenario(const Scenario& s, const std::vector<Case>& cases, const
       jc.outcome = "failure";
       jc.message = r ? first_line(r->value("error", std::string("failed"))) : "no record";
       jc.detail = r ? r->value("error", std::string()) : "";
-    } else if (status == "skipped") {
+    } else if (status == "skipped" || status == "infeasible") {
       jc.outcome = "skipped";
-      jc.message = r->value("error", std::string());
+      jc.message = (status == "infeasible" ? "infeasible: " : "") + r->value("error", std::string());
     }
     jc.classname += " [" + c.id + "]";
     junit.push_back(jc);

@@ -27,9 +27,9 @@ CommBytes comm_bytes(const std::string& backend, int world_size, std::int64_t cu
   CommBytes b;
   if (backend == "nccl") {
     b.nccl_bytes = nccl_buffer_bytes(world_size, nccl_channels);
-  } else if (backend == "custom-oneshot" || backend == "custom-twoshot") {
-    b.custom_bytes = custom_allreduce_bytes(custom_max_bytes, world_size);
-  } else if (backend == "auto") {
+  } else if (backend == "custom-oneshot" || backend == "custom-twoshot" || backend == "auto") {
+    // The custom backends keep an NCCL communicator beside their IPC buffers (messages above
+    // max_bytes, all_gather, fallback), as SGLang and vLLM do: both sets of buffers.
     b.custom_bytes = custom_allreduce_bytes(custom_max_bytes, world_size);
     b.nccl_bytes = nccl_buffer_bytes(world_size, nccl_channels);
   } else if (backend == "shm" || backend == "mpi") {

@@ -17,7 +17,9 @@
 //   at world size 1 (no peers). Channels: 32 assumed for NVLink/NVSwitch Hopper systems
 //   (NCCL's "32 coll channels" on 8 x H100/H200); NVLS (NVLink SHARP) buffers are NOT
 //   counted: tpbench runs with NCCL_NVLS_ENABLE=0 (it would add hundreds of MiB).
-// auto: custom below a size threshold, NCCL above, so both sets of buffers.
+// auto: custom below a size threshold, NCCL above, so both sets of buffers. custom-oneshot
+//   and custom-twoshot too: tpbench's custom communicator (like SGLang's and vLLM's) keeps
+//   an NCCL communicator for messages above max_bytes, the all_gather and the fallback.
 // shm, mpi: host memory only, 0 device bytes.
 #pragma once
 

@@ -1,0 +1,61 @@
+#include "suite/case_plan.h"
+
+#include "reference_engine/config/model_config.h"
+#include "reference_engine/memory/planner.h"
+#include "reference_engine/memory/weight_bytes.h"
+
+namespace tpb {
+
+std::optional<CasePlan> plan_engine_case(const Scenario& s, const Case& c, const PlanGpu& gpu) {
+  if (s.workload != "engine" || !s.model) return std::nullopt;
+  const nlohmann::json& p = c.params;
+  ModelConfig config = load_model_config(s.model->config_path);
+  if (!s.model->overrides.empty()) apply_overrides(config, s.model->overrides, s.model->config_path, "$.model.overrides");
+  const bool decode = p.value("mode", std::string("decode")) == "decode";
+  const std::int64_t batch = p.value("batch_size", std::int64_t{1});
+  const std::int64_t seq_len = p.value("seq_len", std::int64_t{16});
+  const std::int64_t capacity = decode ? seq_len + 1 : seq_len;  // what the case's cache holds per sequence
+
+  PlanInput in;
+  in.config = config;
+  in.tp = c.tp;
+  in.quant = Quantization::bf16;
+  in.gpu_total_bytes = gpu.total_bytes;
+  in.cuda_context_bytes = gpu.cuda_context_bytes;
+  in.mem_fraction = p.value("mem_fraction", 0.9);
+  in.allreduce = p.value("allreduce", std::string("nccl"));
+  in.requested_tokens = batch * capacity;
+  if (decode && p.value("cuda_graph", false)) in.graph_batch_sizes = {batch};
+  in.activation_batch = batch;
+  in.activation_seq_len = decode ? 1 : seq_len;
+  in.include_vision_tower = false;  // tpbench's engine loads the text model only
+  const MemoryPlan plan = plan_memory(in);
+
+  CasePlan out;
+  out.feasible = plan.feasible;
+  out.verdict = plan.verdict;
+  out.plan = {{"source", "planner (bf16, tp " + std::to_string(c.tp) + ") for " + gpu.name},
+              {"gpu", gpu.name},
+              {"mem_fraction", in.mem_fraction},
+              {"allreduce", in.allreduce},
+              {"requested_tokens", in.requested_tokens},
+              {"max_tokens", plan.max_tokens},
+              {"feasible", plan.feasible},
+              {"min_mem_fraction", plan.min_mem_fraction},
+              {"min_mem_fraction_requested", plan.min_mem_fraction_requested},
+              {"total_bytes", plan.total_bytes},
+              {"avail_bytes", plan.avail_bytes},
+              {"rest_bytes", plan.rest_bytes},
+              {"kv_cell_bytes", plan.kv_cell_bytes},
+              {"graph_pool_bytes", plan.graph_pool_bytes},
+              {"activation_peak_bytes", plan.activation.peak_bytes},
+              {"slack_fits", plan.slack_fits},
+              {"verdict", plan.verdict},
+              {"breakdown",
+               {{"weights", plan.weights.bytes_per_rank},
+                {"comm_buffers", plan.comm.total()},
+                {"kv_cache", plan.kv_cell_bytes * in.requested_tokens}}}};
+  return out;
+}
+
+}  // namespace tpb

@@ -1,0 +1,41 @@
+// The memory plan of one engine case on a GPU, as a serving engine would size its KV cache
+// for it (ARCHITECTURE.md, "How one case flows": Case -> plan -> MemoryPlan; infeasible cases
+// are recorded, not run). The plan is the planner's (reference_engine/memory/planner.h) for
+// the case's model, TP, allreduce backend and mem_fraction on the given GPU, with the case's
+// own tokens requested: batch x (seq_len + 1) for a decode step, batch x seq_len for a prefill.
+//
+// The record's plan (record.plan) is what the report and the checks read:
+//   max_tokens, feasible, verdict, mem_fraction, allreduce, requested_tokens, min_mem_fraction,
+//   min_mem_fraction_requested, total/avail/rest bytes, kv_cell_bytes, gpu, source, and a
+//   breakdown of the terms the engine allocates per rank for this case: weights (bf16, the
+//   text model: tpbench's engine loads no vision tower), comm_buffers, kv_cache (the case's
+//   own cache, cell x batch x capacity), which plan_matches_measured compares with the meter.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "suite/scenario.h"
+#include "suite/sweep.h"
+
+namespace tpb {
+
+struct PlanGpu {
+  std::string name;                  // e.g. "NVIDIA H200" (as the device reports it) or a catalog name
+  std::int64_t total_bytes = 0;      // device total, bytes
+  std::int64_t cuda_context_bytes = 0;  // context + modules per process, bytes (estimate)
+};
+
+struct CasePlan {
+  nlohmann::json plan;  // record.plan
+  bool feasible = true;
+  std::string verdict;  // the planner's sentence
+};
+
+// The plan of an engine case on `gpu`; nullopt for other workloads.
+std::optional<CasePlan> plan_engine_case(const Scenario& scenario, const Case& c, const PlanGpu& gpu);
+
+}  // namespace tpb

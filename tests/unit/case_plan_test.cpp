@@ -1,0 +1,75 @@
+// Engine cases planned as a serving engine sizes its KV cache (suite/case_plan.h), on an H200
+// from the catalog: the 2-GPU decode sweep fits at its default fraction; a fraction too small
+// for the weights is infeasible with the planner's sentence; the custom allreduce costs KV
+// tokens against NCCL; the case's own KV cache is the breakdown's kv_cache term.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "reference_engine/memory/gpu_catalog.h"
+#include "suite/case_plan.h"
+#include "suite/scenario.h"
+#include "suite/sweep.h"
+
+namespace tpb {
+namespace {
+
+PlanGpu h200() {
+  const GpuSpec& g = find_gpu("H200");
+  return {g.name, g.total_bytes, g.cuda_context_bytes};
+}
+
+Scenario decode_sweep() { return load_scenario(std::string(TPB_SOURCE_DIR) + "/scenarios/decode-sweep.json"); }
+
+// Two H200s with every backend compiled in: the sweep as a 2-GPU machine expands it.
+MachineInfo two_gpus() { return {true, 2, {"shm", "nccl", "custom-oneshot", "custom-twoshot", "auto"}}; }
+
+TEST(CasePlan, DecodeSweepFitsAnH200PairAndTheKvTermIsTheCasesCache) {
+  const Scenario s = decode_sweep();
+  const std::vector<Case> cases = expand_cases(s, two_gpus());
+  for (const auto& c : cases) {
+    const auto p = plan_engine_case(s, c, h200());
+    ASSERT_TRUE(p) << c.label;
+    EXPECT_TRUE(p->feasible) << c.label << ": " << p->verdict;
+    const std::int64_t batch = c.params["batch_size"].get<std::int64_t>();
+    const std::int64_t seq = c.params["seq_len"].get<std::int64_t>();
+    EXPECT_EQ(p->plan["requested_tokens"].get<std::int64_t>(), batch * (seq + 1));
+    // 3 layers x 576 values x 2 bytes per token, whatever the TP (MLA's latent is not split).
+    EXPECT_EQ(p->plan["breakdown"]["kv_cache"].get<std::int64_t>(), 3 * 576 * 2 * batch * (seq + 1)) << c.label;
+    EXPECT_GE(p->plan["max_tokens"].get<std::int64_t>(), batch * (seq + 1));
+  }
+}
+
+TEST(CasePlan, TooSmallAFractionIsInfeasibleWithTheSentence) {
+  Scenario s = decode_sweep();
+  std::vector<Case> cases = expand_cases(s, two_gpus());
+  Case c = cases.front();
+  c.params["mem_fraction"] = 0.2;  // below what ~37 GB of weights per rank leave on a 141 GB device
+  const auto p = plan_engine_case(s, c, h200());
+  ASSERT_TRUE(p);
+  EXPECT_FALSE(p->feasible);
+  EXPECT_NE(p->verdict.find("mem_fraction"), std::string::npos) << p->verdict;
+  EXPECT_EQ(p->plan["verdict"], p->verdict);
+  EXPECT_EQ(p->plan["max_tokens"].get<std::int64_t>(), 0);
+}
+
+TEST(CasePlan, CustomAllreduceCostsTokensAgainstNccl) {
+  const Scenario s = decode_sweep();
+  const std::vector<Case> cases = expand_cases(s, two_gpus());
+  Case nccl = cases.front(), custom = cases.front();
+  nccl.params["allreduce"] = "nccl";
+  custom.params["allreduce"] = "custom-oneshot";
+  const auto a = plan_engine_case(s, nccl, h200()), b = plan_engine_case(s, custom, h200());
+  ASSERT_TRUE(a && b);
+  EXPECT_GT(b->plan["breakdown"]["comm_buffers"].get<std::int64_t>(), a->plan["breakdown"]["comm_buffers"].get<std::int64_t>());
+  EXPECT_LT(b->plan["max_tokens"].get<std::int64_t>(), a->plan["max_tokens"].get<std::int64_t>());
+}
+
+TEST(CasePlan, OnlyEngineCasesArePlanned) {
+  const Scenario s = load_scenario(std::string(TPB_SOURCE_DIR) + "/scenarios/ci-smoke.json");  // allreduce workload
+  const std::vector<Case> cases = expand_cases(s, two_gpus());
+  EXPECT_FALSE(plan_engine_case(s, cases.front(), h200()));
+}
+
+}  // namespace
+}  // namespace tpb
