@@ -4,6 +4,7 @@
 // tokens against NCCL; the case's own KV cache is the breakdown's kv_cache term.
 #include <gtest/gtest.h>
 
+#include <map>
 #include <string>
 
 #include "reference_engine/memory/gpu_catalog.h"
@@ -69,6 +70,31 @@ TEST(CasePlan, OnlyEngineCasesArePlanned) {
   const Scenario s = load_scenario(std::string(TPB_SOURCE_DIR) + "/scenarios/ci-smoke.json");  // allreduce workload
   const std::vector<Case> cases = expand_cases(s, two_gpus());
   EXPECT_FALSE(plan_engine_case(s, cases.front(), h200()));
+}
+
+}  // namespace
+}  // namespace tpb
+
+namespace tpb {
+namespace {
+
+// scenarios/memory-fraction.json as designed: infeasible below what the weights leave room
+// for, feasible above, and at every fraction the custom backends plan fewer KV tokens.
+TEST(CasePlan, MemoryFractionScenarioCrossesFromInfeasibleToFeasible) {
+  const Scenario s = load_scenario(std::string(TPB_SOURCE_DIR) + "/scenarios/memory-fraction.json");
+  std::map<double, std::map<std::string, std::int64_t>> tokens;
+  for (const auto& c : expand_cases(s, two_gpus())) {
+    const auto p = plan_engine_case(s, c, h200());
+    ASSERT_TRUE(p);
+    const double f = c.params["mem_fraction"].get<double>();
+    EXPECT_EQ(p->feasible, f >= 0.3) << c.label << ": " << p->verdict;
+    tokens[f][c.params["allreduce"].get<std::string>()] = p->plan["max_tokens"].get<std::int64_t>();
+  }
+  for (const auto& [f, by_backend] : tokens) {
+    if (f < 0.3) continue;
+    EXPECT_LT(by_backend.at("custom-oneshot"), by_backend.at("nccl")) << "fraction " << f;
+    EXPECT_EQ(by_backend.at("custom-oneshot"), by_backend.at("auto")) << "fraction " << f;
+  }
 }
 
 }  // namespace
