@@ -517,7 +517,17 @@ void GpuEngine::resize(std::int64_t max_batch, std::int64_t max_len, std::int64_
   options_.max_prefill_tokens = max_prefill_tokens;
   max_tokens_ = std::max(options_.max_batch, options_.max_prefill_tokens);
   impl_->free_buffers();
-  allocate_buffers();
+  try {
+    allocate_buffers();
+  } catch (...) {
+    // Out of memory half way: free what was allocated and leave sizes no later resize can
+    // match, so the next resize reallocates instead of keeping dangling buffers.
+    impl_->free_buffers();
+    options_.max_batch = options_.max_len = options_.max_prefill_tokens = 0;
+    batch_ = length_ = last_tokens_ = 0;
+    logits_valid_ = false;
+    throw;
+  }
   batch_ = length_ = last_tokens_ = 0;
   logits_valid_ = false;
 }
