@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "gpu_test_support.h"
 #include "tpb/check.h"
 #include "tpb/cuda_check.h"
 #include "tpb/dtype.h"
@@ -32,28 +33,7 @@
 namespace tpb::test {
 namespace {
 
-template <class T>
-struct DevBuf {
-  T* p = nullptr;
-  std::size_t n = 0;
-  explicit DevBuf(std::size_t count) : n(count) { TPB_CUDA_CHECK(cudaMalloc(&p, std::max<std::size_t>(count, 1) * sizeof(T))); }
-  ~DevBuf() { cudaFree(p); }
-  DevBuf(const DevBuf&) = delete;
-  DevBuf& operator=(const DevBuf&) = delete;
-  // Synchronises the device: a pageable copy on the legacy stream is not ordered with a
-  // non-blocking stream, and may still be in flight when cudaMemcpy returns.
-  void upload(const std::vector<T>& h) {
-    TPB_CUDA_CHECK(cudaMemcpy(p, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice));
-    TPB_CUDA_CHECK(cudaDeviceSynchronize());
-  }
-  std::vector<T> download() const {
-    std::vector<T> h(n);
-    TPB_CUDA_CHECK(cudaMemcpy(h.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost));
-    return h;
-  }
-};
 
-__nv_bfloat16* bf(std::uint16_t* p) { return reinterpret_cast<__nv_bfloat16*>(p); }
 
 std::vector<std::uint16_t> random_bf16(std::size_t n, std::uint32_t seed) {
   std::mt19937 rng(seed);

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "gpu_test_support.h"
 #include "tpb/cuda_check.h"
 #include "tpb/dtype.h"
 #include "tpb/kernels/device.h"
@@ -41,17 +42,6 @@ std::vector<std::uint16_t> random_bf16(std::uint64_t seed, std::size_t n, float 
   return v;
 }
 
-template <typename T>
-struct DeviceBuffer {
-  T* ptr = nullptr;
-  std::size_t count = 0;
-  explicit DeviceBuffer(std::size_t n) : count(n) { TPB_CUDA_CHECK(cudaMalloc(&ptr, std::max<std::size_t>(n, 1) * sizeof(T))); }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  ~DeviceBuffer() { cudaFree(ptr); }
-  void upload(const void* host) { TPB_CUDA_CHECK(cudaMemcpy(ptr, host, count * sizeof(T), cudaMemcpyHostToDevice)); }
-  void download(void* host) const { TPB_CUDA_CHECK(cudaMemcpy(host, ptr, count * sizeof(T), cudaMemcpyDeviceToHost)); }
-};
 
 // DeepSeek-V3's softmax scale (1/sqrt(192)) times a yarn mscale of about 1.5: with q in
 // [-2, 2) and c in [-1, 1) the scores spread over a few units, so the softmax is far from

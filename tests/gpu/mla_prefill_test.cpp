@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "gpu_test_support.h"
 #include "tpb/cuda_check.h"
 #include "tpb/dtype.h"
 #include "tpb/kernels/device.h"
@@ -39,23 +40,7 @@ std::vector<std::uint16_t> random_bf16(std::uint64_t seed, std::size_t n, float 
   return v;
 }
 
-std::vector<float> widen(const std::vector<std::uint16_t>& v) {
-  std::vector<float> f(v.size());
-  for (std::size_t i = 0; i < v.size(); ++i) f[i] = bf16_to_float(v[i]);
-  return f;
-}
 
-template <typename T>
-struct DeviceBuffer {
-  T* ptr = nullptr;
-  std::size_t count = 0;
-  explicit DeviceBuffer(std::size_t n) : count(n) { TPB_CUDA_CHECK(cudaMalloc(&ptr, std::max<std::size_t>(n, 1) * sizeof(T))); }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  ~DeviceBuffer() { cudaFree(ptr); }
-  void upload(const void* host) { TPB_CUDA_CHECK(cudaMemcpy(ptr, host, count * sizeof(T), cudaMemcpyHostToDevice)); }
-  void download(void* host) const { TPB_CUDA_CHECK(cudaMemcpy(host, ptr, count * sizeof(T), cudaMemcpyDeviceToHost)); }
-};
 
 // With q in [-2, 2) and keys in [-1, 1) over 192 dims the scores spread over about one unit
 // at this scale (DeepSeek-V3's 1/sqrt(192) times a yarn mscale near 1.5): a softmax far

@@ -16,6 +16,7 @@
 #include <random>
 #include <vector>
 
+#include "gpu_test_support.h"
 #include "tpb/check.h"
 #include "tpb/cuda_check.h"
 #include "tpb/dtype.h"
@@ -30,42 +31,8 @@ namespace {
 #define TPB_REQUIRE_GPU() \
   if (tpb::visible_gpus().empty()) GTEST_SKIP() << "needs 1 GPU, none visible"
 
-template <class T>
-struct DevBuf {
-  T* p = nullptr;
-  std::size_t n = 0;
-  explicit DevBuf(std::size_t count) : n(count) { TPB_CUDA_CHECK(cudaMalloc(&p, count * sizeof(T) + 256)); }
-  ~DevBuf() { cudaFree(p); }
-  DevBuf(const DevBuf&) = delete;
-  DevBuf& operator=(const DevBuf&) = delete;
-  void upload(const std::vector<T>& h) {
-    TPB_CUDA_CHECK(cudaMemcpy(p, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice));
-    TPB_CUDA_CHECK(cudaDeviceSynchronize());
-  }
-  std::vector<T> download() const {
-    TPB_CUDA_CHECK(cudaDeviceSynchronize());
-    std::vector<T> h(n);
-    TPB_CUDA_CHECK(cudaMemcpy(h.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost));
-    return h;
-  }
-};
 
-__nv_bfloat16* bf(std::uint16_t* p) { return reinterpret_cast<__nv_bfloat16*>(p); }
 
-// Element-wise equality that reports the first difference and the count, not the vectors.
-template <class T>
-::testing::AssertionResult same(const std::vector<T>& got, const std::vector<T>& want) {
-  if (got.size() != want.size())
-    return ::testing::AssertionFailure() << "sizes " << got.size() << " vs " << want.size();
-  std::size_t first = got.size(), count = 0;
-  for (std::size_t i = 0; i < got.size(); ++i)
-    if (got[i] != want[i]) {
-      if (count++ == 0) first = i;
-    }
-  if (count == 0) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << count << " of " << got.size() << " differ, first at " << first << ": "
-                                       << +got[first] << " vs " << +want[first];
-}
 
 std::vector<float> random_f32(std::size_t n, std::uint32_t seed, float lo, float hi) {
   std::mt19937 rng(seed);

@@ -15,6 +15,7 @@
 
 #include "reference_engine/gpu/synthetic_window.h"
 #include "reference_engine/weights/weight_source.h"
+#include "gpu_test_support.h"
 #include "tpb/check.h"
 #include "tpb/cuda_check.h"
 #include "tpb/dtype.h"
@@ -27,26 +28,6 @@ namespace {
 
 #define TPB_REQUIRE_GPU() \
   if (tpb::visible_gpus().empty()) GTEST_SKIP() << "needs 1 GPU, none visible"
-
-template <class T>
-struct DevBuf {
-  T* p = nullptr;
-  std::size_t n = 0;
-  explicit DevBuf(std::size_t count) : n(count) { TPB_CUDA_CHECK(cudaMalloc(&p, count * sizeof(T) + 256)); }
-  ~DevBuf() { cudaFree(p); }
-  DevBuf(const DevBuf&) = delete;
-  DevBuf& operator=(const DevBuf&) = delete;
-  void upload(const std::vector<T>& h) {
-    TPB_CUDA_CHECK(cudaMemcpy(p, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice));
-    TPB_CUDA_CHECK(cudaDeviceSynchronize());
-  }
-  std::vector<T> download() const {
-    TPB_CUDA_CHECK(cudaDeviceSynchronize());
-    std::vector<T> h(n);
-    TPB_CUDA_CHECK(cudaMemcpy(h.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost));
-    return h;
-  }
-};
 
 std::uint32_t bits(float f) {
   std::uint32_t u;

@@ -1,0 +1,82 @@
+// Scaffolding the GPU kernel tests share: device buffers, bf16 views and conversions, and an
+// element-wise equality that reports the first difference instead of whole vectors.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "tpb/cuda_check.h"
+#include "tpb/dtype.h"
+
+namespace tpb::test {
+
+// Device buffer of `n` elements of T, freed on scope exit. 256 bytes of slack past the end
+// let tests place data at misaligned offsets and let vector loads read past a ragged tail.
+// upload() and download() synchronise the device: a pageable copy on the legacy stream is
+// not ordered with a non-blocking stream, and may still be in flight when cudaMemcpy returns.
+template <class T>
+struct DevBuf {
+  T* p = nullptr;
+  std::size_t n = 0;
+  explicit DevBuf(std::size_t count) : n(count) {
+    TPB_CUDA_CHECK(cudaMalloc(&p, std::max<std::size_t>(count, 1) * sizeof(T) + 256));
+  }
+  ~DevBuf() { cudaFree(p); }
+  DevBuf(const DevBuf&) = delete;
+  DevBuf& operator=(const DevBuf&) = delete;
+  void upload(const std::vector<T>& h) {
+    TPB_CUDA_CHECK(cudaMemcpy(p, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice));
+    TPB_CUDA_CHECK(cudaDeviceSynchronize());
+  }
+  std::vector<T> download() const {
+    TPB_CUDA_CHECK(cudaDeviceSynchronize());
+    std::vector<T> h(n);
+    TPB_CUDA_CHECK(cudaMemcpy(h.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost));
+    return h;
+  }
+};
+
+// The same buffer with raw-pointer transfers of all `count` elements (the MLA tests' form).
+template <typename T>
+struct DeviceBuffer {
+  T* ptr = nullptr;
+  std::size_t count = 0;
+  explicit DeviceBuffer(std::size_t n) : count(n) { TPB_CUDA_CHECK(cudaMalloc(&ptr, std::max<std::size_t>(n, 1) * sizeof(T))); }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  ~DeviceBuffer() { cudaFree(ptr); }
+  void upload(const void* host) { TPB_CUDA_CHECK(cudaMemcpy(ptr, host, count * sizeof(T), cudaMemcpyHostToDevice)); }
+  void download(void* host) const { TPB_CUDA_CHECK(cudaMemcpy(host, ptr, count * sizeof(T), cudaMemcpyDeviceToHost)); }
+};
+
+// bf16 bits held as uint16_t on the host, seen as __nv_bfloat16 by the kernels.
+inline __nv_bfloat16* bf(std::uint16_t* p) { return reinterpret_cast<__nv_bfloat16*>(p); }
+
+inline std::vector<float> widen(const std::vector<std::uint16_t>& v) {
+  std::vector<float> f(v.size());
+  for (std::size_t i = 0; i < v.size(); ++i) f[i] = bf16_to_float(v[i]);
+  return f;
+}
+
+// Element-wise equality that reports the first difference and the count, not the vectors.
+template <class T>
+::testing::AssertionResult same(const std::vector<T>& got, const std::vector<T>& want) {
+  if (got.size() != want.size())
+    return ::testing::AssertionFailure() << "sizes " << got.size() << " vs " << want.size();
+  std::size_t first = got.size(), count = 0;
+  for (std::size_t i = 0; i < got.size(); ++i)
+    if (got[i] != want[i]) {
+      if (count++ == 0) first = i;
+    }
+  if (count == 0) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << count << " of " << got.size() << " differ, first at " << first << ": "
+                                       << +got[first] << " vs " << +want[first];
+}
+
+}  // namespace tpb::test
