@@ -10,10 +10,13 @@
 
 #include "tpb/check.h"
 #include "tpb/cuda_check.h"
+#include "cuda/bf16_vectors.cuh"
 
 namespace tpb::gpu {
 
 namespace {
+
+using detail::aligned16;
 
 constexpr int kThreads = 256;
 constexpr std::int64_t kMaxBlocks = 1 << 16;
@@ -46,7 +49,6 @@ __global__ void embedding_kernel(const std::int32_t* __restrict__ ids, std::int6
   }
 }
 
-bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
 
 }  // namespace
 

@@ -21,17 +21,21 @@
 
 #include "tpb/check.h"
 #include "tpb/cuda_check.h"
+#include "cuda/bf16_vectors.cuh"
 
 namespace tpb::gpu {
 
 namespace {
+
+using detail::aligned16;
+using detail::load_bf16;
+using detail::store_bf16;
 
 constexpr int kPlanWarps = 16;
 constexpr int kThreads = 256;
 constexpr std::int64_t kMaxBlocks = 1 << 16;
 constexpr std::size_t kMaxSmem = 48 * 1024;
 
-bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
 
 __device__ inline int checked_expert(const std::int32_t* topk_idx, int p, int experts) {
   const int e = topk_idx[p];
@@ -132,34 +136,7 @@ __global__ void gather_kernel(const __nv_bfloat16* __restrict__ x, const std::in
   }
 }
 
-template <int V>
-__device__ inline void load_bf16(const __nv_bfloat16* p, float (&f)[V]) {
-  if constexpr (V == 8) {
-    const uint4 u = *reinterpret_cast<const uint4*>(p);
-    const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&u);
-#pragma unroll
-    for (int k = 0; k < 4; ++k) {
-      const float2 t = __bfloat1622float2(h[k]);
-      f[2 * k] = t.x;
-      f[2 * k + 1] = t.y;
-    }
-  } else {
-    f[0] = __bfloat162float(*p);
-  }
-}
 
-template <int V>
-__device__ inline void store_bf16(__nv_bfloat16* p, const float (&f)[V]) {
-  if constexpr (V == 8) {
-    uint4 u;
-    __nv_bfloat162* h = reinterpret_cast<__nv_bfloat162*>(&u);
-#pragma unroll
-    for (int k = 0; k < 4; ++k) h[k] = __floats2bfloat162_rn(f[2 * k], f[2 * k + 1]);
-    *reinterpret_cast<uint4*>(p) = u;
-  } else {
-    *p = __float2bfloat16_rn(f[0]);
-  }
-}
 
 template <int V>
 __global__ void combine_kernel(const __nv_bfloat16* __restrict__ y_sorted, const std::int32_t* __restrict__ position_of,

@@ -13,10 +13,13 @@
 
 #include "tpb/check.h"
 #include "tpb/cuda_check.h"
+#include "cuda/bf16_vectors.cuh"
 
 namespace tpb::gpu {
 
 namespace {
+
+using detail::aligned16;
 
 constexpr int kThreads = 256;
 
@@ -58,7 +61,6 @@ __global__ void silu_and_mul_kernel(const __nv_bfloat16* __restrict__ gate_up, _
   }
 }
 
-bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
 
 }  // namespace
 
