@@ -33,16 +33,6 @@
 namespace tpb::test {
 namespace {
 
-
-
-std::vector<std::uint16_t> random_bf16(std::size_t n, std::uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> d(-1.f, 1.f);
-  std::vector<std::uint16_t> v(n);
-  for (auto& b : v) b = float_to_bf16(d(rng));
-  return v;
-}
-
 // Counting sort of a routing (tokens x top_k expert ids) into per-expert offsets, the layout
 // moe_dispatch produces. Returns offsets [experts + 1].
 std::vector<std::int32_t> offsets_from_routing(const std::vector<int>& expert_of_pair, int experts) {

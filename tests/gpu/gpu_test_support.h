@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <random>
 #include <vector>
 
 #include "tpb/cuda_check.h"
@@ -54,6 +55,41 @@ struct DeviceBuffer {
   void upload(const void* host) { TPB_CUDA_CHECK(cudaMemcpy(ptr, host, count * sizeof(T), cudaMemcpyHostToDevice)); }
   void download(void* host) const { TPB_CUDA_CHECK(cudaMemcpy(host, ptr, count * sizeof(T), cudaMemcpyDeviceToHost)); }
 };
+
+// SplitMix64 step: a counter-based stream, element i of any seed in O(1).
+inline std::uint64_t mix(std::uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+// bf16 bits of uniform values in [-amp, amp), element i of stream `seed` (never zero-filled).
+inline std::vector<std::uint16_t> hashed_bf16(std::uint64_t seed, std::size_t n, float amp) {
+  std::vector<std::uint16_t> v(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    const double u = static_cast<double>(mix(seed * 0x100000001b3ull ^ mix(i)) >> 11) * 0x1.0p-53;
+    v[i] = float_to_bf16(static_cast<float>((2.0 * u - 1.0) * amp));
+  }
+  return v;
+}
+
+// Uniform values in [lo, hi) from std::mt19937(seed): fresh random inputs, never zeros.
+inline std::vector<float> random_f32(std::size_t n, std::uint32_t seed, float lo = -1.f, float hi = 1.f) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> d(lo, hi);
+  std::vector<float> v(n);
+  for (auto& f : v) f = d(rng);
+  return v;
+}
+
+// The same values rounded to bf16 (their bits).
+inline std::vector<std::uint16_t> random_bf16(std::size_t n, std::uint32_t seed, float lo = -1.f, float hi = 1.f) {
+  const std::vector<float> f = random_f32(n, seed, lo, hi);
+  std::vector<std::uint16_t> v(n);
+  for (std::size_t i = 0; i < n; ++i) v[i] = float_to_bf16(f[i]);
+  return v;
+}
 
 // bf16 bits held as uint16_t on the host, seen as __nv_bfloat16 by the kernels.
 inline __nv_bfloat16* bf(std::uint16_t* p) { return reinterpret_cast<__nv_bfloat16*>(p); }

@@ -33,18 +33,6 @@
 namespace tpb::test {
 namespace {
 
-
-
-// Random bf16 bits in [-1, 1), never zero-filled, from a fixed seed.
-std::vector<std::uint16_t> random_bf16(std::size_t n, std::uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> d(-1.f, 1.f);
-  std::vector<std::uint16_t> v(n);
-  for (auto& b : v) b = float_to_bf16(d(rng));
-  return v;
-}
-
-
 // Reference and |.|-reference of y[rows, out] = x[rows, in] · w[out, in]^T on dense host rows.
 struct Ref {
   std::vector<float> y, absdot;

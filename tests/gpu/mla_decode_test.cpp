@@ -25,24 +25,6 @@
 namespace tpb::test {
 namespace {
 
-std::uint64_t mix(std::uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
-// bf16 bits of uniform values in [-amp, amp), element i of stream `seed`.
-std::vector<std::uint16_t> random_bf16(std::uint64_t seed, std::size_t n, float amp) {
-  std::vector<std::uint16_t> v(n);
-  for (std::size_t i = 0; i < n; ++i) {
-    const double u = static_cast<double>(mix(seed * 0x100000001b3ull ^ mix(i)) >> 11) * 0x1.0p-53;
-    v[i] = float_to_bf16(static_cast<float>((2.0 * u - 1.0) * amp));
-  }
-  return v;
-}
-
-
 // DeepSeek-V3's softmax scale (1/sqrt(192)) times a yarn mscale of about 1.5: with q in
 // [-2, 2) and c in [-1, 1) the scores spread over a few units, so the softmax is far from
 // uniform and the running max matters.
@@ -67,8 +49,8 @@ struct DecodeRun {
 
   DecodeRun(const gpu::MlaDecodeShape& s, std::uint64_t seed)
       : shape(s),
-        q(random_bf16(seed, static_cast<std::size_t>(s.batch * s.heads * (s.kv_lora + s.rope)), kQAmp)),
-        cache(random_bf16(seed + 1, static_cast<std::size_t>(s.batch * s.max_len * (s.kv_lora + s.rope)), kCacheAmp)),
+        q(hashed_bf16(seed, static_cast<std::size_t>(s.batch * s.heads * (s.kv_lora + s.rope)), kQAmp)),
+        cache(hashed_bf16(seed + 1, static_cast<std::size_t>(s.batch * s.max_len * (s.kv_lora + s.rope)), kCacheAmp)),
         d_q(q.size()),
         d_cache(cache.size()),
         d_out(static_cast<std::size_t>(s.batch * s.heads * s.kv_lora)),
@@ -260,12 +242,12 @@ TEST(MlaDecode, AbsorbedFormMatchesCpuReference) {
     for (std::size_t i = 0; i < v.size(); ++i) f[i] = bf16_to_float(v[i]);
     return f;
   };
-  const std::vector<float> q = widen(random_bf16(91, static_cast<std::size_t>(sh.heads * qk), 1.0f));
-  const std::vector<std::uint16_t> cache_bits = random_bf16(92, static_cast<std::size_t>(kv_len * row), 1.0f);
+  const std::vector<float> q = widen(hashed_bf16(91, static_cast<std::size_t>(sh.heads * qk), 1.0f));
+  const std::vector<std::uint16_t> cache_bits = hashed_bf16(92, static_cast<std::size_t>(kv_len * row), 1.0f);
   const std::vector<float> cache = widen(cache_bits);
   // kv_b rows scaled like a trained projection (about 1/sqrt(kv_lora)) so q_lat stays O(1).
   const std::vector<float> kv_b =
-      widen(random_bf16(93, static_cast<std::size_t>(sh.heads * (sh.nope + sh.v_dim) * sh.kv_lora), 0.08f));
+      widen(hashed_bf16(93, static_cast<std::size_t>(sh.heads * (sh.nope + sh.v_dim) * sh.kv_lora), 0.08f));
 
   std::vector<float> ref(static_cast<std::size_t>(sh.heads * sh.v_dim));
   kernels::mla_decode_absorbed_ref(q.data(), cache.data(), row, kv_b.data(), ref.data(), 1, kv_len, kv_len - 1, sh,

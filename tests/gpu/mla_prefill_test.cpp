@@ -24,24 +24,6 @@
 namespace tpb::test {
 namespace {
 
-std::uint64_t mix(std::uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
-std::vector<std::uint16_t> random_bf16(std::uint64_t seed, std::size_t n, float amp) {
-  std::vector<std::uint16_t> v(n);
-  for (std::size_t i = 0; i < n; ++i) {
-    const double u = static_cast<double>(mix(seed * 0x100000001b3ull ^ mix(i)) >> 11) * 0x1.0p-53;
-    v[i] = float_to_bf16(static_cast<float>((2.0 * u - 1.0) * amp));
-  }
-  return v;
-}
-
-
-
 // With q in [-2, 2) and keys in [-1, 1) over 192 dims the scores spread over about one unit
 // at this scale (DeepSeek-V3's 1/sqrt(192) times a yarn mscale near 1.5): a softmax far
 // from uniform, so the running max and the rescaling are exercised.
@@ -76,10 +58,10 @@ struct PrefillRun {
 
   PrefillRun(const gpu::MlaPrefillShape& sh, std::uint64_t seed)
       : s(sh),
-        q(random_bf16(seed, static_cast<std::size_t>(sh.batch * sh.q_len * sh.heads * (sh.nope + sh.rope)), kQAmp)),
-        k_nope(random_bf16(seed + 1, static_cast<std::size_t>(sh.batch * (sh.past + sh.q_len) * sh.heads * sh.nope), kKAmp)),
-        k_rot(random_bf16(seed + 2, static_cast<std::size_t>(sh.batch * (sh.past + sh.q_len) * sh.rope), kKAmp)),
-        v(random_bf16(seed + 3, static_cast<std::size_t>(sh.batch * (sh.past + sh.q_len) * sh.heads * sh.v_dim), kVAmp)),
+        q(hashed_bf16(seed, static_cast<std::size_t>(sh.batch * sh.q_len * sh.heads * (sh.nope + sh.rope)), kQAmp)),
+        k_nope(hashed_bf16(seed + 1, static_cast<std::size_t>(sh.batch * (sh.past + sh.q_len) * sh.heads * sh.nope), kKAmp)),
+        k_rot(hashed_bf16(seed + 2, static_cast<std::size_t>(sh.batch * (sh.past + sh.q_len) * sh.rope), kKAmp)),
+        v(hashed_bf16(seed + 3, static_cast<std::size_t>(sh.batch * (sh.past + sh.q_len) * sh.heads * sh.v_dim), kVAmp)),
         d_q(q.size()),
         d_k_nope(k_nope.size()),
         d_k_rot(k_rot.size()),

@@ -31,24 +31,6 @@ namespace {
 #define TPB_REQUIRE_GPU() \
   if (tpb::visible_gpus().empty()) GTEST_SKIP() << "needs 1 GPU, none visible"
 
-
-
-
-std::vector<float> random_f32(std::size_t n, std::uint32_t seed, float lo, float hi) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> d(lo, hi);
-  std::vector<float> v(n);
-  for (auto& f : v) f = d(rng);
-  return v;
-}
-
-std::vector<std::uint16_t> random_bf16(std::size_t n, std::uint32_t seed, float lo, float hi) {
-  std::vector<std::uint16_t> v(n);
-  const auto f = random_f32(n, seed, lo, hi);
-  for (std::size_t i = 0; i < n; ++i) v[i] = float_to_bf16(f[i]);
-  return v;
-}
-
 // ---------------------------------------------------------------- router
 
 struct RouterOut {
