@@ -78,26 +78,33 @@ struct RunSpec {
   std::uint64_t seed = 1234;
 };
 
-// Logits [batch, seq, vocab] of prefill + decode steps, from any engine with the common API.
+// Logits [batch, seq, vocab] of prefill + decode steps, from any engine with the common API:
+// each sequence's first `prefill` tokens prefilled, the rest decoded one at a time.
+// tokens: [batch, seq] row-major.
 template <class E>
-std::vector<float> run_engine(E& engine, const RunSpec& r, std::int64_t vocab) {
-  const auto tokens = test_tokens(r.batch * r.seq, vocab, 7);
-  std::vector<float> out(r.batch * r.seq * vocab);
-  std::vector<std::int64_t> first(r.batch * r.prefill);
-  for (std::int64_t b = 0; b < r.batch; ++b)
-    for (std::int64_t i = 0; i < r.prefill; ++i) first[b * r.prefill + i] = tokens[b * r.seq + i];
-  engine.prefill(first, r.batch);
-  for (std::int64_t b = 0; b < r.batch; ++b)
-    std::memcpy(out.data() + b * r.seq * vocab, engine.logits().data() + b * r.prefill * vocab,
-                sizeof(float) * r.prefill * vocab);
-  for (std::int64_t i = r.prefill; i < r.seq; ++i) {
-    std::vector<std::int64_t> step(r.batch);
-    for (std::int64_t b = 0; b < r.batch; ++b) step[b] = tokens[b * r.seq + i];
+std::vector<float> run_engine(E& engine, const std::vector<std::int64_t>& tokens, std::int64_t batch, std::int64_t seq,
+                              std::int64_t prefill, std::int64_t vocab) {
+  std::vector<float> out(batch * seq * vocab);
+  std::vector<std::int64_t> first(batch * prefill);
+  for (std::int64_t b = 0; b < batch; ++b)
+    for (std::int64_t i = 0; i < prefill; ++i) first[b * prefill + i] = tokens[b * seq + i];
+  engine.prefill(first, batch);
+  for (std::int64_t b = 0; b < batch; ++b)
+    std::memcpy(out.data() + b * seq * vocab, engine.logits().data() + b * prefill * vocab,
+                sizeof(float) * prefill * vocab);
+  for (std::int64_t i = prefill; i < seq; ++i) {
+    std::vector<std::int64_t> step(batch);
+    for (std::int64_t b = 0; b < batch; ++b) step[b] = tokens[b * seq + i];
     engine.decode(step);
-    for (std::int64_t b = 0; b < r.batch; ++b)
-      std::memcpy(out.data() + (b * r.seq + i) * vocab, engine.logits().data() + b * vocab, sizeof(float) * vocab);
+    for (std::int64_t b = 0; b < batch; ++b)
+      std::memcpy(out.data() + (b * seq + i) * vocab, engine.logits().data() + b * vocab, sizeof(float) * vocab);
   }
   return out;
+}
+
+template <class E>
+std::vector<float> run_engine(E& engine, const RunSpec& r, std::int64_t vocab) {
+  return run_engine(engine, test_tokens(r.batch * r.seq, vocab, 7), r.batch, r.seq, r.prefill, vocab);
 }
 
 // The synthetic weights rounded to bf16 (widened back to fp32), except the router's
@@ -510,27 +517,10 @@ TEST_P(GpuHfParity, LogitsMatchTransformers) {
     GpuEngine engine(config, Shard{0, 1}, comm, *weights, o);
     // Half prefilled, the rest decoded through the absorbed form, as the CPU parity test.
     const std::int64_t prefill = seq / 2;
-    std::vector<std::int64_t> first;
-    for (std::int64_t b = 0; b < batch; ++b)
-      first.insert(first.end(), ids.begin() + b * seq, ids.begin() + b * seq + prefill);
-    engine.prefill(first, batch);
-    std::vector<float> got(batch * seq * V);
-    for (std::int64_t b = 0; b < batch; ++b)
-      std::memcpy(got.data() + b * seq * V, engine.logits().data() + b * prefill * V, sizeof(float) * prefill * V);
-    for (std::int64_t i = prefill; i < seq; ++i) {
-      std::vector<std::int64_t> step;
-      for (std::int64_t b = 0; b < batch; ++b) step.push_back(ids[b * seq + i]);
-      engine.decode(step);
-      for (std::int64_t b = 0; b < batch; ++b)
-        std::memcpy(got.data() + (b * seq + i) * V, engine.logits().data() + b * V, sizeof(float) * V);
-    }
+    const std::vector<float> got = run_engine(engine, ids, batch, seq, prefill, V);
     // As in the synthetic comparison: HF's logits are asserted when the GPU chose the experts
     // the fp32 CPU engine (HF's parity twin, rel-L2 ~1e-6) chooses; after a near-tie flipped a
     // choice, the GPU is asserted against the CPU engine pinned to the GPU's routing instead.
-    RunSpec spec;
-    spec.batch = batch;
-    spec.seq = seq;
-    spec.prefill = prefill;
     auto cpu_run = [&](const std::vector<std::int32_t>* pinned, std::vector<std::int32_t>* routing) {
       SingleRankCommunicator cpu_comm;
       auto cpu_weights = open_safetensors_weights(dir.string(), prefix);
@@ -538,21 +528,7 @@ TEST_P(GpuHfParity, LogitsMatchTransformers) {
       eo.pinned_routing = pinned;
       eo.record_routing = routing != nullptr;
       Engine cpu(config, Shard{0, 1}, cpu_comm, *cpu_weights, eo);
-      const std::vector<std::int64_t> saved(ids);
-      std::vector<float> out(batch * seq * V);
-      std::vector<std::int64_t> head;
-      for (std::int64_t b = 0; b < batch; ++b)
-        head.insert(head.end(), saved.begin() + b * seq, saved.begin() + b * seq + prefill);
-      cpu.prefill(head, batch);
-      for (std::int64_t b = 0; b < batch; ++b)
-        std::memcpy(out.data() + b * seq * V, cpu.logits().data() + b * prefill * V, sizeof(float) * prefill * V);
-      for (std::int64_t i = prefill; i < seq; ++i) {
-        std::vector<std::int64_t> step;
-        for (std::int64_t b = 0; b < batch; ++b) step.push_back(saved[b * seq + i]);
-        cpu.decode(step);
-        for (std::int64_t b = 0; b < batch; ++b)
-          std::memcpy(out.data() + (b * seq + i) * V, cpu.logits().data() + b * V, sizeof(float) * V);
-      }
+      std::vector<float> out = run_engine(cpu, ids, batch, seq, prefill, V);
       if (routing != nullptr) *routing = cpu.stats().routing;
       return out;
     };
