@@ -61,6 +61,58 @@ std::string string_param(const json& o, const char* key, const std::string& fall
   return o[key].get<std::string>();
 }
 
+// The step shape and the measurement counts of a prefill/decode case, validated (both devices).
+struct StepParams {
+  std::int64_t batch = 1, seq_len = 16;                     // sequences, tokens of context (or prompt)
+  std::int64_t warmup = 1, iterations = 5, repetitions = 1; // untimed steps, timed steps per repetition, repetitions
+};
+
+StepParams step_params(const json& params, const json& measure) {
+  StepParams p;
+  p.batch = int_param(params, "batch_size", 1, "params");
+  p.seq_len = int_param(params, "seq_len", 16, "params");
+  p.warmup = int_param(measure, "warmup", 1, "measure");
+  p.iterations = int_param(measure, "iterations", 5, "measure");
+  p.repetitions = int_param(measure, "repetitions", 1, "measure");
+  TPB_INPUT_CHECK(p.batch >= 1, "case_spec.params.batch_size: expected >= 1, got " << p.batch);
+  TPB_INPUT_CHECK(p.seq_len >= 1, "case_spec.params.seq_len: expected >= 1, got " << p.seq_len);
+  TPB_INPUT_CHECK(p.warmup >= 0 && p.iterations >= 1 && p.repetitions >= 1,
+                  "case_spec.measure: expected warmup >= 0, iterations >= 1, repetitions >= 1");
+  return p;
+}
+
+// A case's model section: where its config and weights come from, and the key an engine
+// built from them is cached under.
+struct CaseModel {
+  std::string config_path;
+  json overrides;
+  std::string weights;  // "synthetic" or a checkpoint folder
+  std::uint64_t seed = 1234;
+
+  std::string key() const { return config_path + "|" + overrides.dump() + "|" + weights + "|" + std::to_string(seed); }
+  ModelConfig load_config() const {
+    ModelConfig config = load_model_config(config_path);
+    if (!overrides.empty()) apply_overrides(config, overrides, config_path, "$.model.overrides");
+    return config;
+  }
+  std::unique_ptr<WeightSource> open_weights(const ModelConfig& config) const {
+    return weights == "synthetic" ? make_synthetic_weights(seed)
+                                  : open_safetensors_weights(weights, config.nested_text_config ? "language_model." : "");
+  }
+};
+
+CaseModel case_model(const json& case_spec) {
+  const json model = case_spec.value("model", json());
+  TPB_INPUT_CHECK(model.is_object(), "case_spec.model: the engine workload needs a model section");
+  CaseModel m;
+  m.config_path = string_param(model, "config_path", "", "model");
+  TPB_INPUT_CHECK(!m.config_path.empty(), "case_spec.model.config_path: required");
+  m.overrides = model.value("overrides", json::object());
+  m.weights = string_param(model, "weights", "synthetic", "model");
+  m.seed = static_cast<std::uint64_t>(int_param(model, "seed", 1234, "model"));
+  return m;
+}
+
 // The engine and what it was built from, kept in WorkerState::cache() across cases.
 struct CachedEngine {
   ModelConfig config;
@@ -69,26 +121,16 @@ struct CachedEngine {
 };
 
 CachedEngine& engine_for(const json& case_spec, WorkerState& state, Communicator& comm, int tp) {
-  const json model = case_spec.value("model", json());
-  TPB_INPUT_CHECK(model.is_object(), "case_spec.model: the engine workload needs a model section");
-  const std::string config_path = string_param(model, "config_path", "", "model");
-  TPB_INPUT_CHECK(!config_path.empty(), "case_spec.model.config_path: required");
-  const json overrides = model.value("overrides", json::object());
-  const std::string weights = string_param(model, "weights", "synthetic", "model");
-  const auto seed = static_cast<std::uint64_t>(int_param(model, "seed", 1234, "model"));
-  const std::string key = "engine|" + config_path + "|" + overrides.dump() + "|" + weights + "|" + std::to_string(seed) +
-                          "|" + comm.name() + "|tp=" + std::to_string(tp);
+  const CaseModel m = case_model(case_spec);
+  const std::string key = "engine|" + m.key() + "|" + comm.name() + "|tp=" + std::to_string(tp);
   auto& cache = state.cache();
   auto it = cache.find(key);
   if (it != cache.end()) return *static_cast<CachedEngine*>(it->second.get());
   // One engine per worker at a time: drop the engines of earlier models before loading.
   for (auto i = cache.begin(); i != cache.end();) i = i->first.rfind("engine|", 0) == 0 ? cache.erase(i) : std::next(i);
   auto cached = std::make_shared<CachedEngine>();
-  cached->config = load_model_config(config_path);
-  if (!overrides.empty()) apply_overrides(cached->config, overrides, config_path, "$.model.overrides");
-  cached->weights = weights == "synthetic"
-                        ? make_synthetic_weights(seed)
-                        : open_safetensors_weights(weights, cached->config.nested_text_config ? "language_model." : "");
+  cached->config = m.load_config();
+  cached->weights = m.open_weights(cached->config);
   cached->engine = std::make_unique<Engine>(cached->config, Shard{comm.rank(), tp}, comm, *cached->weights);
   CachedEngine& ref = *cached;
   cache[key] = cached;
@@ -194,15 +236,8 @@ int local_device(const WorkerState& state) {
 
 CachedGpuEngine& gpu_engine_for(const json& case_spec, WorkerState& state, Communicator& comm, int tp,
                                 const GpuEngineOptions& sizes) {
-  const json model = case_spec.value("model", json());
-  TPB_INPUT_CHECK(model.is_object(), "case_spec.model: the engine workload needs a model section");
-  const std::string config_path = string_param(model, "config_path", "", "model");
-  TPB_INPUT_CHECK(!config_path.empty(), "case_spec.model.config_path: required");
-  const json overrides = model.value("overrides", json::object());
-  const std::string weights = string_param(model, "weights", "synthetic", "model");
-  const auto seed = static_cast<std::uint64_t>(int_param(model, "seed", 1234, "model"));
-  const std::string key = "gpu-engine|" + config_path + "|" + overrides.dump() + "|" + weights + "|" +
-                          std::to_string(seed) + "|tp=" + std::to_string(tp);
+  const CaseModel m = case_model(case_spec);
+  const std::string key = "gpu-engine|" + m.key() + "|tp=" + std::to_string(tp);
   auto& cache = state.cache();
   auto it = cache.find(key);
   if (it != cache.end()) {
@@ -216,11 +251,8 @@ CachedGpuEngine& gpu_engine_for(const json& case_spec, WorkerState& state, Commu
   for (auto i = cache.begin(); i != cache.end();)
     i = (i->first.rfind("engine|", 0) == 0 || i->first.rfind("gpu-engine|", 0) == 0) ? cache.erase(i) : std::next(i);
   auto cached = std::make_shared<CachedGpuEngine>();
-  cached->config = load_model_config(config_path);
-  if (!overrides.empty()) apply_overrides(cached->config, overrides, config_path, "$.model.overrides");
-  cached->weights = weights == "synthetic"
-                        ? make_synthetic_weights(seed)
-                        : open_safetensors_weights(weights, cached->config.nested_text_config ? "language_model." : "");
+  cached->config = m.load_config();
+  cached->weights = m.open_weights(cached->config);
   GpuEngineOptions metered = sizes;
   CachedGpuEngine* raw = cached.get();
   metered.on_phase = [raw](const char* phase) {
@@ -265,15 +297,9 @@ json run_gpu_engine_workload(const json& case_spec, WorkerState& state) {
   TPB_INPUT_CHECK(is_gpu_backend(backend), "case_spec.params.allreduce: device cuda needs a GPU backend (nccl, "
                                            "custom-oneshot, custom-twoshot, auto), got '" << backend << "'");
   const bool cuda_graph = params.contains("cuda_graph") && params["cuda_graph"].is_boolean() && params["cuda_graph"].get<bool>();
-  const std::int64_t batch = int_param(params, "batch_size", 1, "params");
-  const std::int64_t seq_len = int_param(params, "seq_len", 16, "params");
-  const std::int64_t warmup = int_param(measure, "warmup", 1, "measure");
-  const std::int64_t iterations = int_param(measure, "iterations", 5, "measure");
-  const std::int64_t repetitions = int_param(measure, "repetitions", 1, "measure");
-  TPB_INPUT_CHECK(batch >= 1, "case_spec.params.batch_size: expected >= 1, got " << batch);
-  TPB_INPUT_CHECK(seq_len >= 1, "case_spec.params.seq_len: expected >= 1, got " << seq_len);
-  TPB_INPUT_CHECK(warmup >= 0 && iterations >= 1 && repetitions >= 1,
-                  "case_spec.measure: expected warmup >= 0, iterations >= 1, repetitions >= 1");
+  const StepParams sp = step_params(params, measure);
+  const std::int64_t batch = sp.batch, seq_len = sp.seq_len;
+  const std::int64_t warmup = sp.warmup, iterations = sp.iterations, repetitions = sp.repetitions;
   const bool decode = mode == "decode";
   const bool real_prefill = !decode || batch * seq_len <= kGpuRealPrefillMaxTokens;
 
@@ -543,15 +569,9 @@ json run_engine_workload(const json& case_spec, WorkerState& state) {
             {"memory", json::object()}, {"metrics", {{"weight_bytes", engine.weight_bytes()}}}, {"comm", comm_json}};
   }
 
-  const std::int64_t batch = int_param(params, "batch_size", 1, "params");
-  const std::int64_t seq_len = int_param(params, "seq_len", 16, "params");
-  const std::int64_t warmup = int_param(measure, "warmup", 1, "measure");
-  const std::int64_t iterations = int_param(measure, "iterations", 5, "measure");
-  const std::int64_t repetitions = int_param(measure, "repetitions", 1, "measure");
-  TPB_INPUT_CHECK(batch >= 1, "case_spec.params.batch_size: expected >= 1, got " << batch);
-  TPB_INPUT_CHECK(seq_len >= 1, "case_spec.params.seq_len: expected >= 1, got " << seq_len);
-  TPB_INPUT_CHECK(warmup >= 0 && iterations >= 1 && repetitions >= 1,
-                  "case_spec.measure: expected warmup >= 0, iterations >= 1, repetitions >= 1");
+  const StepParams sp = step_params(params, measure);
+  const std::int64_t batch = sp.batch, seq_len = sp.seq_len;
+  const std::int64_t warmup = sp.warmup, iterations = sp.iterations, repetitions = sp.repetitions;
   const auto seed = static_cast<std::uint64_t>(int_param(case_spec.value("model", json::object()), "seed", 1234, "model"));
   const std::int64_t V = ce.config.vocab_size;
   std::vector<std::int64_t> prompt(batch * seq_len), next(batch);
