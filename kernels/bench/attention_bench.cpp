@@ -10,6 +10,7 @@
 // GBps / copy_GBps (1 is the roofline); flops = 2 * batch * heads * seq_len * (576 + 512)
 // (scores and the weighted sum, CUDA cores). Calls rotate over cache copies totalling
 // >= 256 MiB so small caches stream from HBM as in a real step, not from the 50 MiB L2.
+#include "kernels/bench/device_timing.h"
 #include "kernels/bench/attention_bench.h"
 
 #include <cuda_bf16.h>
@@ -154,20 +155,9 @@ void bm_decode(benchmark::State& state, std::int64_t batch, std::int64_t seq_len
   for (int wu = 0; wu < 2; ++wu) TPB_CUDA_CHECK(cudaGraphLaunch(exec, g.stream));  // upload, first touch
   TPB_CUDA_CHECK(cudaStreamSynchronize(g.stream));
 
-  double total_s = 0;
-  for (auto _ : state) {
-    TPB_CUDA_CHECK(cudaEventRecord(g.start, g.stream));
-    TPB_CUDA_CHECK(cudaGraphLaunch(exec, g.stream));
-    TPB_CUDA_CHECK(cudaEventRecord(g.stop, g.stream));
-    TPB_CUDA_CHECK(cudaEventSynchronize(g.stop));
-    float ms = 0;
-    TPB_CUDA_CHECK(cudaEventElapsedTime(&ms, g.start, g.stop));
-    const double per_op_s = ms * 1e-3 / ops;
-    state.SetIterationTime(per_op_s);
-    total_s += per_op_s;
-  }
+  const double mean_s = time_per_op_s(state, g.stream, g.start, g.stop, ops,
+                                       [&] { TPB_CUDA_CHECK(cudaGraphLaunch(exec, g.stream)); });
   TPB_CUDA_CHECK(cudaGraphExecDestroy(exec));
-  const double mean_s = total_s / static_cast<double>(state.iterations());
   const double gbps = static_cast<double>(bytes) / mean_s / 1e9;
   state.counters["batch"] = static_cast<double>(batch);
   state.counters["seq_len"] = static_cast<double>(seq_len);

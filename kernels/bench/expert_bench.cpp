@@ -21,6 +21,7 @@
 
 #include <benchmark/benchmark.h>
 
+#include "kernels/bench/device_timing.h"
 #include "kernels/bench/gemm_bench.h"
 #include "tpb/cuda_check.h"
 #include "tpb/kernels/gpu/expert_gemm.h"
@@ -121,19 +122,7 @@ void bm_expert(benchmark::State& state, Which which, int tokens) {
   batch();  // warm-up
   TPB_CUDA_CHECK(cudaStreamSynchronize(g.stream));
 
-  double total_s = 0;
-  for (auto _ : state) {
-    TPB_CUDA_CHECK(cudaEventRecord(g.start, g.stream));
-    batch();
-    TPB_CUDA_CHECK(cudaEventRecord(g.stop, g.stream));
-    TPB_CUDA_CHECK(cudaEventSynchronize(g.stop));
-    float ms = 0;
-    TPB_CUDA_CHECK(cudaEventElapsedTime(&ms, g.start, g.stop));
-    const double per_op_s = ms * 1e-3 / ops;
-    state.SetIterationTime(per_op_s);
-    total_s += per_op_s;
-  }
-  const double mean_s = total_s / static_cast<double>(state.iterations());
+  const double mean_s = time_per_op_s(state, g.stream, g.start, g.stop, ops, batch);
   const double gbps = weight_bytes / mean_s / 1e9;
   state.counters["tokens"] = tokens;
   state.counters["pairs"] = static_cast<double>(pairs);

@@ -21,6 +21,7 @@
 
 #include <benchmark/benchmark.h>
 
+#include "kernels/bench/device_timing.h"
 #include "kernels/bench/gemm_bench.h"
 #include "tpb/cuda_check.h"
 #include "tpb/dtype.h"
@@ -143,19 +144,7 @@ void bm_gemm(benchmark::State& state, GemmShape s, std::int64_t rows) {
   for (int wu = 0; wu < 2; ++wu) batch();  // algorithm choice, first touch
   TPB_CUDA_CHECK(cudaStreamSynchronize(g.stream));
 
-  double total_s = 0;
-  for (auto _ : state) {
-    TPB_CUDA_CHECK(cudaEventRecord(g.start, g.stream));
-    batch();
-    TPB_CUDA_CHECK(cudaEventRecord(g.stop, g.stream));
-    TPB_CUDA_CHECK(cudaEventSynchronize(g.stop));
-    float ms = 0;
-    TPB_CUDA_CHECK(cudaEventElapsedTime(&ms, g.start, g.stop));
-    const double per_op_s = ms * 1e-3 / ops;
-    state.SetIterationTime(per_op_s);
-    total_s += per_op_s;
-  }
-  const double mean_s = total_s / static_cast<double>(state.iterations());
+  const double mean_s = time_per_op_s(state, g.stream, g.start, g.stop, ops, batch);
   const double tflops = flops / mean_s / 1e12, gbps = bytes / mean_s / 1e9;
   state.counters["rows"] = static_cast<double>(rows);
   state.counters["out"] = static_cast<double>(out);
