@@ -134,21 +134,6 @@ void expect_close(const std::vector<std::uint16_t>& got_bits, const std::vector<
   EXPECT_LE(std::sqrt(err2 / ref2), std::ldexp(1.0, -8)) << what << ": rel-L2";
 }
 
-bool have_gpu(std::string* why) {
-  if (visible_gpus().empty()) {
-    *why = "no visible GPU";
-    return false;
-  }
-  TPB_CUDA_CHECK(cudaSetDevice(0));
-  return true;
-}
-
-#define TPB_REQUIRE_GPU()                       \
-  do {                                          \
-    std::string why_;                           \
-    if (!have_gpu(&why_)) GTEST_SKIP() << why_; \
-  } while (0)
-
 // Device copies of one case's inputs and an output filled with a NaN pattern (a row the
 // kernel forgets shows up as NaN, which fails every comparison).
 struct Dev {

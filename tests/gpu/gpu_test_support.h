@@ -14,8 +14,16 @@
 
 #include "tpb/cuda_check.h"
 #include "tpb/dtype.h"
+#include "tpb/kernels/device.h"
 
 namespace tpb::test {
+
+// Skips the test, with the reason, where no GPU is visible; else runs it on device 0.
+#define TPB_REQUIRE_GPU()                                                                   \
+  do {                                                                                      \
+    if (::tpb::visible_gpus().empty()) GTEST_SKIP() << "needs 1 GPU, none visible";         \
+    TPB_CUDA_CHECK(cudaSetDevice(0));                                                       \
+  } while (0)
 
 // Device buffer of `n` elements of T, freed on scope exit. 256 bytes of slack past the end
 // let tests place data at misaligned offsets and let vector loads read past a ragged tail.

@@ -31,9 +31,6 @@
 namespace tpb::test {
 namespace {
 
-#define TPB_REQUIRE_GPU() \
-  if (tpb::visible_gpus().empty()) GTEST_SKIP() << "needs 1 GPU, none visible"
-
 std::uint32_t bits(float f) {
   std::uint32_t u;
   std::memcpy(&u, &f, 4);

@@ -71,21 +71,6 @@ void expect_close(const std::vector<float>& got, const Ref& ref, std::int64_t in
   EXPECT_LE(std::sqrt(err2 / ref2), std::ldexp(1.0, bf16_out ? -8 : -12)) << what << ": rel-L2";
 }
 
-bool have_gpu(std::string* why) {
-  if (visible_gpus().empty()) {
-    *why = "no visible GPU";
-    return false;
-  }
-  TPB_CUDA_CHECK(cudaSetDevice(0));
-  return true;
-}
-
-#define TPB_REQUIRE_GPU()                       \
-  do {                                          \
-    std::string why_;                           \
-    if (!have_gpu(&why_)) GTEST_SKIP() << why_; \
-  } while (0)
-
 struct Shape {
   std::int64_t rows, in, out;
 };

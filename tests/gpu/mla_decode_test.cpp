@@ -126,7 +126,6 @@ void expect_close(const std::vector<std::uint16_t>& gpu, const std::vector<float
                      << ", rel-L2 " << std::sqrt(diff2 / std::max(ref2, 1e-300));
 }
 
-bool have_gpu() { return !visible_gpus().empty(); }
 
 std::vector<std::int32_t> random_lens(std::uint64_t seed, std::int64_t batch, std::int64_t max_len) {
   std::vector<std::int32_t> lens(static_cast<std::size_t>(batch));
@@ -168,7 +167,7 @@ void PrintTo(const DecodeCase& c, std::ostream* os) { *os << c.name; }
 class MlaDecodeTest : public ::testing::TestWithParam<DecodeCase> {};
 
 TEST_P(MlaDecodeTest, MatchesHostReference) {
-  if (!have_gpu()) GTEST_SKIP() << "needs a CUDA GPU, found none";
+  TPB_REQUIRE_GPU();
   const DecodeCase& c = GetParam();
   std::uint64_t seed = 1469598103934665603ull;  // FNV-1a of the case name: fixed, distinct per case
   for (char ch : c.name) seed = (seed ^ static_cast<unsigned char>(ch)) * 1099511628211ull;
@@ -183,7 +182,7 @@ INSTANTIATE_TEST_SUITE_P(Shapes, MlaDecodeTest, ::testing::ValuesIn(cases()),
                          [](const ::testing::TestParamInfo<DecodeCase>& info) { return info.param.name; });
 
 TEST(MlaDecode, SameInputsSameBits) {
-  if (!have_gpu()) GTEST_SKIP() << "needs a CUDA GPU, found none";
+  TPB_REQUIRE_GPU();
   DecodeRun run(shape(3, 32, 512, 64, 9000), 77);
   const std::vector<std::int32_t> lens = {8999, 1, 4097};
   const std::vector<std::uint16_t> a = run.run(lens);
@@ -194,7 +193,7 @@ TEST(MlaDecode, SameInputsSameBits) {
 // A graph captured once serves any seq_lens: replay after changing the lengths on the device
 // gives the bits eager launches give for those lengths.
 TEST(MlaDecode, GraphReplayWithNewLengthsEqualsEager) {
-  if (!have_gpu()) GTEST_SKIP() << "needs a CUDA GPU, found none";
+  TPB_REQUIRE_GPU();
   DecodeRun run(shape(3, 32, 512, 64, 5000), 78);
   const std::vector<std::int32_t> lens_a = {5000, 1, 2049}, lens_b = {3, 4999, 17};
   const std::vector<std::uint16_t> eager_a = run.run(lens_a);
@@ -228,7 +227,7 @@ TEST(MlaDecode, GraphReplayWithNewLengthsEqualsEager) {
 // bound applies (rel-L2 <= 2e-2); this checks conventions (layout, which position is
 // visible, what scale multiplies), the tight bound is MatchesHostReference's.
 TEST(MlaDecode, AbsorbedFormMatchesCpuReference) {
-  if (!have_gpu()) GTEST_SKIP() << "needs a CUDA GPU, found none";
+  TPB_REQUIRE_GPU();
   kernels::MlaShape sh;
   sh.heads = 8;
   sh.nope = 128;

@@ -87,7 +87,6 @@ struct PrefillRun {
   }
 };
 
-bool have_gpu() { return !visible_gpus().empty(); }
 
 std::vector<PrefillCase> cases() {
   return {
@@ -109,7 +108,7 @@ void PrintTo(const PrefillCase& c, std::ostream* os) { *os << c.name; }
 class MlaPrefillTest : public ::testing::TestWithParam<PrefillCase> {};
 
 TEST_P(MlaPrefillTest, MatchesCpuReference) {
-  if (!have_gpu()) GTEST_SKIP() << "needs a CUDA GPU, found none";
+  TPB_REQUIRE_GPU();
   const PrefillCase& c = GetParam();
   const gpu::MlaPrefillShape& s = c.shape;
   std::uint64_t seed = 1469598103934665603ull;  // FNV-1a of the case name: fixed, distinct per case
@@ -173,7 +172,7 @@ INSTANTIATE_TEST_SUITE_P(Shapes, MlaPrefillTest, ::testing::ValuesIn(cases()),
                          [](const ::testing::TestParamInfo<PrefillCase>& info) { return info.param.name; });
 
 TEST(MlaPrefill, SameInputsSameBits) {
-  if (!have_gpu()) GTEST_SKIP() << "needs a CUDA GPU, found none";
+  TPB_REQUIRE_GPU();
   PrefillRun run(shape(2, 100, 29, 3), 5);
   const std::vector<std::uint16_t> a = run.run();
   const std::vector<std::uint16_t> b = run.run();

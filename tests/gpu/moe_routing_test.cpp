@@ -28,9 +28,6 @@
 namespace tpb::test {
 namespace {
 
-#define TPB_REQUIRE_GPU() \
-  if (tpb::visible_gpus().empty()) GTEST_SKIP() << "needs 1 GPU, none visible"
-
 // ---------------------------------------------------------------- router
 
 struct RouterOut {
