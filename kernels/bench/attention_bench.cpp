@@ -8,7 +8,8 @@
 // implementation reads); GBps = bytes / time; copy_GBps = device-to-device copy bandwidth
 // measured in this process (read + write counted, tpb/kernels/hw_probes.h); vs_copy_bw =
 // GBps / copy_GBps (1 is the roofline); flops = 2 * batch * heads * seq_len * (576 + 512)
-// (scores and the weighted sum, CUDA cores). Calls rotate over cache copies totalling
+// (scores and the weighted sum, the algorithm's count; the kernel does the weighted sum twice,
+// for P = hi + lo, on the tensor cores). Calls rotate over cache copies totalling
 // >= 256 MiB so small caches stream from HBM as in a real step, not from the 50 MiB L2.
 #include "kernels/bench/device_timing.h"
 #include "kernels/bench/attention_bench.h"

@@ -1,11 +1,19 @@
-// Absorbed-MLA decode attention over the latent KV cache (tpb/kernels/gpu/mla_decode.h).
+// Absorbed-MLA decode attention over the latent KV cache (tpb/kernels/gpu/mla_decode.h), on
+// the tensor cores (mma.sync m16n8k16, bf16 in, fp32 accumulate).
 //
-// Pass 1, one CTA per (group of up to kGroup heads, split, sequence): every head of a
-// sequence attends over the same cache rows, so the CTA loads each 16-row tile of the cache
-// once into shared memory and uses it for all the heads of its group (MQA-style reuse; at
-// 16 heads per group the cache is read once per 16 heads). It keeps a running max and sum
-// per head and writes the unnormalised fp32 partial output of its key range.
+// Pass 1, one CTA per (group of up to 64 heads, split, sequence). Every head of a sequence
+// attends over the same cache rows (MQA-style), so the heads are the MMA's M dimension: the
+// CTA streams 32-row tiles of the cache through shared memory (cp.async, three stages) and
+// each tile serves all its heads, read from HBM once. Warps come in pairs per 16-head row
+// tile: for the scores S = Q C^T each warp of a pair takes 16 of the tile's 32 keys; the two
+// trade their row maxima and their probabilities through shared memory, and for O = P C_lat
+// each takes half of the latent columns over all 32 keys. A running max and sum per head
+// give the unnormalised fp32 partial output of the split's key range.
 // Pass 2, one CTA per (sequence, head): merges the splits in split order.
+//
+// Precision: P enters the second MMA as bf16 hi + lo (P = hi + lo to about 2^-17 relative),
+// two MMAs, so the weighted sum is as close to fp32 as the CUDA-core version it replaced,
+// at a third more MMA work in a memory-bound kernel.
 // The key ranges are fixed by max_len and the split count (never by seq_lens), so a captured
 // graph serves any seq_lens; no atomics, so every call gives the same bits.
 #include "tpb/kernels/gpu/mla_decode.h"
@@ -26,30 +34,37 @@ namespace tpb::gpu {
 
 namespace {
 
-constexpr int kThreads = 256;       // 8 warps
-constexpr int kGroup = 16;          // heads per CTA (scores of 2 tokens x 16 heads = 32 per lane)
-constexpr int kTile = 16;           // cache rows per tile: 2 per warp
-constexpr int kMaxKvLora = 512;     // one column pair per thread in the output phase
+constexpr int kTileKeys = 32;                      // cache rows per pipeline stage, 16 per warp of a pair
+constexpr int kStages = 3;                         // cp.async pipeline depth
+constexpr int kMaxRowTiles = 4;                    // 16-head MMA row tiles per CTA: up to 64 heads
+constexpr int kMaxThreads = kMaxRowTiles * 2 * 32;  // a warp pair per row tile
+constexpr int kMaxKvLora = 512;
 constexpr int kMaxRope = 128;
-constexpr int kMaxRow = kMaxKvLora + kMaxRope;
-constexpr int kMaxLoads = (kTile * kMaxRow / 8 + kThreads - 1) / kThreads;  // 16-byte loads per thread per tile
+constexpr int kMaxColTiles = kMaxKvLora / 16;      // 8-column output tiles per warp (half the latent)
 constexpr int kMaxSplits = 256;
 constexpr int kMergeThreads = 256;
-constexpr int kCtasPerSm = 2;     // the split kernel's __launch_bounds__ minimum
+
+// Shared-memory geometry of one shape. Rows are padded with zeros: to 16 columns for the
+// score MMA's K steps, to 32 latent columns so that each warp of a pair owns whole pairs of
+// 8-column tiles, plus 8 columns so that consecutive rows start 16 bytes apart modulo 128
+// (ldmatrix without bank conflicts).
+struct Geometry {
+  int row_tiles = 1;  // 16-head row tiles per CTA
+  int groups = 1;     // head groups (CTAs per split and sequence)
+  int row = 0;        // kv_lora + rope
+  int row_pad = 0;    // row rounded up to 16
+  int lora_pad = 0;   // kv_lora rounded up to 32
+  int stride = 0;     // shared row stride, bf16
+  int threads = 64;
+  std::size_t smem = 0;
+};
 
 struct Plan {
   int splits = 1;
-  std::int64_t chunk = kTile;  // keys per split, a multiple of kTile
-  int groups = 1;              // head groups
+  std::int64_t chunk = kTileKeys;  // keys per split, a multiple of kTileKeys
 };
 
-int sm_count() {
-  int dev = 0;
-  TPB_CUDA_CHECK(cudaGetDevice(&dev));
-  int sms = 0;
-  TPB_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-  return sms;
-}
+int round_up(int v, int m) { return (v + m - 1) / m * m; }
 
 void validate(const MlaDecodeShape& s) {
   TPB_CHECK(s.batch >= 1 && s.batch <= 65535, "mla_decode: batch " << s.batch << " outside 1..65535");
@@ -61,18 +76,31 @@ void validate(const MlaDecodeShape& s) {
   TPB_CHECK(s.max_len >= 1, "mla_decode: max_len " << s.max_len);
 }
 
+Geometry make_geometry(const MlaDecodeShape& s) {
+  Geometry g;
+  const int tiles = static_cast<int>((s.heads + 15) / 16);
+  g.groups = (tiles + kMaxRowTiles - 1) / kMaxRowTiles;
+  g.row_tiles = (tiles + g.groups - 1) / g.groups;  // balanced: 5 tiles run as 3 + 2, not 4 + 1
+  g.row = static_cast<int>(s.kv_lora + s.rope);
+  g.row_pad = round_up(g.row, 16);
+  g.lora_pad = round_up(static_cast<int>(s.kv_lora), 32);
+  g.stride = std::max(g.row_pad, g.lora_pad) + 8;
+  g.threads = g.row_tiles * 64;
+  g.smem = static_cast<std::size_t>(g.row_tiles * 16 + kStages * kTileKeys) * g.stride * 2;
+  return g;
+}
+
 // Splits of whole tiles, chosen for the shortest critical path: waves of resident CTAs times
 // tiles per CTA, over split counts up to twice what fills the device once (more only adds
-// merge traffic); ties go to fewer splits. A function of (max_len, batch * head groups, SM
-// count) only, so workspace size and launch agree and a graph captured at any seq_lens
-// stays valid.
-Plan make_plan(const MlaDecodeShape& s, int sms) {
+// merge traffic); ties go to fewer splits. A function of (max_len, batch * head groups, the
+// device's resident CTAs) only, so workspace size and launch agree and a graph captured at
+// any seq_lens stays valid.
+Plan make_plan(const MlaDecodeShape& s, const Geometry& g, std::int64_t slots) {
   Plan p;
-  p.groups = static_cast<int>((s.heads + kGroup - 1) / kGroup);
-  const std::int64_t work = s.batch * p.groups;
-  const std::int64_t slots = static_cast<std::int64_t>(kCtasPerSm) * std::max(sms, 1);
-  const std::int64_t max_tiles = (s.max_len + kTile - 1) / kTile;
-  const std::int64_t cap = std::min<std::int64_t>({kMaxSplits, max_tiles, std::max<std::int64_t>(1, (2 * slots + work - 1) / work)});
+  const std::int64_t work = s.batch * g.groups;
+  const std::int64_t max_tiles = (s.max_len + kTileKeys - 1) / kTileKeys;
+  const std::int64_t cap =
+      std::min<std::int64_t>({kMaxSplits, max_tiles, std::max<std::int64_t>(1, (2 * slots + work - 1) / work)});
   std::int64_t best_cost = -1;
   for (std::int64_t want = 1; want <= cap; ++want) {
     const std::int64_t tiles_per_split = (max_tiles + want - 1) / want;
@@ -80,7 +108,7 @@ Plan make_plan(const MlaDecodeShape& s, int sms) {
     const std::int64_t cost = (work * splits + slots - 1) / slots * tiles_per_split;
     if (best_cost < 0 || cost < best_cost) {
       best_cost = cost;
-      p.chunk = tiles_per_split * kTile;
+      p.chunk = tiles_per_split * kTileKeys;
       p.splits = static_cast<int>(splits);
     }
   }
@@ -108,25 +136,75 @@ std::size_t workspace_bytes(const MlaDecodeShape& s, const Plan& p) {
   return rows * (static_cast<std::size_t>(s.kv_lora) + 2) * sizeof(float);
 }
 
-__device__ __forceinline__ float2 bf2_to_f2(std::uint32_t bits) {
-  // bf16 is the top half of an fp32: widening is exact.
-  return make_float2(__uint_as_float(bits << 16), __uint_as_float(bits & 0xffff0000u));
+__device__ __forceinline__ std::uint32_t smem_addr(const void* p) {
+  return static_cast<std::uint32_t>(__cvta_generic_to_shared(p));
 }
 
-__global__ void __launch_bounds__(kThreads, kCtasPerSm)
+// 16 bytes global -> shared, bypassing L1; with valid == false it writes 16 zero bytes.
+__device__ __forceinline__ void cp_async16(std::uint32_t dst, const void* src, bool valid) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0)
+               : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+// Four 8x8 bf16 matrices; lanes 8i..8i+7 give the row addresses of matrix i.
+__device__ __forceinline__ void ldmatrix_x4(std::uint32_t addr, std::uint32_t (&r)[4]) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr)
+               : "memory");
+}
+__device__ __forceinline__ void ldmatrix_x4_trans(std::uint32_t addr, std::uint32_t (&r)[4]) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr)
+               : "memory");
+}
+
+// d += a (16x16, row-major fragment) * b (16x8, column-major fragment), fp32 accumulate.
+__device__ __forceinline__ void mma_bf16(float (&d)[4], const std::uint32_t (&a)[4], std::uint32_t b0,
+                                         std::uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ std::uint32_t pack_bf16x2(__nv_bfloat16 lo, __nv_bfloat16 hi) {
+  return static_cast<std::uint32_t>(__bfloat16_as_ushort(lo)) |
+         (static_cast<std::uint32_t>(__bfloat16_as_ushort(hi)) << 16);
+}
+
+// Fragment layouts (PTX ISA, mma.m16n8k16): lane L holds accumulator rows L/4 and L/4 + 8,
+// columns 2(L%4) and 2(L%4) + 1 of each 8-column tile; the A fragment of a 16x16 block is the
+// accumulators of its two 8-column halves, so the scores become the second MMA's A operand
+// in registers.
+__global__ void __launch_bounds__(kMaxThreads, 1)
     mla_decode_split_kernel(const __nv_bfloat16* __restrict__ q, const __nv_bfloat16* __restrict__ cache,
                             const std::int32_t* __restrict__ seq_lens, int heads, int kv_lora, int rope,
-                            std::int64_t max_len, int splits, std::int64_t chunk, float scale,
-                            float* __restrict__ o_part, float* __restrict__ m_part, float* __restrict__ l_part) {
-  const int g0 = blockIdx.x * kGroup;
+                            std::int64_t max_len, int splits, std::int64_t chunk, float scale, int row_tiles,
+                            int stride, float* __restrict__ o_part, float* __restrict__ m_part,
+                            float* __restrict__ l_part) {
+  const int cta_heads = row_tiles * 16;
+  const int g0 = blockIdx.x * cta_heads;
   const int split = blockIdx.y;
   const int b = blockIdx.z;
-  const int gn = min(kGroup, heads - g0);
-  const int row = kv_lora + rope;  // bf16 values per cache row and per query
-  const int row2 = row / 2;        // bf16 pairs
+  const int row = kv_lora + rope;
+  const int row_pad = (row + 15) & ~15;
+  const int lora_pad = (kv_lora + 31) & ~31;
   const int tid = threadIdx.x;
+  const int nthreads = blockDim.x;
   const int lane = tid & 31;
   const int warp = tid >> 5;
+  const int rt = warp >> 1;    // this warp's row tile (heads g0 + 16 rt ..)
+  const int half = warp & 1;   // scores: keys 16 half ..; output: latent columns half * lora_pad / 2 ..
+  const int quad_row = lane >> 2;
+  const int quad_col = 2 * (lane & 3);
 
   const std::int64_t seq_len = min(max(static_cast<std::int64_t>(seq_lens[b]), std::int64_t{0}), max_len);
   const std::int64_t start = static_cast<std::int64_t>(split) * chunk;
@@ -134,158 +212,199 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm)
   const std::size_t part_row0 = (static_cast<std::size_t>(b) * heads + g0) * splits + split;  // + g * splits
   if (start >= end) {
     // Nothing to attend: the merge skips this split on l == 0 (its o is never read).
-    if (tid < gn) {
-      m_part[part_row0 + static_cast<std::size_t>(tid) * splits] = -INFINITY;
-      l_part[part_row0 + static_cast<std::size_t>(tid) * splits] = 0.0f;
-    }
+    for (int g = tid; g < cta_heads; g += nthreads)
+      if (g0 + g < heads) {
+        m_part[part_row0 + static_cast<std::size_t>(g) * splits] = -INFINITY;
+        l_part[part_row0 + static_cast<std::size_t>(g) * splits] = 0.0f;
+      }
     return;
   }
 
   extern __shared__ __align__(16) unsigned char smem[];
-  float* q_s = reinterpret_cast<float*>(smem);                                         // [kGroup][row] fp32
-  std::uint32_t* c_s = reinterpret_cast<std::uint32_t*>(q_s + kGroup * row);           // [kTile][row2] bf16 pairs
-  float* p_s = reinterpret_cast<float*>(c_s + kTile * row2);                           // [kTile][kGroup] scores, then p
-  float* mnew_s = p_s + kTile * kGroup;                                                // [kGroup]
-  float* corr_s = mnew_s + kGroup;                                                     // [kGroup]
+  __nv_bfloat16* q_s = reinterpret_cast<__nv_bfloat16*>(smem);  // [cta_heads][stride]
+  __nv_bfloat16* c_s = q_s + static_cast<std::size_t>(cta_heads) * stride;  // [kStages][kTileKeys][stride]
+  __shared__ float pair_s[kMaxRowTiles][2][16];                 // row maxima, then the sums
+  __shared__ uint4 p_s[kMaxRowTiles][2][2][32];                 // [tile][half][hi, lo][lane] P fragments
 
-  // Queries widened once; heads past the group's end are zero (their results are dropped).
-  for (int i = tid; i < kGroup * row2; i += kThreads) {
-    const int g = i / row2, dp = i - g * row2;
-    float2 v = make_float2(0.0f, 0.0f);
-    if (g < gn) {
-      const std::uint32_t* qrow =
-          reinterpret_cast<const std::uint32_t*>(q + (static_cast<std::size_t>(b) * heads + g0 + g) * row);
-      v = bf2_to_f2(qrow[dp]);
-    }
-    reinterpret_cast<float2*>(q_s)[i] = v;
+  // Queries; heads past the end and columns past the row are zero (their results are dropped).
+  const int vecs = stride / 8;  // 16-byte vectors per shared row
+  const int row_vecs = row / 8;
+  for (int i = tid; i < cta_heads * vecs; i += nthreads) {
+    const int g = i / vecs, v = i - g * vecs;
+    uint4 val = make_uint4(0, 0, 0, 0);
+    if (g0 + g < heads && v < row_vecs)
+      val = *reinterpret_cast<const uint4*>(q + (static_cast<std::size_t>(b) * heads + g0 + g) * row + v * 8);
+    reinterpret_cast<uint4*>(q_s)[i] = val;
+  }
+  // Cache columns past the row are never copied into: zero them once.
+  const int pad_vecs = vecs - row_vecs;
+  for (int i = tid; i < kStages * kTileKeys * pad_vecs; i += nthreads) {
+    const int r = i / pad_vecs;
+    reinterpret_cast<uint4*>(c_s)[r * vecs + row_vecs + (i - r * pad_vecs)] = make_uint4(0, 0, 0, 0);
   }
 
-  // The tile in flight lives in registers while the previous one is computed on.
-  const int tile_vecs = kTile * row / 8;  // 16-byte vectors per tile
-  const int row_vecs = row / 8;
-  const uint4* cache_b = reinterpret_cast<const uint4*>(cache + static_cast<std::size_t>(b) * max_len * row);
-  uint4 pre[kMaxLoads];
-  auto fetch = [&](std::int64_t t0) {
-#pragma unroll
-    for (int k = 0; k < kMaxLoads; ++k) {
-      const int i = tid + k * kThreads;
-      pre[k] = make_uint4(0, 0, 0, 0);  // rows past the end are zeros: p = 0 must not meet NaN garbage
-      if (i < tile_vecs) {
-        const int r = i / row_vecs;
-        const std::int64_t j = t0 + r;
-        if (j < end) pre[k] = __ldg(cache_b + static_cast<std::size_t>(j) * row_vecs + (i - r * row_vecs));
-      }
+  // Rows past `end` arrive as zeros: p = 0 must not meet garbage that could be NaN.
+  const __nv_bfloat16* cache_b = cache + static_cast<std::size_t>(b) * max_len * row;
+  auto load_tile = [&](std::int64_t t0, int stage) {
+    __nv_bfloat16* dst = c_s + static_cast<std::size_t>(stage) * kTileKeys * stride;
+    for (int i = tid; i < kTileKeys * row_vecs; i += nthreads) {
+      const int r = i / row_vecs, v = i - r * row_vecs;
+      const std::int64_t j = t0 + r;
+      const bool valid = j < end;
+      cp_async16(smem_addr(dst + r * stride + v * 8), cache_b + (valid ? j : 0) * row + v * 8, valid);
     }
   };
 
-  const int kl2 = kv_lora / 2;
-  const int cp = tid;  // this thread's output column pair
-  float2 acc[kGroup];
+  const int tiles = static_cast<int>((end - start + kTileKeys - 1) / kTileKeys);
 #pragma unroll
-  for (int g = 0; g < kGroup; ++g) acc[g] = make_float2(0.0f, 0.0f);
-  float m_run = -INFINITY, l_run = 0.0f;  // meaningful in threads 0..kGroup-1 (head = tid)
+  for (int s = 0; s < kStages - 1; ++s) {
+    if (s < tiles) load_tile(start + static_cast<std::int64_t>(s) * kTileKeys, s);
+    cp_async_commit();  // empty groups too: the wait count stays uniform
+  }
 
-  fetch(start);
-  for (std::int64_t t0 = start; t0 < end; t0 += kTile) {
-    __syncthreads();  // previous tile fully consumed (and q_s written, first time)
+  const int col_tiles = lora_pad / 16;  // this warp's 8-column output tiles
+  const int col0 = half * (lora_pad / 2);
+  const int mi = lane >> 3, r8 = lane & 7;  // ldmatrix: which 8x8 matrix this lane addresses, which row
+  const std::uint32_t q_addr = smem_addr(q_s + (rt * 16 + (mi & 1) * 8 + r8) * stride + (mi >> 1) * 8);
+  float acc[kMaxColTiles][4];
 #pragma unroll
-    for (int k = 0; k < kMaxLoads; ++k) {
-      const int i = tid + k * kThreads;
-      if (i < tile_vecs) reinterpret_cast<uint4*>(c_s)[i] = pre[k];
-    }
-    __syncthreads();
-    if (t0 + kTile < end) fetch(t0 + kTile);
+  for (int t = 0; t < kMaxColTiles; ++t) acc[t][0] = acc[t][1] = acc[t][2] = acc[t][3] = 0.0f;
+  float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.0f, 0.0f};  // rows quad_row, quad_row + 8
 
-    // Scores: warp w takes rows 2w and 2w+1, lanes split the row; v[t * 16 + g].
+  for (int it = 0; it < tiles; ++it) {
+    cp_async_wait<kStages - 2>();
+    __syncthreads();  // tile `it` landed for all; tile it - 1's stage is free
     {
-      float v[2 * kGroup];
-#pragma unroll
-      for (int i = 0; i < 2 * kGroup; ++i) v[i] = 0.0f;
-      const std::uint32_t* c0 = c_s + (2 * warp) * row2;
-      const std::uint32_t* c1 = c0 + row2;
-      for (int dp = lane; dp < row2; dp += 32) {
-        const float2 a = bf2_to_f2(c0[dp]);
-        const float2 c = bf2_to_f2(c1[dp]);
-#pragma unroll
-        for (int g = 0; g < kGroup; ++g) {
-          const float2 qq = reinterpret_cast<const float2*>(q_s + g * row)[dp];
-          v[g] = fmaf(qq.y, a.y, fmaf(qq.x, a.x, v[g]));
-          v[kGroup + g] = fmaf(qq.y, c.y, fmaf(qq.x, c.x, v[kGroup + g]));
-        }
+      const int next = it + kStages - 1;
+      if (next < tiles) load_tile(start + static_cast<std::int64_t>(next) * kTileKeys, next % kStages);
+      cp_async_commit();
+    }
+    const __nv_bfloat16* tile = c_s + static_cast<std::size_t>(it % kStages) * kTileKeys * stride;
+    const std::int64_t t0 = start + static_cast<std::int64_t>(it) * kTileKeys;
+
+    // Scores of this warp's 16 keys (two 8-key column tiles) for its 16 heads.
+    float s[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
+    {
+      const std::uint32_t k_addr = smem_addr(tile + (half * 16 + (mi >> 1) * 8 + r8) * stride + (mi & 1) * 8);
+      for (int k = 0; k < row_pad; k += 16) {
+        std::uint32_t a[4], kb[4];
+        ldmatrix_x4(q_addr + k * 2, a);
+        ldmatrix_x4(k_addr + k * 2, kb);
+        mma_bf16(s[0], a, kb[0], kb[1]);
+        mma_bf16(s[1], a, kb[2], kb[3]);
       }
-      // Transposing butterfly (31 shuffles for 32 sums instead of 160): in the step of width m
-      // a lane keeps the half of v[0..2m) its bit m selects and adds the partner's copy of it,
-      // so after the last step v[0] holds index L summed over the warp, in a fixed order.
+    }
+    float tile_max[2] = {-INFINITY, -INFINITY};
 #pragma unroll
-      for (int m = 16; m >= 1; m >>= 1) {
-        const bool upper = (lane & m) != 0;
+    for (int nt = 0; nt < 2; ++nt)
 #pragma unroll
-        for (int i = 0; i < m; ++i) {
-          const float send = upper ? v[i] : v[i + m];
-          const float keep = upper ? v[i + m] : v[i];
-          v[i] = keep + __shfl_xor_sync(0xffffffffu, send, m);
-        }
+      for (int e = 0; e < 4; ++e) {
+        const std::int64_t key = t0 + half * 16 + nt * 8 + quad_col + (e & 1);
+        s[nt][e] = key < end ? s[nt][e] * scale : -INFINITY;
+        tile_max[e >> 1] = fmaxf(tile_max[e >> 1], s[nt][e]);
       }
-      const int t = 2 * warp + (lane >> 4);
-      const int g = lane & (kGroup - 1);
-      p_s[t * kGroup + g] = (t0 + t < end) ? v[0] * scale : -INFINITY;
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 1));
+      tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 2));
+    }
+    if ((lane & 3) == 0) {
+      pair_s[rt][half][quad_row] = tile_max[0];
+      pair_s[rt][half][quad_row + 8] = tile_max[1];
     }
     __syncthreads();
 
-    // Online softmax, one thread per head; the tile always holds a valid row, so m_new is finite.
-    if (tid < kGroup) {
-      float tmax = -INFINITY;
-      for (int t = 0; t < kTile; ++t) tmax = fmaxf(tmax, p_s[t * kGroup + tid]);
-      const float m_new = fmaxf(m_run, tmax);
-      corr_s[tid] = expf(m_run - m_new);  // exp(-inf) = 0 on the first tile
-      mnew_s[tid] = m_new;
-      m_run = m_new;
+    // Both warps of the pair see the same maximum (fmaxf commutes), hence the same m_run and
+    // corrections; the tile's first key is valid, so m_new is finite.
+    float corr[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const float m_new = fmaxf(m_run[r], fmaxf(tile_max[r], pair_s[rt][half ^ 1][quad_row + 8 * r]));
+      corr[r] = expf(m_run[r] - m_new);  // exp(-inf) = 0 on the first tile
+      m_run[r] = m_new;
     }
-    __syncthreads();
-    static_assert(kThreads == kTile * kGroup, "one thread per (row, head) of the tile");
-    p_s[tid] = expf(p_s[tid] - mnew_s[tid % kGroup]);
+    std::uint32_t hi[4], lo[4];  // A-fragment registers: (column tile nt, row half r) -> 2 nt + r
+    float sum[2] = {0.0f, 0.0f};
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const float p0 = expf(s[nt][2 * r] - m_run[r]);
+        const float p1 = expf(s[nt][2 * r + 1] - m_run[r]);
+        sum[r] += p0 + p1;
+        const __nv_bfloat16 h0 = __float2bfloat16_rn(p0), h1 = __float2bfloat16_rn(p1);
+        hi[2 * nt + r] = pack_bf16x2(h0, h1);
+        lo[2 * nt + r] = pack_bf16x2(__float2bfloat16_rn(p0 - __bfloat162float(h0)),
+                                     __float2bfloat16_rn(p1 - __bfloat162float(h1)));
+      }
+#pragma unroll
+    for (int r = 0; r < 2; ++r) l_run[r] = l_run[r] * corr[r] + sum[r];
+    p_s[rt][half][0][lane] = make_uint4(hi[0], hi[1], hi[2], hi[3]);
+    p_s[rt][half][1][lane] = make_uint4(lo[0], lo[1], lo[2], lo[3]);
+#pragma unroll
+    for (int t = 0; t < kMaxColTiles; ++t) {
+      acc[t][0] *= corr[0];
+      acc[t][1] *= corr[0];
+      acc[t][2] *= corr[1];
+      acc[t][3] *= corr[1];
+    }
     __syncthreads();
 
-    if (tid < kGroup) {
-      float sum = 0.0f;
-      for (int t = 0; t < kTile; ++t) sum += p_s[t * kGroup + tid];
-      l_run = l_run * corr_s[tid] + sum;
-    }
-    if (cp < kl2) {
+    // O += P C_lat over the tile's 32 keys: K step ks holds the keys of warp half ks.
 #pragma unroll
-      for (int g = 0; g < kGroup; ++g) {
-        const float cr = corr_s[g];
-        acc[g].x *= cr;
-        acc[g].y *= cr;
-      }
-      for (int t = 0; t < kTile; ++t) {
-        const float2 c = bf2_to_f2(c_s[t * row2 + cp]);
-        const float4* pt = reinterpret_cast<const float4*>(p_s + t * kGroup);
+    for (int ks = 0; ks < 2; ++ks) {
+      const uint4 h4 = p_s[rt][ks][0][lane], l4 = p_s[rt][ks][1][lane];
+      const std::uint32_t ph[4] = {h4.x, h4.y, h4.z, h4.w}, pl[4] = {l4.x, l4.y, l4.z, l4.w};
+      const std::uint32_t v_addr = smem_addr(tile + (ks * 16 + (mi & 1) * 8 + r8) * stride + col0 + (mi >> 1) * 8);
 #pragma unroll
-        for (int g4 = 0; g4 < kGroup / 4; ++g4) {
-          const float4 p = pt[g4];
-          acc[4 * g4 + 0].x = fmaf(p.x, c.x, acc[4 * g4 + 0].x);
-          acc[4 * g4 + 0].y = fmaf(p.x, c.y, acc[4 * g4 + 0].y);
-          acc[4 * g4 + 1].x = fmaf(p.y, c.x, acc[4 * g4 + 1].x);
-          acc[4 * g4 + 1].y = fmaf(p.y, c.y, acc[4 * g4 + 1].y);
-          acc[4 * g4 + 2].x = fmaf(p.z, c.x, acc[4 * g4 + 2].x);
-          acc[4 * g4 + 2].y = fmaf(p.z, c.y, acc[4 * g4 + 2].y);
-          acc[4 * g4 + 3].x = fmaf(p.w, c.x, acc[4 * g4 + 3].x);
-          acc[4 * g4 + 3].y = fmaf(p.w, c.y, acc[4 * g4 + 3].y);
+      for (int t = 0; t < kMaxColTiles; t += 2) {
+        if (t < col_tiles) {
+          std::uint32_t vb[4];
+          ldmatrix_x4_trans(v_addr + t * 16, vb);  // columns col0 + 8t .. + 16, in bytes 16 t
+          mma_bf16(acc[t], ph, vb[0], vb[1]);
+          mma_bf16(acc[t], pl, vb[0], vb[1]);
+          mma_bf16(acc[t + 1], ph, vb[2], vb[3]);
+          mma_bf16(acc[t + 1], pl, vb[2], vb[3]);
         }
       }
     }
   }
 
-  if (cp < kl2) {
+  // Partial outputs of the latent columns this warp owns.
 #pragma unroll
-    for (int g = 0; g < kGroup; ++g)
-      if (g < gn)
-        reinterpret_cast<float2*>(o_part + (part_row0 + static_cast<std::size_t>(g) * splits) * kv_lora)[cp] = acc[g];
+  for (int t = 0; t < kMaxColTiles; ++t) {
+    const int d = col0 + t * 8 + quad_col;
+    if (t < col_tiles && d < kv_lora) {
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const int g = rt * 16 + quad_row + 8 * r;
+        if (g0 + g < heads)
+          *reinterpret_cast<float2*>(o_part + (part_row0 + static_cast<std::size_t>(g) * splits) * kv_lora + d) =
+              make_float2(acc[t][2 * r], acc[t][2 * r + 1]);
+      }
+    }
   }
-  if (tid < gn) {
-    m_part[part_row0 + static_cast<std::size_t>(tid) * splits] = m_run;
-    l_part[part_row0 + static_cast<std::size_t>(tid) * splits] = l_run;
+  // Sums: over the quad's columns, then half 0's keys plus half 1's, in that order.
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    l_run[r] += __shfl_xor_sync(0xffffffffu, l_run[r], 1);
+    l_run[r] += __shfl_xor_sync(0xffffffffu, l_run[r], 2);
+  }
+  __syncthreads();  // the last tile's maxima are read
+  if ((lane & 3) == 0) {
+    pair_s[rt][half][quad_row] = l_run[0];
+    pair_s[rt][half][quad_row + 8] = l_run[1];
+  }
+  __syncthreads();
+  if (half == 0 && (lane & 3) == 0) {
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const int g = rt * 16 + quad_row + 8 * r;
+      if (g0 + g < heads) {
+        m_part[part_row0 + static_cast<std::size_t>(g) * splits] = m_run[r];
+        l_part[part_row0 + static_cast<std::size_t>(g) * splits] = l_run[r] + pair_s[rt][1][quad_row + 8 * r];
+      }
+    }
   }
 }
 
@@ -325,11 +444,25 @@ __global__ void __launch_bounds__(kMergeThreads)
   }
 }
 
+// Resident split CTAs on the whole device for this geometry: the plan's wave size.
+std::int64_t resident_ctas(const Geometry& g) {
+  int dev = 0, sms = 0, per_sm = 0;
+  TPB_CUDA_CHECK(cudaGetDevice(&dev));
+  TPB_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  // Above the default 48 KiB at row 576; a host-side attribute, legal under stream capture.
+  TPB_CUDA_CHECK(cudaFuncSetAttribute(mla_decode_split_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                      static_cast<int>(g.smem)));
+  TPB_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, mla_decode_split_kernel, g.threads, g.smem));
+  TPB_CHECK(per_sm >= 1, "mla_decode: the split kernel does not fit on an SM (" << g.smem << " bytes of shared memory)");
+  return static_cast<std::int64_t>(per_sm) * std::max(sms, 1);
+}
+
 }  // namespace
 
 std::size_t mla_decode_workspace_bytes(const MlaDecodeShape& shape) {
   validate(shape);
-  return workspace_bytes(shape, make_plan(shape, sm_count()));
+  const Geometry g = make_geometry(shape);
+  return workspace_bytes(shape, make_plan(shape, g, resident_ctas(g)));
 }
 
 void mla_decode_attention(const __nv_bfloat16* q, const __nv_bfloat16* cache, const std::int32_t* seq_lens,
@@ -339,21 +472,15 @@ void mla_decode_attention(const __nv_bfloat16* q, const __nv_bfloat16* cache, co
   TPB_CHECK(reinterpret_cast<std::uintptr_t>(q) % 16 == 0 && reinterpret_cast<std::uintptr_t>(cache) % 16 == 0 &&
                 reinterpret_cast<std::uintptr_t>(o_lat) % 4 == 0 && reinterpret_cast<std::uintptr_t>(workspace) % 16 == 0,
             "mla_decode: q and cache must be 16-byte aligned, o_lat 4-byte, workspace 16-byte");
-  const Plan p = make_plan(shape, sm_count());
+  const Geometry g = make_geometry(shape);
+  const Plan p = make_plan(shape, g, resident_ctas(g));
   const Workspace w = carve(workspace, shape, p);
-  const int row = static_cast<int>(shape.kv_lora + shape.rope);
-  const std::size_t smem = static_cast<std::size_t>(kGroup) * row * sizeof(float) +
-                           static_cast<std::size_t>(kTile) * row * 2 + kTile * kGroup * sizeof(float) +
-                           2 * kGroup * sizeof(float);
-  // Above the default 48 KiB at row 576; a host-side attribute, legal under stream capture.
-  TPB_CUDA_CHECK(cudaFuncSetAttribute(mla_decode_split_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                      static_cast<int>(smem)));
   // Head groups vary fastest: the groups of one split run side by side and the second read of
   // the same cache rows comes from L2.
-  const dim3 grid(static_cast<unsigned>(p.groups), static_cast<unsigned>(p.splits), static_cast<unsigned>(shape.batch));
-  mla_decode_split_kernel<<<grid, kThreads, smem, stream>>>(
+  const dim3 grid(static_cast<unsigned>(g.groups), static_cast<unsigned>(p.splits), static_cast<unsigned>(shape.batch));
+  mla_decode_split_kernel<<<grid, g.threads, g.smem, stream>>>(
       q, cache, seq_lens, static_cast<int>(shape.heads), static_cast<int>(shape.kv_lora), static_cast<int>(shape.rope),
-      shape.max_len, p.splits, p.chunk, scale, w.o, w.m, w.l);
+      shape.max_len, p.splits, p.chunk, scale, g.row_tiles, g.stride, w.o, w.m, w.l);
   TPB_CUDA_CHECK_LAUNCH();
   mla_decode_merge_kernel<<<static_cast<unsigned>(shape.batch * shape.heads), kMergeThreads, 0, stream>>>(
       w.o, w.m, w.l, static_cast<int>(shape.kv_lora), p.splits, o_lat);
