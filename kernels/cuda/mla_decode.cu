@@ -1,14 +1,14 @@
 // Absorbed-MLA decode attention over the latent KV cache (tpb/kernels/gpu/mla_decode.h), on
 // the tensor cores (mma.sync m16n8k16, bf16 in, fp32 accumulate).
 //
-// Pass 1, one CTA per (group of up to 64 heads, split, sequence). Every head of a sequence
+// Pass 1, one CTA per (group of up to 32 heads, split, sequence). Every head of a sequence
 // attends over the same cache rows (MQA-style), so the heads are the MMA's M dimension: the
-// CTA streams 32-row tiles of the cache through shared memory (cp.async, three stages) and
-// each tile serves all its heads, read from HBM once. Warps come in pairs per 16-head row
-// tile: for the scores S = Q C^T each warp of a pair takes 16 of the tile's 32 keys; the two
-// trade their row maxima and their probabilities through shared memory, and for O = P C_lat
-// each takes half of the latent columns over all 32 keys. A running max and sum per head
-// give the unnormalised fp32 partial output of the split's key range.
+// CTA streams 64-row tiles of the cache through shared memory (cp.async, double-buffered)
+// and each tile serves all its heads, read from HBM once. Four warps share each 16-head row
+// tile: for the scores S = Q C^T each takes 16 of the tile's 64 keys; they trade their row
+// maxima and their probabilities through shared memory, and for O = P C_lat each takes a
+// quarter of the latent columns over all 64 keys. A running max and sum per head give the
+// unnormalised fp32 partial output of the split's key range.
 // Pass 2, one CTA per (sequence, head): merges the splits in split order.
 //
 // Precision: P enters the second MMA as bf16 hi + lo (P = hi + lo to about 2^-17 relative),
@@ -34,18 +34,19 @@ namespace tpb::gpu {
 
 namespace {
 
-constexpr int kTileKeys = 32;                      // cache rows per pipeline stage, 16 per warp of a pair
-constexpr int kStages = 3;                         // cp.async pipeline depth
-constexpr int kMaxRowTiles = 4;                    // 16-head MMA row tiles per CTA: up to 64 heads
-constexpr int kMaxThreads = kMaxRowTiles * 2 * 32;  // a warp pair per row tile
+constexpr int kSlices = 4;                          // warps per 16-head row tile
+constexpr int kTileKeys = 16 * kSlices;             // cache rows per pipeline stage, 16 per warp
+constexpr int kStages = 2;                          // cp.async pipeline depth
+constexpr int kMaxRowTiles = 2;                     // 16-head MMA row tiles per CTA: up to 32 heads
+constexpr int kMaxThreads = kMaxRowTiles * kSlices * 32;
 constexpr int kMaxKvLora = 512;
 constexpr int kMaxRope = 128;
-constexpr int kMaxColTiles = kMaxKvLora / 16;      // 8-column output tiles per warp (half the latent)
+constexpr int kMaxColTiles = kMaxKvLora / (8 * kSlices);  // 8-column output tiles per warp
 constexpr int kMaxSplits = 256;
 constexpr int kMergeThreads = 256;
 
 // Shared-memory geometry of one shape. Rows are padded with zeros: to 16 columns for the
-// score MMA's K steps, to 32 latent columns so that each warp of a pair owns whole pairs of
+// score MMA's K steps, to 16 * kSlices latent columns so that each warp owns whole pairs of
 // 8-column tiles, plus 8 columns so that consecutive rows start 16 bytes apart modulo 128
 // (ldmatrix without bank conflicts).
 struct Geometry {
@@ -53,7 +54,7 @@ struct Geometry {
   int groups = 1;     // head groups (CTAs per split and sequence)
   int row = 0;        // kv_lora + rope
   int row_pad = 0;    // row rounded up to 16
-  int lora_pad = 0;   // kv_lora rounded up to 32
+  int lora_pad = 0;   // kv_lora rounded up to 16 * kSlices
   int stride = 0;     // shared row stride, bf16
   int threads = 64;
   std::size_t smem = 0;
@@ -80,12 +81,12 @@ Geometry make_geometry(const MlaDecodeShape& s) {
   Geometry g;
   const int tiles = static_cast<int>((s.heads + 15) / 16);
   g.groups = (tiles + kMaxRowTiles - 1) / kMaxRowTiles;
-  g.row_tiles = (tiles + g.groups - 1) / g.groups;  // balanced: 5 tiles run as 3 + 2, not 4 + 1
+  g.row_tiles = (tiles + g.groups - 1) / g.groups;  // balanced: 3 tiles run as 2 + 1
   g.row = static_cast<int>(s.kv_lora + s.rope);
   g.row_pad = round_up(g.row, 16);
-  g.lora_pad = round_up(static_cast<int>(s.kv_lora), 32);
+  g.lora_pad = round_up(static_cast<int>(s.kv_lora), 16 * kSlices);
   g.stride = std::max(g.row_pad, g.lora_pad) + 8;
-  g.threads = g.row_tiles * 64;
+  g.threads = g.row_tiles * kSlices * 32;
   g.smem = static_cast<std::size_t>(g.row_tiles * 16 + kStages * kTileKeys) * g.stride * 2;
   return g;
 }
@@ -182,8 +183,8 @@ __device__ __forceinline__ std::uint32_t pack_bf16x2(__nv_bfloat16 lo, __nv_bflo
 
 // Fragment layouts (PTX ISA, mma.m16n8k16): lane L holds accumulator rows L/4 and L/4 + 8,
 // columns 2(L%4) and 2(L%4) + 1 of each 8-column tile; the A fragment of a 16x16 block is the
-// accumulators of its two 8-column halves, so the scores become the second MMA's A operand
-// in registers.
+// accumulators of its two 8-column halves, so a warp's scores become its part of the second
+// MMA's A operand in registers, and the other warps' parts are the same registers of theirs.
 __global__ void __launch_bounds__(kMaxThreads, 1)
     mla_decode_split_kernel(const __nv_bfloat16* __restrict__ q, const __nv_bfloat16* __restrict__ cache,
                             const std::int32_t* __restrict__ seq_lens, int heads, int kv_lora, int rope,
@@ -196,13 +197,13 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
   const int b = blockIdx.z;
   const int row = kv_lora + rope;
   const int row_pad = (row + 15) & ~15;
-  const int lora_pad = (kv_lora + 31) & ~31;
+  const int lora_pad = (kv_lora + 16 * kSlices - 1) / (16 * kSlices) * (16 * kSlices);
   const int tid = threadIdx.x;
   const int nthreads = blockDim.x;
   const int lane = tid & 31;
   const int warp = tid >> 5;
-  const int rt = warp >> 1;    // this warp's row tile (heads g0 + 16 rt ..)
-  const int half = warp & 1;   // scores: keys 16 half ..; output: latent columns half * lora_pad / 2 ..
+  const int rt = warp / kSlices;     // this warp's row tile (heads g0 + 16 rt ..)
+  const int slice = warp % kSlices;  // scores: keys 16 slice ..; output: latent columns slice * lora_pad / kSlices ..
   const int quad_row = lane >> 2;
   const int quad_col = 2 * (lane & 3);
 
@@ -223,8 +224,8 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
   extern __shared__ __align__(16) unsigned char smem[];
   __nv_bfloat16* q_s = reinterpret_cast<__nv_bfloat16*>(smem);  // [cta_heads][stride]
   __nv_bfloat16* c_s = q_s + static_cast<std::size_t>(cta_heads) * stride;  // [kStages][kTileKeys][stride]
-  __shared__ float pair_s[kMaxRowTiles][2][16];                 // row maxima, then the sums
-  __shared__ uint4 p_s[kMaxRowTiles][2][2][32];                 // [tile][half][hi, lo][lane] P fragments
+  __shared__ float slice_s[kMaxRowTiles][kSlices][16];          // row maxima, then the sums
+  __shared__ uint4 p_s[kMaxRowTiles][kSlices][2][32];           // [tile][slice][hi, lo][lane] P fragments
 
   // Queries; heads past the end and columns past the row are zero (their results are dropped).
   const int vecs = stride / 8;  // 16-byte vectors per shared row
@@ -262,8 +263,8 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
     cp_async_commit();  // empty groups too: the wait count stays uniform
   }
 
-  const int col_tiles = lora_pad / 16;  // this warp's 8-column output tiles
-  const int col0 = half * (lora_pad / 2);
+  const int col_tiles = lora_pad / (8 * kSlices);  // this warp's 8-column output tiles
+  const int col0 = slice * (lora_pad / kSlices);
   const int mi = lane >> 3, r8 = lane & 7;  // ldmatrix: which 8x8 matrix this lane addresses, which row
   const std::uint32_t q_addr = smem_addr(q_s + (rt * 16 + (mi & 1) * 8 + r8) * stride + (mi >> 1) * 8);
   float acc[kMaxColTiles][4];
@@ -282,24 +283,43 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
     const __nv_bfloat16* tile = c_s + static_cast<std::size_t>(it % kStages) * kTileKeys * stride;
     const std::int64_t t0 = start + static_cast<std::int64_t>(it) * kTileKeys;
 
-    // Scores of this warp's 16 keys (two 8-key column tiles) for its 16 heads.
-    float s[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
+    // Scores of this warp's 16 keys (two 8-key column tiles) for its 16 heads. Even and odd
+    // K steps go to separate accumulators, two dependency chains instead of one, added at
+    // the end (a fixed order, the same in every call).
+    float s[2][4];
     {
-      const std::uint32_t k_addr = smem_addr(tile + (half * 16 + (mi >> 1) * 8 + r8) * stride + (mi & 1) * 8);
-      for (int k = 0; k < row_pad; k += 16) {
-        std::uint32_t a[4], kb[4];
-        ldmatrix_x4(q_addr + k * 2, a);
-        ldmatrix_x4(k_addr + k * 2, kb);
-        mma_bf16(s[0], a, kb[0], kb[1]);
-        mma_bf16(s[1], a, kb[2], kb[3]);
+      float se[2][4] = {}, so[2][4] = {};
+      const std::uint32_t k_addr = smem_addr(tile + (slice * 16 + (mi >> 1) * 8 + r8) * stride + (mi & 1) * 8);
+      int k = 0;
+      for (; k + 16 < row_pad; k += 32) {
+        std::uint32_t a0[4], kb0[4], a1[4], kb1[4];
+        ldmatrix_x4(q_addr + k * 2, a0);
+        ldmatrix_x4(k_addr + k * 2, kb0);
+        ldmatrix_x4(q_addr + (k + 16) * 2, a1);
+        ldmatrix_x4(k_addr + (k + 16) * 2, kb1);
+        mma_bf16(se[0], a0, kb0[0], kb0[1]);
+        mma_bf16(se[1], a0, kb0[2], kb0[3]);
+        mma_bf16(so[0], a1, kb1[0], kb1[1]);
+        mma_bf16(so[1], a1, kb1[2], kb1[3]);
       }
+      if (k < row_pad) {
+        std::uint32_t a0[4], kb0[4];
+        ldmatrix_x4(q_addr + k * 2, a0);
+        ldmatrix_x4(k_addr + k * 2, kb0);
+        mma_bf16(se[0], a0, kb0[0], kb0[1]);
+        mma_bf16(se[1], a0, kb0[2], kb0[3]);
+      }
+#pragma unroll
+      for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) s[nt][e] = se[nt][e] + so[nt][e];
     }
     float tile_max[2] = {-INFINITY, -INFINITY};
 #pragma unroll
     for (int nt = 0; nt < 2; ++nt)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        const std::int64_t key = t0 + half * 16 + nt * 8 + quad_col + (e & 1);
+        const std::int64_t key = t0 + slice * 16 + nt * 8 + quad_col + (e & 1);
         s[nt][e] = key < end ? s[nt][e] * scale : -INFINITY;
         tile_max[e >> 1] = fmaxf(tile_max[e >> 1], s[nt][e]);
       }
@@ -309,17 +329,19 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
       tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 2));
     }
     if ((lane & 3) == 0) {
-      pair_s[rt][half][quad_row] = tile_max[0];
-      pair_s[rt][half][quad_row + 8] = tile_max[1];
+      slice_s[rt][slice][quad_row] = tile_max[0];
+      slice_s[rt][slice][quad_row + 8] = tile_max[1];
     }
     __syncthreads();
 
-    // Both warps of the pair see the same maximum (fmaxf commutes), hence the same m_run and
-    // corrections; the tile's first key is valid, so m_new is finite.
+    // Every warp of the row tile takes the maximum over the slices in slice order, so all
+    // hold the same m_run and corrections; the tile's first key is valid, so m_new is finite.
     float corr[2];
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      const float m_new = fmaxf(m_run[r], fmaxf(tile_max[r], pair_s[rt][half ^ 1][quad_row + 8 * r]));
+      float m_new = m_run[r];
+#pragma unroll
+      for (int w = 0; w < kSlices; ++w) m_new = fmaxf(m_new, slice_s[rt][w][quad_row + 8 * r]);
       corr[r] = expf(m_run[r] - m_new);  // exp(-inf) = 0 on the first tile
       m_run[r] = m_new;
     }
@@ -339,8 +361,8 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
       }
 #pragma unroll
     for (int r = 0; r < 2; ++r) l_run[r] = l_run[r] * corr[r] + sum[r];
-    p_s[rt][half][0][lane] = make_uint4(hi[0], hi[1], hi[2], hi[3]);
-    p_s[rt][half][1][lane] = make_uint4(lo[0], lo[1], lo[2], lo[3]);
+    p_s[rt][slice][0][lane] = make_uint4(hi[0], hi[1], hi[2], hi[3]);
+    p_s[rt][slice][1][lane] = make_uint4(lo[0], lo[1], lo[2], lo[3]);
 #pragma unroll
     for (int t = 0; t < kMaxColTiles; ++t) {
       acc[t][0] *= corr[0];
@@ -350,9 +372,9 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
     }
     __syncthreads();
 
-    // O += P C_lat over the tile's 32 keys: K step ks holds the keys of warp half ks.
+    // O += P C_lat over the tile's keys: K step ks holds the keys (and the P) of slice ks.
 #pragma unroll
-    for (int ks = 0; ks < 2; ++ks) {
+    for (int ks = 0; ks < kSlices; ++ks) {
       const uint4 h4 = p_s[rt][ks][0][lane], l4 = p_s[rt][ks][1][lane];
       const std::uint32_t ph[4] = {h4.x, h4.y, h4.z, h4.w}, pl[4] = {l4.x, l4.y, l4.z, l4.w};
       const std::uint32_t v_addr = smem_addr(tile + (ks * 16 + (mi & 1) * 8 + r8) * stride + col0 + (mi >> 1) * 8);
@@ -384,7 +406,7 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
       }
     }
   }
-  // Sums: over the quad's columns, then half 0's keys plus half 1's, in that order.
+  // Sums: over the quad's columns, then over the slices' keys in slice order.
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     l_run[r] += __shfl_xor_sync(0xffffffffu, l_run[r], 1);
@@ -392,17 +414,20 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
   }
   __syncthreads();  // the last tile's maxima are read
   if ((lane & 3) == 0) {
-    pair_s[rt][half][quad_row] = l_run[0];
-    pair_s[rt][half][quad_row + 8] = l_run[1];
+    slice_s[rt][slice][quad_row] = l_run[0];
+    slice_s[rt][slice][quad_row + 8] = l_run[1];
   }
   __syncthreads();
-  if (half == 0 && (lane & 3) == 0) {
+  if (slice == 0 && (lane & 3) == 0) {
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       const int g = rt * 16 + quad_row + 8 * r;
+      float l = 0.0f;
+#pragma unroll
+      for (int w = 0; w < kSlices; ++w) l += slice_s[rt][w][quad_row + 8 * r];
       if (g0 + g < heads) {
         m_part[part_row0 + static_cast<std::size_t>(g) * splits] = m_run[r];
-        l_part[part_row0 + static_cast<std::size_t>(g) * splits] = l_run[r] + pair_s[rt][1][quad_row + 8 * r];
+        l_part[part_row0 + static_cast<std::size_t>(g) * splits] = l;
       }
     }
   }
