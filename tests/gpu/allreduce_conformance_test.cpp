@@ -425,7 +425,14 @@ TEST_P(CustomAllreduce, FallsBackToNcclAboveMaxBytesAndSaysWhy) {
     std::vector<std::uint8_t> want;
     auto got = reduce_once(comm, world, bs.rank(), 3, 1 << 20, DType::bf16, true, false, 0, 0, stream, &want);
     expect_matches(got, want, 1 << 20, DType::bf16, 0, "2 MiB through the fallback");
-    EXPECT_NE(comm.fallback_reason().find("exceeds the registered buffer"), std::string::npos) << comm.fallback_reason();
+    EXPECT_NE(comm.fallback_reason().find("1 message(s) exceeded the registered buffer"), std::string::npos)
+        << comm.fallback_reason();
+    // A message that fits runs on the custom kernels, and the reason keeps counting only the
+    // one that did not (it once kept saying "using nccl" for every later call).
+    auto small = reduce_once(comm, world, bs.rank(), 4, 1 << 10, DType::bf16, true, false, 0, 0, stream, &want);
+    expect_matches(small, want, 1 << 10, DType::bf16, 0, "2 KiB on the custom kernels");
+    EXPECT_TRUE(comm.custom_path_for(std::size_t{1} << 11));
+    EXPECT_NE(comm.fallback_reason().find("1 message(s)"), std::string::npos) << comm.fallback_reason();
     comm.barrier();
     TPB_CUDA_CHECK(cudaStreamDestroy(stream));
   }));

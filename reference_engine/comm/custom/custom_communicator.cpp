@@ -3,6 +3,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <cstring>
 #include <sstream>
 
@@ -45,7 +46,7 @@ CustomAllreduceCommunicator::CustomAllreduceCommunicator(AllreduceAlgo algo, Boo
 void CustomAllreduceCommunicator::init_custom(Bootstrap& bootstrap, const CommOptions& options) {
   TPB_CUDA_CHECK(cudaSetDevice(device_));
   if (!allreduce_world_supported(size_)) {
-    fallback_reason_ = "world size " + std::to_string(size_) + " has no custom kernel (2, 4, 6, 8): using nccl";
+    unavailable_reason_ = "world size " + std::to_string(size_) + " has no custom kernel (2, 4, 6, 8): using nccl";
     return;  // every rank sees the same size, so every rank decides the same
   }
   buffer_bytes_ = (std::max<std::size_t>(options.max_bytes, 16) + 15) / 16 * 16;
@@ -129,7 +130,7 @@ void CustomAllreduceCommunicator::init_custom(Bootstrap& bootstrap, const CommOp
   const std::vector<std::string> verdicts = bootstrap.all_gather(local_problem);
   for (int r = 0; r < size_; ++r) {
     if (!verdicts[r].empty()) {
-      fallback_reason_ = "rank " + std::to_string(r) + ": " + verdicts[r] + ": using nccl";
+      unavailable_reason_ = "rank " + std::to_string(r) + ": " + verdicts[r] + ": using nccl";
       release_ipc();
       return;
     }
@@ -205,9 +206,10 @@ void CustomAllreduceCommunicator::all_reduce_with(AllreduceAlgo algo, const void
   const std::size_t bytes = count * dtype_size(dtype);
   if (!custom_path_for(bytes)) {
 #if TPB_HAVE_NCCL
-    if (custom_ok_)
-      fallback_reason_ = "message of " + std::to_string(bytes) + " bytes exceeds the registered buffer of " +
-                         std::to_string(buffer_bytes_) + " bytes: using nccl";
+    if (custom_ok_) {
+      ++size_fallbacks_;
+      largest_fallback_bytes_ = std::max(largest_fallback_bytes_, bytes);
+    }
     nccl_->all_reduce(in, out, count, dtype, stream);
     return;
 #endif
@@ -219,6 +221,14 @@ void CustomAllreduceCommunicator::all_reduce_with(AllreduceAlgo algo, const void
   a.count = count;
   a.dtype = dtype;
   launch_custom_allreduce(algo, a, stream);
+}
+
+std::string CustomAllreduceCommunicator::fallback_reason() const {
+  if (!custom_ok_) return unavailable_reason_;
+  if (size_fallbacks_ == 0) return {};
+  return std::to_string(size_fallbacks_) + " message(s) exceeded the registered buffer of " +
+         std::to_string(buffer_bytes_) + " bytes (largest " + std::to_string(largest_fallback_bytes_) +
+         " bytes): those ran on nccl";
 }
 
 void CustomAllreduceCommunicator::all_gather(const void* in, void* out, std::size_t count_per_rank, DType dtype,

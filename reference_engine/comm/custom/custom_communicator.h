@@ -39,7 +39,10 @@ class CustomAllreduceCommunicator final : public Communicator {
   std::string name() const override;
   // IPC allocation (signal + 2 x max_bytes) plus the fallback NCCL communicator's memory.
   std::size_t memory_bytes() const override;
-  std::string fallback_reason() const override { return fallback_reason_; }
+  // Why the custom path is off (set at construction, never cleared), else how many messages
+  // since construction were too large for the registered buffer and ran on NCCL; empty when
+  // every message ran on the custom kernels.
+  std::string fallback_reason() const override;
 
   // The same allreduce with an explicit algorithm (auto picks per message size).
   void all_reduce_with(AllreduceAlgo algo, const void* in, void* out, std::size_t count, DType dtype, void* stream);
@@ -62,7 +65,9 @@ class CustomAllreduceCommunicator final : public Communicator {
   int device_ = 0;
   std::unique_ptr<NcclCommunicator> nccl_;
   bool custom_ok_ = false;
-  std::string fallback_reason_;    // why the custom path is off, or the last size fallback
+  std::string unavailable_reason_;       // why the custom path is off (custom_ok_ false)
+  std::size_t size_fallbacks_ = 0;       // messages above buffer_bytes_ that ran on NCCL
+  std::size_t largest_fallback_bytes_ = 0;
   std::size_t buffer_bytes_ = 0;   // capacity of one data half, bytes
   std::size_t alloc_bytes_ = 0;    // this rank's IPC allocation, bytes
   void* local_alloc_ = nullptr;    // this rank's allocation (signal at offset 0)
