@@ -185,10 +185,22 @@ def engine_table(records, mode):
     return table
 
 
+def largest_batch(rec, kv_tokens):
+    """The most sequences of this case's context (prompt plus decode steps, the plan's
+    requested_tokens / batch) that kv_tokens hold: the largest batch x seq_len that fits."""
+    plan = rec.get("plan") or {}
+    batch = rio.param(rec, "batch_size")
+    requested = plan.get("requested_tokens")
+    if not (rio.is_number(kv_tokens) and rio.is_number(requested) and rio.is_number(batch)
+            and batch > 0 and requested > 0):
+        return None
+    return int(kv_tokens // (requested / batch))
+
+
 def memory_table(records):
     terms = [t for t in rio.MEMORY_TERMS]
     table = Table(["case_id", "backend", "mem_fraction", "rank", "source", "feasible",
-                   "KV tokens"] + [f"{rio.MEMORY_TERM_LABELS[t]} GiB" for t in terms])
+                   "KV tokens", "max batch"] + [f"{rio.MEMORY_TERM_LABELS[t]} GiB" for t in terms])
     for rec in records:
         plan = rec.get("plan") or {}
         planned = rio.plan_breakdown(rec)
@@ -199,11 +211,13 @@ def memory_table(records):
         feasible = plan.get("feasible")
         css = "warn" if feasible is False else ""
         if planned:
-            table.add(base + ["all", "plan", text(feasible), num(plan.get("max_tokens"))]
+            table.add(base + ["all", "plan", text(feasible), num(plan.get("max_tokens")),
+                              num(largest_batch(rec, plan.get("max_tokens")))]
                       + [gib(planned.get(t)) for t in terms], css)
         for rank in sorted(measured, key=str):
             bd = measured[rank]["breakdown"]
-            table.add(base + [rank, "measured", None, num(rio.measured_kv_tokens(rec))]
+            kv = rio.measured_kv_tokens(rec)
+            table.add(base + [rank, "measured", None, num(kv), num(largest_batch(rec, kv))]
                       + [gib(bd.get(t)) for t in terms])
     return table
 

@@ -200,6 +200,16 @@ class Accessors(unittest.TestCase):
         self.assertEqual(got, {"comm_buffers": gib, "weights": 10 * gib, "kv_cache": 8 * gib,
                                "activations": 3 * gib})
 
+    def test_largest_batch_from_kv_tokens_and_case_context(self):
+        import tables
+        # A case of batch 64 asking for 64 x (8192 + 13) tokens: 1,000,000 KV tokens hold 121
+        # such sequences; without the plan's request or the batch there is no answer.
+        rec = {"params": {"batch_size": 64}, "plan": {"requested_tokens": 64 * 8205}}
+        self.assertEqual(tables.largest_batch(rec, 1_000_000), 121)
+        self.assertEqual(tables.largest_batch(rec, 8204), 0)
+        self.assertIsNone(tables.largest_batch(rec, None))
+        self.assertIsNone(tables.largest_batch({"params": {"batch_size": 64}, "plan": {}}, 10))
+
     def test_empty_rank_memory_is_no_measurement(self):
         self.assertEqual(self.rio.measured_memory({"memory": [{}, {}]}), {})
 
