@@ -156,6 +156,27 @@ std::string kv_verdict(double total_bytes, double avail_bytes, double mem_fracti
   return os.str();
 }
 
+KvPoolSize size_kv_pool(double total_bytes, double avail_bytes, double mem_fraction, std::int64_t cell_bytes,
+                        std::int64_t requested_tokens) {
+  TPB_INPUT_CHECK(mem_fraction > 0.0 && mem_fraction <= 1.0,
+                  "mem_fraction: expected a value in (0, 1], got " << mem_fraction);
+  TPB_INPUT_CHECK(requested_tokens >= 0, "tokens: expected >= 0, got " << requested_tokens);
+  KvPoolSize k;
+  k.total_bytes = total_bytes;
+  k.avail_bytes = avail_bytes;
+  k.mem_fraction = mem_fraction;
+  k.cell_bytes = cell_bytes;
+  k.requested_tokens = requested_tokens;
+  k.rest_bytes = kv_rest_bytes(total_bytes, avail_bytes, mem_fraction);
+  k.max_tokens = kv_max_tokens(total_bytes, avail_bytes, mem_fraction, cell_bytes);
+  k.feasible = k.max_tokens >= std::max<std::int64_t>(1, requested_tokens);
+  k.min_mem_fraction = kv_min_mem_fraction(total_bytes, avail_bytes, cell_bytes, 1);
+  k.min_mem_fraction_requested =
+      requested_tokens > 0 ? kv_min_mem_fraction(total_bytes, avail_bytes, cell_bytes, requested_tokens) : 0.0;
+  k.verdict = kv_verdict(total_bytes, avail_bytes, mem_fraction, cell_bytes, requested_tokens);
+  return k;
+}
+
 MemoryPlan plan_memory(const PlanInput& in) {
   TPB_INPUT_CHECK(in.mem_fraction > 0.0 && in.mem_fraction <= 1.0,
                   "mem_fraction: expected a value in (0, 1], got " << in.mem_fraction);
@@ -180,14 +201,14 @@ MemoryPlan plan_memory(const PlanInput& in) {
   p.avail_bytes = p.total_bytes - p.weights.bytes_per_rank;
   const double total = static_cast<double>(p.total_bytes), avail = static_cast<double>(p.avail_bytes);
   p.slack_bytes = total * (1.0 - in.mem_fraction);
-  p.rest_bytes = kv_rest_bytes(total, avail, in.mem_fraction);
   p.kv_cell_bytes = kv_cell_bytes(config, in.kv_dtype_bytes);
-  p.max_tokens = kv_max_tokens(total, avail, in.mem_fraction, p.kv_cell_bytes);
+  const KvPoolSize pool = size_kv_pool(total, avail, in.mem_fraction, p.kv_cell_bytes, in.requested_tokens);
+  p.rest_bytes = pool.rest_bytes;
+  p.max_tokens = pool.max_tokens;
   p.kv_cache_bytes = p.max_tokens * p.kv_cell_bytes;
-  p.feasible = p.max_tokens >= std::max<std::int64_t>(1, in.requested_tokens);
-  p.min_mem_fraction = kv_min_mem_fraction(total, avail, p.kv_cell_bytes, 1);
-  p.min_mem_fraction_requested =
-      in.requested_tokens > 0 ? kv_min_mem_fraction(total, avail, p.kv_cell_bytes, in.requested_tokens) : 0.0;
+  p.feasible = pool.feasible;
+  p.min_mem_fraction = pool.min_mem_fraction;
+  p.min_mem_fraction_requested = pool.min_mem_fraction_requested;
 
   std::int64_t graph_pool_batch = 0;
   for (std::int64_t bs : in.graph_batch_sizes) {
@@ -241,7 +262,7 @@ MemoryPlan plan_memory(const PlanInput& in) {
   p.assumptions.push_back("activation and graph-pool models are upper-bound sketches of one layer's live "
                           "intermediates (planner.h); allocator fragmentation is not counted");
 
-  p.verdict = kv_verdict(total, avail, in.mem_fraction, p.kv_cell_bytes, in.requested_tokens);
+  p.verdict = pool.verdict;
   if (!p.slack_fits) {
     p.verdict += " Warning: the slack " + gib(p.slack_bytes) + " is smaller than the CUDA-graph pool + activation peak (" +
                  gib(static_cast<double>(p.slack_needed_bytes)) + "); mem_fraction <= " +

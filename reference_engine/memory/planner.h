@@ -96,6 +96,26 @@ std::int64_t kv_max_tokens(double total_bytes, double avail_bytes, double mem_fr
 // Returns a value > 1 when no fraction works (avail < tokens * cell).
 double kv_min_mem_fraction(double total_bytes, double avail_bytes, std::int64_t cell_bytes, std::int64_t tokens);
 
+// The KV pool one rank sizes at start-up from its two free-memory readings: the formula,
+// whether it holds the requested tokens, and the verdict sentence. plan_memory (predicted
+// readings) and the GPU engine (cudaMemGetInfo readings, GpuEngineOptions::mem_fraction) both
+// size through this one function, so a plan and a measured pool differ only by the readings.
+struct KvPoolSize {
+  double total_bytes = 0;             // free before weights: the formula's `total`
+  double avail_bytes = 0;             // free after weights: the formula's `avail`
+  double mem_fraction = 0;            // mem_fraction_static, in (0, 1]
+  std::int64_t cell_bytes = 0;        // KV bytes per token, all layers, one rank (kv_cell_bytes)
+  std::int64_t requested_tokens = 0;  // tokens the caller needs; 0 = at least one
+  double rest_bytes = 0;              // avail - total * (1 - mem_fraction); may be negative
+  std::int64_t max_tokens = 0;        // floor(rest / cell); 0 when rest <= 0
+  bool feasible = false;              // max_tokens >= max(1, requested_tokens)
+  double min_mem_fraction = 0;        // smallest fraction giving >= 1 token (> 1: none does)
+  double min_mem_fraction_requested = 0;  // smallest giving requested_tokens (0 when none requested)
+  std::string verdict;                // kv_verdict's sentence
+};
+KvPoolSize size_kv_pool(double total_bytes, double avail_bytes, double mem_fraction, std::int64_t cell_bytes,
+                        std::int64_t requested_tokens);
+
 struct MemoryPlan {
   PlanInput input;                        // what was planned
   std::int64_t gpu_total_bytes = 0;       // device total
