@@ -3,8 +3,10 @@
 #include "reference_engine/gpu/gpu_engine.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <optional>
+#include <sstream>
 #include <string>
 
 #include "reference_engine/gpu/kv_cache_write.h"
@@ -30,6 +32,25 @@ namespace {
 using bf16 = __nv_bfloat16;
 using synthetic::InitKind;
 constexpr std::size_t kBf16 = sizeof(bf16);
+
+void check_mem_fraction(double f) {
+  TPB_INPUT_CHECK(f == 0 || (f > 0 && f <= 1),
+                  "gpu engine: mem_fraction must be 0 (exact KV cache) or in (0, 1], got " << f);
+}
+
+// cudaMemGetInfo of the current device: free bytes; *total_out gets the device total.
+std::int64_t device_free_bytes(std::int64_t* total_out) {
+  std::size_t free_bytes = 0, total_bytes = 0;
+  TPB_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+  *total_out = static_cast<std::int64_t>(total_bytes);
+  return static_cast<std::int64_t>(free_bytes);
+}
+
+std::string gib_text(double bytes) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.2f GiB", bytes / static_cast<double>(kGiB));
+  return buf;
+}
 
 kernels::RopeParams rope_params(const ModelConfig& c) {
   kernels::RopeParams p;
@@ -232,8 +253,11 @@ GpuEngine::GpuEngine(const ModelConfig& config, Shard shard, Communicator& comm,
   TPB_INPUT_CHECK(options_.max_batch > 0 && options_.max_len > 0,
                   "gpu engine: max_batch (" << options_.max_batch << ") and max_len (" << options_.max_len
                                             << ") must be positive");
+  check_mem_fraction(options_.mem_fraction);
   if (options_.max_prefill_tokens <= 0) options_.max_prefill_tokens = options_.max_batch * options_.max_len;
   max_tokens_ = std::max(options_.max_batch, options_.max_prefill_tokens);
+  // The formula's `total`: free device memory before anything of the engine's, weights included.
+  free_before_weights_ = device_free_bytes(&device_total_bytes_);
 
   const ModelConfig& c = config_;
   const std::int64_t H = c.hidden_size, heads_all = c.num_attention_heads, qk = c.qk_head_dim();
@@ -245,8 +269,11 @@ GpuEngine::GpuEngine(const ModelConfig& config, Shard shard, Communicator& comm,
   impl_ = std::make_unique<Impl>();
   Impl& m = *impl_;
 
-  // Weights, in load_model_weights' order.
-  DeviceLoader load(weights, stream_);
+  // Weights, in load_model_weights' order. The loader's staging buffer is freed before the
+  // weights are measured and the KV pool sized: it is not part of the model's footprint.
+  std::optional<DeviceLoader> loader;
+  loader.emplace(weights, stream_);
+  DeviceLoader& load = *loader;
   auto bf16_tensor = [&](const WeightRequest& r) {
     bf16* p = m.alloc<bf16>(r.rows() * r.cols());
     load.bf16_block(r, p);
@@ -311,6 +338,7 @@ GpuEngine::GpuEngine(const ModelConfig& config, Shard shard, Communicator& comm,
                   ? m.embed
                   : bf16_tensor(rows_req("lm_head.weight", c.vocab_size, H, dims_.vocab_begin, dims_.vocab));
   TPB_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  loader.reset();
   weight_bytes_ = m.bytes - before;
   if (options_.on_phase) options_.on_phase("after_weights");
 
@@ -320,7 +348,50 @@ GpuEngine::GpuEngine(const ModelConfig& config, Shard shard, Communicator& comm,
   attention_scale_ = static_cast<float>(c.attention_scale());
 
   inv_freq_host_ = table.inv_freq;
-  allocate_buffers();
+  try {
+    allocate_buffers();
+  } catch (...) {
+    // An infeasible pool is an expected outcome (the caller records it): leave nothing behind.
+    impl_.reset();
+    cudaStreamDestroy(stream_);
+    stream_ = nullptr;
+    throw;
+  }
+}
+
+// The KV cache: exact (max_batch x max_len tokens) or the serving formula's pool, from
+// readings taken now. Returns the pool's tokens; throws KvPoolInfeasible.
+std::int64_t GpuEngine::size_kv_pool_now() {
+  const std::int64_t requested = options_.max_batch * options_.max_len;
+  const std::int64_t avail = device_free_bytes(&device_total_bytes_);
+  // Constructor: the weights' footprint as measured (everything between the two readings).
+  // Later resizes: a server restarted with what is alive now would read total = avail + it.
+  if (weights_footprint_bytes_ < 0) weights_footprint_bytes_ = free_before_weights_ - avail;
+  const std::int64_t total = avail + weights_footprint_bytes_;
+  const std::int64_t cell = kv_cell_bytes(config_, static_cast<std::int64_t>(kBf16));
+  if (options_.mem_fraction == 0) {
+    kv_pool_ = KvPoolSize{};
+    kv_pool_.total_bytes = static_cast<double>(total);
+    kv_pool_.avail_bytes = static_cast<double>(avail);
+    kv_pool_.cell_bytes = cell;
+    kv_pool_.requested_tokens = requested;
+    kv_pool_.max_tokens = requested;
+    kv_pool_.feasible = true;
+    return requested;
+  }
+  kv_pool_ = size_kv_pool(static_cast<double>(total), static_cast<double>(avail), options_.mem_fraction, cell, requested);
+  if (!kv_pool_.feasible) {
+    int device = -1;
+    cudaGetDevice(&device);
+    std::ostringstream os;
+    os << "gpu engine: the KV cache of max_batch " << options_.max_batch << " x max_len " << options_.max_len << " = "
+       << requested << " tokens (" << cell << " B each) does not fit the pool mem_fraction " << options_.mem_fraction
+       << " leaves (cudaMemGetInfo on device " << device << ": " << gib_text(static_cast<double>(total))
+       << " free before the weights, " << gib_text(static_cast<double>(avail)) << " free after them, "
+       << gib_text(static_cast<double>(device_total_bytes_)) << " device total). " << kv_pool_.verdict;
+    throw KvPoolInfeasible(os.str(), kv_pool_);
+  }
+  return kv_pool_.max_tokens;
 }
 
 void GpuEngine::allocate_buffers() {
@@ -334,7 +405,13 @@ void GpuEngine::allocate_buffers() {
   m.target = &m.buffer_allocations;
   if (options_.on_phase) options_.on_phase("before_buffers");
   const std::size_t before_kv = m.bytes;
-  m.cache = m.alloc<bf16>(L * options_.max_batch * options_.max_len * width);
+  kv_pool_tokens_ = 0;
+  const std::int64_t pool_tokens = size_kv_pool_now();
+  // Layer l's [max_batch, max_len, width] cache starts at l * max_batch * max_len rows of the
+  // pool, whatever its size: the layout of the exact cache. Tokens past L x max_batch x
+  // max_len rows are held, unused, as a server holds the pages no request has taken yet.
+  m.cache = m.alloc<bf16>(pool_tokens * L * width);
+  kv_pool_tokens_ = pool_tokens;
   kv_bytes_ = m.bytes - before_kv;
   if (options_.on_phase) options_.on_phase("after_kv");
 
@@ -507,8 +584,10 @@ void GpuEngine::resize(std::int64_t max_batch, std::int64_t max_len, std::int64_
   TPB_INPUT_CHECK(max_batch > 0 && max_len > 0 && max_prefill_tokens > 0,
                   "gpu engine resize: sizes must be positive (" << max_batch << ", " << max_len << ", "
                                                                << max_prefill_tokens << ")");
+  // A pool is re-derived every time: the free memory may have changed (another backend's
+  // buffers), as it would for a server started now.
   if (max_batch == options_.max_batch && max_len == options_.max_len &&
-      max_prefill_tokens == options_.max_prefill_tokens)
+      max_prefill_tokens == options_.max_prefill_tokens && options_.mem_fraction == 0 && kv_pool_.mem_fraction == 0)
     return;
   drop_graphs();
   synchronize();
@@ -530,6 +609,11 @@ void GpuEngine::resize(std::int64_t max_batch, std::int64_t max_len, std::int64_
   }
   batch_ = length_ = last_tokens_ = 0;
   logits_valid_ = false;
+}
+
+void GpuEngine::set_mem_fraction(double mem_fraction) {
+  check_mem_fraction(mem_fraction);
+  options_.mem_fraction = mem_fraction;
 }
 
 void GpuEngine::set_communicator(Communicator& comm) {

@@ -12,7 +12,14 @@
 // absorbed form over the latent KV cache, as the CPU engine's automatic mode does.
 //
 // Everything is allocated at construction (KV cache for max_batch x max_len, activations for
-// max(max_batch, max_prefill_tokens) tokens), so steps do not allocate. With cuda_graph the
+// max(max_batch, max_prefill_tokens) tokens), so steps do not allocate. With mem_fraction > 0
+// the KV cache is sized as a serving engine sizes it (ARCHITECTURE.md, "Memory planner"): one
+// pool of size_kv_pool(total, avail, mem_fraction, cell).max_tokens tokens, from cudaMemGetInfo
+// readings (total = free before the weights, avail = free right before the pool), the same
+// function the planner predicts with; the per-layer caches are carved from the pool's start in
+// exactly the layout of the exact-size cache (max_len fixes the decode split-K partition, so
+// the logits do not depend on the pool's size, which changes with the communicator's buffers).
+// A pool too small for max_batch x max_len throws KvPoolInfeasible with the planner's sentence. With cuda_graph the
 // decode step of each batch size runs eagerly once (cuBLASLt picks and caches its algorithms),
 // is captured on its second call, and replayed from then on; inputs (token ids, positions,
 // sequence lengths) live in fixed device buffers written before every launch. A replay runs
@@ -27,10 +34,13 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "reference_engine/comm/communicator.h"
 #include "reference_engine/config/model_config.h"
+#include "reference_engine/memory/planner.h"
 #include "reference_engine/model/model_weights.h"
 #include "reference_engine/weights/weight_source.h"
 
@@ -46,6 +56,21 @@ struct GpuEngineOptions {
   // between them: "after_weights" (constructor), then on every (re)allocation of the step
   // buffers "before_buffers", "after_kv" (KV cache) and "after_buffers" (activations, workspaces).
   std::function<void(const char* phase)> on_phase;
+  // KV sizing. 0: the cache holds exactly max_batch x max_len tokens. In (0, 1]: the serving
+  // formula's pool (see above); every resize() re-derives it from fresh readings, as a server
+  // restarted with the communicators now alive would.
+  double mem_fraction = 0;
+};
+
+// The KV pool is smaller than max_batch x max_len tokens: what() is one sentence (the
+// planner's verdict on the measured readings, and the readings); size() has the numbers.
+class KvPoolInfeasible : public std::runtime_error {
+ public:
+  KvPoolInfeasible(const std::string& what, KvPoolSize size) : std::runtime_error(what), size_(std::move(size)) {}
+  const KvPoolSize& size() const { return size_; }
+
+ private:
+  KvPoolSize size_;
 };
 
 struct GpuEngineStats {
@@ -94,6 +119,8 @@ class GpuEngine {
   void set_communicator(Communicator& comm);
   // Turns CUDA-graph decode on or off (graphs already captured are kept for later use).
   void set_cuda_graph(bool on) { options_.cuda_graph = on; }
+  // The KV sizing of the next resize() (GpuEngineOptions::mem_fraction: 0 or in (0, 1]).
+  void set_mem_fraction(double mem_fraction);
   const GpuEngineOptions& options() const { return options_; }
 
   // Starts `batch` sequences whose first `tokens` cache rows (every layer) hold synthetic
@@ -116,7 +143,13 @@ class GpuEngine {
   const ModelConfig& config() const { return config_; }
   Shard shard() const { return shard_; }
   std::size_t weight_bytes() const { return weight_bytes_; }
-  std::size_t kv_cache_bytes() const { return kv_bytes_; }
+  std::size_t kv_cache_bytes() const { return kv_bytes_; }  // the whole pool (exact: the case's cache)
+  // KV tokens the pool holds: max_batch x max_len when exact, the formula's max_tokens else.
+  std::int64_t kv_pool_tokens() const { return kv_pool_tokens_; }
+  // The last sizing: the readings (total, avail, bytes), cell_bytes and requested_tokens
+  // always; with mem_fraction > 0 also the formula's rest, max_tokens, verdict.
+  const KvPoolSize& kv_pool_size() const { return kv_pool_; }
+  std::int64_t device_total_bytes() const { return device_total_bytes_; }  // cudaMemGetInfo total
   std::size_t activation_bytes() const { return activation_bytes_; }  // activations + workspaces
   const GpuEngineStats& stats() const { return stats_; }
   // The allreduce sizes (elements, bf16) of one step over `tokens` tokens, in call order: what
@@ -134,6 +167,7 @@ class GpuEngine {
   void ffn(std::int64_t layer, std::int64_t tokens, bool grouped);
   void all_reduce_bf16(__nv_bfloat16* buf, std::int64_t tokens);
   void allocate_buffers();
+  std::int64_t size_kv_pool_now();
   void drop_graphs();
 
   ModelConfig config_;
@@ -153,6 +187,11 @@ class GpuEngine {
   float rope_factor_ = 1.0f;
   std::vector<float> inv_freq_host_;
   std::size_t weight_bytes_ = 0, kv_bytes_ = 0, activation_bytes_ = 0;
+  // KV sizing readings: free before the weights (constructor), and what the weights took of
+  // it measured (free before - free before the first pool): at a resize, total = free now + this.
+  std::int64_t free_before_weights_ = 0, weights_footprint_bytes_ = -1, device_total_bytes_ = 0;
+  KvPoolSize kv_pool_;
+  std::int64_t kv_pool_tokens_ = 0;
   GpuEngineStats stats_;
   mutable bool logits_valid_ = false;
   mutable std::vector<float> logits_;

@@ -23,6 +23,7 @@
 #include <nlohmann/json.hpp>
 
 #include "fork_group.h"
+#include "gpu_test_support.h"
 #include "reference_engine/comm/factory.h"
 #include "reference_engine/config/model_config.h"
 #include "reference_engine/gpu/gpu_engine.h"
@@ -42,26 +43,6 @@ namespace fs = std::filesystem;
 // activation is rounded to bf16 (relative error 2^-9 each), through 3 layers of ~10 GEMMs;
 // the policy's budget is 2e-2 and it is not loosened here.
 constexpr double kBf16RelL2 = 2e-2;
-
-// One rank on one device: the collectives are copies. Asynchronous on the stream, so a CUDA
-// graph captures them like any other backend's.
-class DeviceSingleRankCommunicator final : public Communicator {
- public:
-  void all_reduce(const void* in, void* out, std::size_t count, DType dtype, void* stream) override {
-    if (in != out)
-      TPB_CUDA_CHECK(cudaMemcpyAsync(out, in, count * dtype_size(dtype), cudaMemcpyDeviceToDevice,
-                                     static_cast<cudaStream_t>(stream)));
-  }
-  void all_gather(const void* in, void* out, std::size_t count, DType dtype, void* stream) override {
-    TPB_CUDA_CHECK(cudaMemcpyAsync(out, in, count * dtype_size(dtype), cudaMemcpyDeviceToDevice,
-                                   static_cast<cudaStream_t>(stream)));
-  }
-  void barrier() override { TPB_CUDA_CHECK(cudaDeviceSynchronize()); }
-  int rank() const override { return 0; }
-  int size() const override { return 1; }
-  std::string name() const override { return "device-single"; }
-  std::size_t memory_bytes() const override { return 0; }
-};
 
 std::vector<std::int64_t> test_tokens(std::int64_t count, std::int64_t vocab, std::uint64_t salt) {
   std::vector<std::int64_t> t(count);

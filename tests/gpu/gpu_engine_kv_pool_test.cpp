@@ -1,0 +1,205 @@
+// GpuEngineOptions::mem_fraction on one GPU (issue 6, item 3): the engine sizes its KV cache
+// as a serving engine does, with the planner's own function (size_kv_pool):
+//   the pool is the formula on the engine's cudaMemGetInfo readings, and those readings are
+//     the device's (taken here around the engine, within the allocator's rounding);
+//   the logits are bitwise those of the exact-size cache (same layout, same max_len, so the
+//     same split-K partition), after a resize too;
+//   a fraction too small throws KvPoolInfeasible with the planner's sentence, leaves nothing
+//     allocated, and the engine sizes again at a fraction that fits.
+// The fractions are chosen from the engine's own readings to leave a small pool (256 MiB past
+// the case), so a GPU shared with other tests keeps its memory; a test allocating on the same
+// GPU at the same moment can move the device-side cross-checks (64 MiB slack), not the formula.
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "gpu_test_support.h"
+#include "reference_engine/config/model_config.h"
+#include "reference_engine/gpu/gpu_engine.h"
+#include "reference_engine/memory/planner.h"
+#include "reference_engine/weights/weight_source.h"
+#include "tests/unit/engine_test_support.h"
+
+namespace tpb::test {
+namespace {
+
+constexpr std::int64_t kBatch = 2, kMaxLen = 16, kPrefill = 9, kDecodeSteps = 4;
+constexpr double kReadingSlackBytes = 64.0 * (1 << 20);  // allocator rounding, handles, lazy module loads
+
+GpuEngineOptions case_options(double mem_fraction) {
+  GpuEngineOptions o;
+  o.max_batch = kBatch;
+  o.max_len = kMaxLen;
+  o.max_prefill_tokens = kBatch * kPrefill;
+  o.mem_fraction = mem_fraction;
+  return o;
+}
+
+// Prefill kPrefill tokens per sequence, then kDecodeSteps decode steps: every step's logits
+// as their bits, concatenated.
+std::vector<std::uint32_t> run_case(GpuEngine& e) {
+  const std::int64_t V = e.config().vocab_size;
+  std::vector<std::int64_t> prompt(kBatch * kPrefill);
+  for (std::size_t i = 0; i < prompt.size(); ++i) prompt[i] = static_cast<std::int64_t>(mix(i) % V);
+  std::vector<std::uint32_t> bits;
+  auto append = [&] {
+    const std::vector<float>& l = e.logits();
+    const std::size_t at = bits.size();
+    bits.resize(at + l.size());
+    std::memcpy(bits.data() + at, l.data(), l.size() * sizeof(float));
+  };
+  e.prefill(prompt, kBatch);
+  append();
+  for (std::int64_t s = 0; s < kDecodeSteps; ++s) {
+    std::vector<std::int64_t> step(kBatch);
+    for (std::int64_t b = 0; b < kBatch; ++b) step[b] = static_cast<std::int64_t>(mix(1000 + s * kBatch + b) % V);
+    e.decode(step);
+    append();
+  }
+  return bits;
+}
+
+std::int64_t free_bytes() {
+  std::size_t free_b = 0, total_b = 0;
+  TPB_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+  return static_cast<std::int64_t>(free_b);
+}
+
+// The pool is the formula on the engine's readings, holds the case, and is what it allocated.
+void expect_formula_pool(const GpuEngine& e, double f, std::int64_t cell, const std::string& when) {
+  const KvPoolSize& k = e.kv_pool_size();
+  EXPECT_EQ(k.mem_fraction, f) << when;
+  EXPECT_EQ(k.cell_bytes, cell) << when;
+  EXPECT_EQ(k.requested_tokens, e.options().max_batch * e.options().max_len) << when;
+  EXPECT_EQ(e.kv_pool_tokens(), kv_max_tokens(k.total_bytes, k.avail_bytes, f, cell)) << when;
+  EXPECT_EQ(e.kv_pool_tokens(), k.max_tokens) << when;
+  EXPECT_GE(e.kv_pool_tokens(), e.options().max_batch * e.options().max_len) << when;
+  EXPECT_EQ(e.kv_cache_bytes(), static_cast<std::size_t>(e.kv_pool_tokens() * cell)) << when;
+}
+
+TEST(GpuEngineKvPool, PoolIsTheServingFormulaAndLogitsMatchTheExactCache) {
+  TPB_REQUIRE_GPU();
+  const ModelConfig config = load_model_config_by_name(preset("small-dsv3"));
+  DeviceSingleRankCommunicator comm;
+  auto weights = make_synthetic_weights(1234);
+  const std::int64_t cell = kv_cell_bytes(config, 2), need = kBatch * kMaxLen;
+  ASSERT_EQ(cell, 144 * 4 * 2);  // (128 + 16) x 4 layers x bf16
+
+  // The exact cache: the reference logits, and readings to choose the fractions from.
+  std::vector<std::uint32_t> exact;
+  KvPoolSize readings;
+  {
+    GpuEngine e(config, Shard{0, 1}, comm, *weights, case_options(0));
+    EXPECT_EQ(e.kv_pool_tokens(), need);
+    EXPECT_EQ(e.kv_cache_bytes(), static_cast<std::size_t>(need * cell));
+    exact = run_case(e);
+    readings = e.kv_pool_size();
+  }
+  ASSERT_GT(readings.total_bytes, readings.avail_bytes) << "the weights took no device memory?";
+  const std::int64_t extra = (std::int64_t{256} << 20) / cell;
+  const double f = kv_min_mem_fraction(readings.total_bytes, readings.avail_bytes, cell, need + extra);
+  ASSERT_GT(f, 0.0);
+  ASSERT_LT(f, 1.0);
+
+  const std::int64_t free_before = free_bytes();
+  GpuEngine e(config, Shard{0, 1}, comm, *weights, case_options(f));
+  const std::int64_t free_after = free_bytes();
+  expect_formula_pool(e, f, cell, "constructed");
+  // The readings are the device's: total = free before the engine; avail = free after it plus
+  // what it allocated after the reading (the pool and the step buffers; activation_bytes also
+  // counts the GEMM workspace, allocated before the weights, so it is within the slack).
+  const KvPoolSize& k = e.kv_pool_size();
+  EXPECT_NEAR(k.total_bytes, static_cast<double>(free_before), kReadingSlackBytes);
+  const double avail_seen = static_cast<double>(free_after) + static_cast<double>(e.kv_cache_bytes()) +
+                            static_cast<double>(e.activation_bytes());
+  EXPECT_NEAR(k.avail_bytes, avail_seen, kReadingSlackBytes);
+  // The formula recomputed from this test's own readings gives the same pool within them.
+  const std::int64_t recomputed = kv_max_tokens(static_cast<double>(free_before), avail_seen, f, cell);
+  EXPECT_NEAR(static_cast<double>(e.kv_pool_tokens()), static_cast<double>(recomputed),
+              2 * kReadingSlackBytes / static_cast<double>(cell));
+  // About the 256 MiB past the case it was sized for (same weights, same device).
+  EXPECT_NEAR(static_cast<double>(e.kv_pool_tokens()), static_cast<double>(need + extra),
+              kReadingSlackBytes / static_cast<double>(cell));
+
+  EXPECT_TRUE(same(run_case(e), exact)) << "pool at mem_fraction " << f << " vs the exact cache";
+
+  // resize re-derives the pool (fresh readings, the same fraction) and keeps the layout.
+  e.resize(1, kMaxLen, kPrefill);
+  expect_formula_pool(e, f, cell, "resized to batch 1");
+  e.resize(kBatch, kMaxLen, kBatch * kPrefill);
+  expect_formula_pool(e, f, cell, "resized back");
+  EXPECT_TRUE(same(run_case(e), exact)) << "pool after two resizes vs the exact cache";
+}
+
+TEST(GpuEngineKvPool, TooSmallAFractionThrowsThePlannersSentence) {
+  TPB_REQUIRE_GPU();
+  const ModelConfig config = load_model_config_by_name(preset("small-dsv3"));
+  DeviceSingleRankCommunicator comm;
+  auto weights = make_synthetic_weights(1234);
+  const std::int64_t cell = kv_cell_bytes(config, 2), need = kBatch * kMaxLen;
+
+  std::vector<std::uint32_t> exact;
+  KvPoolSize readings;
+  {
+    GpuEngine e(config, Shard{0, 1}, comm, *weights, case_options(0));
+    exact = run_case(e);
+    readings = e.kv_pool_size();
+  }
+  // A quarter of the smallest fraction that gives one token: rest = avail - total (1 - f)
+  // is about -3/4 of what the engine takes before its pool (weights, GEMM workspace), tens
+  // of MiB below zero, far outside the readings' noise.
+  const double f_one = kv_min_mem_fraction(readings.total_bytes, readings.avail_bytes, cell, 1);
+  const double f_small = f_one / 4;
+  ASSERT_GT(f_small, 0.0);
+  const double f_fits = kv_min_mem_fraction(readings.total_bytes, readings.avail_bytes, cell,
+                                            need + (std::int64_t{256} << 20) / cell);
+
+  auto expect_sentence = [&](const KvPoolInfeasible& err, const std::string& when) {
+    const std::string what = err.what();
+    EXPECT_NE(what.find("max_batch 2 x max_len 16 = 32 tokens"), std::string::npos) << when << ": " << what;
+    EXPECT_NE(what.find("Not enough memory"), std::string::npos) << when << ": " << what;
+    EXPECT_NE(what.find("no KV token fits"), std::string::npos) << when << ": " << what;
+    EXPECT_NE(what.find("gives the requested 32"), std::string::npos) << when << ": " << what;
+    EXPECT_NE(what.find("device total"), std::string::npos) << when << ": " << what;
+    // The sentence is the planner's on the engine's readings.
+    const KvPoolSize& k = err.size();
+    EXPECT_FALSE(k.feasible) << when;
+    EXPECT_EQ(k.max_tokens, 0) << when;
+    EXPECT_LT(k.rest_bytes, 0.0) << when;
+    EXPECT_EQ(k.verdict, kv_verdict(k.total_bytes, k.avail_bytes, f_small, cell, need)) << when;
+    EXPECT_NE(what.find(k.verdict), std::string::npos) << when;
+    EXPECT_GT(k.min_mem_fraction_requested, f_small) << when;
+    EXPECT_LT(k.min_mem_fraction_requested, 1.0) << when;
+  };
+
+  // At construction: the throw leaves no device memory behind (weights and stream freed).
+  const std::int64_t free_before = free_bytes();
+  try {
+    GpuEngine e(config, Shard{0, 1}, comm, *weights, case_options(f_small));
+    ADD_FAILURE() << "mem_fraction " << f_small << " built a pool of " << e.kv_pool_tokens() << " tokens";
+  } catch (const KvPoolInfeasible& err) {
+    expect_sentence(err, "constructor");
+  }
+  EXPECT_NEAR(static_cast<double>(free_bytes()), static_cast<double>(free_before), 16.0 * (1 << 20));
+
+  // At a resize: the engine stays usable and sizes again at a fraction that fits.
+  GpuEngine e(config, Shard{0, 1}, comm, *weights, case_options(f_fits));
+  e.set_mem_fraction(f_small);
+  try {
+    e.resize(kBatch, kMaxLen, kBatch * kPrefill);
+    ADD_FAILURE() << "resize at mem_fraction " << f_small << " built a pool of " << e.kv_pool_tokens() << " tokens";
+  } catch (const KvPoolInfeasible& err) {
+    expect_sentence(err, "resize");
+  }
+  e.set_mem_fraction(f_fits);
+  e.resize(kBatch, kMaxLen, kBatch * kPrefill);
+  expect_formula_pool(e, f_fits, cell, "after the infeasible resize");
+  EXPECT_TRUE(same(run_case(e), exact)) << "after an infeasible resize";
+}
+
+}  // namespace
+}  // namespace tpb::test
