@@ -22,7 +22,10 @@ std::optional<CasePlan> plan_engine_case(const Scenario& s, const Case& c, const
   in.quant = Quantization::bf16;
   in.gpu_total_bytes = gpu.total_bytes;
   in.cuda_context_bytes = gpu.cuda_context_bytes;
-  in.mem_fraction = p.value("mem_fraction", 0.9);
+  // The GPU engine sizes its KV cache from the case's mem_fraction when it has one (a pool of
+  // max_tokens) and allocates exactly the case's cache otherwise (planned at the default).
+  const bool pooled = p.contains("mem_fraction") && p["mem_fraction"].is_number();
+  in.mem_fraction = pooled ? p["mem_fraction"].get<double>() : 0.9;
   in.allreduce = p.value("allreduce", std::string("nccl"));
   in.requested_tokens = batch * capacity;
   if (decode && p.value("cuda_graph", false)) in.graph_batch_sizes = {batch};
@@ -52,9 +55,11 @@ std::optional<CasePlan> plan_engine_case(const Scenario& s, const Case& c, const
               {"slack_fits", plan.slack_fits},
               {"verdict", plan.verdict},
               {"breakdown",
-               {{"weights", plan.weights.bytes_per_rank},
-                {"comm_buffers", plan.comm.total()},
-                {"kv_cache", plan.kv_cell_bytes * in.requested_tokens}}}};
+               {{"weights", plan.weights.bytes_per_rank}, {"comm_buffers", plan.comm.total()}}}};
+  if (pooled)
+    out.plan["breakdown"]["kv_pool"] = plan.kv_cache_bytes;  // max_tokens x cell
+  else
+    out.plan["breakdown"]["kv_cache"] = plan.kv_cell_bytes * in.requested_tokens;
   return out;
 }
 

@@ -8,8 +8,10 @@
 //   max_tokens, feasible, verdict, mem_fraction, allreduce, requested_tokens, min_mem_fraction,
 //   min_mem_fraction_requested, total/avail/rest bytes, kv_cell_bytes, gpu, source, and a
 //   breakdown of the terms the engine allocates per rank for this case: weights (bf16, the
-//   text model: tpbench's engine loads no vision tower), comm_buffers, kv_cache (the case's
-//   own cache, cell x batch x capacity), which plan_matches_measured compares with the meter.
+//   text model: tpbench's engine loads no vision tower), comm_buffers, and kv_pool (max_tokens
+//   x cell: the pool the engine sizes from the case's mem_fraction, GpuEngineOptions) or, for
+//   a case without mem_fraction, kv_cache (the case's own cache, cell x batch x capacity);
+//   plan_matches_measured compares them with the meter, and max_tokens with the engine's pool.
 #pragma once
 
 #include <cstdint>

@@ -186,6 +186,15 @@ json case_record_from_ranks(const Scenario& s, const Case& c, const std::vector<
   r["metrics"] = metrics;  // per rank: workload-specific numbers and self-checks
   r["latency"] = latency_summary(samples, s.measure.repetitions);
   r["throughput"] = throughput(s, c, r["latency"]);
+  // A rank that found the case infeasible as measured (the GPU engine's KV pool on the
+  // device's real free memory) says so in its result: recorded as an infeasible plan is.
+  r["status"] = "ok";
+  for (const auto& rank : ranks)
+    if (rank.contains("infeasible") && rank["infeasible"].is_string()) {
+      r["status"] = "infeasible";
+      r["error"] = rank["infeasible"];
+      break;
+    }
   return r;
 }
 
@@ -320,9 +329,8 @@ RunSummary run_scenario(const Scenario& s, const std::vector<Case>& cases, const
         wall_s = run.wall_s;
         record["wall_s"] = run.wall_s;
         if (run.ok) {
-          record.update(case_record_from_ranks(s, c, run.ranks));
+          record.update(case_record_from_ranks(s, c, run.ranks));  // status ok, or infeasible as measured
           if (plan) record["plan"] = plan->plan;  // the serving plan (its breakdown: the same terms)
-          record["status"] = "ok";
         } else {
           record["status"] = "failed";
           record["error"] = run.error;

@@ -48,7 +48,8 @@ RunSummary run_scenario(const Scenario& scenario, const std::vector<Case>& cases
 // over the per-iteration maximum across ranks (a TP step ends when its slowest rank does).
 nlohmann::json latency_summary(const std::vector<std::vector<double>>& samples_us_per_rank, int repetitions);
 
-// One record from the launcher's answer (ranks' JSON as in suite/workload.h).
+// One record from the launcher's answer (ranks' JSON as in suite/workload.h). Its status is
+// "ok", or "infeasible" with the first infeasible rank's sentence as error.
 nlohmann::json case_record_from_ranks(const Scenario& scenario, const Case& c,
                                       const std::vector<nlohmann::json>& ranks);
 

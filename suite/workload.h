@@ -22,6 +22,8 @@
 //   metrics      object   workload-specific numbers (bytes, tokens/s, comm share, ...)
 //   comm         object   backend, memory_bytes, fallback_reason
 //   outputs      object   optional: name -> small float array for tolerance checks
+//   infeasible   string   optional: the case cannot run as sized (e.g. the GPU engine's KV pool
+//                         does not hold it): the sentence; the record's status is "infeasible"
 #pragma once
 
 #include <map>

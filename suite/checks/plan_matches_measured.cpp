@@ -31,12 +31,29 @@ CheckResult PlanMatchesMeasuredCheck::evaluate(const std::vector<const json*>& g
   const json memory = r.value("memory", json());
   if (!memory.is_array() || memory.empty()) return {"skipped", "the record has no per-rank memory measurements"};
 
-  std::string compared, unmeasured;
+  std::string compared, unmeasured, failure;
   double worst_share = 0;
+  // One term on one rank, in bytes; `planned_text`/`measured_text` describe the two sides.
+  auto compare = [&](const std::string& term, std::size_t rank, double planned, double measured,
+                     const std::string& planned_text, const std::string& measured_text) {
+    const double budget = std::max(kPlanRelTolerance * std::abs(planned), double(kPlanAbsTolerance));
+    const double diff = measured - planned;
+    const double share = std::abs(diff) / budget;
+    if (share > 1.0) {
+      failure = "plan_matches_measured: term '" + term + "' on rank " + std::to_string(rank) + ": planned " +
+                planned_text + ", measured " + measured_text + ", difference " + mib(diff) + " exceeds the budget " +
+                mib(budget) + " (max of 2 % and 256 MiB); " + std::to_string(int(std::lround(100 * share))) +
+                " % of the budget";
+      return false;
+    }
+    worst_share = std::max(worst_share, share);
+    if (rank == 0) compared += (compared.empty() ? "" : ", ") + term + " " + planned_text + " vs " + measured_text;
+    return true;
+  };
+
   for (const auto& [term, planned_json] : plan["breakdown"].items()) {
     if (!planned_json.is_number()) continue;
     const double planned = planned_json.get<double>();
-    const double budget = std::max(kPlanRelTolerance * std::abs(planned), double(kPlanAbsTolerance));
     bool measured_somewhere = false;
     for (std::size_t rank = 0; rank < memory.size(); ++rank) {
       const json& m = memory[rank];
@@ -45,20 +62,44 @@ CheckResult PlanMatchesMeasuredCheck::evaluate(const std::vector<const json*>& g
         continue;
       measured_somewhere = true;
       const double measured = m["breakdown"][term].get<double>();
-      const double diff = measured - planned;
-      const double share = std::abs(diff) / budget;
-      if (share > 1.0)
-        return {"fail", "plan_matches_measured: term '" + term + "' on rank " + std::to_string(rank) +
-                            ": planned " + mib(planned) + ", measured " + mib(measured) + " (" +
-                            m.value("source", std::string("?")) + "), difference " + mib(diff) +
-                            " exceeds the budget " + mib(budget) + " (max of 2 % and 256 MiB); " +
-                            std::to_string(int(std::lround(100 * share))) + " % of the budget"};
-      worst_share = std::max(worst_share, share);
-      if (rank == 0)
-        compared += (compared.empty() ? "" : ", ") + term + " " + mib(planned) + " vs " + mib(measured);
+      if (!compare(term, rank, planned, measured, mib(planned),
+                   mib(measured) + " (" + m.value("source", std::string("?")) + ")"))
+        return {"fail", failure};
     }
     if (!measured_somewhere) unmeasured += (unmeasured.empty() ? "" : ", ") + term;
   }
+
+  // The KV pool in tokens: the plan's max_tokens against the pool each rank sized with the
+  // same formula on its own readings (memory[rank].kv_pool, a mem_fraction > 0 only), in
+  // bytes (x kv_cell_bytes) against the same budget.
+  if (plan.contains("max_tokens") && plan["max_tokens"].is_number() && plan.contains("kv_cell_bytes") &&
+      plan["kv_cell_bytes"].is_number()) {
+    const double cell = plan["kv_cell_bytes"].get<double>(), planned_tokens = plan["max_tokens"].get<double>();
+    bool measured_somewhere = false;
+    for (std::size_t rank = 0; rank < memory.size(); ++rank) {
+      const json pool = memory[rank].is_object() ? memory[rank].value("kv_pool", json()) : json();
+      if (!pool.is_object() || !pool.contains("tokens") || !pool["tokens"].is_number() ||
+          pool.value("mem_fraction", 0.0) <= 0)
+        continue;
+      measured_somewhere = true;
+      const double f_measured = pool["mem_fraction"].get<double>(), f_planned = plan.value("mem_fraction", -1.0);
+      if (std::abs(f_measured - f_planned) > 1e-12)
+        return {"fail", "plan_matches_measured: term 'kv_pool_tokens' on rank " + std::to_string(rank) +
+                            ": planned at mem_fraction " + std::to_string(f_planned) +
+                            ", but the engine sized its pool at " + std::to_string(f_measured)};
+      const double tokens = pool["tokens"].get<double>();
+      char planned_text[96], measured_text[160];
+      std::snprintf(planned_text, sizeof planned_text, "%.0f tokens (%s)", planned_tokens,
+                    mib(planned_tokens * cell).c_str());
+      std::snprintf(measured_text, sizeof measured_text, "%.0f tokens (%s; cudaMemGetInfo total %s, avail %s)", tokens,
+                    mib(tokens * cell).c_str(), mib(pool.value("total_bytes", 0.0)).c_str(),
+                    mib(pool.value("avail_bytes", 0.0)).c_str());
+      if (!compare("kv_pool_tokens", rank, planned_tokens * cell, tokens * cell, planned_text, measured_text))
+        return {"fail", failure};
+    }
+    if (!measured_somewhere) unmeasured += std::string(unmeasured.empty() ? "" : ", ") + "kv_pool_tokens";
+  }
+
   if (compared.empty())
     return {"skipped", "no planned term was measured (planned: " + unmeasured + ")"};
   char share[64];

@@ -243,6 +243,7 @@ CachedGpuEngine& gpu_engine_for(const json& case_spec, WorkerState& state, Commu
   if (it != cache.end()) {
     auto& ce = *static_cast<CachedGpuEngine*>(it->second.get());
     ce.engine->set_communicator(comm);
+    ce.engine->set_mem_fraction(sizes.mem_fraction);
     ce.engine->resize(sizes.max_batch, sizes.max_len, sizes.max_prefill_tokens);
     ce.engine->set_cuda_graph(sizes.cuda_graph);
     return ce;
@@ -270,6 +271,23 @@ CachedGpuEngine& gpu_engine_for(const json& case_spec, WorkerState& state, Commu
   CachedGpuEngine& ref = *cached;
   cache[key] = cached;
   return ref;
+}
+
+// A rank's KV pool as sized (GpuEngine::kv_pool_size): record.memory[rank].kv_pool, which
+// plan_matches_measured sets against the plan's max_tokens. tokens: what the formula gives
+// (held when feasible); bytes: the pool allocated (0 when infeasible).
+json kv_pool_json(const KvPoolSize& k, std::int64_t bytes) {
+  return {{"tokens", k.max_tokens},
+          {"bytes", bytes},
+          {"cell_bytes", k.cell_bytes},
+          {"requested_tokens", k.requested_tokens},
+          {"mem_fraction", k.mem_fraction},
+          {"total_bytes", k.total_bytes},
+          {"avail_bytes", k.avail_bytes},
+          {"rest_bytes", k.rest_bytes},
+          {"feasible", k.feasible},
+          {"source", k.mem_fraction > 0 ? "serving formula on cudaMemGetInfo readings"
+                                        : "exact: max_batch x max_len (no mem_fraction)"}};
 }
 
 // Device time of `fn` (queued on `stream`), microseconds, from events around it.
@@ -314,9 +332,43 @@ json run_gpu_engine_workload(const json& case_spec, WorkerState& state) {
   sizes.max_len = decode ? seq_len + 1 : seq_len;
   sizes.max_prefill_tokens = real_prefill ? batch * seq_len : batch;
   sizes.cuda_graph = cuda_graph;
-  CachedGpuEngine& ce = gpu_engine_for(case_spec, state, observed, tp, sizes);
-  GpuEngine& engine = *ce.engine;
+  // The KV cache is sized as a serving engine sizes it, from the case's mem_fraction (the
+  // scenario's default when it sweeps none); without one, exactly the case's cache.
+  if (params.contains("mem_fraction") && !params["mem_fraction"].is_null()) {
+    TPB_INPUT_CHECK(params["mem_fraction"].is_number(),
+                    "case_spec.params.mem_fraction: expected a number, got " << params["mem_fraction"].dump());
+    sizes.mem_fraction = params["mem_fraction"].get<double>();
+  }
   const json comm_json = {{"backend", comm.name()}, {"memory_bytes", comm.memory_bytes()}, {"fallback_reason", comm.fallback_reason()}};
+  CachedGpuEngine* cached = nullptr;
+  std::string infeasible;  // this rank's sentence when its pool does not hold the case
+  KvPoolSize infeasible_pool;
+  try {
+    cached = &gpu_engine_for(case_spec, state, observed, tp, sizes);
+  } catch (const KvPoolInfeasible& e) {
+    infeasible = e.what();
+    infeasible_pool = e.size();
+  }
+  if (sizes.mem_fraction > 0) {
+    // Each rank sized its pool from its own readings. The case runs only if every pool holds
+    // it: a rank that stopped here alone would leave the others waiting in a collective.
+    const std::vector<std::string> verdicts = state.bootstrap().all_gather(infeasible);
+    for (std::size_t r = 0; r < verdicts.size(); ++r) {
+      if (verdicts[r].empty()) continue;
+      const KvPoolSize& mine = cached != nullptr ? cached->engine->kv_pool_size() : infeasible_pool;
+      const std::int64_t bytes = cached != nullptr ? static_cast<std::int64_t>(cached->engine->kv_cache_bytes()) : 0;
+      return {{"rank", state.rank()},
+              {"infeasible", "rank " + std::to_string(r) + ": " + verdicts[r]},
+              {"latency_us", json::array()},
+              {"digests", json::object()},
+              {"memory", {{"source", "cudaMemGetInfo"}, {"kv_pool", kv_pool_json(mine, bytes)}}},
+              {"metrics", {{"mode", mode}}},
+              {"comm", comm_json}};
+    }
+  }
+  TPB_CHECK(cached != nullptr, "engine workload: no engine and no infeasible verdict");  // unreachable
+  CachedGpuEngine& ce = *cached;
+  GpuEngine& engine = *ce.engine;
 
   const auto seed = static_cast<std::uint64_t>(int_param(case_spec.value("model", json::object()), "seed", 1234, "model"));
   const std::int64_t V = ce.config.vocab_size;
@@ -448,16 +500,19 @@ json run_gpu_engine_workload(const json& case_spec, WorkerState& state) {
       if (phase != "source") memory[phase] = value;
   }
   json measured = json::object();
+  const bool pooled = engine.options().mem_fraction > 0;
   if (auto w = ce.built.growth("before_engine", "after_weights")) measured["weights"] = *w;
-  if (auto kv = ce.buffers.growth("before_buffers", "after_kv")) measured["kv_cache"] = *kv;
+  // A pool sized by the formula is the plan's kv_pool term; an exact cache its kv_cache term.
+  if (auto kv = ce.buffers.growth("before_buffers", "after_kv")) measured[pooled ? "kv_pool" : "kv_cache"] = *kv;
   if (auto act = ce.buffers.growth("after_kv", "after_buffers")) measured["activations"] = *act;
   memory["breakdown"] = measured;
+  memory["kv_pool"] = kv_pool_json(engine.kv_pool_size(), static_cast<std::int64_t>(engine.kv_cache_bytes()));
   return {{"rank", state.rank()},
           {"outputs", {{"logits", std::vector<float>(logits.begin(), logits.begin() + sample)}}},
           {"latency_us", latency_us},
           {"digests", {{"logits", fnv1a64_hex(logits.data(), logits.size() * sizeof(float))}}},
           {"memory", memory},
-          {"plan", memory_plan(ce.config, tp, Quantization::bf16, sizes.max_batch * sizes.max_len, 2)},
+          {"plan", memory_plan(ce.config, tp, Quantization::bf16, pooled ? 0 : sizes.max_batch * sizes.max_len, 2)},
           {"metrics",
            {{"mode", mode},
             {"tokens_per_step", tokens_per_step},
@@ -472,6 +527,7 @@ json run_gpu_engine_workload(const json& case_spec, WorkerState& state) {
             {"logits_rows", all_rows ? "all" : "last"},
             {"weight_bytes", engine.weight_bytes()},
             {"kv_cache_bytes", engine.kv_cache_bytes()},
+            {"kv_pool_tokens", engine.kv_pool_tokens()},
             {"activation_bytes", engine.activation_bytes()},
             {"allreduces_per_step", reduces_per_step},
             {"cuda_graph", cuda_graph},

@@ -1,7 +1,8 @@
 // Engine cases planned as a serving engine sizes its KV cache (suite/case_plan.h), on an H200
 // from the catalog: the 2-GPU decode sweep fits at its default fraction; a fraction too small
 // for the weights is infeasible with the planner's sentence; the custom allreduce costs KV
-// tokens against NCCL; the case's own KV cache is the breakdown's kv_cache term.
+// tokens against NCCL; the KV term is the pool the engine sizes from the case's mem_fraction
+// (kv_pool = max_tokens x cell), or the case's own cache (kv_cache) for a case without one.
 #include <gtest/gtest.h>
 
 #include <map>
@@ -25,7 +26,7 @@ Scenario decode_sweep() { return load_scenario(std::string(TPB_SOURCE_DIR) + "/s
 // Two H200s with every backend compiled in: the sweep as a 2-GPU machine expands it.
 MachineInfo two_gpus() { return {true, 2, {"shm", "nccl", "custom-oneshot", "custom-twoshot", "auto"}}; }
 
-TEST(CasePlan, DecodeSweepFitsAnH200PairAndTheKvTermIsTheCasesCache) {
+TEST(CasePlan, DecodeSweepFitsAnH200PairAndTheKvTermIsThePool) {
   const Scenario s = decode_sweep();
   const std::vector<Case> cases = expand_cases(s, two_gpus());
   for (const auto& c : cases) {
@@ -35,10 +36,27 @@ TEST(CasePlan, DecodeSweepFitsAnH200PairAndTheKvTermIsTheCasesCache) {
     const std::int64_t batch = c.params["batch_size"].get<std::int64_t>();
     const std::int64_t seq = c.params["seq_len"].get<std::int64_t>();
     EXPECT_EQ(p->plan["requested_tokens"].get<std::int64_t>(), batch * (seq + 1));
-    // 3 layers x 576 values x 2 bytes per token, whatever the TP (MLA's latent is not split).
-    EXPECT_EQ(p->plan["breakdown"]["kv_cache"].get<std::int64_t>(), 3 * 576 * 2 * batch * (seq + 1)) << c.label;
-    EXPECT_GE(p->plan["max_tokens"].get<std::int64_t>(), batch * (seq + 1));
+    // Every expanded case has a mem_fraction (the scenario's default 0.9): the engine sizes a
+    // pool of max_tokens cells of 3 layers x 576 values x 2 bytes (MLA's latent is not split).
+    ASSERT_TRUE(c.params.contains("mem_fraction")) << c.label;
+    const std::int64_t max_tokens = p->plan["max_tokens"].get<std::int64_t>();
+    EXPECT_EQ(p->plan["breakdown"]["kv_pool"].get<std::int64_t>(), 3 * 576 * 2 * max_tokens) << c.label;
+    EXPECT_FALSE(p->plan["breakdown"].contains("kv_cache")) << c.label;
+    EXPECT_GE(max_tokens, batch * (seq + 1));
   }
+}
+
+TEST(CasePlan, WithoutAFractionTheKvTermIsTheCasesCache) {
+  const Scenario s = decode_sweep();
+  Case c = expand_cases(s, two_gpus()).front();
+  c.params.erase("mem_fraction");
+  const auto p = plan_engine_case(s, c, h200());
+  ASSERT_TRUE(p);
+  const std::int64_t batch = c.params["batch_size"].get<std::int64_t>();
+  const std::int64_t seq = c.params["seq_len"].get<std::int64_t>();
+  EXPECT_EQ(p->plan["breakdown"]["kv_cache"].get<std::int64_t>(), 3 * 576 * 2 * batch * (seq + 1));
+  EXPECT_FALSE(p->plan["breakdown"].contains("kv_pool"));
+  EXPECT_EQ(p->plan["mem_fraction"].get<double>(), 0.9);  // planned at the default, for the verdict
 }
 
 TEST(CasePlan, TooSmallAFractionIsInfeasibleWithTheSentence) {

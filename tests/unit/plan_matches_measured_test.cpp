@@ -70,5 +70,58 @@ TEST(PlanMatchesMeasured, NothingToCompareIsSkippedNotPassed) {
   EXPECT_EQ(check.evaluate({&failed}).status, "skipped");
 }
 
+// A pool record: planned max_tokens of a 70272 B cell (Kimi-K2.5's, 61 layers) at fraction
+// 0.9, and each rank's measured pool.
+json pool_record(double tokens_rank0, double tokens_rank1, double measured_fraction = 0.9) {
+  json r = {{"case_id", "c2"}, {"status", "ok"}};
+  r["plan"] = {{"mem_fraction", 0.9}, {"max_tokens", 1000000}, {"kv_cell_bytes", 70272},
+               {"breakdown", {{"weights", 60 * GiB}}}};
+  auto rank = [&](double tokens) {
+    return json{{"source", "cudaMemGetInfo"},
+                {"breakdown", {{"weights", 60 * GiB}}},
+                {"kv_pool", {{"tokens", tokens}, {"mem_fraction", measured_fraction}, {"total_bytes", 130 * GiB},
+                             {"avail_bytes", 70 * GiB}}}};
+  };
+  r["memory"] = json::array({rank(tokens_rank0), rank(tokens_rank1)});
+  return r;
+}
+
+TEST(PlanMatchesMeasured, KvPoolTokensWithinBudgetPass) {
+  const PlanMatchesMeasuredCheck check;
+  // 1e6 tokens x 70272 B = 65.4 GiB planned: the budget is 2 % = 1.31 GiB = 20000 tokens.
+  const json r = pool_record(1000000 - 19000, 1000000 + 19000);
+  const CheckResult res = check.evaluate({&r});
+  EXPECT_EQ(res.status, "pass") << res.detail;
+  EXPECT_NE(res.detail.find("kv_pool_tokens 1000000 tokens"), std::string::npos) << res.detail;
+  EXPECT_NE(res.detail.find("981000 tokens"), std::string::npos) << res.detail;
+}
+
+TEST(PlanMatchesMeasured, KvPoolTokensOffByMoreThanTheBudgetFailNamingTheTerm) {
+  const PlanMatchesMeasuredCheck check;
+  const json r = pool_record(1000000, 1000000 - 21000);  // 21000 x 70272 B = 1.37 GiB > 1.31 GiB
+  const CheckResult res = check.evaluate({&r});
+  EXPECT_EQ(res.status, "fail");
+  EXPECT_NE(res.detail.find("term 'kv_pool_tokens' on rank 1"), std::string::npos) << res.detail;
+  EXPECT_NE(res.detail.find("measured 979000 tokens"), std::string::npos) << res.detail;
+}
+
+TEST(PlanMatchesMeasured, KvPoolAtAnotherFractionFails) {
+  const PlanMatchesMeasuredCheck check;
+  const json r = pool_record(1000000, 1000000, 0.8);
+  const CheckResult res = check.evaluate({&r});
+  EXPECT_EQ(res.status, "fail");
+  EXPECT_NE(res.detail.find("kv_pool_tokens"), std::string::npos) << res.detail;
+  EXPECT_NE(res.detail.find("mem_fraction"), std::string::npos) << res.detail;
+}
+
+TEST(PlanMatchesMeasured, ExactKvCacheIsNotComparedWithThePlannedPool) {
+  const PlanMatchesMeasuredCheck check;
+  json r = pool_record(64, 64);
+  for (auto& m : r["memory"]) m["kv_pool"]["mem_fraction"] = 0.0;  // exact cache: no formula
+  const CheckResult res = check.evaluate({&r});
+  EXPECT_EQ(res.status, "pass") << res.detail;
+  EXPECT_NE(res.detail.find("not measured: kv_pool_tokens"), std::string::npos) << res.detail;
+}
+
 }  // namespace
 }  // namespace tpb

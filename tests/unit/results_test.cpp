@@ -119,6 +119,27 @@ TEST(LatencySummary, MaxAcrossRanksPerIterationThenPercentiles) {
   EXPECT_TRUE(latency_summary({{}}, 1).is_null());
 }
 
+// A rank's result that says the case is infeasible as measured (the GPU engine's KV pool)
+// makes the record infeasible with that sentence; results without it make an ok record.
+TEST(CaseRecordFromRanks, InfeasibleRankMakesAnInfeasibleRecordWithItsSentence) {
+  Scenario s;
+  s.workload = "engine";
+  Case c;
+  c.params = {{"mode", "decode"}, {"batch_size", 2}, {"seq_len", 8}};
+  const json ok_rank = {{"rank", 0}, {"latency_us", {10.0, 12.0}}, {"memory", json::object()}};
+  const json ok = case_record_from_ranks(s, c, {ok_rank, ok_rank});
+  EXPECT_EQ(ok["status"], "ok");
+  EXPECT_FALSE(ok.contains("error"));
+  const std::string sentence = "rank 1: gpu engine: the KV cache ... Not enough memory: ...";
+  const json stopped = {{"rank", 0}, {"infeasible", sentence}, {"latency_us", json::array()},
+                        {"memory", {{"kv_pool", {{"tokens", 5}}}}}};
+  const json r = case_record_from_ranks(s, c, {stopped, stopped});
+  EXPECT_EQ(r["status"], "infeasible");
+  EXPECT_EQ(r["error"], sentence);
+  EXPECT_TRUE(r["latency"].is_null());
+  EXPECT_EQ(r["memory"][1]["kv_pool"]["tokens"], 5);  // the measured pool stays in the record
+}
+
 json record(const std::string& id, const std::string& backend, const std::string& digest, const std::string& status = "ok") {
   return {{"case_id", id}, {"status", status}, {"role", "sweep"}, {"workload", "allreduce"}, {"device", "cpu"},
           {"model", nullptr}, {"params", {{"tp", 2}, {"message_bytes", 1024}, {"allreduce", backend}}},
