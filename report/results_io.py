@@ -262,6 +262,7 @@ _ALIASES = {
     "activations": "activations", "activation": "activations",
     "activation_peak": "activations", "activations_peak": "activations",
     "kv_cache": "kv_cache", "kv": "kv_cache", "kvcache": "kv_cache",
+    "kv_pool": "kv_cache",  # the GPU engine's pool sized from mem_fraction
 }
 # Keys in a breakdown that are totals or limits, not a term that occupies memory.
 _NOT_TERMS = ("total", "avail", "free", "rest", "slack", "limit", "budget", "capacity",
@@ -381,6 +382,14 @@ def measured_memory(rec):
 
 
 def measured_kv_tokens(rec):
+    # The GPU engine's pool (memory[rank].kv_pool.tokens, sized from mem_fraction on its
+    # cudaMemGetInfo readings): the measured side of the plan's max_tokens.
+    memory = rec.get("memory")
+    if isinstance(memory, list) and memory and isinstance(memory[0], dict):
+        pool = memory[0].get("kv_pool")
+        if isinstance(pool, dict) and is_number(pool.get("tokens")) and is_number(pool.get("mem_fraction")) \
+                and pool["mem_fraction"] > 0:
+            return pool["tokens"]
     metrics = rec.get("metrics")
     if isinstance(metrics, list):
         metrics = metrics[0] if metrics else None
