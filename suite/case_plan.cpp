@@ -22,10 +22,12 @@ std::optional<CasePlan> plan_engine_case(const Scenario& s, const Case& c, const
   in.quant = Quantization::bf16;
   in.gpu_total_bytes = gpu.total_bytes;
   in.cuda_context_bytes = gpu.cuda_context_bytes;
-  // The GPU engine sizes its KV cache from the case's mem_fraction when it has one (a pool of
-  // max_tokens) and allocates exactly the case's cache otherwise (planned at the default).
-  const bool pooled = p.contains("mem_fraction") && p["mem_fraction"].is_number();
-  in.mem_fraction = pooled ? p["mem_fraction"].get<double>() : 0.9;
+  // The GPU engine sizes its KV cache from the case's mem_fraction when the scenario sweeps
+  // mem_fraction (a pool of max_tokens) and allocates exactly the case's cache otherwise
+  // (planned at the case's fraction, the default 0.9 when the scenario names none).
+  const bool has_fraction = p.contains("mem_fraction") && p["mem_fraction"].is_number();
+  const bool pooled = has_fraction && axis_written(s, "mem_fraction");
+  in.mem_fraction = has_fraction ? p["mem_fraction"].get<double>() : 0.9;
   in.allreduce = p.value("allreduce", std::string("nccl"));
   in.requested_tokens = batch * capacity;
   if (decode && p.value("cuda_graph", false)) in.graph_batch_sizes = {batch};

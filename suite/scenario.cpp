@@ -455,6 +455,7 @@ Scenario parse_scenario(const json& doc, const std::string& source, const Scenar
     const std::string path = "$.sweep." + axis;
     if (!sweep.contains(axis)) {
       a.values.push_back(default_axis_value(axis, s.device));
+      a.written = false;
     } else if (!sweep[axis].is_array()) {
       val.expected(path, "a list of values", sweep[axis]);
     } else if (sweep[axis].empty()) {
@@ -690,6 +691,12 @@ std::string resolve_scenario_path(const std::string& name_or_path) {
   TPB_INPUT_FAIL("scenario '" << name_or_path << "': no such file, and not found as scenarios/" << file
                               << (looked.empty() ? std::string(" (no scenarios/ folder in the working directory, $TPB_HOME or the source tree)")
                                                  : " (looked in: " + join(looked) + ")"));
+}
+
+bool axis_written(const Scenario& s, const std::string& axis) {
+  for (const Axis& a : s.axes)
+    if (a.name == axis) return a.written;
+  return false;
 }
 
 }  // namespace tpb

@@ -68,6 +68,7 @@ struct MeasureSpec {
 struct Axis {
   std::string name;
   std::vector<nlohmann::json> values;
+  bool written = true;  // false: the scenario leaves the axis out and values holds its default
 };
 
 struct Scenario {
@@ -96,6 +97,9 @@ struct ScenarioEnv {
   // with it. Unset: detected with tpb::visible_gpus().
   std::optional<bool> cuda_available;
 };
+
+// Whether the scenario's sweep names `axis` (rather than leaving it to its default).
+bool axis_written(const Scenario& s, const std::string& axis);
 
 // The axis names every scenario may sweep, and the ones only a workload has.
 const std::vector<std::string>& common_axis_names();

@@ -177,6 +177,10 @@ json case_spec(const Scenario& s, const Case& c) {
           {"workload", s.workload},
           {"device", s.device},
           {"params", c.params},
+          // A serving-style KV pool sized from mem_fraction only when the scenario sweeps
+          // mem_fraction; otherwise the engine allocates exactly the case's cache (and does not
+          // take most of the device from whatever else runs on it).
+          {"kv_pool", axis_written(s, "mem_fraction")},
           {"model", model},
           {"measure",
            {{"warmup", s.measure.warmup},

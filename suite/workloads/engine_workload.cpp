@@ -332,9 +332,9 @@ json run_gpu_engine_workload(const json& case_spec, WorkerState& state) {
   sizes.max_len = decode ? seq_len + 1 : seq_len;
   sizes.max_prefill_tokens = real_prefill ? batch * seq_len : batch;
   sizes.cuda_graph = cuda_graph;
-  // The KV cache is sized as a serving engine sizes it, from the case's mem_fraction (the
-  // scenario's default when it sweeps none); without one, exactly the case's cache.
-  if (params.contains("mem_fraction") && !params["mem_fraction"].is_null()) {
+  // The KV cache is sized as a serving engine sizes it, from the case's mem_fraction, when the
+  // scenario sweeps mem_fraction (case_spec.kv_pool); otherwise exactly the case's cache.
+  if (case_spec.value("kv_pool", false) && params.contains("mem_fraction") && !params["mem_fraction"].is_null()) {
     TPB_INPUT_CHECK(params["mem_fraction"].is_number(),
                     "case_spec.params.mem_fraction: expected a number, got " << params["mem_fraction"].dump());
     sizes.mem_fraction = params["mem_fraction"].get<double>();

@@ -2,7 +2,8 @@
 // from the catalog: the 2-GPU decode sweep fits at its default fraction; a fraction too small
 // for the weights is infeasible with the planner's sentence; the custom allreduce costs KV
 // tokens against NCCL; the KV term is the pool the engine sizes from the case's mem_fraction
-// (kv_pool = max_tokens x cell), or the case's own cache (kv_cache) for a case without one.
+// (kv_pool = max_tokens x cell) when the scenario sweeps mem_fraction, else the case's own
+// cache (kv_cache).
 #include <gtest/gtest.h>
 
 #include <map>
@@ -26,8 +27,9 @@ Scenario decode_sweep() { return load_scenario(std::string(TPB_SOURCE_DIR) + "/s
 // Two H200s with every backend compiled in: the sweep as a 2-GPU machine expands it.
 MachineInfo two_gpus() { return {true, 2, {"shm", "nccl", "custom-oneshot", "custom-twoshot", "auto"}}; }
 
-TEST(CasePlan, DecodeSweepFitsAnH200PairAndTheKvTermIsThePool) {
+TEST(CasePlan, DecodeSweepFitsAnH200PairAndTheKvTermIsTheCasesCache) {
   const Scenario s = decode_sweep();
+  ASSERT_FALSE(axis_written(s, "mem_fraction"));
   const std::vector<Case> cases = expand_cases(s, two_gpus());
   for (const auto& c : cases) {
     const auto p = plan_engine_case(s, c, h200());
@@ -36,27 +38,30 @@ TEST(CasePlan, DecodeSweepFitsAnH200PairAndTheKvTermIsThePool) {
     const std::int64_t batch = c.params["batch_size"].get<std::int64_t>();
     const std::int64_t seq = c.params["seq_len"].get<std::int64_t>();
     EXPECT_EQ(p->plan["requested_tokens"].get<std::int64_t>(), batch * (seq + 1));
-    // Every expanded case has a mem_fraction (the scenario's default 0.9): the engine sizes a
-    // pool of max_tokens cells of 3 layers x 576 values x 2 bytes (MLA's latent is not split).
-    ASSERT_TRUE(c.params.contains("mem_fraction")) << c.label;
-    const std::int64_t max_tokens = p->plan["max_tokens"].get<std::int64_t>();
-    EXPECT_EQ(p->plan["breakdown"]["kv_pool"].get<std::int64_t>(), 3 * 576 * 2 * max_tokens) << c.label;
-    EXPECT_FALSE(p->plan["breakdown"].contains("kv_cache")) << c.label;
-    EXPECT_GE(max_tokens, batch * (seq + 1));
+    // The sweep names no mem_fraction: planned at the default 0.9 for the verdict, and the
+    // engine allocates exactly the case's cache, 3 layers x 576 values x 2 bytes a token
+    // (MLA's latent is not split).
+    EXPECT_EQ(p->plan["mem_fraction"].get<double>(), 0.9);
+    EXPECT_EQ(p->plan["breakdown"]["kv_cache"].get<std::int64_t>(), 3 * 576 * 2 * batch * (seq + 1)) << c.label;
+    EXPECT_FALSE(p->plan["breakdown"].contains("kv_pool")) << c.label;
+    EXPECT_GE(p->plan["max_tokens"].get<std::int64_t>(), batch * (seq + 1));
+    EXPECT_FALSE(case_spec(s, c)["kv_pool"].get<bool>());
   }
 }
 
-TEST(CasePlan, WithoutAFractionTheKvTermIsTheCasesCache) {
-  const Scenario s = decode_sweep();
-  Case c = expand_cases(s, two_gpus()).front();
-  c.params.erase("mem_fraction");
-  const auto p = plan_engine_case(s, c, h200());
-  ASSERT_TRUE(p);
-  const std::int64_t batch = c.params["batch_size"].get<std::int64_t>();
-  const std::int64_t seq = c.params["seq_len"].get<std::int64_t>();
-  EXPECT_EQ(p->plan["breakdown"]["kv_cache"].get<std::int64_t>(), 3 * 576 * 2 * batch * (seq + 1));
-  EXPECT_FALSE(p->plan["breakdown"].contains("kv_pool"));
-  EXPECT_EQ(p->plan["mem_fraction"].get<double>(), 0.9);  // planned at the default, for the verdict
+// A scenario that sweeps mem_fraction gets the serving engine's pool: max_tokens cells.
+TEST(CasePlan, SweptFractionMakesTheKvTermThePool) {
+  const Scenario s = load_scenario(std::string(TPB_SOURCE_DIR) + "/scenarios/memory-fraction.json");
+  ASSERT_TRUE(axis_written(s, "mem_fraction"));
+  for (const auto& c : expand_cases(s, two_gpus())) {
+    const auto p = plan_engine_case(s, c, h200());
+    ASSERT_TRUE(p);
+    const std::int64_t max_tokens = p->plan["max_tokens"].get<std::int64_t>();
+    EXPECT_EQ(p->plan["breakdown"]["kv_pool"].get<std::int64_t>(), 3 * 576 * 2 * max_tokens) << c.label;
+    EXPECT_FALSE(p->plan["breakdown"].contains("kv_cache")) << c.label;
+    EXPECT_EQ(p->plan["mem_fraction"].get<double>(), c.params["mem_fraction"].get<double>());
+    EXPECT_TRUE(case_spec(s, c)["kv_pool"].get<bool>());
+  }
 }
 
 TEST(CasePlan, TooSmallAFractionIsInfeasibleWithTheSentence) {
