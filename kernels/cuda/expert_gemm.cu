@@ -108,7 +108,7 @@ __global__ void __launch_bounds__(kWarps * 32, 2)  // two resident blocks per SM
 #pragma unroll
         for (int t = 0; t < kTokChunk; ++t) acc[j][t] = 0.f;
 
-#pragma unroll 2
+#pragma unroll 4
       for (std::int64_t k = static_cast<std::int64_t>(lane) * kVec; k < in; k += 32 * kVec) {
         uint4 wv[kOutPerWarp];
 #pragma unroll
