@@ -12,10 +12,13 @@ namespace tpb {
 
 namespace {
 
-// Per-process CUDA context footprint (see gpu_catalog.h).
-constexpr std::int64_t kHopperContextBytes = 527 * kMiB;     // measured, H200, CUDA 13.0
-constexpr std::int64_t kAmpereContextBytes = 500 * kMiB;     // ESTIMATE: a little smaller than Hopper
-constexpr std::int64_t kBlackwellContextBytes = 600 * kMiB;  // ESTIMATE: Hopper's, rounded up
+// Per-process footprint before the weights (see gpu_catalog.h): the bare CUDA context plus
+// what an inference process loads on the device before its model (cuBLAS/cuBLASLt and NCCL
+// handles, lazily loaded kernel modules).
+constexpr std::int64_t kLibrariesBytes = 582 * kMiB;                        // measured, H200 (see .h)
+constexpr std::int64_t kHopperContextBytes = 527 * kMiB + kLibrariesBytes;   // measured, H200, CUDA 13.0
+constexpr std::int64_t kAmpereContextBytes = 500 * kMiB + kLibrariesBytes;   // ESTIMATE: a little smaller than Hopper
+constexpr std::int64_t kBlackwellContextBytes = 600 * kMiB + kLibrariesBytes;  // ESTIMATE: Hopper's, rounded up
 // Driver reserve between nvidia-smi's total and cudaMemGetInfo's: measured on H200, assumed elsewhere.
 constexpr std::int64_t kH200ReservedMiB = 616;
 
@@ -36,7 +39,7 @@ const std::vector<GpuSpec>& gpu_catalog() {
       gpu("H100-80GB", "hopper", 81559, kHopperContextBytes,
           "H100 SXM 80 GB: nvidia-smi 81559 MiB, reserve assumed = H200's, context = H200's"),
       gpu("H200", "hopper", 143771, kHopperContextBytes,
-          "H200 141 GB: total and context MEASURED (143155 MiB, 527 MiB; driver 580.159.04, CUDA 13.0)"),
+          "H200 141 GB: total and process baseline MEASURED (143155 MiB; 527 MiB context + 582 MiB libraries; driver 580.159.04, CUDA 13.0)"),
       gpu("H20-96GB", "hopper", 97871, kHopperContextBytes,
           "H20 96 GB: nvidia-smi 97871 MiB, reserve assumed = H200's, context = H200's"),
       gpu("A100-80GB", "ampere", 81920, kAmpereContextBytes,

@@ -10,9 +10,12 @@
 // ASSUMPTION until the GPU MemoryMeter records them. Pass --gpu-mem-gib for other boards.
 //
 // CUDA context: the same probe measured 527 MiB used right after cudaFree(0) on an idle H200
-// (CUDA 13.0, lazy module loading; cuBLAS/NCCL modules and workspaces not included). That is
-// the Hopper value; Ampere and Blackwell are ESTIMATES. All are to be replaced by the meter's
-// "after context" phase.
+// (CUDA 13.0, lazy module loading). An inference process holds more before its weights: the
+// tpbench worker's MemoryMeter read 1108.8 MiB used at "before_engine" on that H200 (TP1,
+// NCCL communicator and cuBLAS/cuBLASLt handles created, 2026-12-01), 582 MiB above the bare
+// context. Without those 582 MiB the plan over-promised the KV pool by 357 MiB at
+// mem_fraction 0.55 (plan_matches_measured failed on term kv_pool), so every family's entry
+// is its context plus these 582 MiB. Hopper is measured; Ampere and Blackwell are ESTIMATES.
 #pragma once
 
 #include <cstdint>
@@ -27,7 +30,7 @@ struct GpuSpec {
   std::int64_t smi_total_mib = 0;    // nvidia-smi memory.total, MiB
   std::int64_t reserved_mib = 0;     // driver reserve (nvidia-smi memory.reserved), MiB
   std::int64_t total_bytes = 0;      // cudaMemGetInfo total = (smi_total - reserved) MiB, bytes
-  std::int64_t cuda_context_bytes = 0;  // estimated context + module footprint, bytes
+  std::int64_t cuda_context_bytes = 0;  // context + libraries before the weights, bytes
   std::string note;                  // where the numbers come from
 };
 
