@@ -1,26 +1,27 @@
 # Writes build_info.cpp with the git sha and dirty flag of the source tree at build time.
 # Rewrites the file only when its content changes, so an unchanged tree relinks nothing.
-execute_process(COMMAND git -C ${SOURCE_DIR} rev-parse HEAD
-  OUTPUT_VARIABLE GIT_SHA OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET RESULT_VARIABLE rc)
-execute_process(COMMAND git -C ${SOURCE_DIR} status --porcelain --untracked-files=no
-  OUTPUT_VARIABLE GIT_STATUS OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
-if(GIT_STATUS STREQUAL "")
-  set(GIT_DIRTY false)
-else()
-  set(GIT_DIRTY true)
-endif()
-if(NOT rc EQUAL 0 OR GIT_SHA STREQUAL "")
-  # A copy of the tree without .git (e.g. the GPU machine): the caller may say which commit
-  # it is (TPB_GIT_SHA, TPB_GIT_DIRTY); otherwise the build is unknown and counts as dirty.
-  if(DEFINED ENV{TPB_GIT_SHA} AND NOT "$ENV{TPB_GIT_SHA}" STREQUAL "")
-    set(GIT_SHA "$ENV{TPB_GIT_SHA}")
-    if("$ENV{TPB_GIT_DIRTY}" STREQUAL "0" OR "$ENV{TPB_GIT_DIRTY}" STREQUAL "false")
-      set(GIT_DIRTY false)
-    else()
-      set(GIT_DIRTY true)
-    endif()
+# The caller may say which commit the tree is (TPB_GIT_SHA, TPB_GIT_DIRTY): a copy of the
+# tree shipped to the GPU machine has no .git of its own, or worse a stale one (a run there
+# once stamped a baseline with the session's first commit instead of the one it built). An
+# explicit statement wins; otherwise git is asked; otherwise the build is unknown and dirty.
+if(DEFINED ENV{TPB_GIT_SHA} AND NOT "$ENV{TPB_GIT_SHA}" STREQUAL "")
+  set(GIT_SHA "$ENV{TPB_GIT_SHA}")
+  if("$ENV{TPB_GIT_DIRTY}" STREQUAL "0" OR "$ENV{TPB_GIT_DIRTY}" STREQUAL "false")
+    set(GIT_DIRTY false)
   else()
+    set(GIT_DIRTY true)
+  endif()
+else()
+  execute_process(COMMAND git -C ${SOURCE_DIR} rev-parse HEAD
+    OUTPUT_VARIABLE GIT_SHA OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET RESULT_VARIABLE rc)
+  execute_process(COMMAND git -C ${SOURCE_DIR} status --porcelain --untracked-files=no
+    OUTPUT_VARIABLE GIT_STATUS OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
+  if(NOT rc EQUAL 0 OR GIT_SHA STREQUAL "")
     set(GIT_SHA "unknown")
+    set(GIT_DIRTY true)
+  elseif(GIT_STATUS STREQUAL "")
+    set(GIT_DIRTY false)
+  else()
     set(GIT_DIRTY true)
   endif()
 endif()
