@@ -172,7 +172,7 @@ def allreduce_table(records):
 
 def engine_table(records, mode):
     table = Table(["case_id", "label", "backend", "batch", "seq_len", "p50 µs", "p90 µs",
-                   "p99 µs", "tokens/s"])
+                   "p99 µs", "tokens/s", "x weight read"])
     recs = [r for r in records if r["status"] == "ok" and not rio.is_allreduce(r)
             and rio.param(r, "mode") == mode and rio.latency(r) is not None]
     recs.sort(key=lambda r: (rio.param(r, "seq_len") or 0, rio.param(r, "batch_size") or 0,
@@ -181,7 +181,8 @@ def engine_table(records, mode):
         table.add([rec["case_id"], rio.label(rec), rio.backend(rec),
                    rio.param(rec, "batch_size"), rio.param(rec, "seq_len"),
                    num(rio.latency(rec)), num(rio.latency(rec, "p90")),
-                   num(rio.latency(rec, "p99")), num(rio.metric(rec, "tokens_per_s"))])
+                   num(rio.latency(rec, "p99")), num(rio.metric(rec, "tokens_per_s")),
+                   num(rio.metric(rec, "x_weight_read_time"))])
     return table
 
 

@@ -46,7 +46,8 @@ __device__ inline int checked_expert(const std::int32_t* topk_idx, int p, int ex
 // Shared memory: base[kPlanWarps][experts], start[experts + 1].
 __global__ void __launch_bounds__(kPlanWarps * 32)
     plan_kernel(const std::int32_t* __restrict__ topk_idx, int pairs, int experts, std::int32_t* __restrict__ offsets,
-                std::int32_t* __restrict__ sorted_pairs, std::int32_t* __restrict__ position_of) {
+                std::int32_t* __restrict__ sorted_pairs, std::int32_t* __restrict__ position_of,
+                unsigned long long* __restrict__ touched_total) {
   extern __shared__ int smem_i[];
   int* base = smem_i;
   int* start = smem_i + kPlanWarps * experts;
@@ -70,6 +71,18 @@ __global__ void __launch_bounds__(kPlanWarps * 32)
       run += c;
     }
     start[e] = run;
+  }
+  if (touched_total != nullptr) {
+    // Experts with at least one pair, added to the running total: integer adds, so the
+    // count is exact whatever the order; one thread writes, stream-ordered with other calls.
+    __shared__ int touched;
+    if (threadIdx.x == 0) touched = 0;
+    __syncthreads();
+    int mine = 0;
+    for (int e = threadIdx.x; e < experts; e += blockDim.x) mine += start[e] > 0;
+    atomicAdd(&touched, mine);
+    __syncthreads();
+    if (threadIdx.x == 0) *touched_total += static_cast<unsigned long long>(touched);
   }
   __syncthreads();
 
@@ -172,14 +185,15 @@ __global__ void combine_kernel(const __nv_bfloat16* __restrict__ y_sorted, const
 
 void moe_dispatch_plan(const std::int32_t* topk_idx, std::int64_t tokens, std::int64_t top_k, std::int64_t experts,
                        std::int32_t* offsets, std::int32_t* sorted_pairs, std::int32_t* position_of,
-                       cudaStream_t stream) {
+                       cudaStream_t stream, unsigned long long* touched_total) {
   TPB_CHECK(tokens >= 0 && top_k >= 1 && experts >= 1, "moe_dispatch_plan: tokens " << tokens << ", top_k " << top_k
                                                                                      << ", experts " << experts);
   TPB_CHECK(tokens * top_k <= (std::int64_t{1} << 30), "moe_dispatch_plan: " << tokens * top_k << " pairs above 2^30");
   const std::size_t smem = static_cast<std::size_t>((kPlanWarps + 1) * experts + 1) * sizeof(int);
   TPB_CHECK(smem <= kMaxSmem, "moe_dispatch_plan: " << experts << " experts need " << smem << " bytes of shared memory");
   plan_kernel<<<1, kPlanWarps * 32, smem, stream>>>(topk_idx, static_cast<int>(tokens * top_k),
-                                                    static_cast<int>(experts), offsets, sorted_pairs, position_of);
+                                                    static_cast<int>(experts), offsets, sorted_pairs, position_of,
+                                                    touched_total);
   TPB_CUDA_CHECK_LAUNCH();
 }
 

@@ -156,6 +156,7 @@ struct GpuEngine::Impl {
   std::int32_t* topk_idx = nullptr;  // [T, K]
   float* topk_w = nullptr;           // [T, K]
   std::int32_t* offsets = nullptr;   // [E + 1]
+  unsigned long long* expert_reads = nullptr;  // routed experts read by the MoE calls since the buffers were allocated
   std::int32_t* sorted_pairs = nullptr;  // [T * K]
   std::int32_t* position_of = nullptr;   // [T * K]
   bf16* x_sorted = nullptr;   // [T * K, H]
@@ -322,6 +323,8 @@ GpuEngine::GpuEngine(const ModelConfig& config, Shard shard, Communicator& comm,
     const std::int64_t I = dims_.moe_intermediate;
     lw.experts_gate_up = m.alloc<bf16>(E * 2 * I * H);
     lw.experts_down = m.alloc<bf16>(E * H * I);
+    routed_expert_bytes_ = static_cast<std::size_t>(3 * I * H) * sizeof(bf16);
+    routed_weight_bytes_ += static_cast<std::size_t>(E) * routed_expert_bytes_;
     for (std::int64_t e = 0; e < E; ++e)
       mlp_into(mp + ".experts." + std::to_string(e), c.moe_intermediate_size, I, shard.rank * I,
                lw.experts_gate_up + e * 2 * I * H, lw.experts_down + e * H * I);
@@ -340,6 +343,10 @@ GpuEngine::GpuEngine(const ModelConfig& config, Shard shard, Communicator& comm,
   TPB_CUDA_CHECK(cudaStreamSynchronize(stream_));
   loader.reset();
   weight_bytes_ = m.bytes - before;
+  // A step gathers rows of the embedding table but reads every other weight except the
+  // routed experts it does not choose (a tied table is read whole as the lm_head).
+  const std::size_t gathered = c.tie_word_embeddings ? 0 : static_cast<std::size_t>(dims_.vocab * H) * sizeof(bf16);
+  step_fixed_weight_bytes_ = weight_bytes_ - routed_weight_bytes_ - gathered;
   if (options_.on_phase) options_.on_phase("after_weights");
 
   const kernels::RopeTable table = kernels::make_rope_table(rope_params(c));
@@ -456,6 +463,8 @@ void GpuEngine::allocate_buffers() {
     m.topk_idx = m.alloc<std::int32_t>(T * K);
     m.topk_w = m.alloc<float>(T * K);
     m.offsets = m.alloc<std::int32_t>(E + 1);
+    m.expert_reads = m.alloc<unsigned long long>(1);
+    TPB_CUDA_CHECK(cudaMemset(m.expert_reads, 0, sizeof(unsigned long long)));
     m.sorted_pairs = m.alloc<std::int32_t>(T * K);
     m.position_of = m.alloc<std::int32_t>(T * K);
     m.x_sorted = m.alloc<bf16>(T * K * H);
@@ -663,6 +672,14 @@ void GpuEngine::rewind(std::int64_t tokens) {
 
 void GpuEngine::synchronize() const { TPB_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
 
+std::int64_t GpuEngine::routed_expert_reads() const {
+  if (impl_->expert_reads == nullptr) return 0;  // no MoE layer
+  unsigned long long reads = 0;
+  TPB_CUDA_CHECK(cudaMemcpyAsync(&reads, impl_->expert_reads, sizeof(reads), cudaMemcpyDeviceToHost, stream_));
+  synchronize();
+  return static_cast<std::int64_t>(reads);
+}
+
 const std::vector<float>& GpuEngine::logits() const {
   if (logits_valid_) return logits_;
   const std::int64_t T = last_tokens_, vl = dims_.vocab, V = config_.vocab_size;
@@ -840,7 +857,7 @@ void GpuEngine::ffn(std::int64_t layer, std::int64_t T, bool grouped) {
     for (std::int32_t e : idx) ++stats_.expert_hits[static_cast<std::size_t>(e)];
     stats_.routing.insert(stats_.routing.end(), idx.begin(), idx.end());
   }
-  gpu::moe_dispatch_plan(m.topk_idx, T, K, E, m.offsets, m.sorted_pairs, m.position_of, stream_);
+  gpu::moe_dispatch_plan(m.topk_idx, T, K, E, m.offsets, m.sorted_pairs, m.position_of, stream_, m.expert_reads);
   gpu::moe_gather(m.xn, m.sorted_pairs, P, K, H, m.x_sorted, stream_);
   if (grouped) {
     gpu::expert_gemm_grouped(m.x_sorted, m.offsets, E, P, lw.experts_gate_up, 2 * I * H, H, 2 * I, m.gu_sorted,

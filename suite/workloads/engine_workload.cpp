@@ -25,6 +25,7 @@
 
 #include "reference_engine/gpu/gpu_engine.h"
 #include "tpb/cuda_check.h"
+#include "tpb/kernels/hw_probes.h"
 #endif
 
 namespace tpb {
@@ -290,6 +291,18 @@ json kv_pool_json(const KvPoolSize& k, std::int64_t bytes) {
                                         : "exact: max_batch x max_len (no mem_fraction)"}};
 }
 
+// Device-to-device copy bandwidth of this process's GPU (read + write counted, 1 GiB, median
+// of 10), measured on first use and kept: the roofline every GPU case of the worker divides by.
+double worker_copy_GBps() {
+  static double measured = 0;
+  if (measured <= 0) {
+    int device = 0;
+    TPB_CUDA_CHECK(cudaGetDevice(&device));
+    measured = gpu_copy_bandwidth(device, std::size_t{1} << 30, 10).value;
+  }
+  return measured;
+}
+
 // Device time of `fn` (queued on `stream`), microseconds, from events around it.
 template <class F>
 double device_us(cudaStream_t stream, cudaEvent_t start, cudaEvent_t stop, F&& fn) {
@@ -417,6 +430,7 @@ json run_gpu_engine_workload(const json& case_spec, WorkerState& state) {
   TPB_CUDA_CHECK(cudaEventCreate(&start));
   TPB_CUDA_CHECK(cudaEventCreate(&stop));
   const std::int64_t reduces_before = engine.stats().all_reduces;
+  const std::int64_t expert_reads_before = engine.routed_expert_reads();  // the engine is idle: no wait
   std::vector<double> latency_us;
   latency_us.reserve(static_cast<std::size_t>(timed_steps));
   ledger.add("latency_samples", static_cast<std::size_t>(timed_steps) * sizeof(double));
@@ -429,6 +443,8 @@ json run_gpu_engine_workload(const json& case_spec, WorkerState& state) {
   }
   inst.disarm();
   const std::int64_t reduces_per_step = (engine.stats().all_reduces - reduces_before) / timed_steps;
+  const double expert_reads_per_step =
+      static_cast<double>(engine.routed_expert_reads() - expert_reads_before) / static_cast<double>(timed_steps);
 
   // Allreduce share: the step's allreduces (same count, same sizes, same backend, same
   // stream) timed alone, eagerly, back to back, on a scratch buffer; the median over as many
@@ -507,6 +523,14 @@ json run_gpu_engine_workload(const json& case_spec, WorkerState& state) {
   if (auto act = ce.buffers.growth("after_kv", "after_buffers")) measured["activations"] = *act;
   memory["breakdown"] = measured;
   memory["kv_pool"] = kv_pool_json(engine.kv_pool_size(), static_cast<std::int64_t>(engine.kv_cache_bytes()));
+
+  // Weight-read roofline of the step (issue 5's decode target): the weights this rank read,
+  // with the routed experts actually chosen, at the device copy bandwidth measured in this
+  // process (once, after the memory readings above, so they do not see its buffers).
+  const double step_weight_bytes = static_cast<double>(engine.step_fixed_weight_bytes()) +
+                                   expert_reads_per_step * static_cast<double>(engine.routed_expert_bytes());
+  const double copy_GBps = worker_copy_GBps();
+  const double weight_read_us = step_weight_bytes / (copy_GBps * 1e3);
   return {{"rank", state.rank()},
           {"outputs", {{"logits", std::vector<float>(logits.begin(), logits.begin() + sample)}}},
           {"latency_us", latency_us},
@@ -530,6 +554,11 @@ json run_gpu_engine_workload(const json& case_spec, WorkerState& state) {
             {"kv_pool_tokens", engine.kv_pool_tokens()},
             {"activation_bytes", engine.activation_bytes()},
             {"allreduces_per_step", reduces_per_step},
+            {"routed_expert_reads_per_step", expert_reads_per_step},
+            {"step_weight_bytes", step_weight_bytes},
+            {"copy_GBps", copy_GBps},
+            {"weight_read_us", weight_read_us},
+            {"x_weight_read_time", median_step_us / weight_read_us},
             {"cuda_graph", cuda_graph},
             {"graph_replays", st.graph_replays},
             {"vocab_size", V},

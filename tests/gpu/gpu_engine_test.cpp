@@ -17,6 +17,7 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -297,6 +298,55 @@ TEST_P(GpuEngineVsCpu, PrefillAndDecodeMatchCpuFp32) {
     }
     expect_close(got_p, want_p, V, r.preset + " prefill, GPU bf16 vs CPU fp32 (same routing)");
     expect_close(got, want, V, r.preset + " prefill+decode, GPU bf16 vs CPU fp32 (same routing)");
+  }));
+}
+
+// The weight-read roofline's count: routed_expert_reads() is, per MoE call, the number of
+// distinct experts among its tokens' choices, summed over the calls (here from the host copy
+// of every call's choices), and a CUDA-graph run counts the same as an eager one.
+TEST_P(GpuEngineVsCpu, RoutedExpertReadsCountTheChosenExperts) {
+  TPB_SKIP_WITHOUT_GPUS(1);
+  RunSpec r;
+  r.preset = GetParam();
+  expect_all_ranks_passed(run_ranks(1, [&](Bootstrap&) {
+    TPB_CUDA_CHECK(cudaSetDevice(0));
+    const ModelConfig config = load_model_config_by_name(preset(r.preset));
+    std::int64_t moe_layers = 0;
+    for (std::int64_t l = 0; l < config.num_hidden_layers; ++l) moe_layers += config.is_moe_layer(l);
+    ASSERT_GT(moe_layers, 0);
+    DeviceSingleRankCommunicator comm;
+    auto reads_of = [&](bool graph, std::vector<std::int32_t>* routing) {
+      auto weights = make_synthetic_weights(r.seed);
+      GpuEngineOptions options = options_for(r, graph);
+      options.count_expert_hits = routing != nullptr;
+      GpuEngine engine(config, Shard{0, 1}, comm, *weights, options);
+      EXPECT_EQ(engine.routed_expert_reads(), 0);
+      run_engine(engine, r, config.vocab_size);
+      if (routing != nullptr) *routing = engine.stats().routing;
+      EXPECT_GT(engine.routed_expert_bytes(), 0u);
+      EXPECT_LT(engine.step_fixed_weight_bytes(), engine.weight_bytes());
+      return engine.routed_expert_reads();
+    };
+    std::vector<std::int32_t> routing;
+    const std::int64_t eager = reads_of(false, &routing);
+    // Calls in order: the prefill (batch * prefill tokens) through every MoE layer, then each
+    // decode step (batch tokens) through every MoE layer.
+    const std::int64_t K = config.num_experts_per_tok;
+    std::vector<std::int64_t> call_tokens(static_cast<std::size_t>(moe_layers), r.batch * r.prefill);
+    for (std::int64_t step = r.prefill; step < r.seq; ++step)
+      for (std::int64_t l = 0; l < moe_layers; ++l) call_tokens.push_back(r.batch);
+    std::int64_t want = 0;
+    std::size_t at = 0;
+    for (std::int64_t t : call_tokens) {
+      ASSERT_LE(at + static_cast<std::size_t>(t * K), routing.size());
+      std::set<std::int32_t> chosen(routing.begin() + static_cast<std::ptrdiff_t>(at),
+                                    routing.begin() + static_cast<std::ptrdiff_t>(at + t * K));
+      want += static_cast<std::int64_t>(chosen.size());
+      at += static_cast<std::size_t>(t * K);
+    }
+    ASSERT_EQ(at, routing.size()) << "the engine made other MoE calls than prefill + decode steps";
+    EXPECT_EQ(eager, want);
+    EXPECT_EQ(reads_of(true, nullptr), eager) << "graph replays must count as eager steps do";
   }));
 }
 

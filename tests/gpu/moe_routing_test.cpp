@@ -146,6 +146,7 @@ TEST(GpuRouter, TiesGoToTheLowerIndex) {
 
 struct Plan {
   std::vector<std::int32_t> offsets, sorted, position;
+  unsigned long long touched = 0;  // plan_gpu: the device counter after the calls
 };
 
 Plan plan_ref(const std::vector<std::int32_t>& idx, std::int64_t tokens, std::int64_t top_k, std::int64_t experts) {
@@ -158,12 +159,18 @@ Plan plan_ref(const std::vector<std::int32_t>& idx, std::int64_t tokens, std::in
   return r;
 }
 
-Plan plan_gpu(const std::vector<std::int32_t>& idx, std::int64_t tokens, std::int64_t top_k, std::int64_t experts) {
+// `calls` plans of the same ids into one touched-experts counter that starts at 1000 (the
+// call adds to it, never resets it).
+Plan plan_gpu(const std::vector<std::int32_t>& idx, std::int64_t tokens, std::int64_t top_k, std::int64_t experts,
+              int calls = 1) {
   DevBuf<std::int32_t> d_idx(idx.size()), d_off(static_cast<std::size_t>(experts + 1)), d_sorted(idx.size()),
       d_pos(idx.size());
+  DevBuf<unsigned long long> d_touched(1);
   d_idx.upload(idx);
-  gpu::moe_dispatch_plan(d_idx.p, tokens, top_k, experts, d_off.p, d_sorted.p, d_pos.p, nullptr);
-  return {d_off.download(), d_sorted.download(), d_pos.download()};
+  d_touched.upload(std::vector<unsigned long long>{1000});
+  for (int i = 0; i < calls; ++i)
+    gpu::moe_dispatch_plan(d_idx.p, tokens, top_k, experts, d_off.p, d_sorted.p, d_pos.p, nullptr, d_touched.p);
+  return {d_off.download(), d_sorted.download(), d_pos.download(), d_touched.download()[0]};
 }
 
 // Random expert ids; `hot` > 0 sends that share of the pairs to expert 5 (long runs of
@@ -205,8 +212,14 @@ void check_plan(std::int64_t tokens, std::int64_t top_k, std::int64_t experts, d
   EXPECT_TRUE(same(g.offsets, r.offsets));
   EXPECT_TRUE(same(g.sorted, r.sorted));
   EXPECT_TRUE(same(g.position, r.position));
-  const Plan again = plan_gpu(idx, tokens, top_k, experts);
+  const Plan again = plan_gpu(idx, tokens, top_k, experts, 2);
   EXPECT_TRUE(same(again.sorted, g.sorted));
+  // The experts the call reads: those with at least one pair in the reference's offsets.
+  unsigned long long touched = 0;
+  for (std::int64_t e = 0; e < experts; ++e) touched += r.offsets[e + 1] > r.offsets[e];
+  ASSERT_GT(touched, 0u);
+  EXPECT_EQ(g.touched, 1000 + touched);
+  EXPECT_EQ(again.touched, 1000 + 2 * touched);
 }
 
 TEST(GpuMoeDispatchPlan, MatchesReferenceBitwise) {

@@ -17,10 +17,12 @@
 namespace tpb::gpu {
 
 // topk_idx: device [tokens, top_k]. offsets: device [experts + 1]; sorted_pairs, position_of:
-// device [tokens * top_k].
+// device [tokens * top_k]. touched_total, when not null: a device counter to which the call
+// adds the number of experts with at least one pair (the experts whose weights this MoE call
+// reads), for the weight-read roofline; no extra launch, graph safe.
 void moe_dispatch_plan(const std::int32_t* topk_idx, std::int64_t tokens, std::int64_t top_k, std::int64_t experts,
                        std::int32_t* offsets, std::int32_t* sorted_pairs, std::int32_t* position_of,
-                       cudaStream_t stream);
+                       cudaStream_t stream, unsigned long long* touched_total = nullptr);
 
 void moe_gather(const __nv_bfloat16* x, const std::int32_t* sorted_pairs, std::int64_t pairs, std::int64_t top_k,
                 std::int64_t hidden, __nv_bfloat16* x_sorted, cudaStream_t stream);
