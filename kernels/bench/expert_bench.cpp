@@ -8,7 +8,8 @@
 // Counters: touched_experts (mean over the routings), touched_weight_bytes (what a step
 // must read from HBM), GBps = touched_weight_bytes / time, vs_copy_bw = GBps / measured copy
 // bandwidth, and x_weight_read_time = time / (touched_weight_bytes at copy bandwidth): the
-// issue's decode target is <= 1.5 for the whole layer.
+// issue's decode target is <= 1.5 for the whole layer. expert_variant/* runs each tuning
+// variant of the kernel (expert_gemm_tuning.h) at the same shapes, side by side.
 #include <cuda_bf16.h>
 #include <cuda_runtime_api.h>
 
@@ -25,6 +26,7 @@
 #include "kernels/bench/gemm_bench.h"
 #include "tpb/cuda_check.h"
 #include "tpb/kernels/gpu/expert_gemm.h"
+#include "tpb/kernels/gpu/expert_gemm_tuning.h"
 
 namespace tpb::bench {
 
@@ -95,7 +97,8 @@ double upload_routings(ExpertBenchState& g, int tokens) {
   return touched / kRoutings;
 }
 
-void bm_expert(benchmark::State& state, Which which, int tokens) {
+// variant < 0: expert_gemm_grouped itself; else that tuning variant (expert_gemm_tuning.h).
+void bm_expert(benchmark::State& state, Which which, int tokens, int variant = -1) {
   ExpertBenchState& g = *g_expert;
   g.prepare();
   const DeviceLimits& lim = device_limits(g.device);
@@ -107,14 +110,17 @@ void bm_expert(benchmark::State& state, Which which, int tokens) {
   const double flops = 2.0 * static_cast<double>(pairs) * expert_elems;
   const int ops = static_cast<int>(std::clamp(500e-6 / (weight_bytes / 4e12), 1.0, 32.0));
 
+  auto gemm = [&](const __nv_bfloat16* xs, const std::int32_t* off, const __nv_bfloat16* w, std::int64_t in,
+                  std::int64_t out, __nv_bfloat16* ys) {
+    if (variant < 0)
+      gpu::expert_gemm_grouped(xs, off, kExperts, pairs, w, in * out, in, out, ys, g.stream);
+    else
+      gpu::tuning::expert_gemm_grouped_variant(variant, xs, off, kExperts, pairs, w, in * out, in, out, ys, g.stream);
+  };
   auto one = [&](int i) {
     const std::int32_t* off = g.offsets + (i % kRoutings) * (kExperts + 1);
-    if (do_gu)
-      gpu::expert_gemm_grouped(g.x, off, kExperts, pairs, g.w_gate_up, 2 * kInter * kHidden, kHidden, 2 * kInter, g.gu,
-                               g.stream);
-    if (do_down)
-      gpu::expert_gemm_grouped(g.act, off, kExperts, pairs, g.w_down, kHidden * kInter, kInter, kHidden, g.y,
-                               g.stream);
+    if (do_gu) gemm(g.x, off, g.w_gate_up, kHidden, 2 * kInter, g.gu);
+    if (do_down) gemm(g.act, off, g.w_down, kInter, kHidden, g.y);
   };
   auto batch = [&] {
     for (int i = 0; i < ops; ++i) one(i);
@@ -135,7 +141,8 @@ void bm_expert(benchmark::State& state, Which which, int tokens) {
   state.counters["vs_copy_bw"] = gbps / lim.copy_GBps;
   state.counters["x_weight_read_time"] = lim.copy_GBps / gbps;
   state.counters["ops_per_batch"] = ops;
-  state.SetLabel("grouped, top 8 of 384 experts");
+  state.SetLabel(variant < 0 ? "grouped, top 8 of 384 experts"
+                             : std::string("variant ") + gpu::tuning::expert_gemm_grouped_variant_name(variant));
 }
 
 }  // namespace
@@ -152,6 +159,21 @@ void register_expert_benchmarks(RankContext& ctx) {
           ->UseManualTime()
           ->Unit(benchmark::kMicrosecond)
           ->Iterations(20);
+    }
+  // The kernel's tuning variants side by side at decode sizes (ratios within one run).
+  for (int v = 0; v < gpu::tuning::expert_gemm_grouped_variants(); ++v)
+    for (const auto& [name, which] : kinds) {
+      if (which == Which::moe) continue;
+      for (int tokens : {1, 8, 64}) {
+        const Which w = which;
+        const std::string bench_name = std::string("expert_variant/") + gpu::tuning::expert_gemm_grouped_variant_name(v) +
+                                       "/" + name + "/tokens:" + std::to_string(tokens);
+        benchmark::RegisterBenchmark(bench_name.c_str(),
+                                     [w, tokens, v](benchmark::State& st) { bm_expert(st, w, tokens, v); })
+            ->UseManualTime()
+            ->Unit(benchmark::kMicrosecond)
+            ->Iterations(20);
+      }
     }
 }
 

@@ -1,9 +1,9 @@
 // Routed-expert GEMMs (tpb/kernels/gpu/expert_gemm.h).
 //
-// Grouped kernel, weight-stationary: block (tile, slot) owns kTileOut output rows of the
-// slot-th expert that has rows (found by a block-wide scan of the offsets, ~2 steps for 384);
-// each warp owns kOutPerWarp of them. A warp streams its weight rows once per chunk of up
-// to kTokChunk sorted rows and applies every 16-byte weight load to all rows of the chunk,
+// Grouped kernel, weight-stationary: block (tile, slot) owns kWarps * kRows output rows of
+// the slot-th expert that has rows (found by a block-wide scan of the offsets, ~2 steps for
+// 384); each warp owns kRows of them. A warp streams its weight rows once per chunk of up
+// to kTok sorted rows and applies every 16-byte weight load to all rows of the chunk,
 // so at decode (a handful of rows per expert) the weights are read from HBM once and the
 // kernel is bound by their bytes, which is the roofline for this op. Empty experts cost
 // nothing. The grid depends only on (experts, pairs, out), so a captured graph serves every
@@ -13,6 +13,7 @@
 // per step in a fixed order), then the 32 lane sums meet in a fixed xor butterfly. Each
 // output is produced by exactly one warp: no atomics, the same bits every run.
 #include "tpb/kernels/gpu/expert_gemm.h"
+#include "tpb/kernels/gpu/expert_gemm_tuning.h"
 
 #include <cuda_bf16.h>
 
@@ -27,9 +28,6 @@ namespace tpb::gpu {
 namespace {
 
 constexpr int kWarps = 8;
-constexpr int kOutPerWarp = 4;  // weight rows per warp: each x load is reused 4 times
-constexpr int kTokChunk = 8;    // sorted rows per pass: each weight load is reused 8 times
-constexpr int kTileOut = kWarps * kOutPerWarp;
 constexpr int kVec = 8;  // bf16 per 16-byte load
 
 // 8 bf16 (one 16-byte load) widened to fp32, once per load rather than once per product.
@@ -84,73 +82,113 @@ __device__ int nth_nonempty_expert(const std::int32_t* __restrict__ offsets, int
   return s_found;
 }
 
-__global__ void __launch_bounds__(kWarps * 32, 2)  // two resident blocks per SM: <= 128 registers
+// kRows weight rows per warp (each x load serves kRows rows), kUnroll 16-byte weight loads
+// per row in flight per lane (all issued before any is used), kTok sorted rows per pass
+// (each weight load serves kTok rows; an expert with more takes several passes, the later
+// ones reading its weights from L2), kMinBlocks resident blocks per SM asked of the compiler
+// (it caps the registers). The sum order depends on none of them (lane l, k = 8l + 256i in
+// increasing i, then the butterfly), so every variant gives the same bits; they differ only
+// in how many bytes are in flight.
+template <int kRows, int kUnroll, int kTok, int kMinBlocks>
+__global__ void __launch_bounds__(kWarps * 32, kMinBlocks)
     expert_gemm_grouped_kernel(const __nv_bfloat16* __restrict__ x, const std::int32_t* __restrict__ offsets,
                                int experts, const __nv_bfloat16* __restrict__ w, std::int64_t expert_stride, std::int64_t in,
                                std::int64_t out, __nv_bfloat16* __restrict__ y) {
+  static_assert(kRows * kTok <= 32, "one output per lane in the store");
+  constexpr int kTile = kWarps * kRows;
   const int e = nth_nonempty_expert(offsets, experts, static_cast<int>(blockIdx.y));
   if (e < 0) return;
   const std::int64_t begin = offsets[e], end = offsets[e + 1];
   const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
   const __nv_bfloat16* we = w + static_cast<std::int64_t>(e) * expert_stride;
-  const std::int64_t tiles = (out + kTileOut - 1) / kTileOut;
+  const std::int64_t tiles = (out + kTile - 1) / kTile;
+  const int in_vecs = static_cast<int>(in / kVec);  // 16-byte vectors per row
 
   // Tiles stride over blockIdx.x so that one scan above serves several tiles. No block-level
   // synchronisation below: a warp past `out` just moves on.
   for (std::int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
-    const std::int64_t o0 = tile * kTileOut + warp * kOutPerWarp;
+    const std::int64_t o0 = tile * kTile + warp * kRows;
     if (o0 >= out) continue;  // warp-uniform
-    for (std::int64_t p0 = begin; p0 < end; p0 += kTokChunk) {
-      const int n = static_cast<int>(end - p0 < kTokChunk ? end - p0 : kTokChunk);
-      float acc[kOutPerWarp][kTokChunk];
+    const uint4* wrow = reinterpret_cast<const uint4*>(we + o0 * in);  // row j starts j * in_vecs further
+    const int rows = static_cast<int>(out - o0 < kRows ? out - o0 : kRows);
+    for (std::int64_t p0 = begin; p0 < end; p0 += kTok) {
+      const int n = static_cast<int>(end - p0 < kTok ? end - p0 : kTok);
+      const uint4* xrow = reinterpret_cast<const uint4*>(x + p0 * in);  // token t starts t * in_vecs further
+      float acc[kRows][kTok];
 #pragma unroll
-      for (int j = 0; j < kOutPerWarp; ++j)
+      for (int j = 0; j < kRows; ++j)
 #pragma unroll
-        for (int t = 0; t < kTokChunk; ++t) acc[j][t] = 0.f;
+        for (int t = 0; t < kTok; ++t) acc[j][t] = 0.f;
 
-#pragma unroll 4
-      for (std::int64_t k = static_cast<std::int64_t>(lane) * kVec; k < in; k += 32 * kVec) {
-        uint4 wv[kOutPerWarp];
+      for (int v0 = lane; v0 < in_vecs; v0 += 32 * kUnroll) {
+        uint4 wv[kUnroll][kRows];
 #pragma unroll
-        for (int j = 0; j < kOutPerWarp; ++j)
-          wv[j] = o0 + j < out ? __ldg(reinterpret_cast<const uint4*>(we + (o0 + j) * in + k)) : make_uint4(0, 0, 0, 0);
-        float wf[kOutPerWarp][kVec];
+        for (int u = 0; u < kUnroll; ++u)
 #pragma unroll
-        for (int j = 0; j < kOutPerWarp; ++j) widen8(wv[j], wf[j]);
+          for (int j = 0; j < kRows; ++j) {
+            const int v = v0 + u * 32;
+            wv[u][j] = (v < in_vecs && j < rows) ? __ldg(wrow + j * in_vecs + v) : make_uint4(0, 0, 0, 0);
+          }
 #pragma unroll
-        for (int t = 0; t < kTokChunk; ++t) {
-          if (t < n) {  // warp-uniform
-            float xf[kVec];
-            widen8(__ldg(reinterpret_cast<const uint4*>(x + (p0 + t) * in + k)), xf);
+        for (int u = 0; u < kUnroll; ++u) {
+          const int v = v0 + u * 32;
+          if (v < in_vecs) {  // false only in the row's last steps; they would add nothing
 #pragma unroll
-            for (int j = 0; j < kOutPerWarp; ++j) acc[j][t] += dot8(wf[j], xf);
+            for (int t = 0; t < kTok; ++t) {
+              if (t < n) {  // warp-uniform
+                float xf[kVec];
+                widen8(__ldg(xrow + t * in_vecs + v), xf);
+#pragma unroll
+                for (int j = 0; j < kRows; ++j) {
+                  float wf[kVec];
+                  widen8(wv[u][j], wf);
+                  acc[j][t] += dot8(wf, xf);
+                }
+              }
+            }
           }
         }
       }
 
-      // Every lane ends with every sum; lane j * kTokChunk + t stores output (j, t).
+      // Every lane ends with every sum; lane j * kTok + t stores output (j, t).
       float mine = 0.f;
 #pragma unroll
-      for (int j = 0; j < kOutPerWarp; ++j)
+      for (int j = 0; j < kRows; ++j)
 #pragma unroll
-        for (int t = 0; t < kTokChunk; ++t)
+        for (int t = 0; t < kTok; ++t)
           if (t < n) {
             const float s = warp_sum(acc[j][t]);
-            if (lane == j * kTokChunk + t) mine = s;
+            if (lane == j * kTok + t) mine = s;
           }
-      const int j = lane / kTokChunk, t = lane % kTokChunk;
-      if (t < n && o0 + j < out) y[(p0 + t) * out + o0 + j] = __float2bfloat16(mine);
+      const int j = lane / kTok, t = lane % kTok;
+      if (j < rows && t < n) y[(p0 + t) * out + o0 + j] = __float2bfloat16(mine);
     }
   }
 }
 
-static_assert(kOutPerWarp * kTokChunk == 32, "one output per lane in the store");
+// The variants tpb_bench compares (expert_gemm_tuning.h); expert_gemm_grouped launches
+// variant 0 for long rows and variant 1 for short ones.
+struct Variant {
+  const char* name;
+  int rows;
+  int min_blocks;
+  void (*kernel)(const __nv_bfloat16*, const std::int32_t*, int, const __nv_bfloat16*, std::int64_t, std::int64_t,
+                 std::int64_t, __nv_bfloat16*);
+};
 
-}  // namespace
+const Variant kVariants[] = {
+    {"rows4_unroll2_tok8_blocks2", 4, 2, expert_gemm_grouped_kernel<4, 2, 8, 2>},
+    {"rows4_unroll4_tok2_blocks2", 4, 2, expert_gemm_grouped_kernel<4, 4, 2, 2>},
+    {"rows2_unroll8_tok4_blocks2", 2, 2, expert_gemm_grouped_kernel<2, 8, 4, 2>},
+    {"rows1_unroll16_tok4_blocks2", 1, 2, expert_gemm_grouped_kernel<1, 16, 4, 2>},
+    {"rows2_unroll4_tok2_blocks3", 2, 3, expert_gemm_grouped_kernel<2, 4, 2, 3>},
+    {"rows1_unroll8_tok4_blocks3", 1, 3, expert_gemm_grouped_kernel<1, 8, 4, 3>},
+};
+constexpr int kVariantCount = static_cast<int>(sizeof(kVariants) / sizeof(kVariants[0]));
 
-void expert_gemm_grouped(const __nv_bfloat16* x_sorted, const std::int32_t* offsets, std::int64_t experts,
-                         std::int64_t pairs, const __nv_bfloat16* weights, std::int64_t expert_stride,
-                         std::int64_t in, std::int64_t out, __nv_bfloat16* y_sorted, cudaStream_t stream) {
+void launch_grouped(const Variant& v, const __nv_bfloat16* x_sorted, const std::int32_t* offsets, std::int64_t experts,
+                    std::int64_t pairs, const __nv_bfloat16* weights, std::int64_t expert_stride, std::int64_t in,
+                    std::int64_t out, __nv_bfloat16* y_sorted, cudaStream_t stream) {
   TPB_CHECK(experts >= 0 && experts <= 65535 && pairs >= 0 && in > 0 && out > 0,
             "expert_gemm_grouped: bad shape experts " << experts << " pairs " << pairs << " in " << in << " out "
                                                       << out);
@@ -159,28 +197,63 @@ void expert_gemm_grouped(const __nv_bfloat16* x_sorted, const std::int32_t* offs
                                         << ") must be multiples of 8 elements (16-byte loads)");
   TPB_CHECK(reinterpret_cast<std::uintptr_t>(x_sorted) % 16 == 0 && reinterpret_cast<std::uintptr_t>(weights) % 16 == 0,
             "expert_gemm_grouped: x_sorted and weights must be 16-byte aligned");
-  TPB_CHECK((out + kTileOut - 1) / kTileOut <= INT32_MAX, "expert_gemm_grouped: out " << out << " too large");
+  const std::int64_t tile_out = kWarps * v.rows;
+  TPB_CHECK((out + tile_out - 1) / tile_out <= INT32_MAX, "expert_gemm_grouped: out " << out << " too large");
   if (experts == 0 || pairs == 0) return;
   // At most min(experts, pairs) experts have rows: one grid row per such slot, so decode
   // (8 of 384 experts at batch 1) launches no blocks for empty experts. Along x: at least
-  // about four blocks per SM in all (two resident, two waves), and at most kMaxTilesPerBlock
-  // tiles per block; a block loops over its tiles, so its offsets scan is paid once per
-  // several tiles when few experts are active, and many short blocks keep the SMs balanced
-  // when many are.
+  // two waves of resident blocks in all, and at most kMaxTilesPerBlock tiles per block; a
+  // block loops over its tiles, so its offsets scan is paid once per several tiles when few
+  // experts are active, and many short blocks keep the SMs balanced when many are.
   constexpr std::int64_t kMaxTilesPerBlock = 4;
   const std::int64_t slots = experts < pairs ? experts : pairs;
-  const std::int64_t tiles = (out + kTileOut - 1) / kTileOut;
+  const std::int64_t tiles = (out + tile_out - 1) / tile_out;
   int device = 0, sms = 0;
   TPB_CUDA_CHECK(cudaGetDevice(&device));
   TPB_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  const std::int64_t for_occupancy = (4 * static_cast<std::int64_t>(sms) + slots - 1) / slots;
+  const std::int64_t for_occupancy = (2 * v.min_blocks * static_cast<std::int64_t>(sms) + slots - 1) / slots;
   const std::int64_t for_balance = (tiles + kMaxTilesPerBlock - 1) / kMaxTilesPerBlock;
   const std::int64_t per_slot = for_occupancy > for_balance ? for_occupancy : for_balance;
   const dim3 grid(static_cast<unsigned>(tiles < per_slot ? tiles : per_slot), static_cast<unsigned>(slots));
-  expert_gemm_grouped_kernel<<<grid, kWarps * 32, 0, stream>>>(x_sorted, offsets, static_cast<int>(experts), weights,
-                                                                expert_stride, in, out, y_sorted);
+  v.kernel<<<grid, kWarps * 32, 0, stream>>>(x_sorted, offsets, static_cast<int>(experts), weights, expert_stride, in,
+                                             out, y_sorted);
   TPB_CUDA_CHECK_LAUNCH();
 }
+
+}  // namespace
+
+void expert_gemm_grouped(const __nv_bfloat16* x_sorted, const std::int32_t* offsets, std::int64_t experts,
+                         std::int64_t pairs, const __nv_bfloat16* weights, std::int64_t expert_stride,
+                         std::int64_t in, std::int64_t out, __nv_bfloat16* y_sorted, cudaStream_t stream) {
+  // Measured side by side on an H200 (tpb_bench expert_variant/*, Kimi TP2 shapes, share of
+  // the copy bandwidth at 1 / 8 / 64 tokens): gate_up (in 7168) rows4_unroll2_tok8 0.83 /
+  // 0.93 / 0.88 vs rows4_unroll4_tok2 0.79 / 1.01 / 0.81; down (in 1024) 0.64 / 0.83 / 0.73 vs
+  // 0.76 / 0.98 / 0.84. A short row is only a few loads per lane: the deeper unroll has all
+  // of it in flight at once. The same bits either way.
+  const int variant = in <= 2048 ? 1 : 0;
+  launch_grouped(kVariants[variant], x_sorted, offsets, experts, pairs, weights, expert_stride, in, out, y_sorted,
+                 stream);
+}
+
+namespace tuning {
+
+int expert_gemm_grouped_variants() { return kVariantCount; }
+
+const char* expert_gemm_grouped_variant_name(int variant) {
+  TPB_CHECK(variant >= 0 && variant < kVariantCount, "expert_gemm_grouped variant " << variant);
+  return kVariants[variant].name;
+}
+
+void expert_gemm_grouped_variant(int variant, const __nv_bfloat16* x_sorted, const std::int32_t* offsets,
+                                 std::int64_t experts, std::int64_t pairs, const __nv_bfloat16* weights,
+                                 std::int64_t expert_stride, std::int64_t in, std::int64_t out,
+                                 __nv_bfloat16* y_sorted, cudaStream_t stream) {
+  TPB_CHECK(variant >= 0 && variant < kVariantCount, "expert_gemm_grouped variant " << variant);
+  launch_grouped(kVariants[variant], x_sorted, offsets, experts, pairs, weights, expert_stride, in, out, y_sorted,
+                 stream);
+}
+
+}  // namespace tuning
 
 void expert_gemm_per_expert(Linear& linear, const __nv_bfloat16* x_sorted, const std::int32_t* offsets,
                             std::int64_t experts, const __nv_bfloat16* weights, std::int64_t expert_stride,

@@ -27,6 +27,7 @@
 #include "tpb/dtype.h"
 #include "tpb/kernels/device.h"
 #include "tpb/kernels/gpu/expert_gemm.h"
+#include "tpb/kernels/gpu/expert_gemm_tuning.h"
 #include "tpb/kernels/gpu/linear.h"
 #include "tpb/kernels/linear.h"
 
@@ -164,6 +165,34 @@ TEST(GpuExpertGemm, GroupedMatchesHostLoop) {
     std::vector<float> ref, absdot;
     reference(c, d, ref, absdot);
     expect_close(g.y.download(), ref, absdot, c.in, "grouped " + c.name);
+  }
+}
+
+// Every tuning variant (tpb_bench compares their speed) against the host loop, and bitwise
+// against expert_gemm_grouped: they keep its sum order, so a faster one can replace it
+// without changing a single output bit.
+TEST(GpuExpertGemm, EveryTuningVariantGivesTheSameBits) {
+  TPB_REQUIRE_GPU();
+  std::uint32_t seed = 5000;
+  for (const Case& c : cases()) {
+    const Data d = make_data(c, seed += 2);
+    Dev g(c, d);
+    gpu::expert_gemm_grouped(bf(g.x.p), g.off.p, c.experts(), c.pairs(), bf(g.w.p), c.out * c.in, c.in, c.out,
+                             bf(g.y.p), nullptr);
+    TPB_CUDA_CHECK(cudaDeviceSynchronize());
+    const auto want = g.y.download();
+    std::vector<float> ref, absdot;
+    reference(c, d, ref, absdot);
+    for (int v = 0; v < gpu::tuning::expert_gemm_grouped_variants(); ++v) {
+      const std::string name = gpu::tuning::expert_gemm_grouped_variant_name(v);
+      g.poison();
+      gpu::tuning::expert_gemm_grouped_variant(v, bf(g.x.p), g.off.p, c.experts(), c.pairs(), bf(g.w.p),
+                                               c.out * c.in, c.in, c.out, bf(g.y.p), nullptr);
+      TPB_CUDA_CHECK(cudaDeviceSynchronize());
+      const auto got = g.y.download();
+      expect_close(got, ref, absdot, c.in, name + " " + c.name);
+      EXPECT_TRUE(got == want) << name << " " << c.name << " differs bitwise from expert_gemm_grouped";
+    }
   }
 }
 
