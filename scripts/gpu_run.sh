@@ -1,13 +1,24 @@
 #!/usr/bin/env bash
-# Builds and runs the GPU allreduce work on a GPU machine in one go, writing logs and JSON
-# into OUTDIR (at most 8 files: the device tool brings back 8).
+# Builds and runs the GPU work on a GPU machine (H200s: the baseline and profile names say
+# h200x<N>) in one go, writing logs and JSON into OUTDIR (the device tool brings back at most
+# 8 files: pack the rest).
 #   usage: scripts/gpu_run.sh OUTDIR
-# Then the suite end to end: `tpbench run` of the GPU scenarios (records, checks, report),
-# `tpbench qualify` of the h200x2 profile (baseline recorded, re-checked, and once with a
-# threshold tightened beyond the machine), all packed into OUTDIR/suite.tgz.
+# The gpu tests, the benchmarks, then the suite end to end: `tpbench run` of the GPU
+# scenarios (records, checks, report), `tpbench qualify` of the h200x<N> profile (baseline
+# recorded, re-checked, and once with a threshold tightened beyond the machine), all packed
+# into OUTDIR/suite.tgz.
 # GPU_RUN_SKIP_BENCH=1 / GPU_RUN_SKIP_SUITE=1 / GPU_RUN_SKIP_QUALIFY=1 leave a part out;
 # GPU_RUN_BENCH_FILTER=REGEX runs one pass of those benchmarks instead of the allreduce passes;
 # GPU_RUN_CTEST_REGEX, GPU_RUN_SCENARIOS choose the tests and scenarios.
+# Defaults follow the GPU count: every gpu test; with one GPU the engine benchmarks and the
+# single-GPU scenarios (decode-1gpu, memory-fraction-1gpu; baselines under h200x1); with two
+# or more the allreduce passes, the 2-GPU scenarios (allreduce, decode and prefill sweeps,
+# memory-fraction; baselines under h200x<N>) and the h200x<N> qualification profile when one
+# exists. Within the device tool's 10 minutes a 2-GPU session takes two calls:
+#   GPU_RUN_SKIP_SUITE=1 (build, tests, benchmarks), then GPU_RUN_SKIP_TESTS=1
+#   GPU_RUN_SKIP_BENCH=1 GPU_RUN_BASELINES=1 (scenarios recorded and re-compared, qualify).
+# Pass TPB_GIT_SHA=<full sha> TPB_GIT_DIRTY=0|1: the copy on the GPU machine has no usable
+# .git, and baselines carry the commit they were recorded at.
 # Steps: configure (cmake --preset cuda, Ninja, sm_90) and build tpb_gpu_tests + tpb_bench
 # with all cores; ctest -L gpu (allreduce tests unless GPU_RUN_CTEST_REGEX says otherwise);
 # tpb_bench pass 1 (nccl, one-shot, two-shot) -> measured auto thresholds
@@ -19,6 +30,14 @@
 set -u -o pipefail
 OUTDIR=${1:?usage: scripts/gpu_run.sh OUTDIR}
 mkdir -p "$OUTDIR"
+NGPU=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+HW=h200x$NGPU
+if [ "$NGPU" -ge 2 ]; then
+  DEFAULT_SCENARIOS="scenarios/allreduce-sweep.json scenarios/decode-sweep.json scenarios/prefill-sweep.json scenarios/memory-fraction.json"
+else
+  DEFAULT_SCENARIOS="scenarios/decode-1gpu.json scenarios/memory-fraction-1gpu.json"
+  : "${GPU_RUN_BENCH_FILTER:=^expert/|attention|gemm}"  # no peer for the allreduce passes
+fi
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 # NVLink multicast stays off (shared machines; see the device notes). Never create multicast objects.
@@ -59,7 +78,7 @@ if [ "$TESTS_BUILT" = 1 ] && [ "${GPU_RUN_SKIP_TESTS:-0}" != 1 ]; then
   # Tests that read device-wide free memory (memory footprints, the KV pool's serving
   # formula) see every other process's allocations: run them alone, after the rest.
   SERIAL='MemoryBytes|KvPool'
-  ( cd build-cuda && timeout "${GPU_RUN_CTEST_TIMEOUT:-300}" ctest -L gpu -R "${GPU_RUN_CTEST_REGEX:-Allreduce}" \
+  ( cd build-cuda && timeout "${GPU_RUN_CTEST_TIMEOUT:-300}" ctest -L gpu -R "${GPU_RUN_CTEST_REGEX:-.}" \
       -E "$SERIAL" -j "${GPU_RUN_CTEST_JOBS:-4}" --timeout 200 --output-on-failure ) >"$OUTDIR/ctest.log" 2>&1
   echo "ctest (parallel): rc=$? $(( $(date +%s) - T0 )) s"
   ( cd build-cuda && timeout 120 ctest -L gpu -R "$SERIAL" -j 1 --timeout 60 --output-on-failure ) >>"$OUTDIR/ctest.log" 2>&1
@@ -99,7 +118,7 @@ if [ "${GPU_RUN_SKIP_SUITE:-0}" != 1 ]; then
   T0=$(date +%s)
   # With GPU_RUN_BASELINES=1 each scenario runs twice: once recording baselines/<hw>/ (with
   # provenance), once compared with what was just recorded (verdicts, control stability).
-  for scenario in ${GPU_RUN_SCENARIOS:-scenarios/allreduce-sweep.json}; do
+  for scenario in ${GPU_RUN_SCENARIOS:-$DEFAULT_SCENARIOS}; do
     name=$(basename "$scenario" .json)
     passes="plain"
     [ "${GPU_RUN_BASELINES:-0}" = 1 ] && passes="record compare"
@@ -112,18 +131,18 @@ if [ "${GPU_RUN_SKIP_SUITE:-0}" != 1 ]; then
       echo "tpbench run $scenario ($pass): rc=$? $(( $(date +%s) - T0 )) s"; tail -4 "$SUITE/$name-$pass.log"
     done
   done
-  [ "${GPU_RUN_BASELINES:-0}" = 1 ] && cp -r baselines/h200x2 "$SUITE/baselines-h200x2"
-  Q=scenarios/qualify/h200x2.json
-  if [ "${GPU_RUN_SKIP_QUALIFY:-0}" != 1 ]; then
+  [ "${GPU_RUN_BASELINES:-0}" = 1 ] && cp -r "baselines/$HW" "$SUITE/baselines-$HW"
+  Q=scenarios/qualify/$HW.json
+  if [ "${GPU_RUN_SKIP_QUALIFY:-0}" != 1 ] && [ -f "$Q" ]; then
   if [ "${GPU_RUN_UPDATE_BASELINE:-1}" = 1 ]; then
     "$TPB" qualify $Q --out "$SUITE/qualify-record" --update-baseline >"$SUITE/qualify-record.log" 2>&1
     echo "qualify (recording the baseline): rc=$?"
-    cp baselines/h200x2/qualify-h200x2.json "$SUITE/" 2>/dev/null
+    cp "baselines/$HW/qualify-$HW.json" "$SUITE/" 2>/dev/null
   fi
   "$TPB" qualify $Q --out "$SUITE/qualify" >"$SUITE/qualify.log" 2>&1
   echo "qualify (against the baseline): rc=$?"; cat "$SUITE/qualify.log"
   # The same profile with the HBM floor tightened beyond what an H200 does: must FAIL.
-  python3 - "$Q" "$SUITE/h200x2-tight.json" <<'PY'
+  python3 - "$Q" "$SUITE/$HW-tight.json" <<'PY'
 import json, sys
 p = json.load(open(sys.argv[1]))
 for probe in p["probes"]:
@@ -131,7 +150,7 @@ for probe in p["probes"]:
         probe["min_GBps"] = 6000  # above the H200's 4.8 TB/s HBM3e datasheet peak
 json.dump(p, open(sys.argv[2], "w"), indent=1)
 PY
-  (cd "$ROOT" && "$TPB" qualify "$SUITE/h200x2-tight.json" --out "$SUITE/qualify-tight" >"$SUITE/qualify-tight.log" 2>&1)
+  (cd "$ROOT" && "$TPB" qualify "$SUITE/$HW-tight.json" --out "$SUITE/qualify-tight" >"$SUITE/qualify-tight.log" 2>&1)
   echo "qualify (tightened HBM floor 6000 GB/s): rc=$?"; grep -E "memory_bandwidth|^qualify" "$SUITE/qualify-tight.log"
   fi
   echo "suite: $(( $(date +%s) - T0 )) s"
