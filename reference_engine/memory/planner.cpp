@@ -228,7 +228,7 @@ MemoryPlan plan_memory(const PlanInput& in) {
   // The breakdown, top to bottom, every term in bytes per rank.
   auto& b = p.breakdown;
   b.push_back({"gpu total", in.gpu_total_bytes, '=', "cudaMemGetInfo total of one device"});
-  b.push_back({"cuda context", in.cuda_context_bytes, '-', "per GPU family (gpu_catalog.h): measured on H200, estimated elsewhere"});
+  b.push_back({"cuda context", in.cuda_context_bytes, '-', "context + libraries before the weights (gpu_catalog.h): measured on H200, estimated elsewhere"});
   if (p.comm.custom_bytes > 0)
     b.push_back({"comm: custom allreduce", p.comm.custom_bytes, '-',
                  "3 x " + std::to_string(in.custom_max_bytes) + " B max message + signal (IPC, metadata, rank data)"});
@@ -253,8 +253,9 @@ MemoryPlan plan_memory(const PlanInput& in) {
                std::to_string(p.max_tokens) + " tokens x " + std::to_string(p.kv_cell_bytes) + " B cell"});
 
   p.assumptions.push_back("cuda context " + gib(in.cuda_context_bytes) +
-                          " per rank: the bare context (measured on H200, CUDA 13); cuBLAS/NCCL module loads "
-                          "and workspaces are not counted until the GPU meter measures them");
+                          " per rank: the context plus the libraries a serving process loads before its weights "
+                          "(cuBLAS/cuBLASLt, NCCL, kernel modules), as tpbench's worker measured it on an H200 "
+                          "(CUDA 13, TP1: 527 + 582 MiB); other GPU families are estimates");
   if (p.comm.nccl_bytes > 0)
     p.assumptions.push_back("NCCL buffers: " + std::to_string(in.nccl_channels) +
                             " ring channels x 10 MiB, NVLS off (an estimate; the meter will measure it)");
