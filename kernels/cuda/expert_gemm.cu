@@ -9,8 +9,9 @@
 // nothing. The grid depends only on (experts, pairs, out), so a captured graph serves every
 // routing of the same number of pairs.
 //
-// Numerics (weight_stream.cuh): fp32 products and sums in an order no tuning parameter
-// changes; each output is produced by exactly one warp: no atomics, the same bits every run.
+// Numerics: fp32 products and sums. Lane l sums k = 8l + 256i in increasing i (8 products
+// per step in a fixed order), then the 32 lane sums meet in a fixed xor butterfly. Each
+// output is produced by exactly one warp: no atomics, the same bits every run.
 #include "tpb/kernels/gpu/expert_gemm.h"
 #include "tpb/kernels/gpu/expert_gemm_tuning.h"
 
@@ -21,18 +22,38 @@
 
 #include "tpb/check.h"
 #include "tpb/cuda_check.h"
-#include "cuda/weight_stream.cuh"
 
 namespace tpb::gpu {
 
 namespace {
 
-using detail::kStreamVec;
-using detail::store_rows;
-using detail::stream_rows;
-
 constexpr int kWarps = 8;
-constexpr int kVec = kStreamVec;
+constexpr int kVec = 8;  // bf16 per 16-byte load
+
+// 8 bf16 (one 16-byte load) widened to fp32, once per load rather than once per product.
+__device__ __forceinline__ void widen8(const uint4& v, float (&f)[kVec]) {
+  const __nv_bfloat162* p = reinterpret_cast<const __nv_bfloat162*>(&v);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const float2 t = __bfloat1622float2(p[i]);
+    f[2 * i] = t.x;
+    f[2 * i + 1] = t.y;
+  }
+}
+
+// The 8-term partial dot product of one step, summed in index order.
+__device__ __forceinline__ float dot8(const float (&a)[kVec], const float (&b)[kVec]) {
+  float s = 0.f;
+#pragma unroll
+  for (int i = 0; i < kVec; ++i) s = fmaf(a[i], b[i], s);
+  return s;
+}
+
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+  for (int m = 16; m >= 1; m >>= 1) v += __shfl_xor_sync(0xffffffffu, v, m);
+  return v;
+}
 
 // The expert id of the n-th (from 0) expert with at least one row, or -1 when fewer exist.
 // Called by every thread of the block; the result is the same in all of them.
@@ -73,6 +94,7 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks)
     expert_gemm_grouped_kernel(const __nv_bfloat16* __restrict__ x, const std::int32_t* __restrict__ offsets,
                                int experts, const __nv_bfloat16* __restrict__ w, std::int64_t expert_stride, std::int64_t in,
                                std::int64_t out, __nv_bfloat16* __restrict__ y) {
+  static_assert(kRows * kTok <= 32, "one output per lane in the store");
   constexpr int kTile = kWarps * kRows;
   const int e = nth_nonempty_expert(offsets, experts, static_cast<int>(blockIdx.y));
   if (e < 0) return;
@@ -87,14 +109,59 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks)
   for (std::int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
     const std::int64_t o0 = tile * kTile + warp * kRows;
     if (o0 >= out) continue;  // warp-uniform
-    const uint4* wrow = reinterpret_cast<const uint4*>(we + o0 * in);
+    const uint4* wrow = reinterpret_cast<const uint4*>(we + o0 * in);  // row j starts j * in_vecs further
     const int rows = static_cast<int>(out - o0 < kRows ? out - o0 : kRows);
     for (std::int64_t p0 = begin; p0 < end; p0 += kTok) {
       const int n = static_cast<int>(end - p0 < kTok ? end - p0 : kTok);
+      const uint4* xrow = reinterpret_cast<const uint4*>(x + p0 * in);  // token t starts t * in_vecs further
       float acc[kRows][kTok];
-      stream_rows<kRows, kUnroll, kTok>(wrow, in_vecs, rows, reinterpret_cast<const uint4*>(x + p0 * in), in_vecs, n,
-                                        lane, acc);
-      store_rows<kRows, kTok>(acc, rows, n, lane, y + p0 * out + o0, out);
+#pragma unroll
+      for (int j = 0; j < kRows; ++j)
+#pragma unroll
+        for (int t = 0; t < kTok; ++t) acc[j][t] = 0.f;
+
+      for (int v0 = lane; v0 < in_vecs; v0 += 32 * kUnroll) {
+        uint4 wv[kUnroll][kRows];
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u)
+#pragma unroll
+          for (int j = 0; j < kRows; ++j) {
+            const int v = v0 + u * 32;
+            wv[u][j] = (v < in_vecs && j < rows) ? __ldg(wrow + j * in_vecs + v) : make_uint4(0, 0, 0, 0);
+          }
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u) {
+          const int v = v0 + u * 32;
+          if (v < in_vecs) {  // false only in the row's last steps; they would add nothing
+#pragma unroll
+            for (int t = 0; t < kTok; ++t) {
+              if (t < n) {  // warp-uniform
+                float xf[kVec];
+                widen8(__ldg(xrow + t * in_vecs + v), xf);
+#pragma unroll
+                for (int j = 0; j < kRows; ++j) {
+                  float wf[kVec];
+                  widen8(wv[u][j], wf);
+                  acc[j][t] += dot8(wf, xf);
+                }
+              }
+            }
+          }
+        }
+      }
+
+      // Every lane ends with every sum; lane j * kTok + t stores output (j, t).
+      float mine = 0.f;
+#pragma unroll
+      for (int j = 0; j < kRows; ++j)
+#pragma unroll
+        for (int t = 0; t < kTok; ++t)
+          if (t < n) {
+            const float s = warp_sum(acc[j][t]);
+            if (lane == j * kTok + t) mine = s;
+          }
+      const int j = lane / kTok, t = lane % kTok;
+      if (j < rows && t < n) y[(p0 + t) * out + o0 + j] = __float2bfloat16(mine);
     }
   }
 }

@@ -21,7 +21,6 @@
 //
 // Not thread-safe, and one workspace per instance: use one Linear per stream.
 #include "tpb/kernels/gpu/linear.h"
-#include "tpb/kernels/gpu/gemv.h"
 
 #include <cublasLt.h>
 
@@ -213,14 +212,6 @@ Linear::~Linear() = default;
 void Linear::bf16_out(const __nv_bfloat16* x, std::int64_t x_stride, const __nv_bfloat16* w, __nv_bfloat16* y,
                       std::int64_t y_stride, std::int64_t rows, std::int64_t in, std::int64_t out,
                       cudaStream_t stream) {
-  // Decode-sized products stream the weights through gemv_bf16 (tpb/kernels/gpu/gemv.h):
-  // measured on an H200, cuBLASLt reads q_a / kv_a / the shared expert's weights at one
-  // token at 0.19-0.49 of the copy bandwidth. The choice depends only on the shape and
-  // alignment, so a shape always runs the same kernel (the same bits, eager or in a graph).
-  if (gemv_supported(x, x_stride, w, rows, in)) {
-    gemv_bf16(x, x_stride, w, y, y_stride, rows, in, out, stream);
-    return;
-  }
   impl_->run(CUDA_R_16BF, 2, x, x_stride, 0, w, false, in, 0, y, y_stride, 0, 1, rows, in, out, stream);
 }
 

@@ -1,6 +1,5 @@
 // Dense GEMMs through cuBLASLt: y[rows, out] = x[rows, in] · w[out, in]^T, bf16 in, fp32
 // accumulate, bf16 or fp32 out (nn.Linear's layout, as the CPU reference tpb/kernels/linear.h).
-// bf16_out with at most kGemvMaxRows rows (decode) runs gpu::gemv_bf16 instead (gemv.h).
 // Deterministic: one algorithm per shape, chosen once and cached, no atomics (cuBLAS's
 // default), a fixed workspace, so a shape computes the same bits every call and in a graph.
 #pragma once
