@@ -148,6 +148,21 @@ ObservedCommunicator& observed_communicator(WorkerState& state, const std::strin
   return *static_cast<ObservedCommunicator*>(it->second.get());
 }
 
+// The record's instrumentation section, the same on the CPU and the GPU: the level, what a
+// mark costs on this host, the marks per step and the share of the median step they would
+// take, what was recorded and dropped, and what the levels allocated (the same at every level).
+json instrumentation_summary(InstrumentationLevel level, const Instrumentation& inst, const AllocationLedger& ledger,
+                             std::int64_t marks_per_step, double median_step_us) {
+  const double cost_ns = mark_cost_ns();
+  return {{"level", instrumentation_level_name(level)},
+          {"mark_cost_ns", cost_ns},
+          {"marks_per_step", marks_per_step},
+          {"estimated_timing_overhead", static_cast<double>(marks_per_step) * cost_ns * 1e-3 / median_step_us},
+          {"marks", inst.mark_count()},
+          {"marks_dropped", inst.dropped()},
+          {"alloc", ledger.to_json()}};
+}
+
 // Phases of the timed steps from the marks (see observed_communicator.h). The compute
 // between two collectives is named by the collective's index in the step: 0 follows the
 // embedding; 1 + 2l the attention of layer l; 2 + 2l its MLP (dense) or MoE; the all_gather
@@ -480,14 +495,7 @@ json run_gpu_engine_workload(const json& case_spec, WorkerState& state) {
   if (!all_rows) last_rows = engine.last_position_logits();
   const std::vector<float>& logits = all_rows ? engine.logits() : last_rows;
   const std::size_t sample = std::min<std::size_t>(logits.size(), kOutputSampleValues);
-  const double cost_ns = mark_cost_ns();
-  json instrumentation = {{"level", instrumentation_level_name(level)},
-                          {"mark_cost_ns", cost_ns},
-                          {"marks_per_step", marks_per_step},
-                          {"estimated_timing_overhead", static_cast<double>(marks_per_step) * cost_ns * 1e-3 / median_step_us},
-                          {"marks", inst.mark_count()},
-                          {"marks_dropped", inst.dropped()},
-                          {"alloc", ledger.to_json()}};
+  json instrumentation = instrumentation_summary(level, inst, ledger, marks_per_step, median_step_us);
   if (level == InstrumentationLevel::debug) {
     TPB_CHECK(debug_snapshot.size() == logits.size(), "engine workload: the logits have " << logits.size()
                                                           << " values, the debug snapshot " << debug_snapshot.size());
@@ -713,14 +721,7 @@ json run_engine_workload(const json& case_spec, WorkerState& state) {
   std::vector<double> sorted_us = latency_us;
   std::sort(sorted_us.begin(), sorted_us.end());
   const double median_step_us = sorted_us[sorted_us.size() / 2];
-  const double cost_ns = mark_cost_ns();
-  json instrumentation = {{"level", instrumentation_level_name(level)},
-                          {"mark_cost_ns", cost_ns},
-                          {"marks_per_step", marks_per_step},
-                          {"estimated_timing_overhead", static_cast<double>(marks_per_step) * cost_ns * 1e-3 / median_step_us},
-                          {"marks", inst.mark_count()},
-                          {"marks_dropped", inst.dropped()},
-                          {"alloc", ledger.to_json()}};
+  json instrumentation = instrumentation_summary(level, inst, ledger, marks_per_step, median_step_us);
   json trace_file = nullptr;
   if (level != InstrumentationLevel::off) {
     const std::vector<Span> spans = engine_spans(inst, ce.config);

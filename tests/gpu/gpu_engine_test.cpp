@@ -264,13 +264,20 @@ TEST(GpuKvCacheWrite, MatchesHostReference) {
 
 class GpuEngineVsCpu : public ::testing::TestWithParam<std::string> {};
 
+// Runs body(config of r.preset) in a forked rank on GPU 0, as every test below does.
+template <class F>
+void on_one_gpu(const RunSpec& r, F&& body) {
+  expect_all_ranks_passed(run_ranks(1, [&](Bootstrap&) {
+    TPB_CUDA_CHECK(cudaSetDevice(0));
+    body(load_model_config_by_name(preset(r.preset)));
+  }));
+}
+
 TEST_P(GpuEngineVsCpu, PrefillAndDecodeMatchCpuFp32) {
   TPB_SKIP_WITHOUT_GPUS(1);
   RunSpec r;
   r.preset = GetParam();
-  expect_all_ranks_passed(run_ranks(1, [&](Bootstrap&) {
-    TPB_CUDA_CHECK(cudaSetDevice(0));
-    const ModelConfig config = load_model_config_by_name(preset(r.preset));
+  on_one_gpu(r, [&](const ModelConfig& config) {
     // The numerics policy bounds arithmetic: bf16 against fp32 under the same top-k decisions.
     // A near-tie in the router can flip one expert choice between the two (a discontinuity of
     // the model, not an error of either engine), so the asserted comparison pins the CPU's
@@ -298,7 +305,7 @@ TEST_P(GpuEngineVsCpu, PrefillAndDecodeMatchCpuFp32) {
     }
     expect_close(got_p, want_p, V, r.preset + " prefill, GPU bf16 vs CPU fp32 (same routing)");
     expect_close(got, want, V, r.preset + " prefill+decode, GPU bf16 vs CPU fp32 (same routing)");
-  }));
+  });
 }
 
 // The weight-read roofline's count: routed_expert_reads() is, per MoE call, the number of
@@ -308,9 +315,7 @@ TEST_P(GpuEngineVsCpu, RoutedExpertReadsCountTheChosenExperts) {
   TPB_SKIP_WITHOUT_GPUS(1);
   RunSpec r;
   r.preset = GetParam();
-  expect_all_ranks_passed(run_ranks(1, [&](Bootstrap&) {
-    TPB_CUDA_CHECK(cudaSetDevice(0));
-    const ModelConfig config = load_model_config_by_name(preset(r.preset));
+  on_one_gpu(r, [&](const ModelConfig& config) {
     std::int64_t moe_layers = 0;
     for (std::int64_t l = 0; l < config.num_hidden_layers; ++l) moe_layers += config.is_moe_layer(l);
     ASSERT_GT(moe_layers, 0);
@@ -347,16 +352,14 @@ TEST_P(GpuEngineVsCpu, RoutedExpertReadsCountTheChosenExperts) {
     ASSERT_EQ(at, routing.size()) << "the engine made other MoE calls than prefill + decode steps";
     EXPECT_EQ(eager, want);
     EXPECT_EQ(reads_of(true, nullptr), eager) << "graph replays must count as eager steps do";
-  }));
+  });
 }
 
 TEST_P(GpuEngineVsCpu, GraphDecodeIsBitwiseEagerDecode) {
   TPB_SKIP_WITHOUT_GPUS(1);
   RunSpec r;
   r.preset = GetParam();
-  expect_all_ranks_passed(run_ranks(1, [&](Bootstrap&) {
-    TPB_CUDA_CHECK(cudaSetDevice(0));
-    const ModelConfig config = load_model_config_by_name(preset(r.preset));
+  on_one_gpu(r, [&](const ModelConfig& config) {
     DeviceSingleRankCommunicator comm;
     GpuEngineStats eager_stats, graph_stats;
     const std::vector<float> eager = gpu_logits(config, r, comm, false, &eager_stats);
@@ -366,21 +369,19 @@ TEST_P(GpuEngineVsCpu, GraphDecodeIsBitwiseEagerDecode) {
     EXPECT_EQ(graph_stats.graph_replays, r.seq - r.prefill - 1);
     EXPECT_EQ(graph_stats.all_reduces, eager_stats.all_reduces);
     expect_bitwise(graph, eager, r.preset + " graph vs eager");
-  }));
+  });
 }
 
 TEST_P(GpuEngineVsCpu, SameCaseTwiceIsBitwise) {
   TPB_SKIP_WITHOUT_GPUS(1);
   RunSpec r;
   r.preset = GetParam();
-  expect_all_ranks_passed(run_ranks(1, [&](Bootstrap&) {
-    TPB_CUDA_CHECK(cudaSetDevice(0));
-    const ModelConfig config = load_model_config_by_name(preset(r.preset));
+  on_one_gpu(r, [&](const ModelConfig& config) {
     DeviceSingleRankCommunicator comm;
     const std::vector<float> a = gpu_logits(config, r, comm, true);
     const std::vector<float> b = gpu_logits(config, r, comm, true);
     expect_bitwise(b, a, r.preset + " run twice");
-  }));
+  });
 }
 
 // Rewind + decode at a fixed length (what a benchmark repeats) through a replayed graph gives
@@ -389,9 +390,7 @@ TEST_P(GpuEngineVsCpu, RewindReplayRepeatsTheStep) {
   TPB_SKIP_WITHOUT_GPUS(1);
   RunSpec r;
   r.preset = GetParam();
-  expect_all_ranks_passed(run_ranks(1, [&](Bootstrap&) {
-    TPB_CUDA_CHECK(cudaSetDevice(0));
-    const ModelConfig config = load_model_config_by_name(preset(r.preset));
+  on_one_gpu(r, [&](const ModelConfig& config) {
     DeviceSingleRankCommunicator comm;
     auto weights = make_synthetic_weights(r.seed);
     GpuEngine engine(config, Shard{0, 1}, comm, *weights, options_for(r, true));
@@ -406,7 +405,7 @@ TEST_P(GpuEngineVsCpu, RewindReplayRepeatsTheStep) {
     }
     EXPECT_EQ(engine.stats().graph_replays, 3);
     EXPECT_EQ(engine.cached_tokens(), r.prefill + 1);
-  }));
+  });
 }
 
 INSTANTIATE_TEST_SUITE_P(Presets, GpuEngineVsCpu, ::testing::Values("tiny-dsv3", "tiny-dsv3-grouped", "small-dsv3"),
