@@ -128,16 +128,31 @@ std::uint64_t allreduce_seed(const json& case_spec) {
   return static_cast<std::uint64_t>(int_field(params, "seed", model_seed, "params"));
 }
 
-std::vector<unsigned char> allreduce_input(std::uint64_t seed, int rank, std::size_t count, DType dtype) {
+// The inputs' kind: up to 2 ranks any value's single rounding is the serial sum's, so the
+// inputs have random mantissas; above 2 ranks a ring (NCCL) rounds after every hop and
+// differs from a one-rounding sum in the last bits (ARCHITECTURE.md numerics: "integer-valued
+// inputs exact"), so the inputs are small non-zero integers, |x| <= 128 / ranks: every
+// partial sum in any order is an integer of magnitude <= 128, exact in bf16, f16 and f32, and
+// every backend must give the serial sum bitwise. Random inputs at TP > 2 are the gpu
+// conformance tests' (within TP - 1 ulps).
+bool integer_inputs(int world_size) { return world_size > 2; }
+
+std::vector<unsigned char> allreduce_input(std::uint64_t seed, int rank, int world_size, std::size_t count,
+                                           DType dtype) {
   const int mantissa_bits = dtype == DType::f32 ? 23 : dtype == DType::bf16 ? 7 : 10;
   const std::uint64_t stream = splitmix64(seed ^ splitmix64(static_cast<std::uint64_t>(rank) + 1));
+  const std::uint64_t magnitude = static_cast<std::uint64_t>(128 / std::max(world_size, 1));
   std::vector<unsigned char> bytes(count * dtype_size(dtype));
   for (std::size_t i = 0; i < count; ++i) {
     const std::uint64_t h = splitmix64(stream + i);
+    const float sign = ((h >> 63) & 1) ? -1.0f : 1.0f;
+    if (integer_inputs(world_size)) {
+      store(bytes.data(), i, dtype, sign * static_cast<float>(1 + h % magnitude));  // 1 .. 128 / ranks
+      continue;
+    }
     const float mantissa = 1.0f + static_cast<float>(h & ((1ull << mantissa_bits) - 1)) / static_cast<float>(1ull << mantissa_bits);
     const int exponent = static_cast<int>((h >> 32) % 16) - 12;  // 2^-12 .. 2^3: normal in f16 too
-    const float value = std::ldexp(mantissa, exponent) * (((h >> 63) & 1) ? -1.0f : 1.0f);
-    store(bytes.data(), i, dtype, value);  // exact: the mantissa fits the dtype
+    store(bytes.data(), i, dtype, std::ldexp(mantissa, exponent) * sign);  // exact: the mantissa fits the dtype
   }
   return bytes;
 }
@@ -206,7 +221,7 @@ json run_allreduce_workload(const json& case_spec, WorkerState& state) {
   const std::uint64_t seed = allreduce_seed(case_spec);
 
   const InstrumentationLevel level = instrumentation_level(params);
-  const std::vector<unsigned char> input = allreduce_input(seed, rank, count, dtype);
+  const std::vector<unsigned char> input = allreduce_input(seed, rank, world_size, count, dtype);
   std::vector<unsigned char> output(input.size());
   // Every level allocates the same: the mark ring (2 marks per timed iteration) and the
   // debug level's float copy of the output.
@@ -284,7 +299,7 @@ json run_allreduce_workload(const json& case_spec, WorkerState& state) {
 
   // Regenerate every rank's input and compare the last output with the spec, bitwise.
   std::vector<std::vector<unsigned char>> all_inputs;
-  for (int r = 0; r < world_size; ++r) all_inputs.push_back(r == rank ? input : allreduce_input(seed, r, count, dtype));
+  for (int r = 0; r < world_size; ++r) all_inputs.push_back(r == rank ? input : allreduce_input(seed, r, world_size, count, dtype));
   const std::vector<unsigned char> expected = serial_sum_in_rank_order(all_inputs, count, dtype);
   std::size_t mismatched = 0;
   std::int64_t first_mismatch = -1;
@@ -310,6 +325,7 @@ json run_allreduce_workload(const json& case_spec, WorkerState& state) {
         {"latency_mean_us", mean_us},
         {"algbw_GBps", algbw},
         {"busbw_GBps", algbw * bus_factor},
+        {"inputs", integer_inputs(world_size) ? "integers |x| <= 128/ranks" : "random mantissas"},
         {"matches_serial_sum", mismatched == 0},
         {"mismatched_elements", mismatched},
         {"first_mismatch", first_mismatch},

@@ -44,11 +44,14 @@ nlohmann::json run_probe_workload(const nlohmann::json& case_spec, WorkerState& 
 // Names in the workload table, for error messages.
 std::vector<std::string> workload_names();
 
-// The allreduce workload's input of `rank`: `count` elements of `dtype` as raw bytes, a pure
-// function of (seed, rank, index), so any rank (and any test) can regenerate any rank's input.
-// Values are exact in the dtype, with exponents spread over 2^-12..2^3 so that fp32 sums
-// round and the order of summation shows.
-std::vector<unsigned char> allreduce_input(std::uint64_t seed, int rank, std::size_t count, DType dtype);
+// The allreduce workload's input of `rank` of `world_size`: `count` elements of `dtype` as raw
+// bytes, a pure function of (seed, rank, world_size, index), so any rank (and any test) can
+// regenerate any rank's input. Up to 2 ranks: random mantissas with exponents over 2^-12..2^3,
+// so that fp32 sums round and the order of summation shows. Above 2 ranks: non-zero integers,
+// |x| <= 128 / world_size, so that every partial sum is exact and a ring that rounds after
+// each hop must still give the serial sum bitwise (the numerics policy for TP > 2).
+std::vector<unsigned char> allreduce_input(std::uint64_t seed, int rank, int world_size, std::size_t count,
+                                           DType dtype);
 // The spec's input seed (params.seed, else model.seed, else 0).
 std::uint64_t allreduce_seed(const nlohmann::json& case_spec);
 // out[i] = fp32 sum over ranks in order 0..n-1 of inputs[r][i], rounded once to dtype.

@@ -9,6 +9,8 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -292,7 +294,7 @@ TEST_P(LauncherAllreduce, ShmOutputIsTheSerialSumInRankOrder) {
   ASSERT_TRUE(run.ok) << run.error;
 
   std::vector<std::vector<unsigned char>> inputs;
-  for (int r = 0; r < world_size; ++r) inputs.push_back(allreduce_input(1234 + world_size, r, count, dtype));
+  for (int r = 0; r < world_size; ++r) inputs.push_back(allreduce_input(1234 + world_size, r, world_size, count, dtype));
   const auto expected = serial_sum_in_rank_order(inputs, count, dtype);
   const std::string expected_digest = fnv1a64_hex(expected.data(), expected.size());
   for (int r = 0; r < world_size; ++r) {
@@ -327,12 +329,54 @@ INSTANTIATE_TEST_SUITE_P(Shm, LauncherAllreduce,
 
 // The workload's inputs are a function of the seed, not of the backend or the run.
 TEST(AllreduceWorkload, InputsAreReproducibleAndExactInTheirDtype) {
-  for (DType dtype : {DType::f32, DType::bf16, DType::f16}) {
-    const auto a = allreduce_input(7, 2, 513, dtype);
-    EXPECT_EQ(a, allreduce_input(7, 2, 513, dtype));
-    EXPECT_NE(a, allreduce_input(8, 2, 513, dtype));
-    EXPECT_NE(a, allreduce_input(7, 3, 513, dtype));
+  for (int world : {2, 4, 8})
+    for (DType dtype : {DType::f32, DType::bf16, DType::f16}) {
+      const auto a = allreduce_input(7, 1, world, 513, dtype);
+      EXPECT_EQ(a, allreduce_input(7, 1, world, 513, dtype));
+      EXPECT_NE(a, allreduce_input(8, 1, world, 513, dtype));
+      EXPECT_NE(a, allreduce_input(7, 0, world, 513, dtype));
+    }
+}
+
+// Element i of raw `dtype` bytes as fp32, and an fp32 value rounded to `dtype` (tpb/dtype.h).
+float element(const std::vector<unsigned char>& bytes, std::size_t i, DType dtype) {
+  if (dtype == DType::f32) {
+    float v;
+    std::memcpy(&v, bytes.data() + i * 4, 4);
+    return v;
   }
+  std::uint16_t b;
+  std::memcpy(&b, bytes.data() + i * 2, 2);
+  return dtype == DType::bf16 ? bf16_to_float(b) : f16_to_float(b);
+}
+float rounded(float v, DType dtype) {
+  if (dtype == DType::f32) return v;
+  return dtype == DType::bf16 ? bf16_to_float(float_to_bf16(v)) : f16_to_float(float_to_f16(v));
+}
+
+// Above 2 ranks the inputs are small non-zero integers: any order of summation, rounding to
+// the dtype after every add (as a ring does), gives the one-rounding serial sum bitwise.
+TEST(AllreduceWorkload, IntegerInputsAboveTwoRanksSumExactlyInAnyOrder) {
+  for (int world : {3, 4, 8})
+    for (DType dtype : {DType::f32, DType::bf16, DType::f16}) {
+      const std::size_t count = 4097;
+      std::vector<std::vector<unsigned char>> inputs;
+      for (int r = 0; r < world; ++r) inputs.push_back(allreduce_input(11, r, world, count, dtype));
+      const auto serial = serial_sum_in_rank_order(inputs, count, dtype);
+      int zeros = 0;
+      for (std::size_t i = 0; i < count; ++i) {
+        float ring = 0.0f;  // reverse rank order, rounded to the dtype after every hop
+        for (int r = world - 1; r >= 0; --r) {
+          const float x = element(inputs[static_cast<std::size_t>(r)], i, dtype);
+          ASSERT_EQ(x, std::round(x)) << "not an integer: rank " << r << " element " << i;
+          ASSERT_LE(std::fabs(x), 128.0f / static_cast<float>(world));
+          zeros += x == 0.0f;
+          ring = rounded(ring + x, dtype);
+        }
+        ASSERT_EQ(ring, element(serial, i, dtype)) << "world " << world << " element " << i;
+      }
+      EXPECT_EQ(zeros, 0);
+    }
 }
 
 }  // namespace
