@@ -4,6 +4,7 @@
 #include <limits>
 #include <optional>
 
+#include "suite/checks/record_outputs.h"
 #include "suite/checks/tolerance.h"
 
 namespace tpb {
@@ -12,29 +13,10 @@ namespace {
 
 using nlohmann::json;
 
-std::int64_t tp_of(const json& record) { return record.value("params", json::object()).value("tp", std::int64_t{1}); }
+std::int64_t tp_of(const json& record) { return record_tp(record); }
 
 std::string side(const json& record) {
   return "tp=" + std::to_string(tp_of(record)) + " (case " + record.value("case_id", std::string("?")) + ")";
-}
-
-// outputs.logits of `rank`, or nullopt. A null element is a value JSON could not hold (NaN/Inf).
-std::optional<std::vector<float>> logits_of(const json& record, std::size_t rank) {
-  const json outputs = record.value("outputs", json());
-  const json* per_rank = nullptr;
-  if (outputs.is_array() && rank < outputs.size()) per_rank = &outputs[rank];
-  if (!per_rank || !per_rank->is_object() || !per_rank->contains("logits") || !(*per_rank)["logits"].is_array())
-    return std::nullopt;
-  std::vector<float> v;
-  for (const auto& x : (*per_rank)["logits"])
-    v.push_back(x.is_number() ? x.get<float>() : std::numeric_limits<float>::quiet_NaN());
-  return v;
-}
-
-json rank0_metric(const json& record, const char* key) {
-  const json m = record.value("metrics", json::array());
-  if (m.is_array() && !m.empty() && m[0].is_object() && m[0].contains(key)) return m[0][key];
-  return nullptr;
 }
 
 }  // namespace
@@ -62,13 +44,13 @@ CheckResult TpInvariantCheck::evaluate(const std::vector<const json*>& group) co
   if (!ref) return {"skipped", "needs the tp=1 case to have run" + not_compared};
   if (ran.size() < 2) return {"skipped", "needs a tp>1 case that ran besides tp=1" + not_compared};
 
-  const auto ref_logits = logits_of(*ref, 0);
+  const auto ref_logits = record_logits(*ref, 0);
   if (!ref_logits)
     return {"fail", side(*ref) + " recorded no outputs.logits (the record's outputs must hold each rank's outputs)"};
-  const json dtype = rank0_metric(*ref, "compute_dtype");
+  const json dtype = record_rank0_metric(*ref, "compute_dtype");
   const bool fp32 = dtype.is_string() ? dtype.get<std::string>() == "f32" : ref->value("device", "") == "cpu";
   const double budget = fp32 ? kTpRelL2Fp32 : kTpRelL2Bf16;
-  const json vocab = rank0_metric(*ref, "vocab_size");
+  const json vocab = record_rank0_metric(*ref, "vocab_size");
   const std::int64_t V = vocab.is_number_integer() ? vocab.get<std::int64_t>() : 0;
   const std::vector<std::int64_t> ref_tokens = greedy_tokens(*ref_logits, V);
 
@@ -79,7 +61,7 @@ CheckResult TpInvariantCheck::evaluate(const std::vector<const json*>& group) co
     if (ranks == 0) return {"fail", side(*r) + " recorded no outputs.logits"};
     FloatComparison worst;
     for (std::size_t k = 0; k < ranks; ++k) {
-      const auto got = logits_of(*r, k);
+      const auto got = record_logits(*r, k);
       const std::string got_name = side(*r) + " rank " + std::to_string(k);
       if (!got) return {"fail", got_name + " recorded no outputs.logits"};
       const FloatComparison c = compare_rel_l2(*ref_logits, *got, budget);
