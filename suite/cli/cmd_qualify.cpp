@@ -25,7 +25,8 @@ constexpr const char* kUsage =
     "does not pass). Writes DIR/qualify.json and DIR/qualify.junit.xml (default DIR:\n"
     "results/qualify-<profile>-<run id>).\n"
     "  --update-baseline  store the measured values as the profile's baseline (with provenance)\n"
-    "Profiles: scenarios/qualify/cpu-smoke.json (CI), scenarios/qualify/h200x2.json.\n"
+    "Profiles: scenarios/qualify/cpu-smoke.json (CI), h200x2.json; h200x4.json and h200x8.json\n"
+    "(not yet run on such a node) beside them.\n"
     "Exit status: 0 every row PASS, 1 any FAIL or NO-BASELINE, 2 bad input.\n";
 
 std::string fmt(double v) {
