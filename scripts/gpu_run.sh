@@ -13,14 +13,15 @@
 # Defaults follow the GPU count: every gpu test; with one GPU the engine benchmarks and the
 # single-GPU scenarios (decode-1gpu, memory-fraction-1gpu; baselines under h200x1); with two
 # or more the allreduce passes, the 2-GPU scenarios (allreduce, decode and prefill sweeps,
-# memory-fraction; baselines under h200x<N>) and the h200x<N> qualification profile when one
-# exists. Within the device tool's 10 minutes a 2-GPU session takes two calls:
+# memory-fraction; baselines under h200x<N>; with 4 or more the allreduce sweep and
+# decode-sweep-tp48 instead) and the h200x<N> qualification profile when one exists.
+# Within the device tool's 10 minutes a 2-GPU session takes two calls:
 #   GPU_RUN_SKIP_SUITE=1 (build, tests, benchmarks), then GPU_RUN_SKIP_TESTS=1
 #   GPU_RUN_SKIP_BENCH=1 GPU_RUN_BASELINES=1 (scenarios recorded and re-compared, qualify).
 # Pass TPB_GIT_SHA=<full sha> TPB_GIT_DIRTY=0|1: the copy on the GPU machine has no usable
 # .git, and baselines carry the commit they were recorded at.
 # Steps: configure (cmake --preset cuda, Ninja, sm_90) and build tpb_gpu_tests + tpb_bench
-# with all cores; ctest -L gpu (allreduce tests unless GPU_RUN_CTEST_REGEX says otherwise);
+# with all cores; ctest -L gpu (every gpu test unless GPU_RUN_CTEST_REGEX narrows it);
 # tpb_bench pass 1 (nccl, one-shot, two-shot) -> measured auto thresholds
 # (scripts/allreduce_thresholds.py) -> tpb_bench pass 2 (all four backends side by side,
 # auto reading the fresh thresholds); prints the table last.
@@ -32,7 +33,9 @@ OUTDIR=${1:?usage: scripts/gpu_run.sh OUTDIR}
 mkdir -p "$OUTDIR"
 NGPU=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
 HW=h200x$NGPU
-if [ "$NGPU" -ge 2 ]; then
+if [ "$NGPU" -ge 4 ]; then
+  DEFAULT_SCENARIOS="scenarios/allreduce-sweep.json scenarios/decode-sweep-tp48.json"
+elif [ "$NGPU" -ge 2 ]; then
   DEFAULT_SCENARIOS="scenarios/allreduce-sweep.json scenarios/decode-sweep.json scenarios/prefill-sweep.json scenarios/memory-fraction.json"
 else
   DEFAULT_SCENARIOS="scenarios/decode-1gpu.json scenarios/memory-fraction-1gpu.json"
