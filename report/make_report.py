@@ -33,7 +33,8 @@ import plots  # noqa: E402
 import results_io  # noqa: E402
 
 PNG_NAMES = {"allreduce": "allreduce.png", "decode": "decode_latency.png",
-             "prefill": "prefill_latency.png", "speedup": "speedup_heatmap.png",
+             "prefill": "prefill_latency.png", "roofline": "roofline.png",
+             "speedup": "speedup_heatmap.png",
              "memory": "memory.png", "kv_tokens": "kv_tokens.png", "baseline": "baseline.png"}
 
 

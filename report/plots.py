@@ -552,6 +552,48 @@ def kv_tokens_figure(records, out_dir):
                   "recorded (x).", used)
 
 
+# ---- weight-read roofline ---------------------------------------------------------------
+
+def roofline_figure(records, out_dir):
+    title = "Decode step time over the time to read its weights, vs batch size"
+    recs = [r for r in _engine_records(records, "decode")
+            if rio.is_number(rio.metric(r, "x_weight_read_time"))]
+    if not recs:
+        return Skipped("roofline", title, "no decode cases with a weight-read roofline "
+                       "(metrics.x_weight_read_time: GPU engine cases) in this run")
+    consumed = {"allreduce", "batch_size", "mode"}
+    extra = varying_params(recs, consumed)
+    series = {}
+    for rec in recs:
+        series.setdefault(series_key(rec, extra), {})[rio.param(rec, "batch_size")] = rec
+    style = series_style(series)
+    fig, ax = plt.subplots(figsize=(8, 5), constrained_layout=True)
+    batches, used = [], []
+    for k in _sorted_series(series):
+        pts = sorted(series[k].items())
+        ax.plot([b for b, _ in pts], [rio.metric(r, "x_weight_read_time") for _, r in pts],
+                ms=5, label=series_name(k), **style[k])
+        batches += [b for b, _ in pts]
+        used += [r["case_id"] for _, r in pts]
+    ax.axhline(1.0, color="black", lw=1, ls="--")
+    ax.axhline(1.5, color="firebrick", lw=1, ls=":")
+    _int_axis(ax, batches)
+    ax.set_ylim(bottom=0)
+    ax.set_xlabel("batch size (sequences)")
+    ax.set_ylabel("step p50 / weight-read time")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8)
+    ax.set_title(title + "\n(dashed: the roofline; dotted: 1.5, the decode target)", fontsize=11)
+    path = _save(fig, out_dir, "roofline.png")
+    caption = ("metrics.x_weight_read_time of each ok decode case: the median step over "
+               "metrics.step_weight_bytes (every weight the step read on a rank, with the routed "
+               "experts the router chose) at metrics.copy_GBps, the copy bandwidth measured in "
+               "the same process.")
+    if extra:
+        caption += " Series split by: " + ", ".join(extra) + "."
+    return Figure("roofline", title, path, caption, used)
+
+
 # ---- baselines --------------------------------------------------------------------------
 
 VERDICT_COLORS = {"regression": "#c0392b", "improvement": "#1e8449", "ok": "#2e86c1",
@@ -617,6 +659,7 @@ def all_figures(records, out_dir):
     return [allreduce_figure(records, out_dir),
             latency_figure(records, out_dir, "decode"),
             latency_figure(records, out_dir, "prefill"),
+            roofline_figure(records, out_dir),
             speedup_figure(records, out_dir),
             memory_figure(records, out_dir),
             kv_tokens_figure(records, out_dir),

@@ -16,7 +16,7 @@ import tempfile
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SCRIPT = os.path.join(ROOT, "report", "make_report.py")
 FIXTURE = os.path.join(ROOT, "tests", "data", "results_fixture")
-PNG_NAMES = ("allreduce.png", "decode_latency.png", "prefill_latency.png",
+PNG_NAMES = ("allreduce.png", "decode_latency.png", "prefill_latency.png", "roofline.png",
              "speedup_heatmap.png", "memory.png", "kv_tokens.png", "baseline.png")
 
 

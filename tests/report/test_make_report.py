@@ -146,13 +146,13 @@ class PartialData(unittest.TestCase):
             os.remove(os.path.join(tmp.name, "run.json"))
             proc = util.run_report(tmp.name)
             self.assertEqual(proc.returncode, 0, proc.stderr)
-            for name in ("decode_latency.png", "prefill_latency.png", "speedup_heatmap.png",
-                         "memory.png", "kv_tokens.png"):
+            for name in ("decode_latency.png", "prefill_latency.png", "roofline.png",
+                         "speedup_heatmap.png", "memory.png", "kv_tokens.png"):
                 self.assertFalse(os.path.exists(os.path.join(tmp.name, name)), name)
             self.assertTrue(os.path.isfile(os.path.join(tmp.name, "allreduce.png")))
             with open(os.path.join(tmp.name, "report.html"), encoding="utf-8") as f:
                 html = f.read()
-            self.assertEqual(html.count('<p class="note">No plot:'), 5)
+            self.assertEqual(html.count('<p class="note">No plot:'), 6)
             # Without run.json the provenance comes from the records.
             self.assertIn("from results.jsonl (first record)", html)
             self.assertIn(allreduce_only[0]["provenance"]["git_sha"], html)

@@ -194,8 +194,18 @@ for mode, batches, seqs, backends in (
                 checks = ok_checks({"equal_across_allreduce": {
                     "status": "pass", "detail": "bitwise identical to nccl",
                     "max_abs": 0.0, "rel_l2": 0.0, "worst_index": None}})
+                # Weight-read roofline (decode): the bytes a step reads, a flat part plus
+                # the routed experts chosen, at a copy bandwidth of 4200 GB/s; no rng, so
+                # the rest of the fixture keeps its numbers.
+                metrics = None
+                if mode == "decode":
+                    weight_bytes = 1.0e10 + 1.5e8 * min(batch, 64)
+                    read_us = weight_bytes / (4200.0 * 1e3)
+                    metrics = [{"step_weight_bytes": weight_bytes, "copy_GBps": 4200.0,
+                                "weight_read_us": round(read_us, 3),
+                                "x_weight_read_time": round(lat["p50"] / read_us, 4)}] * 2
                 rec = record(params, label=f"{mode} bs={batch} seq={seq} {backend_name}",
-                             workload="engine", latency=lat,
+                             workload="engine", latency=lat, metrics=metrics,
                              throughput={"tokens_per_s": round(tokens / (lat["p50"] * 1e-6), 1)},
                              plan=plan_for(params),
                              digests=[{"logits": "feedbeef"}, {"logits": "feedbeef"}],
