@@ -19,11 +19,12 @@
 // function the planner predicts with; the per-layer caches are carved from the pool's start in
 // exactly the layout of the exact-size cache (max_len fixes the decode split-K partition, so
 // the logits do not depend on the pool's size, which changes with the communicator's buffers).
-// A pool too small for max_batch x max_len throws KvPoolInfeasible with the planner's sentence. With cuda_graph the
-// decode step of each batch size runs eagerly once (cuBLASLt picks and caches its algorithms),
-// is captured on its second call, and replayed from then on; inputs (token ids, positions,
-// sequence lengths) live in fixed device buffers written before every launch. A replay runs
-// the same kernels with the same arguments as the eager step: bitwise the same logits.
+// A pool too small for max_batch x max_len throws KvPoolInfeasible with the planner's
+// sentence. With cuda_graph the decode step of each batch size runs eagerly once (cuBLASLt
+// picks and caches its algorithms), is captured on its second call, and replayed from then
+// on; inputs (token ids, positions, sequence lengths) live in fixed device buffers written
+// before every launch. A replay runs the same kernels with the same arguments as the eager
+// step: bitwise the same logits.
 #pragma once
 
 #include <cuda_bf16.h>
