@@ -1,6 +1,7 @@
 #include "suite/case_plan.h"
 
 #include "reference_engine/config/model_config.h"
+#include "reference_engine/memory/engine_buffers.h"
 #include "reference_engine/memory/planner.h"
 #include "reference_engine/memory/weight_bytes.h"
 
@@ -62,7 +63,17 @@ std::optional<CasePlan> plan_engine_case(const Scenario& s, const Case& c, const
     out.plan["breakdown"]["kv_pool"] = plan.kv_cache_bytes;  // max_tokens x cell
   else
     out.plan["breakdown"]["kv_cache"] = plan.kv_cell_bytes * in.requested_tokens;
+  EngineBufferShape buffers;
+  buffers.tp = c.tp;
+  buffers.max_batch = batch;
+  buffers.max_len = capacity;
+  buffers.max_prefill_tokens = gpu_engine_prefill_tokens(decode, batch, seq_len);
+  out.plan["breakdown"]["activations"] = gpu_engine_buffer_bytes(config, buffers);
   return out;
+}
+
+std::int64_t gpu_engine_prefill_tokens(bool decode, std::int64_t batch, std::int64_t seq_len) {
+  return !decode || batch * seq_len <= kGpuRealPrefillMaxTokens ? batch * seq_len : batch;
 }
 
 }  // namespace tpb

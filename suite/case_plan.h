@@ -10,7 +10,8 @@
 //   breakdown of the terms the engine allocates per rank for this case: weights (bf16, the
 //   text model: tpbench's engine loads no vision tower), comm_buffers, and kv_pool (max_tokens
 //   x cell: the pool the engine sizes from the case's mem_fraction, GpuEngineOptions) or, for
-//   a case without mem_fraction, kv_cache (the case's own cache, cell x batch x capacity);
+//   a case without mem_fraction, kv_cache (the case's own cache, cell x batch x capacity), and
+//   activations (the engine's step buffers for the case, reference_engine/memory/engine_buffers.h);
 //   plan_matches_measured compares them with the meter, and max_tokens with the engine's pool.
 #pragma once
 
@@ -36,6 +37,16 @@ struct CasePlan {
   bool feasible = true;
   std::string verdict;  // the planner's sentence
 };
+
+// A decode case fills its KV cache by a real prefill up to this many tokens (batch * seq_len);
+// above it the cache rows are synthetic (GpuEngine::fill_kv_synthetic): a 256 x 32K context
+// would be an 8M-token prefill. metrics.kv_fill says which.
+constexpr std::int64_t kGpuRealPrefillMaxTokens = 8192;
+
+// The largest prefill the GPU engine runs for a case (GpuEngineOptions::max_prefill_tokens):
+// batch x seq_len for a prefill case and for a decode case whose KV a real prefill fills, else
+// batch (the decode step alone).
+std::int64_t gpu_engine_prefill_tokens(bool decode, std::int64_t batch, std::int64_t seq_len);
 
 // The plan of an engine case on `gpu`; nullopt for other workloads.
 std::optional<CasePlan> plan_engine_case(const Scenario& scenario, const Case& c, const PlanGpu& gpu);

@@ -422,6 +422,9 @@ void GpuEngine::allocate_buffers() {
   kv_bytes_ = m.bytes - before_kv;
   if (options_.on_phase) options_.on_phase("after_kv");
 
+  // The step buffers. reference_engine/memory/engine_buffers.cpp plans them buffer by buffer
+  // (the planner runs without CUDA): a buffer added here goes there too, or plan_matches_measured
+  // reports the term `activations`.
   const std::size_t before_act = m.bytes;
   m.inv_freq = m.alloc<float>(rope / 2);
   TPB_CUDA_CHECK(cudaMemcpy(m.inv_freq, inv_freq_host_.data(), sizeof(float) * inv_freq_host_.size(),

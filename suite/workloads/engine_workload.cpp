@@ -13,6 +13,7 @@
 #include "reference_engine/memory/weight_bytes.h"
 #include "reference_engine/weights/safetensors.h"
 #include "reference_engine/weights/weight_source.h"
+#include "suite/case_plan.h"
 #include "suite/instrumentation.h"
 #include "suite/workloads/observed_communicator.h"
 #include "suite/workloads/workloads.h"
@@ -224,10 +225,6 @@ std::int64_t workload_token(std::uint64_t seed, std::int64_t seq, std::int64_t p
 // ---------------------------------------------------------------------------------------
 // device "cuda": the bf16 GpuEngine (reference_engine/gpu/gpu_engine.h), one rank per GPU.
 
-// A decode case fills its KV cache by a real prefill up to this many tokens (batch * seq_len);
-// above it the cache rows are synthetic (GpuEngine::fill_kv_synthetic): a 256 x 32K context
-// would be an 8M-token prefill. metrics.kv_fill says which.
-constexpr std::int64_t kGpuRealPrefillMaxTokens = 8192;
 // Logits above this many values are digested at the last position of each sequence only
 // (metrics.logits_rows = "last"); below it, all of [batch, tokens, vocab] as on the CPU.
 constexpr std::int64_t kGpuFullLogitsMaxValues = 64ll << 20;
@@ -358,7 +355,7 @@ json run_gpu_engine_workload(const json& case_spec, WorkerState& state) {
   GpuEngineOptions sizes;
   sizes.max_batch = batch;
   sizes.max_len = decode ? seq_len + 1 : seq_len;
-  sizes.max_prefill_tokens = real_prefill ? batch * seq_len : batch;
+  sizes.max_prefill_tokens = gpu_engine_prefill_tokens(decode, batch, seq_len);
   sizes.cuda_graph = cuda_graph;
   // The KV cache is sized as a serving engine sizes it, from the case's mem_fraction, when the
   // scenario sweeps mem_fraction (case_spec.kv_pool); otherwise exactly the case's cache.

@@ -9,6 +9,8 @@
 #include <map>
 #include <string>
 
+#include "reference_engine/config/model_config.h"
+#include "reference_engine/memory/engine_buffers.h"
 #include "reference_engine/memory/gpu_catalog.h"
 #include "suite/case_plan.h"
 #include "suite/scenario.h"
@@ -62,6 +64,42 @@ TEST(CasePlan, SweptFractionMakesTheKvTermThePool) {
     EXPECT_EQ(p->plan["mem_fraction"].get<double>(), c.params["mem_fraction"].get<double>());
     EXPECT_TRUE(case_spec(s, c)["kv_pool"].get<bool>());
   }
+}
+
+TEST(CasePlan, WithoutAFractionTheKvTermIsTheCasesCache) {
+  const Scenario s = decode_sweep();
+  Case c = expand_cases(s, two_gpus()).front();
+  c.params.erase("mem_fraction");
+  const auto p = plan_engine_case(s, c, h200());
+  ASSERT_TRUE(p);
+  const std::int64_t batch = c.params["batch_size"].get<std::int64_t>();
+  const std::int64_t seq = c.params["seq_len"].get<std::int64_t>();
+  EXPECT_EQ(p->plan["breakdown"]["kv_cache"].get<std::int64_t>(), 3 * 576 * 2 * batch * (seq + 1));
+  EXPECT_FALSE(p->plan["breakdown"].contains("kv_pool"));
+  EXPECT_EQ(p->plan["mem_fraction"].get<double>(), 0.9);  // planned at the default, for the verdict
+}
+
+// Every engine case plans the engine's step buffers as `activations`: the prefill that fills
+// the KV (batch x seq_len <= 8192 tokens) sizes them; above that the decode step alone does.
+TEST(CasePlan, ActivationsAreTheEnginesStepBuffersForTheCasesPrefill) {
+  const Scenario s = decode_sweep();
+  ModelConfig config = load_model_config(s.model->config_path);
+  apply_overrides(config, s.model->overrides, s.model->config_path, "$.model.overrides");
+  for (const auto& c : expand_cases(s, two_gpus())) {
+    const auto p = plan_engine_case(s, c, h200());
+    ASSERT_TRUE(p);
+    const std::int64_t batch = c.params["batch_size"].get<std::int64_t>();
+    const std::int64_t seq = c.params["seq_len"].get<std::int64_t>();
+    EngineBufferShape shape;
+    shape.tp = static_cast<int>(c.tp);
+    shape.max_batch = batch;
+    shape.max_len = seq + 1;
+    shape.max_prefill_tokens = batch * seq <= kGpuRealPrefillMaxTokens ? batch * seq : batch;
+    EXPECT_EQ(gpu_engine_prefill_tokens(true, batch, seq), shape.max_prefill_tokens);
+    EXPECT_EQ(p->plan["breakdown"]["activations"].get<std::int64_t>(), gpu_engine_buffer_bytes(config, shape))
+        << c.label;
+  }
+  EXPECT_EQ(gpu_engine_prefill_tokens(false, 4, 8192), 4 * 8192);  // a prefill case runs its prefill
 }
 
 TEST(CasePlan, TooSmallAFractionIsInfeasibleWithTheSentence) {
