@@ -11,6 +11,7 @@
 
 #include "reference_engine/gpu/kv_cache_write.h"
 #include "reference_engine/gpu/synthetic_window.h"
+#include "reference_engine/model/rope_params.h"
 #include "tpb/check.h"
 #include "tpb/cuda_check.h"
 #include "tpb/kernels/gpu/embedding.h"
@@ -50,20 +51,6 @@ std::string gib_text(double bytes) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.2f GiB", bytes / static_cast<double>(kGiB));
   return buf;
-}
-
-kernels::RopeParams rope_params(const ModelConfig& c) {
-  kernels::RopeParams p;
-  p.dim = static_cast<int>(c.qk_rope_head_dim);
-  p.theta = c.rope.theta;
-  p.yarn = c.rope.type == "yarn";
-  p.factor = c.rope.factor;
-  p.beta_fast = c.rope.beta_fast;
-  p.beta_slow = c.rope.beta_slow;
-  p.mscale = c.rope.mscale;
-  p.mscale_all_dim = c.rope.mscale_all_dim;
-  p.original_max_position_embeddings = c.rope.original_max_position_embeddings;
-  return p;
 }
 
 // The requests load_model_weights (reference_engine/model/model_weights.cpp) makes, built the

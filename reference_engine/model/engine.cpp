@@ -1,6 +1,7 @@
 // The fp32 reference forward pass (see engine.h). Buffers are token-major: [tokens, features]
 // with token t = b * n + i for sequence b and new-token index i.
 #include "reference_engine/model/engine.h"
+#include "reference_engine/model/rope_params.h"
 
 #include <unistd.h>
 
@@ -18,20 +19,6 @@
 
 namespace tpb {
 namespace {
-
-kernels::RopeParams rope_params(const ModelConfig& c) {
-  kernels::RopeParams p;
-  p.dim = static_cast<int>(c.qk_rope_head_dim);
-  p.theta = c.rope.theta;
-  p.yarn = c.rope.type == "yarn";
-  p.factor = c.rope.factor;
-  p.beta_fast = c.rope.beta_fast;
-  p.beta_slow = c.rope.beta_slow;
-  p.mscale = c.rope.mscale;
-  p.mscale_all_dim = c.rope.mscale_all_dim;
-  p.original_max_position_embeddings = c.rope.original_max_position_embeddings;
-  return p;
-}
 
 // y = down(silu(gate(x)) * up(x)) for `rows` tokens.
 void mlp_forward(const MlpWeights& w, const float* x, std::int64_t rows, std::int64_t hidden, std::int64_t inter,
