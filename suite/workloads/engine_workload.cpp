@@ -164,6 +164,25 @@ json instrumentation_summary(InstrumentationLevel level, const Instrumentation& 
           {"alloc", ledger.to_json()}};
 }
 
+// The debug level's statistics of the step's logits: copied into `snapshot` (allocated before
+// the timed loop at every level) after the loop, so that reading them cannot change what the
+// digest sees (observer_invariant compares it with `off`); the whole tensor, then up to 64 of
+// its `rows` rows of `vocab` values with their greedy token.
+json debug_logits_summary(const std::vector<float>& logits, std::vector<float>& snapshot, std::int64_t rows,
+                          std::int64_t vocab) {
+  TPB_CHECK(snapshot.size() == logits.size(), "engine workload: the logits have " << logits.size()
+                                                  << " values, the debug snapshot " << snapshot.size());
+  std::copy(logits.begin(), logits.end(), snapshot.begin());
+  json per_row = json::array();
+  for (std::int64_t t = 0; t < std::min<std::int64_t>(rows, 64); ++t) {
+    const float* row = snapshot.data() + t * vocab;
+    json stats = float_stats(row, static_cast<std::size_t>(vocab));
+    stats["greedy_token"] = std::max_element(row, row + vocab) - row;
+    per_row.push_back(stats);
+  }
+  return {{"logits", float_stats(snapshot.data(), snapshot.size())}, {"logits_rows", per_row}};
+}
+
 // Phases of the timed steps from the marks (see observed_communicator.h). The compute
 // between two collectives is named by the collective's index in the step: 0 follows the
 // embedding; 1 + 2l the attention of layer l; 2 + 2l its MLP (dense) or MoE; the all_gather
@@ -493,21 +512,8 @@ json run_gpu_engine_workload(const json& case_spec, WorkerState& state) {
   const std::vector<float>& logits = all_rows ? engine.logits() : last_rows;
   const std::size_t sample = std::min<std::size_t>(logits.size(), kOutputSampleValues);
   json instrumentation = instrumentation_summary(level, inst, ledger, marks_per_step, median_step_us);
-  if (level == InstrumentationLevel::debug) {
-    TPB_CHECK(debug_snapshot.size() == logits.size(), "engine workload: the logits have " << logits.size()
-                                                          << " values, the debug snapshot " << debug_snapshot.size());
-    std::copy(logits.begin(), logits.end(), debug_snapshot.begin());
-    json rows = json::array();
-    const std::int64_t shown = std::min<std::int64_t>(static_cast<std::int64_t>(logits.size()) / V, 64);
-    for (std::int64_t t = 0; t < shown; ++t) {
-      const float* row = debug_snapshot.data() + t * V;
-      json stats = float_stats(row, static_cast<std::size_t>(V));
-      stats["greedy_token"] = std::max_element(row, row + V) - row;
-      rows.push_back(stats);
-    }
-    instrumentation["debug"] = {{"logits", float_stats(debug_snapshot.data(), debug_snapshot.size())},
-                                {"logits_rows", rows}};
-  }
+  if (level == InstrumentationLevel::debug)
+    instrumentation["debug"] = debug_logits_summary(logits, debug_snapshot, static_cast<std::int64_t>(logits.size()) / V, V);
   const GpuEngineStats& st = engine.stats();
   // Measured memory (cudaMemGetInfo around the allocations, device-wide): weights when the
   // engine was built (the weights stay loaded across the cases of a sweep), the KV cache and
@@ -729,23 +735,8 @@ json run_engine_workload(const json& case_spec, WorkerState& state) {
       trace_file = path;
     }
   }
-  if (level == InstrumentationLevel::debug) {
-    // Statistics of a copy of the final logits, made after the timed loop: reading them
-    // must not change what the digest below sees (observer_invariant compares it with `off`).
-    TPB_CHECK(debug_snapshot.size() == logits.size(), "engine workload: the logits have " << logits.size()
-                                                          << " values, the debug snapshot " << debug_snapshot.size());
-    std::copy(logits.begin(), logits.end(), debug_snapshot.begin());
-    json rows = json::array();
-    const std::int64_t shown = std::min<std::int64_t>(tokens_per_step, 64);
-    for (std::int64_t t = 0; t < shown; ++t) {
-      const float* row = debug_snapshot.data() + t * V;
-      json stats = float_stats(row, static_cast<std::size_t>(V));
-      stats["greedy_token"] = std::max_element(row, row + V) - row;
-      rows.push_back(stats);
-    }
-    instrumentation["debug"] = {{"logits", float_stats(debug_snapshot.data(), debug_snapshot.size())},
-                                {"logits_rows", rows}};
-  }
+  if (level == InstrumentationLevel::debug)
+    instrumentation["debug"] = debug_logits_summary(logits, debug_snapshot, tokens_per_step, V);
   // On the CPU the measured side is the engine's own accounting (MemoryMeter without a device).
   MemoryMeter meter(false);
   meter.mark("after_weights", static_cast<std::int64_t>(engine.weight_bytes()));
