@@ -29,6 +29,7 @@
 #include "tpb/check.h"
 #include "tpb/cuda_check.h"
 #include "tpb/dtype.h"
+#include "tpb/kernels/mla_decode_split.h"
 
 namespace tpb::gpu {
 
@@ -38,11 +39,13 @@ constexpr int kSlices = 4;                          // warps per 16-head row til
 constexpr int kTileKeys = 16 * kSlices;             // cache rows per pipeline stage, 16 per warp
 constexpr int kStages = 2;                          // cp.async pipeline depth
 constexpr int kMaxRowTiles = 2;                     // 16-head MMA row tiles per CTA: up to 32 heads
+static_assert(kTileKeys == kernels::kMlaDecodeTileKeys && kMaxRowTiles * 16 == kernels::kMlaDecodeHeadsPerCta,
+              "the split plan (tpb/kernels/mla_decode_split.h) describes this kernel");
 constexpr int kMaxThreads = kMaxRowTiles * kSlices * 32;
 constexpr int kMaxKvLora = 512;
 constexpr int kMaxRope = 128;
 constexpr int kMaxColTiles = kMaxKvLora / (8 * kSlices);  // 8-column output tiles per warp
-constexpr int kMaxSplits = 256;
+constexpr int kMaxSplits = static_cast<int>(kernels::kMlaDecodeMaxSplits);
 constexpr int kMergeThreads = 256;
 
 // Shared-memory geometry of one shape. Rows are padded with zeros: to 16 columns for the
@@ -60,11 +63,6 @@ struct Geometry {
   std::size_t smem = 0;
 };
 
-struct Plan {
-  int splits = 1;
-  std::int64_t chunk = kTileKeys;  // keys per split, a multiple of kTileKeys
-};
-
 int round_up(int v, int m) { return (v + m - 1) / m * m; }
 
 void validate(const MlaDecodeShape& s) {
@@ -80,7 +78,7 @@ void validate(const MlaDecodeShape& s) {
 Geometry make_geometry(const MlaDecodeShape& s) {
   Geometry g;
   const int tiles = static_cast<int>((s.heads + 15) / 16);
-  g.groups = (tiles + kMaxRowTiles - 1) / kMaxRowTiles;
+  g.groups = static_cast<int>(kernels::mla_decode_head_groups(s.heads));
   g.row_tiles = (tiles + g.groups - 1) / g.groups;  // balanced: 3 tiles run as 2 + 1
   g.row = static_cast<int>(s.kv_lora + s.rope);
   g.row_pad = round_up(g.row, 16);
@@ -91,29 +89,8 @@ Geometry make_geometry(const MlaDecodeShape& s) {
   return g;
 }
 
-// Splits of whole tiles, chosen for the shortest critical path: waves of resident CTAs times
-// tiles per CTA, over split counts up to twice what fills the device once (more only adds
-// merge traffic); ties go to fewer splits. A function of (max_len, batch * head groups, the
-// device's resident CTAs) only, so workspace size and launch agree and a graph captured at
-// any seq_lens stays valid.
-Plan make_plan(const MlaDecodeShape& s, const Geometry& g, std::int64_t slots) {
-  Plan p;
-  const std::int64_t work = s.batch * g.groups;
-  const std::int64_t max_tiles = (s.max_len + kTileKeys - 1) / kTileKeys;
-  const std::int64_t cap =
-      std::min<std::int64_t>({kMaxSplits, max_tiles, std::max<std::int64_t>(1, (2 * slots + work - 1) / work)});
-  std::int64_t best_cost = -1;
-  for (std::int64_t want = 1; want <= cap; ++want) {
-    const std::int64_t tiles_per_split = (max_tiles + want - 1) / want;
-    const std::int64_t splits = (max_tiles + tiles_per_split - 1) / tiles_per_split;
-    const std::int64_t cost = (work * splits + slots - 1) / slots * tiles_per_split;
-    if (best_cost < 0 || cost < best_cost) {
-      best_cost = cost;
-      p.chunk = tiles_per_split * kTileKeys;
-      p.splits = static_cast<int>(splits);
-    }
-  }
-  return p;
+kernels::MlaDecodeSplit make_plan(const MlaDecodeShape& s, const Geometry& g, std::int64_t slots) {
+  return kernels::mla_decode_split(s.max_len, s.batch * g.groups, slots);
 }
 
 // Workspace layout: o [batch*heads][splits][kv_lora], then m and l [batch*heads][splits], fp32.
@@ -123,7 +100,7 @@ struct Workspace {
   float* l;
 };
 
-Workspace carve(void* base, const MlaDecodeShape& s, const Plan& p) {
+Workspace carve(void* base, const MlaDecodeShape& s, const kernels::MlaDecodeSplit& p) {
   const std::size_t rows = static_cast<std::size_t>(s.batch * s.heads) * static_cast<std::size_t>(p.splits);
   Workspace w;
   w.o = static_cast<float*>(base);
@@ -132,9 +109,8 @@ Workspace carve(void* base, const MlaDecodeShape& s, const Plan& p) {
   return w;
 }
 
-std::size_t workspace_bytes(const MlaDecodeShape& s, const Plan& p) {
-  const std::size_t rows = static_cast<std::size_t>(s.batch * s.heads) * static_cast<std::size_t>(p.splits);
-  return rows * (static_cast<std::size_t>(s.kv_lora) + 2) * sizeof(float);
+std::size_t workspace_bytes(const MlaDecodeShape& s, const kernels::MlaDecodeSplit& p) {
+  return static_cast<std::size_t>(kernels::mla_decode_workspace_bytes_for(s.batch, s.heads, s.kv_lora, p.splits));
 }
 
 __device__ __forceinline__ std::uint32_t smem_addr(const void* p) {
@@ -498,17 +474,17 @@ void mla_decode_attention(const __nv_bfloat16* q, const __nv_bfloat16* cache, co
                 reinterpret_cast<std::uintptr_t>(o_lat) % 4 == 0 && reinterpret_cast<std::uintptr_t>(workspace) % 16 == 0,
             "mla_decode: q and cache must be 16-byte aligned, o_lat 4-byte, workspace 16-byte");
   const Geometry g = make_geometry(shape);
-  const Plan p = make_plan(shape, g, resident_ctas(g));
+  const kernels::MlaDecodeSplit p = make_plan(shape, g, resident_ctas(g));
   const Workspace w = carve(workspace, shape, p);
   // Head groups vary fastest: the groups of one split run side by side and the second read of
   // the same cache rows comes from L2.
   const dim3 grid(static_cast<unsigned>(g.groups), static_cast<unsigned>(p.splits), static_cast<unsigned>(shape.batch));
   mla_decode_split_kernel<<<grid, g.threads, g.smem, stream>>>(
       q, cache, seq_lens, static_cast<int>(shape.heads), static_cast<int>(shape.kv_lora), static_cast<int>(shape.rope),
-      shape.max_len, p.splits, p.chunk, scale, g.row_tiles, g.stride, w.o, w.m, w.l);
+      shape.max_len, static_cast<int>(p.splits), p.chunk, scale, g.row_tiles, g.stride, w.o, w.m, w.l);
   TPB_CUDA_CHECK_LAUNCH();
   mla_decode_merge_kernel<<<static_cast<unsigned>(shape.batch * shape.heads), kMergeThreads, 0, stream>>>(
-      w.o, w.m, w.l, static_cast<int>(shape.kv_lora), p.splits, o_lat);
+      w.o, w.m, w.l, static_cast<int>(shape.kv_lora), static_cast<int>(p.splits), o_lat);
   TPB_CUDA_CHECK_LAUNCH();
 }
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "reference_engine/model/model_weights.h"
+#include "tpb/kernels/mla_decode_split.h"
 
 namespace tpb {
 
@@ -11,29 +12,13 @@ namespace {
 constexpr std::int64_t kBf16 = 2, kF32 = 4, kI32 = 4;
 constexpr std::int64_t kLinearWorkspaceBytes = std::int64_t{32} << 20;  // kernels/cuda/linear.cpp
 
-// mla_decode's fp32 split partials for `batch` sequences: batch x heads x splits x (lora + 2),
-// with the split count its plan picks (kernels/cuda/mla_decode.cu: 64-key tiles, up to 32 heads
-// per CTA, one resident CTA per SM at the Kimi/DeepSeek row width, up to twice the resident
-// CTAs, 256 splits at most; ties to fewer splits).
+// mla_decode's workspace for `batch` sequences with the split count its plan picks, at one
+// resident CTA per SM (the kernel's occupancy at the Kimi/DeepSeek row width).
 std::int64_t decode_workspace_bytes(std::int64_t batch, std::int64_t heads, std::int64_t lora, std::int64_t max_len,
                                     int sms) {
-  const std::int64_t row_tiles_all = (heads + 15) / 16;
-  const std::int64_t groups = (row_tiles_all + 1) / 2;
-  const std::int64_t work = batch * groups, slots = std::max(sms, 1);
-  const std::int64_t max_tiles = (max_len + 63) / 64;
-  const std::int64_t cap =
-      std::min<std::int64_t>({256, max_tiles, std::max<std::int64_t>(1, (2 * slots + work - 1) / work)});
-  std::int64_t best_cost = -1, best_splits = 1;
-  for (std::int64_t want = 1; want <= cap; ++want) {
-    const std::int64_t per = (max_tiles + want - 1) / want;
-    const std::int64_t splits = (max_tiles + per - 1) / per;
-    const std::int64_t cost = (work * splits + slots - 1) / slots * per;
-    if (best_cost < 0 || cost < best_cost) {
-      best_cost = cost;
-      best_splits = splits;
-    }
-  }
-  return batch * heads * best_splits * (lora + 2) * kF32;
+  const kernels::MlaDecodeSplit split =
+      kernels::mla_decode_split(max_len, batch * kernels::mla_decode_head_groups(heads), std::max(sms, 1));
+  return kernels::mla_decode_workspace_bytes_for(batch, heads, lora, split.splits);
 }
 
 }  // namespace

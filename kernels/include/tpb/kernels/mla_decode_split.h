@@ -1,0 +1,57 @@
+// How the GPU decode attention (tpb/kernels/gpu/mla_decode.h) cuts its work, as a pure
+// function of the shape and the device's resident CTAs, with no CUDA: the kernel launches and
+// sizes its workspace with it, and the memory planner (reference_engine/memory/
+// engine_buffers.h) predicts that workspace with the same code.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+
+namespace tpb::kernels {
+
+constexpr std::int64_t kMlaDecodeTileKeys = 64;      // cache rows per pipeline stage
+constexpr std::int64_t kMlaDecodeHeadsPerCta = 32;   // two 16-head MMA row tiles
+constexpr std::int64_t kMlaDecodeMaxSplits = 256;
+
+// CTAs per (split, sequence): heads in groups of at most 32, balanced (48 heads run as 32 + 16).
+inline std::int64_t mla_decode_head_groups(std::int64_t heads) {
+  const std::int64_t row_tiles = (heads + 15) / 16, per_cta = kMlaDecodeHeadsPerCta / 16;
+  return (row_tiles + per_cta - 1) / per_cta;
+}
+
+struct MlaDecodeSplit {
+  std::int64_t splits = 1;
+  std::int64_t chunk = kMlaDecodeTileKeys;  // keys per split, a multiple of the tile
+};
+
+// Splits of whole tiles, chosen for the shortest critical path: waves of `slots` resident
+// CTAs times tiles per CTA, over split counts up to twice what fills the device once (more
+// only adds merge traffic); ties go to fewer splits. work = batch x head groups. A function of
+// (max_len, work, slots) only, so workspace size and launch agree and a graph captured at any
+// seq_lens stays valid.
+inline MlaDecodeSplit mla_decode_split(std::int64_t max_len, std::int64_t work, std::int64_t slots) {
+  MlaDecodeSplit p;
+  const std::int64_t max_tiles = (max_len + kMlaDecodeTileKeys - 1) / kMlaDecodeTileKeys;
+  const std::int64_t cap = std::min<std::int64_t>(
+      {kMlaDecodeMaxSplits, max_tiles, std::max<std::int64_t>(1, (2 * slots + work - 1) / work)});
+  std::int64_t best_cost = -1;
+  for (std::int64_t want = 1; want <= cap; ++want) {
+    const std::int64_t tiles_per_split = (max_tiles + want - 1) / want;
+    const std::int64_t splits = (max_tiles + tiles_per_split - 1) / tiles_per_split;
+    const std::int64_t cost = (work * splits + slots - 1) / slots * tiles_per_split;
+    if (best_cost < 0 || cost < best_cost) {
+      best_cost = cost;
+      p.chunk = tiles_per_split * kMlaDecodeTileKeys;
+      p.splits = splits;
+    }
+  }
+  return p;
+}
+
+// fp32 partial outputs plus running max and sum per (sequence, head, split).
+inline std::int64_t mla_decode_workspace_bytes_for(std::int64_t batch, std::int64_t heads, std::int64_t kv_lora,
+                                                   std::int64_t splits) {
+  return batch * heads * splits * (kv_lora + 2) * 4;
+}
+
+}  // namespace tpb::kernels
