@@ -4,6 +4,7 @@
 #include <cuda_runtime_api.h>
 
 #include "tpb/cuda_check.h"
+#include "tpb/kernels/event_timing.h"
 
 namespace tpb {
 
@@ -47,13 +48,7 @@ std::vector<double> time_device_collective(const DeviceTimingSpec& spec, const v
   for (int s = 0; s < spec.samples; ++s) {
     barrier();
     run(in, out, stream);  // absorbs the launch skew between ranks
-    TPB_CUDA_CHECK(cudaEventRecord(start, stream));
-    batch();
-    TPB_CUDA_CHECK(cudaEventRecord(stop, stream));
-    TPB_CUDA_CHECK(cudaEventSynchronize(stop));
-    float ms = 0;
-    TPB_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
-    us.push_back(ms * 1e3 / spec.ops_per_sample);
+    us.push_back(event_elapsed_ms(stream, start, stop, batch) * 1e3 / spec.ops_per_sample);
   }
   TPB_CUDA_CHECK(cudaMemcpy(output, out, spec.bytes, cudaMemcpyDeviceToHost));
   if (exec != nullptr) TPB_CUDA_CHECK(cudaGraphExecDestroy(exec));

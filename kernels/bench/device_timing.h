@@ -8,7 +8,7 @@
 
 #include <benchmark/benchmark.h>
 
-#include "tpb/cuda_check.h"
+#include "tpb/kernels/event_timing.h"
 
 namespace tpb::bench {
 
@@ -17,13 +17,7 @@ double time_per_op_s(benchmark::State& state, cudaStream_t stream, cudaEvent_t s
                      Batch&& batch) {
   double total_s = 0;
   for (auto _ : state) {
-    TPB_CUDA_CHECK(cudaEventRecord(start, stream));
-    batch();
-    TPB_CUDA_CHECK(cudaEventRecord(stop, stream));
-    TPB_CUDA_CHECK(cudaEventSynchronize(stop));
-    float ms = 0;
-    TPB_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
-    const double per_op_s = ms * 1e-3 / ops;
+    const double per_op_s = event_elapsed_ms(stream, start, stop, batch) * 1e-3 / ops;
     state.SetIterationTime(per_op_s);
     total_s += per_op_s;
   }

@@ -26,6 +26,7 @@
 
 #include "reference_engine/gpu/gpu_engine.h"
 #include "tpb/cuda_check.h"
+#include "tpb/kernels/event_timing.h"
 #include "tpb/kernels/hw_probes.h"
 #endif
 
@@ -337,13 +338,7 @@ double worker_copy_GBps() {
 // Device time of `fn` (queued on `stream`), microseconds, from events around it.
 template <class F>
 double device_us(cudaStream_t stream, cudaEvent_t start, cudaEvent_t stop, F&& fn) {
-  TPB_CUDA_CHECK(cudaEventRecord(start, stream));
-  fn();
-  TPB_CUDA_CHECK(cudaEventRecord(stop, stream));
-  TPB_CUDA_CHECK(cudaEventSynchronize(stop));
-  float ms = 0;
-  TPB_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
-  return 1e3 * static_cast<double>(ms);
+  return 1e3 * event_elapsed_ms(stream, start, stop, fn);
 }
 
 json run_gpu_engine_workload(const json& case_spec, WorkerState& state) {
