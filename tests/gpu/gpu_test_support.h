@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -103,6 +104,13 @@ inline std::vector<std::uint16_t> random_bf16(std::size_t n, std::uint32_t seed,
 
 // bf16 bits held as uint16_t on the host, seen as __nv_bfloat16 by the kernels.
 inline __nv_bfloat16* bf(std::uint16_t* p) { return reinterpret_cast<__nv_bfloat16*>(p); }
+
+// A float's bit pattern, for bitwise comparisons that print the values.
+inline std::uint32_t bits(float f) {
+  std::uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
 
 inline std::vector<float> widen(const std::vector<std::uint16_t>& v) {
   std::vector<float> f(v.size());

@@ -31,12 +31,6 @@
 namespace tpb::test {
 namespace {
 
-std::uint32_t bits(float f) {
-  std::uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return u;
-}
-
 // The elements a kernel computed, the reference, and each element's tolerance.
 struct Compared {
   std::vector<double> got, want, tol;

@@ -26,12 +26,6 @@
 namespace tpb::test {
 namespace {
 
-std::uint32_t bits(float f) {
-  std::uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return u;
-}
-
 constexpr std::uint64_t kSeed = 20260301;
 
 WeightRequest block(std::string name, std::vector<std::int64_t> shape, std::int64_t r0, std::int64_t r1,

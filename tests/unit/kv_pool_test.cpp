@@ -9,6 +9,7 @@
 #include "reference_engine/config/model_config.h"
 #include "reference_engine/memory/comm_bytes.h"
 #include "reference_engine/memory/planner.h"
+#include "tests/unit/engine_test_support.h"
 #include "tpb/check.h"
 
 namespace tpb {
@@ -67,13 +68,7 @@ TEST(KvPool, FractionOutsideZeroOneIsAnInputError) {
 
 TEST(KvPool, PlanMemoryIsTheFunctionOnItsPredictedReadings) {
   PlanInput in;
-  in.config = parse_model_config(nlohmann::json::parse(R"({
-    "model_type": "deepseek_v3", "vocab_size": 256, "hidden_size": 64, "intermediate_size": 128,
-    "moe_intermediate_size": 32, "num_hidden_layers": 3, "first_k_dense_replace": 1,
-    "num_attention_heads": 4, "q_lora_rank": 32, "kv_lora_rank": 32, "qk_nope_head_dim": 16,
-    "qk_rope_head_dim": 8, "v_head_dim": 16, "n_routed_experts": 8, "n_shared_experts": 1,
-    "num_experts_per_tok": 2, "rms_norm_eps": 1e-6})"),
-                                 "tiny.json");
+  in.config = load_model_config(test::preset("tiny-dsv3"));
   in.gpu_total_bytes = 8 * kGiB;
   in.cuda_context_bytes = 500 * kMiB;
   in.requested_tokens = 4096;
