@@ -275,6 +275,7 @@ GpuEngine::GpuEngine(const ModelConfig& config, Shard shard, Communicator& comm,
     load.bf16_block(cols_req(prefix + ".down_proj.weight", H, inter, begin, inter_local), down);
   };
   const std::size_t before = m.bytes;
+  std::size_t routed_weight_bytes = 0;  // every routed expert of every MoE layer
   m.embed = bf16_tensor(rows_req("model.embed_tokens.weight", c.vocab_size, H, dims_.vocab_begin, dims_.vocab,
                                  InitKind::embedding));
   m.layers.resize(L);
@@ -310,8 +311,7 @@ GpuEngine::GpuEngine(const ModelConfig& config, Shard shard, Communicator& comm,
     const std::int64_t I = dims_.moe_intermediate;
     lw.experts_gate_up = m.alloc<bf16>(E * 2 * I * H);
     lw.experts_down = m.alloc<bf16>(E * H * I);
-    routed_expert_bytes_ = static_cast<std::size_t>(3 * I * H) * sizeof(bf16);
-    routed_weight_bytes_ += static_cast<std::size_t>(E) * routed_expert_bytes_;
+    routed_weight_bytes += static_cast<std::size_t>(E) * routed_expert_bytes();
     for (std::int64_t e = 0; e < E; ++e)
       mlp_into(mp + ".experts." + std::to_string(e), c.moe_intermediate_size, I, shard.rank * I,
                lw.experts_gate_up + e * 2 * I * H, lw.experts_down + e * H * I);
@@ -333,7 +333,7 @@ GpuEngine::GpuEngine(const ModelConfig& config, Shard shard, Communicator& comm,
   // A step gathers rows of the embedding table but reads every other weight except the
   // routed experts it does not choose (a tied table is read whole as the lm_head).
   const std::size_t gathered = c.tie_word_embeddings ? 0 : static_cast<std::size_t>(dims_.vocab * H) * sizeof(bf16);
-  step_fixed_weight_bytes_ = weight_bytes_ - routed_weight_bytes_ - gathered;
+  step_fixed_weight_bytes_ = weight_bytes_ - routed_weight_bytes - gathered;
   if (options_.on_phase) options_.on_phase("after_weights");
 
   const kernels::RopeTable table = kernels::make_rope_table(rope_params(c));
@@ -661,6 +661,11 @@ void GpuEngine::rewind(std::int64_t tokens) {
 }
 
 void GpuEngine::synchronize() const { TPB_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
+
+std::size_t GpuEngine::routed_expert_bytes() const {
+  if (config_.n_routed_experts == 0) return 0;
+  return static_cast<std::size_t>(3 * dims_.moe_intermediate * config_.hidden_size) * sizeof(bf16);  // gate, up, down
+}
 
 std::int64_t GpuEngine::routed_expert_reads() const {
   if (impl_->expert_reads == nullptr) return 0;  // no MoE layer

@@ -151,7 +151,7 @@ class GpuEngine {
   // plan's count, graph-safe, no extra launch) since the activations were last allocated
   // (construction, or a resize that reallocated); reading it waits for the stream.
   std::size_t step_fixed_weight_bytes() const { return step_fixed_weight_bytes_; }
-  std::size_t routed_expert_bytes() const { return routed_expert_bytes_; }
+  std::size_t routed_expert_bytes() const;
   std::int64_t routed_expert_reads() const;
   std::size_t kv_cache_bytes() const { return kv_bytes_; }  // the whole pool (exact: the case's cache)
   // KV tokens the pool holds: max_batch x max_len when exact, the formula's max_tokens else.
@@ -197,7 +197,7 @@ class GpuEngine {
   float rope_factor_ = 1.0f;
   std::vector<float> inv_freq_host_;
   std::size_t weight_bytes_ = 0, kv_bytes_ = 0, activation_bytes_ = 0;
-  std::size_t routed_weight_bytes_ = 0, routed_expert_bytes_ = 0, step_fixed_weight_bytes_ = 0;
+  std::size_t step_fixed_weight_bytes_ = 0;
   // KV sizing readings: free before the weights (constructor), and what the weights took of
   // it measured (free before - free before the first pool): at a resize, total = free now + this.
   std::int64_t free_before_weights_ = 0, weights_footprint_bytes_ = -1, device_total_bytes_ = 0;
