@@ -68,8 +68,13 @@ std::optional<CasePlan> plan_engine_case(const Scenario& s, const Case& c, const
   buffers.max_batch = batch;
   buffers.max_len = capacity;
   buffers.max_prefill_tokens = gpu_engine_prefill_tokens(decode, batch, seq_len);
+  buffers.last_position_logits = gpu_engine_last_position_logits(decode, batch, seq_len, config.vocab_size);
   out.plan["breakdown"]["activations"] = gpu_engine_buffer_bytes(config, buffers);
   return out;
+}
+
+bool gpu_engine_last_position_logits(bool decode, std::int64_t batch, std::int64_t seq_len, std::int64_t vocab) {
+  return decode || batch * seq_len * vocab > kGpuFullLogitsMaxValues;
 }
 
 std::int64_t gpu_engine_prefill_tokens(bool decode, std::int64_t batch, std::int64_t seq_len) {

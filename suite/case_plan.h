@@ -43,6 +43,15 @@ struct CasePlan {
 // would be an 8M-token prefill. metrics.kv_fill says which.
 constexpr std::int64_t kGpuRealPrefillMaxTokens = 8192;
 
+// A GPU engine case digests its logits whole ([batch, tokens, vocab]) up to this many values;
+// above it, each sequence's last position only (metrics.logits_rows = "last").
+constexpr std::int64_t kGpuFullLogitsMaxValues = 64ll << 20;
+
+// Whether the GPU engine of a case computes prefill logits at each sequence's last position
+// only (GpuEngineOptions::last_position_logits), as a server does before sampling: a decode
+// case (its prefill only fills the KV cache) and a prefill case digested at the last position.
+bool gpu_engine_last_position_logits(bool decode, std::int64_t batch, std::int64_t seq_len, std::int64_t vocab);
+
 // The largest prefill the GPU engine runs for a case (GpuEngineOptions::max_prefill_tokens):
 // batch x seq_len for a prefill case and for a decode case whose KV a real prefill fills, else
 // batch (the decode step alone).

@@ -462,8 +462,10 @@ void GpuEngine::allocate_buffers() {
     m.act_sorted = m.alloc<bf16>(T * K * I);
     m.y_sorted = m.alloc<bf16>(T * K * H);
   }
-  m.logits_local = m.alloc<float>(T * dims_.vocab);
-  m.gathered = m.alloc<float>(static_cast<std::int64_t>(shard_.tp) * T * dims_.vocab);
+  const std::int64_t logits_rows = options_.last_position_logits ? options_.max_batch : T;
+  m.logits_local = m.alloc<float>(logits_rows * dims_.vocab);
+  m.gathered = m.alloc<float>(static_cast<std::int64_t>(shard_.tp) * logits_rows * dims_.vocab);
+  buffers_last_position_ = options_.last_position_logits;
   activation_bytes_ = m.bytes - before_act + m.linear.workspace_bytes();
   m.target = &m.weight_allocations;
   if (options_.on_phase) options_.on_phase("after_buffers");
@@ -586,7 +588,8 @@ void GpuEngine::resize(std::int64_t max_batch, std::int64_t max_len, std::int64_
   // A pool is re-derived every time: the free memory may have changed (another backend's
   // buffers), as it would for a server started now.
   if (max_batch == options_.max_batch && max_len == options_.max_len &&
-      max_prefill_tokens == options_.max_prefill_tokens && options_.mem_fraction == 0 && kv_pool_.mem_fraction == 0)
+      max_prefill_tokens == options_.max_prefill_tokens && options_.last_position_logits == buffers_last_position_ &&
+      options_.mem_fraction == 0 && kv_pool_.mem_fraction == 0)
     return;
   drop_graphs();
   synchronize();
@@ -734,11 +737,20 @@ void GpuEngine::forward(std::int64_t n, bool decode_step) {
     all_reduce_bf16(m.delta, T);
   }
   gpu::add_rmsnorm(m.delta, m.residual, m.final_norm, m.xn, T, H, eps, stream_);
-  m.linear.f32_out(m.xn, H, m.lm_head, m.logits_local, dims_.vocab, T, H, dims_.vocab, stream_);
-  comm_->all_gather(m.logits_local, m.gathered, static_cast<std::size_t>(T * dims_.vocab), DType::f32, stream_);
+  const bf16* head_in = m.xn;
+  std::int64_t rows = T;
+  if (options_.last_position_logits && n > 1) {
+    // Each sequence's last row, packed into delta (dead once the final norm has read it).
+    TPB_CUDA_CHECK(cudaMemcpy2DAsync(m.delta, H * sizeof(bf16), m.xn + (n - 1) * H, n * H * sizeof(bf16),
+                                     H * sizeof(bf16), batch_, cudaMemcpyDeviceToDevice, stream_));
+    head_in = m.delta;
+    rows = batch_;
+  }
+  m.linear.f32_out(head_in, H, m.lm_head, m.logits_local, dims_.vocab, rows, H, dims_.vocab, stream_);
+  comm_->all_gather(m.logits_local, m.gathered, static_cast<std::size_t>(rows * dims_.vocab), DType::f32, stream_);
   ++stats_.all_gathers;
   stats_.tokens += T;
-  last_tokens_ = T;
+  last_tokens_ = rows;
   logits_valid_ = false;
 }
 

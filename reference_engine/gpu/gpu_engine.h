@@ -61,6 +61,13 @@ struct GpuEngineOptions {
   // formula's pool (see above); every resize() re-derives it from fresh readings, as a server
   // restarted with the communicators now alive would.
   double mem_fraction = 0;
+  // Prefill logits. false: at every position, [batch, seq_len, vocab] (what the conformance
+  // tests compare with the CPU engine). true: at each sequence's last position only, as a
+  // server computes them before sampling: the lm_head and its all_gather run on batch rows,
+  // and their buffers hold max_batch rows instead of max_prefill_tokens (at TP1 on Kimi-K2.5,
+  // 1.25 MiB per prefill token). A decode step computes its one position either way, and the
+  // KV cache a prefill leaves is the same bits.
+  bool last_position_logits = false;
 };
 
 // The KV pool is smaller than max_batch x max_len tokens: what() is one sentence (the
@@ -98,7 +105,8 @@ class GpuEngine {
   GpuEngine& operator=(const GpuEngine&) = delete;
 
   // Starts `batch` new sequences from tokens [batch, seq_len] (row-major), dropping any
-  // cached ones. logits() then holds [batch, seq_len, vocab].
+  // cached ones. logits() then holds [batch, seq_len, vocab], or [batch, 1, vocab] with
+  // last_position_logits.
   void prefill(const std::vector<std::int64_t>& tokens, std::int64_t batch);
   // Appends one token per sequence (tokens: [batch]). logits() then holds [batch, 1, vocab].
   void decode(const std::vector<std::int64_t>& tokens);
@@ -122,6 +130,8 @@ class GpuEngine {
   void set_cuda_graph(bool on) { options_.cuda_graph = on; }
   // The KV sizing of the next resize() (GpuEngineOptions::mem_fraction: 0 or in (0, 1]).
   void set_mem_fraction(double mem_fraction);
+  // The prefill logits of the steps after the next resize() (GpuEngineOptions::last_position_logits).
+  void set_last_position_logits(bool on) { options_.last_position_logits = on; }
   const GpuEngineOptions& options() const { return options_; }
 
   // Starts `batch` sequences whose first `tokens` cache rows (every layer) hold synthetic
@@ -186,6 +196,7 @@ class GpuEngine {
   Communicator* comm_;
   GpuEngineOptions options_;
   std::int64_t max_tokens_ = 0;  // activation rows
+  bool buffers_last_position_ = false;  // the logits buffers hold max_batch rows (allocate_buffers)
   std::unique_ptr<Impl> impl_;
   cudaStream_t stream_ = nullptr;
   std::map<std::int64_t, cudaGraphExec_t> graphs_;  // decode graph per batch size

@@ -49,7 +49,8 @@ std::int64_t gpu_engine_buffer_bytes(const ModelConfig& c, const EngineBufferSha
     bytes += (E + 1) * kI32 + 8 + 2 * T * K * kI32;                 // offsets, expert_reads, sorted_pairs, position_of
     bytes += T * K * (2 * H + 3 * I) * kBf16;                       // x_sorted, y_sorted, gu_sorted, act_sorted
   }
-  bytes += (1 + s.tp) * T * d.vocab * kF32;                        // logits_local, gathered
+  const std::int64_t logits_rows = s.last_position_logits ? B : T;
+  bytes += (1 + s.tp) * logits_rows * d.vocab * kF32;              // logits_local, gathered
   return bytes + kLinearWorkspaceBytes;
 }
 

@@ -9,7 +9,8 @@
 // here shows up as a plan_matches_measured failure on the term `activations`. Measured on an
 // H200 (TP1 Kimi-K2.5 slice; tests/unit/engine_buffers_test.cpp): 1898 MiB at 1024 prefill
 // tokens, 15148 MiB at 8192, of which the fp32 logits and their gathered copy are 1.25 MiB per
-// token: the engine computes the lm_head at every prefill position.
+// token when the engine computes the lm_head at every prefill position; with
+// last_position_logits they are max_batch rows.
 #pragma once
 
 #include <cstdint>
@@ -23,6 +24,7 @@ struct EngineBufferShape {
   std::int64_t max_batch = 1;           // sequences
   std::int64_t max_len = 1;             // KV tokens per sequence (the decode workspace's key range)
   std::int64_t max_prefill_tokens = 1;  // batch x tokens of the largest prefill
+  bool last_position_logits = false;    // logits buffers of max_batch rows (GpuEngineOptions)
   int sm_count = 132;                   // for the split-K workspace's split count (H100/H200 SXM)
 };
 

@@ -245,10 +245,6 @@ std::int64_t workload_token(std::uint64_t seed, std::int64_t seq, std::int64_t p
 // ---------------------------------------------------------------------------------------
 // device "cuda": the bf16 GpuEngine (reference_engine/gpu/gpu_engine.h), one rank per GPU.
 
-// Logits above this many values are digested at the last position of each sequence only
-// (metrics.logits_rows = "last"); below it, all of [batch, tokens, vocab] as on the CPU.
-constexpr std::int64_t kGpuFullLogitsMaxValues = 64ll << 20;
-
 // The engine, its weights and what it was built from, kept across cases of one model and TP:
 // the backend, CUDA-graph mode and sizes of a case are set on it (set_communicator,
 // set_cuda_graph, resize), so a sweep generates the weights once.
@@ -277,6 +273,7 @@ CachedGpuEngine& gpu_engine_for(const json& case_spec, WorkerState& state, Commu
     auto& ce = *static_cast<CachedGpuEngine*>(it->second.get());
     ce.engine->set_communicator(comm);
     ce.engine->set_mem_fraction(sizes.mem_fraction);
+    ce.engine->set_last_position_logits(sizes.last_position_logits);
     ce.engine->resize(sizes.max_batch, sizes.max_len, sizes.max_prefill_tokens);
     ce.engine->set_cuda_graph(sizes.cuda_graph);
     return ce;
@@ -370,6 +367,8 @@ json run_gpu_engine_workload(const json& case_spec, WorkerState& state) {
   sizes.max_batch = batch;
   sizes.max_len = decode ? seq_len + 1 : seq_len;
   sizes.max_prefill_tokens = gpu_engine_prefill_tokens(decode, batch, seq_len);
+  sizes.last_position_logits =
+      gpu_engine_last_position_logits(decode, batch, seq_len, case_model(case_spec).load_config().vocab_size);
   sizes.cuda_graph = cuda_graph;
   // The KV cache is sized as a serving engine sizes it, from the case's mem_fraction, when the
   // scenario sweeps mem_fraction (case_spec.kv_pool); otherwise exactly the case's cache.

@@ -11,6 +11,7 @@
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -456,6 +457,60 @@ TEST(GpuEngineWorkloadPaths, SyntheticKvFillAndResizeAreHistoryFree) {
       EXPECT_EQ(b.last_position_logits(), b.logits());
     }
     EXPECT_EQ(b.stats().graph_replays, 3);
+  }));
+}
+
+// last_position_logits (the benchmarks' prefill, as a server samples): the lm_head runs on
+// each sequence's last row only. Those logits are the every-position engine's last rows up to
+// the fp32 sum order of one GEMM run at another row count (1e-5, far inside the bf16 budget)
+// with the same greedy tokens; the KV cache it leaves is the same bits, so the decode step
+// after it is bitwise; its logits buffers hold max_batch rows; and switching the option back
+// takes effect at the next resize.
+TEST(GpuEngineWorkloadPaths, LastPositionPrefillLogitsAreTheLastRowsOfEveryPosition) {
+  TPB_SKIP_WITHOUT_GPUS(1);
+  expect_all_ranks_passed(run_ranks(1, [](Bootstrap&) {
+    TPB_CUDA_CHECK(cudaSetDevice(0));
+    const ModelConfig config = load_model_config_by_name(preset("small-dsv3"));
+    const std::int64_t V = config.vocab_size, batch = 3, n = 17;
+    DeviceSingleRankCommunicator comm;
+    auto weights = make_synthetic_weights(78);
+    const auto prompt = test_tokens(batch * n, V, 21);
+    const auto step = test_tokens(batch, V, 22);
+    GpuEngineOptions o;
+    o.max_batch = batch;
+    o.max_len = n + 1;
+    o.max_prefill_tokens = batch * n;
+    GpuEngine every(config, Shard{0, 1}, comm, *weights, o);
+    o.last_position_logits = true;
+    GpuEngine last(config, Shard{0, 1}, comm, *weights, o);
+    EXPECT_EQ(every.activation_bytes() - last.activation_bytes(),
+              static_cast<std::size_t>(2 * (batch * n - batch) * V) * sizeof(float))
+        << "logits_local and gathered (TP1): batch rows instead of batch x n";
+
+    every.prefill(prompt, batch);
+    last.prefill(prompt, batch);
+    const std::vector<float> want = every.last_position_logits();
+    const std::vector<float>& got = last.logits();
+    ASSERT_EQ(got.size(), static_cast<std::size_t>(batch * V));
+    EXPECT_EQ(last.last_position_logits(), got);
+    const double err = rel_l2(got, want);
+    std::printf("[ measured ] last-position vs every-position prefill logits: rel-L2 %.3g\n", err);
+    EXPECT_LE(err, 1e-5);
+    for (std::int64_t b = 0; b < batch; ++b) {
+      const float* g = got.data() + b * V;
+      const float* w = want.data() + b * V;
+      EXPECT_EQ(std::max_element(g, g + V) - g, std::max_element(w, w + V) - w) << "greedy token of sequence " << b;
+    }
+
+    every.decode(step);
+    last.decode(step);
+    expect_bitwise(last.logits(), every.logits(), "decode after a last-position prefill");
+
+    last.set_last_position_logits(false);
+    last.resize(batch, n + 1, batch * n);  // same sizes: reallocates for the option alone
+    EXPECT_EQ(last.activation_bytes(), every.activation_bytes());
+    last.prefill(prompt, batch);
+    EXPECT_EQ(last.logits().size(), static_cast<std::size_t>(batch * n * V));
   }));
 }
 

@@ -95,11 +95,23 @@ TEST(CasePlan, ActivationsAreTheEnginesStepBuffersForTheCasesPrefill) {
     shape.max_batch = batch;
     shape.max_len = seq + 1;
     shape.max_prefill_tokens = batch * seq <= kGpuRealPrefillMaxTokens ? batch * seq : batch;
+    shape.last_position_logits = true;  // a decode case never reads its prefill's logits
     EXPECT_EQ(gpu_engine_prefill_tokens(true, batch, seq), shape.max_prefill_tokens);
     EXPECT_EQ(p->plan["breakdown"]["activations"].get<std::int64_t>(), gpu_engine_buffer_bytes(config, shape))
         << c.label;
   }
   EXPECT_EQ(gpu_engine_prefill_tokens(false, 4, 8192), 4 * 8192);  // a prefill case runs its prefill
+}
+
+// The engine computes prefill logits at the last positions exactly when the case digests only
+// those: every decode case, and a prefill case above kGpuFullLogitsMaxValues logits.
+TEST(CasePlan, LastPositionLogitsFollowWhatTheCaseDigests) {
+  const std::int64_t vocab = 163840;  // Kimi-K2.5: 409 tokens of logits fit 64 Mi values
+  EXPECT_TRUE(gpu_engine_last_position_logits(true, 1, 1, vocab));
+  EXPECT_FALSE(gpu_engine_last_position_logits(false, 1, 409, vocab));
+  EXPECT_TRUE(gpu_engine_last_position_logits(false, 1, 410, vocab));
+  EXPECT_TRUE(gpu_engine_last_position_logits(false, 4, 8192, vocab));
+  EXPECT_FALSE(gpu_engine_last_position_logits(false, 4, 8192, 1024));  // a small model: all of them
 }
 
 TEST(CasePlan, TooSmallAFractionIsInfeasibleWithTheSentence) {

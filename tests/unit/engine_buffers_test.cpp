@@ -64,5 +64,25 @@ TEST(EngineBuffers, GrowsWithPrefillTokensByTheLogitsAndActivations) {
   EXPECT_LT(per_token_tp2, per_token);
 }
 
+// With last_position_logits the logits buffers hold max_batch rows: an 8K prefill then costs
+// what it costs without its [8192, vocab] fp32 logits (local and gathered), at any TP.
+TEST(EngineBuffers, LastPositionLogitsHoldBatchRows) {
+  ModelConfig config = load_model_config_by_name(test::preset("kimi-k2.5"));
+  apply_overrides(config, {{"num_hidden_layers", 3}}, "kimi-k2.5", "$.model.overrides");
+  for (int tp : {1, 2, 8}) {
+    EngineBufferShape every;
+    every.tp = tp;
+    every.max_batch = 2;
+    every.max_len = 4097;
+    every.max_prefill_tokens = 2 * 4096;
+    EngineBufferShape last = every;
+    last.last_position_logits = true;
+    const std::int64_t vocab_local = config.vocab_size / tp;
+    EXPECT_EQ(gpu_engine_buffer_bytes(config, every) - gpu_engine_buffer_bytes(config, last),
+              (1 + tp) * (every.max_prefill_tokens - every.max_batch) * vocab_local * 4)
+        << "tp " << tp;
+  }
+}
+
 }  // namespace
 }  // namespace tpb
