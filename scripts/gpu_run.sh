@@ -10,8 +10,9 @@
 # GPU_RUN_SKIP_BENCH=1 / GPU_RUN_SKIP_SUITE=1 / GPU_RUN_SKIP_QUALIFY=1 leave a part out;
 # GPU_RUN_BENCH_FILTER=REGEX runs one pass of those benchmarks instead of the allreduce passes;
 # GPU_RUN_CTEST_REGEX, GPU_RUN_SCENARIOS choose the tests and scenarios.
-# Defaults follow the GPU count: every gpu test; with one GPU the engine benchmarks and the
-# single-GPU scenarios (decode-1gpu, memory-fraction-1gpu; baselines under h200x1); with two
+# Defaults follow the GPU count: every gpu test; with one GPU the engine benchmarks (GEMMs,
+# experts, attention, one MoE layer per TP size) and the single-GPU scenarios (decode-1gpu,
+# prefill-1gpu, memory-fraction-1gpu; baselines under h200x1); with two
 # or more the allreduce passes, the 2-GPU scenarios (allreduce, decode and prefill sweeps,
 # memory-fraction; baselines under h200x<N>; with 4 or more the allreduce sweep and
 # decode-sweep-tp48 instead) and the h200x<N> qualification profile when one exists.
@@ -38,8 +39,8 @@ if [ "$NGPU" -ge 4 ]; then
 elif [ "$NGPU" -ge 2 ]; then
   DEFAULT_SCENARIOS="scenarios/allreduce-sweep.json scenarios/decode-sweep.json scenarios/prefill-sweep.json scenarios/memory-fraction.json"
 else
-  DEFAULT_SCENARIOS="scenarios/decode-1gpu.json scenarios/memory-fraction-1gpu.json"
-  : "${GPU_RUN_BENCH_FILTER:=^expert/|attention|gemm}"  # no peer for the allreduce passes
+  DEFAULT_SCENARIOS="scenarios/decode-1gpu.json scenarios/prefill-1gpu.json scenarios/memory-fraction-1gpu.json"
+  : "${GPU_RUN_BENCH_FILTER:=^expert/|attention|gemm|^layer/}"  # no peer for the allreduce passes
 fi
 cd "$(dirname "$0")/.."
 ROOT=$PWD

@@ -18,6 +18,7 @@
 #include "kernels/bench/attention_bench.h"
 #include "kernels/bench/bench_ranks.h"
 #include "kernels/bench/gemm_bench.h"
+#include "kernels/bench/layer_bench.h"
 
 namespace {
 
@@ -58,6 +59,7 @@ int main(int argc, char** argv) {
       tpb::bench::register_gemm_benchmarks(ctx);
       tpb::bench::register_expert_benchmarks(ctx);
       tpb::bench::register_attention_benchmarks(ctx);
+      tpb::bench::register_layer_benchmarks(ctx);
     }
     if (ctx.rank == 0) {
       benchmark::RunSpecifiedBenchmarks();
