@@ -1,6 +1,6 @@
 // Dense-GEMM microbenchmarks: tpb::gpu::Linear (cuBLASLt) on the Kimi-K2.5 projections at
 // TP2, decode rows 1 / 64 / 256 and prefill rows 8192 (lm_head at decode rows only; it runs
-// f32_out as the engine does). Timing as STYLE.md 12: device events around a batch of `ops`
+// f32_out as the engine does), and at one row the split-K gemv (gemv.h) side by side. Timing as STYLE.md 12: device events around a batch of `ops`
 // products, manual time per product, warm-up first.
 //
 // Counters: flops = 2·rows·out·in; bytes = weights + x + y (each read or written once, the
@@ -25,6 +25,7 @@
 #include "kernels/bench/gemm_bench.h"
 #include "tpb/cuda_check.h"
 #include "tpb/dtype.h"
+#include "tpb/kernels/gpu/gemv.h"
 #include "tpb/kernels/gpu/linear.h"
 #include "tpb/kernels/hw_probes.h"
 
@@ -115,7 +116,7 @@ struct GemmBenchState {
 
 GemmBenchState* g_gemm = nullptr;  // lives until exit
 
-void bm_gemm(benchmark::State& state, GemmShape s, std::int64_t rows) {
+void bm_gemm(benchmark::State& state, GemmShape s, std::int64_t rows, bool gemv) {
   GemmBenchState& g = *g_gemm;
   g.prepare();
   const DeviceLimits& lim = device_limits(g.device);
@@ -135,7 +136,11 @@ void bm_gemm(benchmark::State& state, GemmShape s, std::int64_t rows) {
   auto batch = [&] {
     for (int i = 0; i < ops; ++i) {
       const __nv_bfloat16* w = g.w + static_cast<std::size_t>(i % copies) * w_step;
-      if (s.f32_out)
+      if (gemv && s.f32_out)
+        gpu::gemv_f32_out(g.x, w, static_cast<float*>(g.y), in, out, g.stream);
+      else if (gemv)
+        gpu::gemv_bf16_out(g.x, w, static_cast<__nv_bfloat16*>(g.y), in, out, g.stream);
+      else if (s.f32_out)
         g.linear->f32_out(g.x, in, w, static_cast<float*>(g.y), out, rows, in, out, g.stream);
       else
         g.linear->bf16_out(g.x, in, w, static_cast<__nv_bfloat16*>(g.y), out, rows, in, out, g.stream);
@@ -160,7 +165,8 @@ void bm_gemm(benchmark::State& state, GemmShape s, std::int64_t rows) {
   state.counters["vs_copy_bw"] = gbps / lim.copy_GBps;
   state.counters["weight_copies"] = copies;
   state.counters["ops_per_batch"] = ops;
-  state.SetLabel(std::string(rows >= 1024 ? "prefill" : "decode") + (s.f32_out ? " f32_out" : " bf16_out"));
+  state.SetLabel(std::string(rows >= 1024 ? "prefill" : "decode") + (s.f32_out ? " f32_out" : " bf16_out") +
+                 (gemv ? " gemv" : " cublasLt"));
 }
 
 }  // namespace
@@ -172,10 +178,15 @@ void register_gemm_benchmarks(RankContext& ctx) {
     for (std::int64_t rows : {std::int64_t{1}, std::int64_t{64}, std::int64_t{256}, kMaxRows}) {
       if (s.f32_out && rows == kMaxRows) continue;  // prefill computes logits of the last token only
       const std::string name = std::string("gemm/") + s.name + "/rows:" + std::to_string(rows);
-      benchmark::RegisterBenchmark(name.c_str(), [s, rows](benchmark::State& st) { bm_gemm(st, s, rows); })
+      benchmark::RegisterBenchmark(name.c_str(), [s, rows](benchmark::State& st) { bm_gemm(st, s, rows, false); })
           ->UseManualTime()
           ->Unit(benchmark::kMicrosecond)
           ->Iterations(rows >= kMaxRows ? 5 : 20);
+      if (rows == 1)  // the one-row kernel beside cuBLASLt, same weights and rotation
+        benchmark::RegisterBenchmark((name + "/gemv").c_str(), [s](benchmark::State& st) { bm_gemm(st, s, 1, true); })
+            ->UseManualTime()
+            ->Unit(benchmark::kMicrosecond)
+            ->Iterations(20);
     }
 }
 

@@ -16,6 +16,9 @@
 // allreduces of batch x 7168 bf16 per layer (the allreduce benchmarks measure those on a
 // multi-GPU machine), and the logits are not a model's: nothing reads them.
 //
+// At batch 1 each TP size runs twice: dense one-row products through the split-K gemv (the
+// engine's default) and through cuBLASLt (name suffix /cublaslt), side by side.
+//
 // Counters: layer_us, layer_weight_bytes, routed_reads (experts the layer's router touched
 // per step), weight_read_us (layer_weight_bytes at the copy bandwidth measured in this
 // process), x_weight_read_time = layer_us / weight_read_us, and both engines' step_us.
@@ -75,7 +78,7 @@ struct StepMeasure {
   double routed_reads = 0;      // routed experts read per step, all MoE layers
 };
 
-StepMeasure measure_decode(int moe_layers, int tp, std::int64_t batch) {
+StepMeasure measure_decode(int moe_layers, int tp, std::int64_t batch, bool gemv) {
   ModelConfig config = load_model_config_by_name("kimi-k2.5");
   apply_overrides(config, {{"num_hidden_layers", moe_layers}, {"first_k_dense_replace", 0}}, "layer_bench",
                   "$.overrides");
@@ -87,6 +90,7 @@ StepMeasure measure_decode(int moe_layers, int tp, std::int64_t batch) {
   o.max_prefill_tokens = batch;
   o.cuda_graph = true;
   o.last_position_logits = true;
+  o.one_row_gemv = gemv;
   GpuEngine engine(config, Shard{0, tp}, comm, *weights, o);
   std::vector<std::int64_t> next(static_cast<std::size_t>(batch));
   for (std::int64_t b = 0; b < batch; ++b) next[static_cast<std::size_t>(b)] = (b * 7919 + 17) % config.vocab_size;
@@ -114,11 +118,11 @@ StepMeasure measure_decode(int moe_layers, int tp, std::int64_t batch) {
   return m;
 }
 
-void bm_moe_layer(benchmark::State& state, int device, int tp, std::int64_t batch) {
+void bm_moe_layer(benchmark::State& state, int device, int tp, std::int64_t batch, bool gemv) {
   TPB_CUDA_CHECK(cudaSetDevice(device));
   const double copy_GBps = device_limits(device).copy_GBps;
-  const StepMeasure one = measure_decode(1, tp, batch);  // each engine is freed before the next
-  const StepMeasure two = measure_decode(2, tp, batch);
+  const StepMeasure one = measure_decode(1, tp, batch, gemv);  // each engine is freed before the next
+  const StepMeasure two = measure_decode(2, tp, batch, gemv);
   const double layer_us = two.step_us - one.step_us;
   const double layer_bytes = two.weight_bytes - one.weight_bytes;
   const double read_us = layer_bytes / (copy_GBps * 1e3);
@@ -134,7 +138,8 @@ void bm_moe_layer(benchmark::State& state, int device, int tp, std::int64_t batc
   state.counters["x_weight_read_time"] = layer_us / read_us;
   state.counters["step_us_1layer"] = one.step_us;
   state.counters["step_us_2layers"] = two.step_us;
-  state.SetLabel(tp == 1 ? "one GPU" : "rank 0 of TP" + std::to_string(tp) + " alone: compute only, no allreduce");
+  state.SetLabel(std::string(gemv ? "" : "cuBLASLt at one row; ") +
+                 (tp == 1 ? "one GPU" : "rank 0 of TP" + std::to_string(tp) + " alone: compute only, no allreduce"));
 }
 
 }  // namespace
@@ -143,14 +148,18 @@ void register_layer_benchmarks(RankContext& ctx) {
   const int device = ctx.rank;
   for (int tp : {1, 2, 8})
     for (std::int64_t batch : {std::int64_t{1}, std::int64_t{8}, std::int64_t{64}}) {
-      const std::string name =
-          "layer/moe_decode/tp:" + std::to_string(tp) + "/batch:" + std::to_string(batch) + "/context:8192";
-      benchmark::RegisterBenchmark(name.c_str(), [device, tp, batch](benchmark::State& st) {
-        bm_moe_layer(st, device, tp, batch);
-      })
-          ->UseManualTime()
-          ->Unit(benchmark::kMicrosecond)
-          ->Iterations(1);
+      // At batch 1 also with every dense product on cuBLASLt: the one-row gemv's share.
+      for (bool gemv : {true, false}) {
+        if (!gemv && batch != 1) continue;
+        const std::string name = "layer/moe_decode/tp:" + std::to_string(tp) + "/batch:" + std::to_string(batch) +
+                                 "/context:8192" + (gemv ? "" : "/cublaslt");
+        benchmark::RegisterBenchmark(name.c_str(), [device, tp, batch, gemv](benchmark::State& st) {
+          bm_moe_layer(st, device, tp, batch, gemv);
+        })
+            ->UseManualTime()
+            ->Unit(benchmark::kMicrosecond)
+            ->Iterations(1);
+      }
     }
 }
 

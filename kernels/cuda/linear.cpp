@@ -30,6 +30,7 @@
 
 #include "tpb/check.h"
 #include "tpb/cuda_check.h"
+#include "tpb/kernels/gpu/gemv.h"
 
 #define TPB_CUBLASLT_CHECK(expr)                                                         \
   do {                                                                                   \
@@ -105,6 +106,7 @@ struct Linear::Impl {
   cublasLtHandle_t handle = nullptr;
   void* workspace = nullptr;
   std::map<Key, Plan> plans;
+  bool one_row_gemv = true;
 
   ~Impl() {
     for (auto& [k, p] : plans) destroy(p);
@@ -196,6 +198,15 @@ struct Linear::Impl {
     } else {
       x_bs = w_bs = y_bs = 0;  // unused: keep them out of the cache key
     }
+    if (one_row_gemv && rows == 1 && batch == 1 && !w_trans && w_ld == in && gemv_supported(x, w, in)) {
+      if (d_type == CUDA_R_16BF)
+        gemv_bf16_out(static_cast<const __nv_bfloat16*>(x), static_cast<const __nv_bfloat16*>(w),
+                      static_cast<__nv_bfloat16*>(y), in, out, stream);
+      else
+        gemv_f32_out(static_cast<const __nv_bfloat16*>(x), static_cast<const __nv_bfloat16*>(w), static_cast<float*>(y),
+                     in, out, stream);
+      return;
+    }
     const Key k{d_type, w_trans, rows, in, out, x_ld, w_ld, y_ld, batch, x_bs, w_bs, y_bs,
                 alignment_class(x), alignment_class(w), alignment_class(y)};
     matmul(k, x, w, y, stream);
@@ -231,5 +242,7 @@ void Linear::bf16_out_batched(const __nv_bfloat16* x, std::int64_t x_ld, std::in
 }
 
 std::size_t Linear::workspace_bytes() const { return kWorkspaceBytes; }
+
+void Linear::set_one_row_gemv(bool on) { impl_->one_row_gemv = on; }
 
 }  // namespace tpb::gpu

@@ -9,7 +9,7 @@
 // maxima and their probabilities through shared memory, and for O = P C_lat each takes a
 // quarter of the latent columns over all 64 keys. A running max and sum per head give the
 // unnormalised fp32 partial output of the split's key range.
-// Pass 2, one CTA per (sequence, head): merges the splits in split order.
+// Pass 2, one CTA per (sequence, head, 128 latent columns): merges the splits in split order.
 //
 // Precision: P enters the second MMA as bf16 hi + lo (P = hi + lo to about 2^-17 relative),
 // two MMAs, so the weighted sum is as close to fp32 as the CUDA-core version it replaced,
@@ -46,7 +46,7 @@ constexpr int kMaxKvLora = 512;
 constexpr int kMaxRope = 128;
 constexpr int kMaxColTiles = kMaxKvLora / (8 * kSlices);  // 8-column output tiles per warp
 constexpr int kMaxSplits = static_cast<int>(kernels::kMlaDecodeMaxSplits);
-constexpr int kMergeThreads = 256;
+constexpr int kMergeColumns = 64;  // column pairs (threads) per merge CTA
 
 // Shared-memory geometry of one shape. Rows are padded with zeros: to 16 columns for the
 // score MMA's K steps, to 16 * kSlices latent columns so that each warp owns whole pairs of
@@ -409,40 +409,50 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
   }
 }
 
-// One CTA per (sequence, head): out = sum_s w_s o_s / sum_s w_s l_s, w_s = exp(m_s - max m),
-// summed in split order by every thread alike.
-__global__ void __launch_bounds__(kMergeThreads)
+// One CTA per (sequence, head, block of kMergeColumns column pairs): out = sum_s w_s o_s /
+// sum_s w_s l_s, w_s = exp(m_s - max m), summed in split order by every thread alike. The
+// column blocks give a batch-1 step enough CTAs (32 heads x 4), and the unrolled split loop
+// keeps 8 loads in flight per thread: the partials were a latency-bound read at 128 splits
+// with one CTA per head. An empty split (w_s = 0) adds fmaf(0, 0, sum) = sum, the same bits
+// as skipping it (its o was never written).
+__global__ void __launch_bounds__(kMergeColumns)
     mla_decode_merge_kernel(const float* __restrict__ o_part, const float* __restrict__ m_part,
                             const float* __restrict__ l_part, int kv_lora, int splits,
                             __nv_bfloat16* __restrict__ o_lat) {
   __shared__ float w_s[kMaxSplits];
   __shared__ float l_s[kMaxSplits];
   const std::size_t bh = blockIdx.x;
-  const float* m = m_part + bh * splits;
-  const float* l = l_part + bh * splits;
+  for (int s = threadIdx.x; s < splits; s += blockDim.x) {
+    w_s[s] = m_part[bh * splits + s];
+    l_s[s] = l_part[bh * splits + s];
+  }
+  __syncthreads();
   float m_max = -INFINITY;
   for (int s = 0; s < splits; ++s)
-    if (l[s] > 0.0f) m_max = fmaxf(m_max, m[s]);
+    if (l_s[s] > 0.0f) m_max = fmaxf(m_max, w_s[s]);
+  __syncthreads();  // every thread has read the maxima before they become weights
   for (int s = threadIdx.x; s < splits; s += blockDim.x) {
-    const bool live = l[s] > 0.0f;
-    w_s[s] = live ? expf(m[s] - m_max) : 0.0f;
-    l_s[s] = live ? l[s] : 0.0f;
+    const bool live = l_s[s] > 0.0f;
+    w_s[s] = live ? expf(w_s[s] - m_max) : 0.0f;
+    l_s[s] = live ? l_s[s] : 0.0f;
   }
   __syncthreads();
   float denom = 0.0f;
   for (int s = 0; s < splits; ++s) denom += w_s[s] * l_s[s];
   const float inv = denom > 0.0f ? 1.0f / denom : 0.0f;
-  const float* o = o_part + bh * splits * kv_lora;
-  for (int cp = threadIdx.x; cp < kv_lora / 2; cp += blockDim.x) {
-    float2 sum = make_float2(0.0f, 0.0f);
-    for (int s = 0; s < splits; ++s) {
-      if (w_s[s] == 0.0f) continue;  // empty split: its o was never written
-      const float2 v = reinterpret_cast<const float2*>(o + static_cast<std::size_t>(s) * kv_lora)[cp];
-      sum.x = fmaf(w_s[s], v.x, sum.x);
-      sum.y = fmaf(w_s[s], v.y, sum.y);
-    }
-    reinterpret_cast<__nv_bfloat162*>(o_lat + bh * kv_lora)[cp] = __floats2bfloat162_rn(sum.x * inv, sum.y * inv);
+  const int pairs = kv_lora / 2;
+  const int cp = static_cast<int>(blockIdx.y) * kMergeColumns + static_cast<int>(threadIdx.x);
+  if (cp >= pairs) return;
+  const float2* col = reinterpret_cast<const float2*>(o_part + bh * splits * kv_lora) + cp;
+  float2 sum = make_float2(0.0f, 0.0f);
+#pragma unroll 8
+  for (int s = 0; s < splits; ++s) {
+    const float w = w_s[s];
+    const float2 v = col[static_cast<std::size_t>(s) * pairs];
+    sum.x = fmaf(w, w != 0.0f ? v.x : 0.0f, sum.x);
+    sum.y = fmaf(w, w != 0.0f ? v.y : 0.0f, sum.y);
   }
+  reinterpret_cast<__nv_bfloat162*>(o_lat + bh * kv_lora)[cp] = __floats2bfloat162_rn(sum.x * inv, sum.y * inv);
 }
 
 // Resident split CTAs on the whole device for this geometry: the plan's wave size.
@@ -483,7 +493,9 @@ void mla_decode_attention(const __nv_bfloat16* q, const __nv_bfloat16* cache, co
       q, cache, seq_lens, static_cast<int>(shape.heads), static_cast<int>(shape.kv_lora), static_cast<int>(shape.rope),
       shape.max_len, static_cast<int>(p.splits), p.chunk, scale, g.row_tiles, g.stride, w.o, w.m, w.l);
   TPB_CUDA_CHECK_LAUNCH();
-  mla_decode_merge_kernel<<<static_cast<unsigned>(shape.batch * shape.heads), kMergeThreads, 0, stream>>>(
+  const dim3 merge_grid(static_cast<unsigned>(shape.batch * shape.heads),
+                        static_cast<unsigned>((shape.kv_lora / 2 + kMergeColumns - 1) / kMergeColumns));
+  mla_decode_merge_kernel<<<merge_grid, kMergeColumns, 0, stream>>>(
       w.o, w.m, w.l, static_cast<int>(shape.kv_lora), static_cast<int>(p.splits), o_lat);
   TPB_CUDA_CHECK_LAUNCH();
 }

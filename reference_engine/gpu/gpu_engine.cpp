@@ -256,6 +256,7 @@ GpuEngine::GpuEngine(const ModelConfig& config, Shard shard, Communicator& comm,
   TPB_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   impl_ = std::make_unique<Impl>();
   Impl& m = *impl_;
+  m.linear.set_one_row_gemv(options_.one_row_gemv);
 
   // Weights, in load_model_weights' order. The loader's staging buffer is freed before the
   // weights are measured and the KV pool sized: it is not part of the model's footprint.

@@ -68,6 +68,9 @@ struct GpuEngineOptions {
   // 1.25 MiB per prefill token). A decode step computes its one position either way, and the
   // KV cache a prefill leaves is the same bits.
   bool last_position_logits = false;
+  // One-row dense products through the split-K gemv (gpu::Linear::set_one_row_gemv); off
+  // keeps cuBLASLt for every shape, for a side-by-side measurement.
+  bool one_row_gemv = true;
 };
 
 // The KV pool is smaller than max_batch x max_len tokens: what() is one sentence (the

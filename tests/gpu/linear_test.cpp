@@ -27,6 +27,7 @@
 #include "tpb/cuda_check.h"
 #include "tpb/dtype.h"
 #include "tpb/kernels/device.h"
+#include "tpb/kernels/gpu/gemv.h"
 #include "tpb/kernels/gpu/linear.h"
 #include "tpb/kernels/linear.h"
 
@@ -297,6 +298,44 @@ TEST(GpuLinear, GraphReplayEqualsEager) {
   TPB_CUDA_CHECK(cudaGraphExecDestroy(exec));
   TPB_CUDA_CHECK(cudaGraphDestroy(graph));
   TPB_CUDA_CHECK(cudaStreamDestroy(s));
+}
+
+// gemv (tpb/kernels/gpu/gemv.h), the one-row product, under the same tolerance (its fp32 sums
+// round to nearest): rows that end mid-slice and mid-lane (in 8, 72, 1032), output counts
+// that end mid-block (1, 5, 577), the most slices a block takes (in 18432), and the Kimi TP2
+// decode shapes q_a and o_proj; bf16 and f32 out; a second call gives the same bits.
+TEST(GpuGemv, MatchesReferenceAndRepeatsBitwise) {
+  TPB_REQUIRE_GPU();
+  const Shape shapes[] = {{1, 8, 1}, {1, 72, 5}, {1, 1032, 577}, {1, 18432, 40}, {1, 7168, 1536}, {1, 4096, 7168}};
+  std::uint32_t seed = 700;
+  for (const Shape& s : shapes) {
+    auto hx = random_bf16(static_cast<std::size_t>(s.in), seed++);
+    auto hw = random_bf16(static_cast<std::size_t>(s.out * s.in), seed++);
+    DevBuf<std::uint16_t> x(hx.size()), w(hw.size()), y(static_cast<std::size_t>(s.out)), y2(y.n);
+    DevBuf<float> y32(static_cast<std::size_t>(s.out)), y32b(y32.n);
+    x.upload(hx);
+    w.upload(hw);
+    ASSERT_TRUE(gpu::gemv_supported(x.p, w.p, s.in));
+    gpu::gemv_bf16_out(bf(x.p), bf(w.p), bf(y.p), s.in, s.out, nullptr);
+    gpu::gemv_f32_out(bf(x.p), bf(w.p), y32.p, s.in, s.out, nullptr);
+    gpu::gemv_bf16_out(bf(x.p), bf(w.p), bf(y2.p), s.in, s.out, nullptr);
+    gpu::gemv_f32_out(bf(x.p), bf(w.p), y32b.p, s.in, s.out, nullptr);
+    TPB_CUDA_CHECK(cudaDeviceSynchronize());
+    const Ref ref = reference(widen(hx), widen(hw), 1, s.in, s.out);
+    const std::string what = "gemv " + std::to_string(s.in) + "x" + std::to_string(s.out);
+    expect_close(widen(y.download()), ref, s.in, true, what + " bf16_out");
+    expect_close(y32.download(), ref, s.in, false, what + " f32_out");
+    EXPECT_EQ(y.download(), y2.download()) << what << ": bf16_out differs between two calls";
+    const auto a = y32.download(), b = y32b.download();
+    EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float))) << what << ": f32_out differs between two calls";
+  }
+}
+
+TEST(GpuGemv, RefusesWhatItCannotTake) {
+  EXPECT_FALSE(gpu::gemv_supported(reinterpret_cast<void*>(256), reinterpret_cast<void*>(256), 12));  // not a multiple of 8
+  EXPECT_FALSE(gpu::gemv_supported(reinterpret_cast<void*>(256), reinterpret_cast<void*>(256), gpu::kGemvMaxIn + 8));
+  EXPECT_FALSE(gpu::gemv_supported(reinterpret_cast<void*>(258), reinterpret_cast<void*>(256), 64));  // x misaligned
+  EXPECT_TRUE(gpu::gemv_supported(reinterpret_cast<void*>(256), reinterpret_cast<void*>(512), gpu::kGemvMaxIn));
 }
 
 }  // namespace

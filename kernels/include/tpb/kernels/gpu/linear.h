@@ -1,5 +1,6 @@
 // Dense GEMMs through cuBLASLt: y[rows, out] = x[rows, in] · w[out, in]^T, bf16 in, fp32
-// accumulate, bf16 or fp32 out (nn.Linear's layout, as the CPU reference tpb/kernels/linear.h).
+// accumulate, bf16 or fp32 out (nn.Linear's layout, as the CPU reference tpb/kernels/linear.h);
+// one-row products through the split-K gemv (see set_one_row_gemv).
 // Deterministic: one algorithm per shape, chosen once and cached, no atomics (cuBLAS's
 // default), a fixed workspace, so a shape computes the same bits every call and in a graph.
 #pragma once
@@ -37,6 +38,12 @@ class Linear {
                         std::int64_t rows, std::int64_t in, std::int64_t out, cudaStream_t stream);
 
   std::size_t workspace_bytes() const;
+
+  // One-row products (bf16_out / f32_out at rows 1, in a multiple of 8 up to kGemvMaxIn,
+  // aligned) run the split-K gemv (tpb/kernels/gpu/gemv.h) instead of cuBLASLt, which reads
+  // decode-sized weights at a fraction of the copy bandwidth. On by default; off runs
+  // cuBLASLt for every shape (the benchmarks' side-by-side comparison).
+  void set_one_row_gemv(bool on);
 
  private:
   struct Impl;

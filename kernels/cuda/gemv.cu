@@ -1,0 +1,120 @@
+// One-row dense product (tpb/kernels/gpu/gemv.h): blocks of kGemvRowsPerBlock output rows,
+// one warp per 1024-element slice of the input row.
+#include "tpb/kernels/gpu/gemv.h"
+
+#include <cuda_bf16.h>
+
+#include <cstdint>
+
+#include "tpb/check.h"
+#include "tpb/cuda_check.h"
+
+namespace tpb::gpu {
+
+namespace {
+
+constexpr int kVecsPerLane = static_cast<int>(kGemvSliceElems / (32 * 8));  // 4
+constexpr int kRows = static_cast<int>(kGemvRowsPerBlock);
+
+__device__ __forceinline__ float dot8(uint4 w, uint4 x, float acc) {
+  const std::uint32_t wv[4] = {w.x, w.y, w.z, w.w}, xv[4] = {x.x, x.y, x.z, x.w};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    acc = fmaf(__uint_as_float(wv[i] << 16), __uint_as_float(xv[i] << 16), acc);
+    acc = fmaf(__uint_as_float(wv[i] & 0xffff0000u), __uint_as_float(xv[i] & 0xffff0000u), acc);
+  }
+  return acc;
+}
+
+// A 16-byte read-only load that ptxas keeps where it is written (volatile): the kernel's
+// loads must all be in flight before the first sum, and plain __ldg loads get sunk next to
+// their use, which leaves a quarter of them in flight.
+__device__ __forceinline__ uint4 load_early(const uint4* p) {
+  uint4 v;
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p));
+  return v;
+}
+
+__device__ __forceinline__ void store(__nv_bfloat16* y, float v) { *y = __float2bfloat16_rn(v); }
+__device__ __forceinline__ void store(float* y, float v) { *y = v; }
+
+// blockDim = 32 x slices. Warp s covers vectors [s * 128, (s + 1) * 128) of the row; lane l
+// its vectors s * 128 + l + 32 i, i < 4 (coalesced 512-byte loads).
+template <class Out>
+__global__ void __launch_bounds__(32 * kGemvMaxIn / kGemvSliceElems) gemv_kernel(const uint4* __restrict__ x, const uint4* __restrict__ w,
+                                                    Out* __restrict__ y, int in_vecs, std::int64_t out) {
+  __shared__ float partial[kRows][32];
+  const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
+  const int slices = static_cast<int>(blockDim.x) / 32;
+  const std::int64_t row0 = static_cast<std::int64_t>(blockIdx.x) * kRows;
+  const int v0 = warp * 32 * kVecsPerLane + lane;
+  // Loads are unconditional (no branch between them, so all are in flight together): a vector
+  // past the row's end reads the row's first vector against a zero x (adds +0, no bit
+  // changes), and a row past `out` reads row out - 1, whose sum is never stored.
+  uint4 xv[kVecsPerLane];
+  int vec[kVecsPerLane];
+#pragma unroll
+  for (int i = 0; i < kVecsPerLane; ++i) {
+    const bool live = v0 + 32 * i < in_vecs;
+    vec[i] = live ? v0 + 32 * i : 0;
+    xv[i] = __ldg(x + vec[i]);
+    if (!live) xv[i] = make_uint4(0, 0, 0, 0);
+  }
+  uint4 wv[kRows][kVecsPerLane];
+#pragma unroll
+  for (int r = 0; r < kRows; ++r) {
+    const std::int64_t row = row0 + r < out ? row0 + r : out - 1;
+#pragma unroll
+    for (int i = 0; i < kVecsPerLane; ++i) wv[r][i] = load_early(w + row * in_vecs + vec[i]);
+  }
+#pragma unroll
+  for (int r = 0; r < kRows; ++r) {
+    float acc = 0.0f;
+#pragma unroll
+    for (int i = 0; i < kVecsPerLane; ++i) acc = dot8(wv[r][i], xv[i], acc);
+#pragma unroll
+    for (int o = 16; o >= 1; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);  // butterfly: same bits in every lane
+    if (lane == 0) partial[r][warp] = acc;
+  }
+  __syncthreads();
+  if (threadIdx.x < kRows && row0 + threadIdx.x < out) {
+    float sum = 0.0f;
+    for (int s = 0; s < slices; ++s) sum += partial[threadIdx.x][s];
+    store(y + row0 + threadIdx.x, sum);
+  }
+}
+
+template <class Out>
+void launch(const __nv_bfloat16* x, const __nv_bfloat16* w, Out* y, std::int64_t in, std::int64_t out,
+            cudaStream_t stream) {
+  TPB_CHECK(gemv_supported(x, w, in) && out > 0,
+            "gemv: in " << in << " (a multiple of 8 up to " << kGemvMaxIn << "), out " << out
+                        << ", x and w 16-byte aligned");
+  const std::int64_t blocks = (out + kRows - 1) / kRows;
+  TPB_CHECK(blocks <= INT32_MAX, "gemv: out " << out << " too large");
+  const int slices = static_cast<int>((in + kGemvSliceElems - 1) / kGemvSliceElems);
+  gemv_kernel<Out><<<static_cast<unsigned>(blocks), 32 * slices, 0, stream>>>(
+      reinterpret_cast<const uint4*>(x), reinterpret_cast<const uint4*>(w), y, static_cast<int>(in / 8), out);
+  TPB_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace
+
+bool gemv_supported(const void* x, const void* w, std::int64_t in) {
+  return in > 0 && in % 8 == 0 && in <= kGemvMaxIn && reinterpret_cast<std::uintptr_t>(x) % 16 == 0 &&
+         reinterpret_cast<std::uintptr_t>(w) % 16 == 0;
+}
+
+void gemv_bf16_out(const __nv_bfloat16* x, const __nv_bfloat16* w, __nv_bfloat16* y, std::int64_t in,
+                   std::int64_t out, cudaStream_t stream) {
+  launch(x, w, y, in, out, stream);
+}
+
+void gemv_f32_out(const __nv_bfloat16* x, const __nv_bfloat16* w, float* y, std::int64_t in, std::int64_t out,
+                  cudaStream_t stream) {
+  launch(x, w, y, in, out, stream);
+}
+
+}  // namespace tpb::gpu
