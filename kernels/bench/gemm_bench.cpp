@@ -110,6 +110,7 @@ struct GemmBenchState {
     fill_random_bf16(w, kWeightElems, 11);
     fill_random_bf16(x, std::size_t{kMaxRows} * kMaxIn, 12);
     linear = std::make_unique<gpu::Linear>();
+    linear->set_one_row_gemv(false);  // cuBLASLt at every shape; the gemv variants call gemv directly
     ready = true;
   }
 };
