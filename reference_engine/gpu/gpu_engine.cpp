@@ -375,6 +375,10 @@ std::int64_t GpuEngine::size_kv_pool_now() {
     return requested;
   }
   kv_pool_ = size_kv_pool(static_cast<double>(total), static_cast<double>(avail), options_.mem_fraction, cell, requested);
+  // Every rank reaches the agreement, feasible or not, before any throws (it is a collective).
+  std::int64_t tokens = kv_pool_.max_tokens;
+  if (options_.agree_kv_tokens)
+    tokens = std::min(tokens, options_.agree_kv_tokens(std::max<std::int64_t>(kv_pool_.max_tokens, 0)));
   if (!kv_pool_.feasible) {
     int device = -1;
     cudaGetDevice(&device);
@@ -386,7 +390,18 @@ std::int64_t GpuEngine::size_kv_pool_now() {
        << gib_text(static_cast<double>(device_total_bytes_)) << " device total). " << kv_pool_.verdict;
     throw KvPoolInfeasible(os.str(), kv_pool_);
   }
-  return kv_pool_.max_tokens;
+  if (tokens < requested) {
+    std::ostringstream os;
+    os << "gpu engine: the KV cache of max_batch " << options_.max_batch << " x max_len " << options_.max_len << " = "
+       << requested << " tokens does not fit the smallest pool of the tensor-parallel group, " << tokens
+       << " tokens at mem_fraction " << options_.mem_fraction << " (this rank's own formula gives "
+       << kv_pool_.max_tokens << "); a serving engine sizes every rank's KV cache from the smallest.";
+    KvPoolSize group = kv_pool_;
+    group.max_tokens = tokens;
+    group.feasible = false;
+    throw KvPoolInfeasible(os.str(), group);
+  }
+  return tokens;
 }
 
 void GpuEngine::allocate_buffers() {

@@ -61,6 +61,14 @@ struct GpuEngineOptions {
   // formula's pool (see above); every resize() re-derives it from fresh readings, as a server
   // restarted with the communicators now alive would.
   double mem_fraction = 0;
+  // With mem_fraction: agrees the pool with the other ranks of the tensor-parallel group, as a
+  // serving engine sizes every rank's KV cache alike from the smallest (ranks read different
+  // free memory: another process, a communicator's buffers on one GPU only). Called at every
+  // sizing with this rank's formula max_tokens (0 when none fit), on every rank alike (a
+  // collective), before any rank can throw; returns the group's smallest. The pool is that
+  // many tokens; fewer than max_batch x max_len throws KvPoolInfeasible naming the group.
+  // Unset: a rank keeps its own formula's pool.
+  std::function<std::int64_t(std::int64_t)> agree_kv_tokens;
   // Prefill logits. false: at every position, [batch, seq_len, vocab] (what the conformance
   // tests compare with the CPU engine). true: at each sequence's last position only, as a
   // server computes them before sampling: the lm_head and its all_gather run on batch rows,
@@ -167,10 +175,12 @@ class GpuEngine {
   std::size_t routed_expert_bytes() const;
   std::int64_t routed_expert_reads() const;
   std::size_t kv_cache_bytes() const { return kv_bytes_; }  // the whole pool (exact: the case's cache)
-  // KV tokens the pool holds: max_batch x max_len when exact, the formula's max_tokens else.
+  // KV tokens the pool holds: max_batch x max_len when exact, the formula's max_tokens else
+  // (the group's smallest with agree_kv_tokens).
   std::int64_t kv_pool_tokens() const { return kv_pool_tokens_; }
   // The last sizing: the readings (total, avail, bytes), cell_bytes and requested_tokens
-  // always; with mem_fraction > 0 also the formula's rest, max_tokens, verdict.
+  // always; with mem_fraction > 0 also the formula's rest, max_tokens, verdict (this rank's
+  // formula, before any agreement with the group).
   const KvPoolSize& kv_pool_size() const { return kv_pool_; }
   std::int64_t device_total_bytes() const { return device_total_bytes_; }  // cudaMemGetInfo total
   std::size_t activation_bytes() const { return activation_bytes_; }  // activations + workspaces

@@ -285,6 +285,13 @@ CachedGpuEngine& gpu_engine_for(const json& case_spec, WorkerState& state, Commu
   cached->config = m.load_config();
   cached->weights = m.open_weights(cached->config);
   GpuEngineOptions metered = sizes;
+  // A pool sized from mem_fraction is the group's smallest, as a serving engine's: every rank
+  // sizes at the same points (same cases, same sizes), so the exchange pairs up.
+  metered.agree_kv_tokens = [&state](std::int64_t mine) {
+    std::int64_t least = mine;
+    for (const std::string& t : state.bootstrap().all_gather(std::to_string(mine))) least = std::min<std::int64_t>(least, std::stoll(t));
+    return least;
+  };
   CachedGpuEngine* raw = cached.get();
   metered.on_phase = [raw](const char* phase) {
     const std::string p = phase;
@@ -388,8 +395,8 @@ json run_gpu_engine_workload(const json& case_spec, WorkerState& state) {
     infeasible_pool = e.size();
   }
   if (sizes.mem_fraction > 0) {
-    // Each rank sized its pool from its own readings. The case runs only if every pool holds
-    // it: a rank that stopped here alone would leave the others waiting in a collective.
+    // The ranks agreed on the smallest pool (agree_kv_tokens). The case runs only if it holds
+    // the case on every rank: a rank that stopped here alone would leave the others waiting.
     const std::vector<std::string> verdicts = state.bootstrap().all_gather(infeasible);
     for (std::size_t r = 0; r < verdicts.size(); ++r) {
       if (verdicts[r].empty()) continue;

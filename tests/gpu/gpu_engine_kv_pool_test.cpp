@@ -14,6 +14,7 @@
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -201,6 +202,54 @@ TEST(GpuEngineKvPool, TooSmallAFractionThrowsThePlannersSentence) {
   e.resize(kBatch, kMaxLen, kBatch * kPrefill);
   expect_formula_pool(e, f_fits, cell, "after the infeasible resize");
   EXPECT_TRUE(same(run_case(e), exact)) << "after an infeasible resize";
+}
+
+// agree_kv_tokens (a tensor-parallel group sizes every rank's pool from the smallest): the
+// engine hands its own formula's max_tokens to the agreement and allocates what comes back,
+// in the same layout (the logits stay those of the exact cache); a group pool smaller than
+// the case throws KvPoolInfeasible naming the group. One GPU plays the rank whose peer has
+// less memory: the agreement returns a smaller count than this rank's formula.
+TEST(GpuEngineKvPool, GroupPoolIsTheSmallestRanks) {
+  TPB_REQUIRE_GPU();
+  const ModelConfig config = load_model_config_by_name(preset("small-dsv3"));
+  DeviceSingleRankCommunicator comm;
+  auto weights = make_synthetic_weights(1234);
+  const std::int64_t cell = kv_cell_bytes(config, 2), need = kBatch * kMaxLen;
+  std::vector<std::uint32_t> exact;
+  KvPoolSize readings;
+  {
+    GpuEngine e(config, Shard{0, 1}, comm, *weights, case_options(0));
+    exact = run_case(e);
+    readings = e.kv_pool_size();
+  }
+  const double f = kv_min_mem_fraction(readings.total_bytes, readings.avail_bytes, cell,
+                                       need + (std::int64_t{256} << 20) / cell);
+  std::vector<std::int64_t> offered;
+  std::int64_t peer = need + 3;  // the other rank's pool: just above the case
+  GpuEngineOptions o = case_options(f);
+  o.agree_kv_tokens = [&](std::int64_t mine) {
+    offered.push_back(mine);
+    return std::min(mine, peer);
+  };
+  GpuEngine e(config, Shard{0, 1}, comm, *weights, o);
+  ASSERT_EQ(offered.size(), 1u);
+  EXPECT_EQ(offered[0], e.kv_pool_size().max_tokens) << "the agreement gets this rank's formula";
+  EXPECT_GT(offered[0], peer);
+  EXPECT_EQ(e.kv_pool_tokens(), peer);
+  EXPECT_EQ(e.kv_cache_bytes(), static_cast<std::size_t>(peer * cell));
+  EXPECT_TRUE(same(run_case(e), exact)) << "the group's pool vs the exact cache";
+
+  peer = need - 1;  // the other rank cannot hold the case: every rank refuses it
+  try {
+    e.resize(kBatch, kMaxLen, kBatch * kPrefill);
+    ADD_FAILURE() << "resize with a peer pool of " << peer << " tokens built " << e.kv_pool_tokens();
+  } catch (const KvPoolInfeasible& err) {
+    const std::string what = err.what();
+    EXPECT_NE(what.find("smallest pool of the tensor-parallel group, 31 tokens"), std::string::npos) << what;
+    EXPECT_EQ(err.size().max_tokens, peer);
+    EXPECT_FALSE(err.size().feasible);
+  }
+  EXPECT_EQ(offered.size(), 2u) << "one agreement per sizing";
 }
 
 }  // namespace
