@@ -42,26 +42,4 @@ __device__ inline void store_bf16(__nv_bfloat16* p, const float (&f)[V]) {
   }
 }
 
-// A 16-byte read-only load that ptxas keeps where it is written (volatile): the weight-
-// streaming kernels (gemv, the grouped expert gemv) issue all their loads before the first
-// sum, and plain __ldg loads get sunk next to their use, leaving fewer in flight.
-__device__ __forceinline__ uint4 load_early(const uint4* p) {
-  uint4 v;
-  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "l"(p));
-  return v;
-}
-
-// acc + the 8 products of two 16-byte vectors of bf16, in element order, fp32.
-__device__ __forceinline__ float dot8_bf16(uint4 w, uint4 x, float acc) {
-  const std::uint32_t wv[4] = {w.x, w.y, w.z, w.w}, xv[4] = {x.x, x.y, x.z, x.w};
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    acc = fmaf(__uint_as_float(wv[i] << 16), __uint_as_float(xv[i] << 16), acc);
-    acc = fmaf(__uint_as_float(wv[i] & 0xffff0000u), __uint_as_float(xv[i] & 0xffff0000u), acc);
-  }
-  return acc;
-}
-
 }  // namespace tpb::gpu::detail

@@ -22,7 +22,6 @@
 
 #include "tpb/check.h"
 #include "tpb/cuda_check.h"
-#include "cuda/bf16_vectors.cuh"
 
 namespace tpb::gpu {
 
@@ -167,100 +166,6 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks)
   }
 }
 
-// Few rows per expert (decode at small batch): split-K, as the one-row gemv (gemv.h). A block
-// of kWarps warps covers kGemvRows x `groups` output rows of one expert; its warps are
-// (group, slice) pairs, slice s owning elements [1024 s, 1024 (s + 1)) of the row, every
-// lane all 16 of its weight loads in flight before the first sum. Each of the expert's rows
-// then costs 4 x-vector loads per lane. Sums: a lane over its 4 vectors in order, the warp
-// butterfly, the slices in order: fixed, but not the grouped kernel's order.
-constexpr int kGemvRows = 4;
-constexpr int kGemvVecs = 4;                 // 16-byte vectors per lane per slice
-constexpr int kGemvSliceVecs = 32 * kGemvVecs;  // 1024 elements
-
-__global__ void __launch_bounds__(kWarps * 32)
-    expert_gemv_kernel(const __nv_bfloat16* __restrict__ x, const std::int32_t* __restrict__ offsets, int experts,
-                       const __nv_bfloat16* __restrict__ w, std::int64_t expert_stride, int in_vecs,
-                       std::int64_t out, int slices, int groups, __nv_bfloat16* __restrict__ y) {
-  __shared__ float partial[kWarps][kGemvRows];
-  const int e = nth_nonempty_expert(offsets, experts, static_cast<int>(blockIdx.y));
-  if (e < 0) return;  // block-uniform
-  const std::int64_t begin = offsets[e], end = offsets[e + 1];
-  const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
-  const int slice = warp % slices, group = warp / slices;
-  const std::int64_t block_row0 = static_cast<std::int64_t>(blockIdx.x) * groups * kGemvRows;
-  const std::int64_t row0 = block_row0 + static_cast<std::int64_t>(group) * kGemvRows;
-  const uint4* we = reinterpret_cast<const uint4*>(w + static_cast<std::int64_t>(e) * expert_stride);
-  // Unconditional loads (no branch between them): a vector past the row's end, or of a warp
-  // with no group, reads vector 0 against a zero x; a row past `out` reads row out - 1, and
-  // neither sum is stored.
-  int vec[kGemvVecs];
-  bool live[kGemvVecs];
-#pragma unroll
-  for (int i = 0; i < kGemvVecs; ++i) {
-    const int v = slice * kGemvSliceVecs + lane + 32 * i;
-    live[i] = group < groups && v < in_vecs;
-    vec[i] = live[i] ? v : 0;
-  }
-  uint4 wv[kGemvRows][kGemvVecs];
-#pragma unroll
-  for (int r = 0; r < kGemvRows; ++r) {
-    const std::int64_t row = row0 + r < out ? row0 + r : out - 1;
-#pragma unroll
-    for (int i = 0; i < kGemvVecs; ++i) wv[r][i] = detail::load_early(we + row * in_vecs + vec[i]);
-  }
-  for (std::int64_t p = begin; p < end; ++p) {
-    const uint4* xp = reinterpret_cast<const uint4*>(x) + p * in_vecs;
-    uint4 xv[kGemvVecs];
-#pragma unroll
-    for (int i = 0; i < kGemvVecs; ++i) xv[i] = live[i] ? __ldg(xp + vec[i]) : make_uint4(0, 0, 0, 0);
-#pragma unroll
-    for (int r = 0; r < kGemvRows; ++r) {
-      float acc = 0.f;
-#pragma unroll
-      for (int i = 0; i < kGemvVecs; ++i) acc = detail::dot8_bf16(wv[r][i], xv[i], acc);
-      acc = warp_sum(acc);
-      if (lane == 0) partial[warp][r] = acc;
-    }
-    __syncthreads();
-    const int t = static_cast<int>(threadIdx.x);
-    if (t < groups * kGemvRows && block_row0 + t < out) {
-      const int g = t / kGemvRows, r = t % kGemvRows;
-      float sum = 0.f;
-      for (int s = 0; s < slices; ++s) sum += partial[g * slices + s][r];
-      y[p * out + block_row0 + t] = __float2bfloat16(sum);
-    }
-    __syncthreads();  // partial is rewritten for the next row
-  }
-}
-
-void check_grouped_shape(const __nv_bfloat16* x_sorted, std::int64_t experts, std::int64_t pairs,
-                         const __nv_bfloat16* weights, std::int64_t expert_stride, std::int64_t in, std::int64_t out) {
-  TPB_CHECK(experts >= 0 && experts <= 65535 && pairs >= 0 && in > 0 && out > 0,
-            "expert_gemm_grouped: bad shape experts " << experts << " pairs " << pairs << " in " << in << " out "
-                                                      << out);
-  TPB_CHECK(in % kVec == 0 && expert_stride % kVec == 0,
-            "expert_gemm_grouped: in (" << in << ") and expert_stride (" << expert_stride
-                                        << ") must be multiples of 8 elements (16-byte loads)");
-  TPB_CHECK(reinterpret_cast<std::uintptr_t>(x_sorted) % 16 == 0 && reinterpret_cast<std::uintptr_t>(weights) % 16 == 0,
-            "expert_gemm_grouped: x_sorted and weights must be 16-byte aligned");
-}
-
-void launch_gemv(const __nv_bfloat16* x_sorted, const std::int32_t* offsets, std::int64_t experts, std::int64_t pairs,
-                 const __nv_bfloat16* weights, std::int64_t expert_stride, std::int64_t in, std::int64_t out,
-                 __nv_bfloat16* y_sorted, cudaStream_t stream) {
-  const int slices = static_cast<int>((in + kGemvSliceVecs * kVec - 1) / (kGemvSliceVecs * kVec));
-  const int groups = kWarps / slices;
-  const std::int64_t rows_per_block = static_cast<std::int64_t>(groups) * kGemvRows;
-  const std::int64_t blocks = (out + rows_per_block - 1) / rows_per_block;
-  TPB_CHECK(blocks <= INT32_MAX, "expert_gemm_grouped: out " << out << " too large");
-  const std::int64_t slots = experts < pairs ? experts : pairs;
-  const dim3 grid(static_cast<unsigned>(blocks), static_cast<unsigned>(slots));
-  expert_gemv_kernel<<<grid, kWarps * 32, 0, stream>>>(x_sorted, offsets, static_cast<int>(experts), weights,
-                                                       expert_stride, static_cast<int>(in / kVec), out, slices, groups,
-                                                       y_sorted);
-  TPB_CUDA_CHECK_LAUNCH();
-}
-
 // The variants tpb_bench compares (expert_gemm_tuning.h); expert_gemm_grouped launches
 // variant 0 for long rows and variant 1 for short ones.
 struct Variant {
@@ -284,7 +189,14 @@ constexpr int kVariantCount = static_cast<int>(sizeof(kVariants) / sizeof(kVaria
 void launch_grouped(const Variant& v, const __nv_bfloat16* x_sorted, const std::int32_t* offsets, std::int64_t experts,
                     std::int64_t pairs, const __nv_bfloat16* weights, std::int64_t expert_stride, std::int64_t in,
                     std::int64_t out, __nv_bfloat16* y_sorted, cudaStream_t stream) {
-  check_grouped_shape(x_sorted, experts, pairs, weights, expert_stride, in, out);
+  TPB_CHECK(experts >= 0 && experts <= 65535 && pairs >= 0 && in > 0 && out > 0,
+            "expert_gemm_grouped: bad shape experts " << experts << " pairs " << pairs << " in " << in << " out "
+                                                      << out);
+  TPB_CHECK(in % kVec == 0 && expert_stride % kVec == 0,
+            "expert_gemm_grouped: in (" << in << ") and expert_stride (" << expert_stride
+                                        << ") must be multiples of 8 elements (16-byte loads)");
+  TPB_CHECK(reinterpret_cast<std::uintptr_t>(x_sorted) % 16 == 0 && reinterpret_cast<std::uintptr_t>(weights) % 16 == 0,
+            "expert_gemm_grouped: x_sorted and weights must be 16-byte aligned");
   const std::int64_t tile_out = kWarps * v.rows;
   TPB_CHECK((out + tile_out - 1) / tile_out <= INT32_MAX, "expert_gemm_grouped: out " << out << " too large");
   if (experts == 0 || pairs == 0) return;
@@ -318,14 +230,6 @@ void expert_gemm_grouped(const __nv_bfloat16* x_sorted, const std::int32_t* offs
   // 0.93 / 0.88 vs rows4_unroll4_tok2 0.79 / 1.01 / 0.81; down (in 1024) 0.64 / 0.83 / 0.73 vs
   // 0.76 / 0.98 / 0.84. A short row is only a few loads per lane: the deeper unroll has all
   // of it in flight at once. The same bits either way.
-  // Up to kExpertGemvMaxPairs rows (decode at batch <= 8) the split-K kernel above, which
-  // has every weight load of a block in flight at once: see expert_gemm.h.
-  if (pairs <= kExpertGemvMaxPairs && in <= kWarps * kGemvSliceVecs * kVec) {
-    check_grouped_shape(x_sorted, experts, pairs, weights, expert_stride, in, out);
-    if (experts > 0 && pairs > 0)
-      launch_gemv(x_sorted, offsets, experts, pairs, weights, expert_stride, in, out, y_sorted, stream);
-    return;
-  }
   const int variant = in <= 2048 ? 1 : 0;
   launch_grouped(kVariants[variant], x_sorted, offsets, experts, pairs, weights, expert_stride, in, out, y_sorted,
                  stream);

@@ -8,7 +8,6 @@
 
 #include "tpb/check.h"
 #include "tpb/cuda_check.h"
-#include "cuda/bf16_vectors.cuh"
 
 namespace tpb::gpu {
 
@@ -16,6 +15,27 @@ namespace {
 
 constexpr int kVecsPerLane = static_cast<int>(kGemvSliceElems / (32 * 8));  // 4
 constexpr int kRows = static_cast<int>(kGemvRowsPerBlock);
+
+__device__ __forceinline__ float dot8(uint4 w, uint4 x, float acc) {
+  const std::uint32_t wv[4] = {w.x, w.y, w.z, w.w}, xv[4] = {x.x, x.y, x.z, x.w};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    acc = fmaf(__uint_as_float(wv[i] << 16), __uint_as_float(xv[i] << 16), acc);
+    acc = fmaf(__uint_as_float(wv[i] & 0xffff0000u), __uint_as_float(xv[i] & 0xffff0000u), acc);
+  }
+  return acc;
+}
+
+// A 16-byte read-only load that ptxas keeps where it is written (volatile): the kernel's
+// loads must all be in flight before the first sum, and plain __ldg loads get sunk next to
+// their use, which leaves a quarter of them in flight.
+__device__ __forceinline__ uint4 load_early(const uint4* p) {
+  uint4 v;
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p));
+  return v;
+}
 
 __device__ __forceinline__ void store(__nv_bfloat16* y, float v) { *y = __float2bfloat16_rn(v); }
 __device__ __forceinline__ void store(float* y, float v) { *y = v; }
@@ -47,13 +67,13 @@ __global__ void __launch_bounds__(32 * kGemvMaxIn / kGemvSliceElems) gemv_kernel
   for (int r = 0; r < kRows; ++r) {
     const std::int64_t row = row0 + r < out ? row0 + r : out - 1;
 #pragma unroll
-    for (int i = 0; i < kVecsPerLane; ++i) wv[r][i] = detail::load_early(w + row * in_vecs + vec[i]);
+    for (int i = 0; i < kVecsPerLane; ++i) wv[r][i] = load_early(w + row * in_vecs + vec[i]);
   }
 #pragma unroll
   for (int r = 0; r < kRows; ++r) {
     float acc = 0.0f;
 #pragma unroll
-    for (int i = 0; i < kVecsPerLane; ++i) acc = detail::dot8_bf16(wv[r][i], xv[i], acc);
+    for (int i = 0; i < kVecsPerLane; ++i) acc = dot8(wv[r][i], xv[i], acc);
 #pragma unroll
     for (int o = 16; o >= 1; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);  // butterfly: same bits in every lane
     if (lane == 0) partial[r][warp] = acc;

@@ -19,12 +19,6 @@
 
 namespace tpb::gpu {
 
-// Up to this many pairs the grouped path runs a split-K kernel (each expert's rows as
-// one-row products, as gpu::gemv, `in` up to 8192); above it the weight-stationary kernel.
-// Both keep a fixed sum order, but not the same one: the bits of an output depend on which
-// path its step's pair count takes.
-constexpr std::int64_t kExpertGemvMaxPairs = 64;
-
 // pairs: total sorted rows (tokens * top_k); experts: number of experts in offsets.
 void expert_gemm_grouped(const __nv_bfloat16* x_sorted, const std::int32_t* offsets, std::int64_t experts,
                          std::int64_t pairs, const __nv_bfloat16* weights, std::int64_t expert_stride,
