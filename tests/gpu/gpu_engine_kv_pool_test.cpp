@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -84,27 +85,45 @@ void expect_formula_pool(const GpuEngine& e, double f, std::int64_t cell, const 
   EXPECT_EQ(e.kv_cache_bytes(), static_cast<std::size_t>(e.kv_pool_tokens() * cell)) << when;
 }
 
-TEST(GpuEngineKvPool, PoolIsTheServingFormulaAndLogitsMatchTheExactCache) {
-  TPB_REQUIRE_GPU();
-  const ModelConfig config = load_model_config_by_name(preset("small-dsv3"));
-  DeviceSingleRankCommunicator comm;
-  auto weights = make_synthetic_weights(1234);
-  const std::int64_t cell = kv_cell_bytes(config, 2), need = kBatch * kMaxLen;
-  ASSERT_EQ(cell, 144 * 4 * 2);  // (128 + 16) x 4 layers x bf16
-
-  // The exact cache: the reference logits, and readings to choose the fractions from.
-  std::vector<std::uint32_t> exact;
-  KvPoolSize readings;
-  {
+// Every test: the small-dsv3 engine on one GPU, and the case run first with the exact cache
+// (mem_fraction 0): its logits are the reference, and its readings (free memory before and
+// after the weights) are what the tests choose their fractions from.
+class GpuEngineKvPool : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    TPB_REQUIRE_GPU();
+    config = load_model_config_by_name(preset("small-dsv3"));
+    weights = make_synthetic_weights(1234);
+    cell = kv_cell_bytes(config, 2);
     GpuEngine e(config, Shard{0, 1}, comm, *weights, case_options(0));
-    EXPECT_EQ(e.kv_pool_tokens(), need);
-    EXPECT_EQ(e.kv_cache_bytes(), static_cast<std::size_t>(need * cell));
+    exact_pool_tokens = e.kv_pool_tokens();
+    exact_cache_bytes = e.kv_cache_bytes();
     exact = run_case(e);
     readings = e.kv_pool_size();
   }
+  // The smallest fraction whose pool holds `tokens` on the exact run's readings.
+  double fraction_for(std::int64_t tokens) const {
+    return kv_min_mem_fraction(readings.total_bytes, readings.avail_bytes, cell, tokens);
+  }
+
+  static constexpr std::int64_t need = kBatch * kMaxLen;
+  ModelConfig config;
+  DeviceSingleRankCommunicator comm;
+  std::unique_ptr<WeightSource> weights;
+  std::int64_t cell = 0;
+  std::int64_t exact_pool_tokens = 0;
+  std::size_t exact_cache_bytes = 0;
+  std::vector<std::uint32_t> exact;
+  KvPoolSize readings;
+};
+
+TEST_F(GpuEngineKvPool, PoolIsTheServingFormulaAndLogitsMatchTheExactCache) {
+  ASSERT_EQ(cell, 144 * 4 * 2);  // (128 + 16) x 4 layers x bf16
+  EXPECT_EQ(exact_pool_tokens, need);
+  EXPECT_EQ(exact_cache_bytes, static_cast<std::size_t>(need * cell));
   ASSERT_GT(readings.total_bytes, readings.avail_bytes) << "the weights took no device memory?";
   const std::int64_t extra = (std::int64_t{256} << 20) / cell;
-  const double f = kv_min_mem_fraction(readings.total_bytes, readings.avail_bytes, cell, need + extra);
+  const double f = fraction_for(need + extra);
   ASSERT_GT(f, 0.0);
   ASSERT_LT(f, 1.0);
 
@@ -138,28 +157,14 @@ TEST(GpuEngineKvPool, PoolIsTheServingFormulaAndLogitsMatchTheExactCache) {
   EXPECT_TRUE(same(run_case(e), exact)) << "pool after two resizes vs the exact cache";
 }
 
-TEST(GpuEngineKvPool, TooSmallAFractionThrowsThePlannersSentence) {
-  TPB_REQUIRE_GPU();
-  const ModelConfig config = load_model_config_by_name(preset("small-dsv3"));
-  DeviceSingleRankCommunicator comm;
-  auto weights = make_synthetic_weights(1234);
-  const std::int64_t cell = kv_cell_bytes(config, 2), need = kBatch * kMaxLen;
-
-  std::vector<std::uint32_t> exact;
-  KvPoolSize readings;
-  {
-    GpuEngine e(config, Shard{0, 1}, comm, *weights, case_options(0));
-    exact = run_case(e);
-    readings = e.kv_pool_size();
-  }
+TEST_F(GpuEngineKvPool, TooSmallAFractionThrowsThePlannersSentence) {
   // A quarter of the smallest fraction that gives one token: rest = avail - total (1 - f)
   // is about -3/4 of what the engine takes before its pool (weights, GEMM workspace), tens
   // of MiB below zero, far outside the readings' noise.
-  const double f_one = kv_min_mem_fraction(readings.total_bytes, readings.avail_bytes, cell, 1);
+  const double f_one = fraction_for(1);
   const double f_small = f_one / 4;
   ASSERT_GT(f_small, 0.0);
-  const double f_fits = kv_min_mem_fraction(readings.total_bytes, readings.avail_bytes, cell,
-                                            need + (std::int64_t{256} << 20) / cell);
+  const double f_fits = fraction_for(need + (std::int64_t{256} << 20) / cell);
 
   auto expect_sentence = [&](const KvPoolInfeasible& err, const std::string& when) {
     const std::string what = err.what();
@@ -209,21 +214,8 @@ TEST(GpuEngineKvPool, TooSmallAFractionThrowsThePlannersSentence) {
 // in the same layout (the logits stay those of the exact cache); a group pool smaller than
 // the case throws KvPoolInfeasible naming the group. One GPU plays the rank whose peer has
 // less memory: the agreement returns a smaller count than this rank's formula.
-TEST(GpuEngineKvPool, GroupPoolIsTheSmallestRanks) {
-  TPB_REQUIRE_GPU();
-  const ModelConfig config = load_model_config_by_name(preset("small-dsv3"));
-  DeviceSingleRankCommunicator comm;
-  auto weights = make_synthetic_weights(1234);
-  const std::int64_t cell = kv_cell_bytes(config, 2), need = kBatch * kMaxLen;
-  std::vector<std::uint32_t> exact;
-  KvPoolSize readings;
-  {
-    GpuEngine e(config, Shard{0, 1}, comm, *weights, case_options(0));
-    exact = run_case(e);
-    readings = e.kv_pool_size();
-  }
-  const double f = kv_min_mem_fraction(readings.total_bytes, readings.avail_bytes, cell,
-                                       need + (std::int64_t{256} << 20) / cell);
+TEST_F(GpuEngineKvPool, GroupPoolIsTheSmallestRanks) {
+  const double f = fraction_for(need + (std::int64_t{256} << 20) / cell);
   std::vector<std::int64_t> offered;
   std::int64_t peer = need + 3;  // the other rank's pool: just above the case
   GpuEngineOptions o = case_options(f);
