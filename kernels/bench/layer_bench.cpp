@@ -11,7 +11,7 @@
 // on the device as the router chose them). Each step time is the median of kSteps replays,
 // each decoding other tokens (so other experts).
 //
-// TP > 1 on one GPU: rank 0's shard runs alone over a LocalRankCommunicator of size tp that
+// TP > 1 on one GPU: rank 0's shard runs alone over a LocalCommunicator of size tp that
 // communicates nothing (all_reduce leaves the rank's partial sums, all_gather copies only
 // the rank's own slice). The time is therefore the rank's compute alone, without its two
 // allreduces of batch x 7168 bf16 per layer (the allreduce benchmarks measure those on a
@@ -36,7 +36,7 @@
 
 #include "kernels/bench/gemm_bench.h"
 #include "kernels/bench/layer_bench.h"
-#include "reference_engine/comm/communicator.h"
+#include "reference_engine/comm/local/local_communicator.h"
 #include "reference_engine/config/model_config.h"
 #include "reference_engine/gpu/gpu_engine.h"
 #include "reference_engine/weights/weight_source.h"
@@ -50,29 +50,6 @@ namespace {
 constexpr int kSteps = 60;
 constexpr std::int64_t kContext = 8192;
 
-// Rank 0 of a `size`-rank group, alone: no data crosses ranks (see above).
-class LocalRankCommunicator final : public Communicator {
- public:
-  explicit LocalRankCommunicator(int size) : size_(size) {}
-  void all_reduce(const void* in, void* out, std::size_t count, DType dtype, void* stream) override {
-    if (in != out)
-      TPB_CUDA_CHECK(cudaMemcpyAsync(out, in, count * dtype_size(dtype), cudaMemcpyDeviceToDevice,
-                                     static_cast<cudaStream_t>(stream)));
-  }
-  void all_gather(const void* in, void* out, std::size_t count_per_rank, DType dtype, void* stream) override {
-    TPB_CUDA_CHECK(cudaMemcpyAsync(out, in, count_per_rank * dtype_size(dtype), cudaMemcpyDeviceToDevice,
-                                   static_cast<cudaStream_t>(stream)));
-  }
-  void barrier() override { TPB_CUDA_CHECK(cudaDeviceSynchronize()); }
-  int rank() const override { return 0; }
-  int size() const override { return size_; }
-  std::string name() const override { return "local (rank 0 alone, no communication)"; }
-  std::size_t memory_bytes() const override { return 0; }
-
- private:
-  int size_;
-};
-
 struct StepMeasure {
   double step_us = 0;           // median graph replay
   double weight_bytes = 0;      // read per step (roofline)
@@ -83,7 +60,7 @@ StepMeasure measure_decode(int moe_layers, int tp, std::int64_t batch, bool gemv
   ModelConfig config = load_model_config_by_name("kimi-k2.5");
   apply_overrides(config, {{"num_hidden_layers", moe_layers}, {"first_k_dense_replace", 0}}, "layer_bench",
                   "$.overrides");
-  LocalRankCommunicator comm(tp);
+  LocalCommunicator comm(tp);
   auto weights = make_synthetic_weights(1234);
   GpuEngineOptions o;
   o.max_batch = batch;

@@ -108,7 +108,7 @@ class GpuEngineKvPool : public ::testing::Test {
 
   static constexpr std::int64_t need = kBatch * kMaxLen;
   ModelConfig config;
-  DeviceSingleRankCommunicator comm;
+  LocalCommunicator comm;
   std::unique_ptr<WeightSource> weights;
   std::int64_t cell = 0;
   std::int64_t exact_pool_tokens = 0;

@@ -286,7 +286,7 @@ TEST_P(GpuEngineVsCpu, PrefillAndDecodeMatchCpuFp32) {
     // whenever the two engines happened to choose the same experts everywhere.
     std::vector<std::int32_t> cpu_routing;
     const std::vector<float> free = cpu_logits(config, r, nullptr, &cpu_routing);
-    DeviceSingleRankCommunicator comm;
+    LocalCommunicator comm;
     GpuEngineStats gpu_stats;
     const std::vector<float> got = gpu_logits(config, r, comm, false, &gpu_stats, true);
     const std::vector<float> want = cpu_logits(config, r, &gpu_stats.routing);
@@ -320,7 +320,7 @@ TEST_P(GpuEngineVsCpu, RoutedExpertReadsCountTheChosenExperts) {
     std::int64_t moe_layers = 0;
     for (std::int64_t l = 0; l < config.num_hidden_layers; ++l) moe_layers += config.is_moe_layer(l);
     ASSERT_GT(moe_layers, 0);
-    DeviceSingleRankCommunicator comm;
+    LocalCommunicator comm;
     auto reads_of = [&](bool graph, std::vector<std::int32_t>* routing) {
       auto weights = make_synthetic_weights(r.seed);
       GpuEngineOptions options = options_for(r, graph);
@@ -361,7 +361,7 @@ TEST_P(GpuEngineVsCpu, GraphDecodeIsBitwiseEagerDecode) {
   RunSpec r;
   r.preset = GetParam();
   on_one_gpu(r, [&](const ModelConfig& config) {
-    DeviceSingleRankCommunicator comm;
+    LocalCommunicator comm;
     GpuEngineStats eager_stats, graph_stats;
     const std::vector<float> eager = gpu_logits(config, r, comm, false, &eager_stats);
     const std::vector<float> graph = gpu_logits(config, r, comm, true, &graph_stats);
@@ -378,7 +378,7 @@ TEST_P(GpuEngineVsCpu, SameCaseTwiceIsBitwise) {
   RunSpec r;
   r.preset = GetParam();
   on_one_gpu(r, [&](const ModelConfig& config) {
-    DeviceSingleRankCommunicator comm;
+    LocalCommunicator comm;
     const std::vector<float> a = gpu_logits(config, r, comm, true);
     const std::vector<float> b = gpu_logits(config, r, comm, true);
     expect_bitwise(b, a, r.preset + " run twice");
@@ -392,7 +392,7 @@ TEST_P(GpuEngineVsCpu, RewindReplayRepeatsTheStep) {
   RunSpec r;
   r.preset = GetParam();
   on_one_gpu(r, [&](const ModelConfig& config) {
-    DeviceSingleRankCommunicator comm;
+    LocalCommunicator comm;
     auto weights = make_synthetic_weights(r.seed);
     GpuEngine engine(config, Shard{0, 1}, comm, *weights, options_for(r, true));
     engine.prefill(test_tokens(r.batch * r.prefill, config.vocab_size, 3), r.batch);
@@ -425,7 +425,7 @@ TEST(GpuEngineWorkloadPaths, SyntheticKvFillAndResizeAreHistoryFree) {
   expect_all_ranks_passed(run_ranks(1, [](Bootstrap&) {
     TPB_CUDA_CHECK(cudaSetDevice(0));
     const ModelConfig config = load_model_config_by_name(preset("small-dsv3"));
-    DeviceSingleRankCommunicator comm;
+    LocalCommunicator comm;
     auto weights = make_synthetic_weights(77);
     const auto step = test_tokens(3, config.vocab_size, 11);
     GpuEngineOptions o;
@@ -472,7 +472,7 @@ TEST(GpuEngineWorkloadPaths, LastPositionPrefillLogitsAreTheLastRowsOfEveryPosit
     TPB_CUDA_CHECK(cudaSetDevice(0));
     const ModelConfig config = load_model_config_by_name(preset("small-dsv3"));
     const std::int64_t V = config.vocab_size, batch = 3, n = 17;
-    DeviceSingleRankCommunicator comm;
+    LocalCommunicator comm;
     auto weights = make_synthetic_weights(78);
     const auto prompt = test_tokens(batch * n, V, 21);
     const auto step = test_tokens(batch, V, 22);
@@ -549,7 +549,7 @@ TEST(GpuEngineTp2, BackendsBitwiseAndTp1Parity) {
           }
         }
       if (bs.rank() != 0) return;
-      DeviceSingleRankCommunicator single;
+      LocalCommunicator single;
       GpuEngineStats tp1_stats;
       const std::vector<float> tp1 = gpu_logits(config, r, single, false, &tp1_stats, true);
       // As GPU vs CPU (PrefillAndDecodeMatchCpuFp32): the budget bounds arithmetic under the same
@@ -591,7 +591,7 @@ TEST_P(GpuHfParity, LogitsMatchTransformers) {
     std::vector<float> reference(batch * seq * V);
     ref_file.read_f32("logits", 0, reference.size(), reference.data());
 
-    DeviceSingleRankCommunicator comm;
+    LocalCommunicator comm;
     const std::string prefix = config.nested_text_config ? "language_model." : "";
     auto weights = open_safetensors_weights(dir.string(), prefix);
     GpuEngineOptions o;

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "reference_engine/comm/communicator.h"
+#include "reference_engine/comm/local/local_communicator.h"
 #include "tpb/cuda_check.h"
 #include "tpb/dtype.h"
 #include "tpb/kernels/device.h"
@@ -132,25 +132,5 @@ template <class T>
   return ::testing::AssertionFailure() << count << " of " << got.size() << " differ, first at " << first << ": "
                                        << +got[first] << " vs " << +want[first];
 }
-
-// One rank on one device: the collectives are copies. Asynchronous on the stream, so a CUDA
-// graph captures them like any other backend's.
-class DeviceSingleRankCommunicator final : public Communicator {
- public:
-  void all_reduce(const void* in, void* out, std::size_t count, DType dtype, void* stream) override {
-    if (in != out)
-      TPB_CUDA_CHECK(cudaMemcpyAsync(out, in, count * dtype_size(dtype), cudaMemcpyDeviceToDevice,
-                                     static_cast<cudaStream_t>(stream)));
-  }
-  void all_gather(const void* in, void* out, std::size_t count, DType dtype, void* stream) override {
-    TPB_CUDA_CHECK(cudaMemcpyAsync(out, in, count * dtype_size(dtype), cudaMemcpyDeviceToDevice,
-                                   static_cast<cudaStream_t>(stream)));
-  }
-  void barrier() override { TPB_CUDA_CHECK(cudaDeviceSynchronize()); }
-  int rank() const override { return 0; }
-  int size() const override { return 1; }
-  std::string name() const override { return "device-single"; }
-  std::size_t memory_bytes() const override { return 0; }
-};
 
 }  // namespace tpb::test
