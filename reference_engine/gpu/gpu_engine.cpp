@@ -376,9 +376,8 @@ std::int64_t GpuEngine::size_kv_pool_now() {
   }
   kv_pool_ = size_kv_pool(static_cast<double>(total), static_cast<double>(avail), options_.mem_fraction, cell, requested);
   // Every rank reaches the agreement, feasible or not, before any throws (it is a collective).
-  std::int64_t tokens = kv_pool_.max_tokens;
-  if (options_.agree_kv_tokens)
-    tokens = std::min(tokens, options_.agree_kv_tokens(std::max<std::int64_t>(kv_pool_.max_tokens, 0)));
+  std::int64_t tokens = kv_pool_.max_tokens;  // >= 0: the formula floors a negative rest at 0
+  if (options_.agree_kv_tokens) tokens = std::min(tokens, options_.agree_kv_tokens(tokens));
   if (!kv_pool_.feasible) {
     int device = -1;
     cudaGetDevice(&device);
