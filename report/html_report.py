@@ -87,6 +87,9 @@ def write(path, run, records, figures):
     if run.get("fixture"):
         out.append('<p class="fixture">FIXTURE: every number on this page is synthetic test '
                    'data, not a measurement.</p>')
+    note = tables.placement_note(records)
+    if note:
+        out.append(f'<p class="fixture">{esc(note)}</p>')
     out.append(f'<p class="headline">{esc(tables.headline(records, run))}</p>')
     out.append(f'<h2 id="provenance">Provenance</h2><p class="note">from {esc(prov_source)}</p>')
     out.append(render_kv(prov) if prov else '<p class="note">no provenance recorded</p>')

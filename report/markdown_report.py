@@ -58,6 +58,9 @@ def write(path, run, records, figures):
     if run.get("fixture"):
         out += ["> **FIXTURE: every number here is synthetic test data, not a measurement.**",
                 ""]
+    note = tables.placement_note(records)
+    if note:
+        out += [f"> **{md(note)}**", ""]
     out += ["## Provenance", "", f"_from {md(prov_source)}_", "",
             render_kv(prov) if prov else "_no provenance recorded_\n",
             "## Run", "", render_kv(tables.run_overview(run, records)),

@@ -136,6 +136,21 @@ def status_counts(records):
     return counts
 
 
+def placement_note(records):
+    """One sentence for the top of both reports when ranks shared a GPU: their timings measure
+    contention between ranks, not an interconnect (docs/placement.md); None otherwise."""
+    shared = [rec["placement"] for rec in records
+              if isinstance(rec.get("placement"), dict) and rec["placement"].get("ranks_per_gpu", 1) > 1]
+    if not shared:
+        return None
+    per_gpu = sorted({p.get("ranks_per_gpu") for p in shared})
+    mps = sorted({str(p.get("mps", "?")) for p in shared})
+    return (f"Shared placement: {len(shared)} of {len(records)} cases ran with "
+            f"{', '.join(str(n) for n in per_gpu)} ranks per GPU (MPS: {', '.join(mps)}). Their latencies "
+            "and bandwidths measure ranks contending for one GPU, not an interconnect; they are never "
+            "compared with exclusive-placement baselines.")
+
+
 def headline(records, run=None):
     """One-line verdict counts for the top of both reports."""
     counts = status_counts(records)

@@ -39,7 +39,8 @@ if [ "$NGPU" -ge 4 ]; then
 elif [ "$NGPU" -ge 2 ]; then
   DEFAULT_SCENARIOS="scenarios/allreduce-sweep.json scenarios/decode-sweep.json scenarios/prefill-sweep.json scenarios/memory-fraction.json"
 else
-  DEFAULT_SCENARIOS="scenarios/decode-1gpu.json scenarios/prefill-1gpu.json scenarios/memory-fraction-1gpu.json"
+  # One GPU: TP 1 as it is, and every TP >= 2 path in shared placement (docs/placement.md).
+  DEFAULT_SCENARIOS="scenarios/decode-1gpu.json scenarios/prefill-1gpu.json scenarios/memory-fraction-1gpu.json scenarios/conformance/gpu-engine-shared.json scenarios/memory-fraction-shared.json scenarios/incident-custom-buffers-shared.json"
   : "${GPU_RUN_BENCH_FILTER:=^expert/|attention|gemm|^layer/}"  # no peer for the allreduce passes
 fi
 cd "$(dirname "$0")/.."
@@ -82,8 +83,9 @@ if [ "$TESTS_BUILT" = 1 ] && [ "${GPU_RUN_SKIP_TESTS:-0}" != 1 ]; then
   # Tests that read device-wide free memory (memory footprints, the KV pool's serving
   # formula) see every other process's allocations: run them alone, after the rest.
   SERIAL='MemoryBytes|KvPool'
+  # The full-width shared conformance scenario (minutes) runs with the suite below, with baselines.
   ( cd build-cuda && timeout "${GPU_RUN_CTEST_TIMEOUT:-300}" ctest -L gpu -R "${GPU_RUN_CTEST_REGEX:-.}" \
-      -E "$SERIAL" -j "${GPU_RUN_CTEST_JOBS:-4}" --timeout 200 --output-on-failure ) >"$OUTDIR/ctest.log" 2>&1
+      -E "$SERIAL|conformance.gpu-engine-shared$" -j "${GPU_RUN_CTEST_JOBS:-4}" --timeout 200 --output-on-failure ) >"$OUTDIR/ctest.log" 2>&1
   echo "ctest (parallel): rc=$? $(( $(date +%s) - T0 )) s"
   ( cd build-cuda && timeout 120 ctest -L gpu -R "$SERIAL" -j 1 --timeout 60 --output-on-failure ) >>"$OUTDIR/ctest.log" 2>&1
   echo "ctest (memory, serial): rc=$? $(( $(date +%s) - T0 )) s"
@@ -136,6 +138,7 @@ if [ "${GPU_RUN_SKIP_SUITE:-0}" != 1 ]; then
     done
   done
   [ "${GPU_RUN_BASELINES:-0}" = 1 ] && cp -r "baselines/$HW" "$SUITE/baselines-$HW"
+  [ "${GPU_RUN_BASELINES:-0}" = 1 ] && [ -d "baselines/$HW-shared" ] && cp -r "baselines/$HW-shared" "$SUITE/baselines-$HW-shared"
   Q=scenarios/qualify/$HW.json
   if [ "${GPU_RUN_SKIP_QUALIFY:-0}" != 1 ] && [ -f "$Q" ]; then
   if [ "${GPU_RUN_UPDATE_BASELINE:-1}" = 1 ]; then

@@ -149,6 +149,20 @@ void compare_digests(const nlohmann::json& o, const nlohmann::json& n, std::vect
 std::vector<MetricVerdict> compare_records(const nlohmann::json& o, const nlohmann::json& n,
                                            const BaselineTolerances& tol) {
   std::vector<MetricVerdict> out;
+  // Shared placement (ranks packed on a GPU) measures contention, exclusive an interconnect:
+  // the two never meet (their case ids differ too; this holds for hand-made files).
+  const auto placement_of = [](const nlohmann::json& r) {
+    const auto p = r.value("placement", nlohmann::json());
+    return p.is_object() ? p.value("placement", std::string("exclusive")) : std::string("exclusive");
+  };
+  if (placement_of(o) != placement_of(n)) {
+    MetricVerdict v = base(n, "placement");
+    v.verdict = "mismatch";
+    v.detail = "baseline placement " + placement_of(o) + ", now " + placement_of(n) +
+               ": shared-GPU timings measure contention and are never compared with exclusive ones";
+    out.push_back(v);
+    return out;
+  }
   compare_latency(o, n, tol, out);
   compare_memory(o, n, tol, out);
   const auto op = o.value("plan", nlohmann::json()), np = n.value("plan", nlohmann::json());

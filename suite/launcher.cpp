@@ -36,6 +36,7 @@
 #include <thread>
 
 #include "suite/control_socket.h"
+#include "suite/mps.h"
 #include "tpb/check.h"
 
 extern char** environ;
@@ -151,6 +152,7 @@ struct Launcher::Group {
   std::map<std::uint64_t, std::vector<std::optional<std::string>>> gathers;  // seq -> hex per rank
 
   ~Group() {
+    if (pgid > 0) unregister_cleanup_process_group(pgid);
     for (auto& r : ranks) {
       if (r.fd >= 0) close(r.fd);
     }
@@ -304,7 +306,8 @@ namespace {
 
 }  // namespace
 
-CaseRun Launcher::run_case(const std::string& group_key, int world_size, const json& case_spec, double timeout_s) {
+CaseRun Launcher::run_case(const std::string& group_key, int world_size, const json& case_spec, double timeout_s,
+                           const RankPlacement* placement) {
   TPB_INPUT_CHECK(world_size >= 1, "launcher: world size must be at least 1, got " << world_size);
   TPB_INPUT_CHECK(timeout_s > 0, "launcher: case timeout must be positive, got " << timeout_s << " s");
   const auto start = Clock::now();
@@ -319,7 +322,7 @@ CaseRun Launcher::run_case(const std::string& group_key, int world_size, const j
     group_->kill_all();
     group_.reset();
   }
-  if (!group_) start_group(group_key, world_size);
+  if (!group_) start_group(group_key, world_size, placement);
   Group& g = *group_;
   run.pids = g.pids();
   for (int r = 0; r < world_size; ++r) {
@@ -530,7 +533,10 @@ void Launcher::accept_ranks() {
   }
 }
 
-void Launcher::start_group(const std::string& group_key, int world_size) {
+void Launcher::start_group(const std::string& group_key, int world_size, const RankPlacement* placement) {
+  TPB_CHECK(placement == nullptr || static_cast<int>(placement->device_of_rank.size()) == world_size,
+            "launcher: a placement of " << (placement ? placement->device_of_rank.size() : 0) << " ranks for a group of "
+                                        << world_size);
   auto g = std::make_unique<Group>();
   g->key = group_key;
   g->world_size = world_size;
@@ -540,12 +546,16 @@ void Launcher::start_group(const std::string& group_key, int world_size) {
   g->ranks.resize(static_cast<std::size_t>(world_size));
 
   // Everything the child needs is built before fork: after it, only async-signal-safe calls.
-  const char* const overridden[] = {"RANK=", "WORLD_SIZE=", "LOCAL_RANK=", "TPB_CONTROL_SOCKET=", "TPB_GROUP_ID="};
+  const char* const overridden[] = {"RANK=", "WORLD_SIZE=", "LOCAL_RANK=", "TPB_CONTROL_SOCKET=", "TPB_GROUP_ID=",
+                                    "TPB_DEVICE=", "TPB_RANKS_PER_GPU=", "TPB_PLACEMENT="};
+  // A user's NCCL_HOSTID stands, except where ranks share a device and each needs its own.
+  const bool own_hostids = placement != nullptr && placement->device_shared();
   std::vector<std::string> base_env;
   for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
     const std::string entry = *e;
     bool drop = false;
     for (const char* prefix : overridden) drop = drop || entry.rfind(prefix, 0) == 0;
+    drop = drop || (own_hostids && entry.rfind("NCCL_HOSTID=", 0) == 0);
     if (!drop) base_env.push_back(entry);
   }
   const int null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
@@ -566,6 +576,8 @@ void Launcher::start_group(const std::string& group_key, int world_size) {
     env.push_back("LOCAL_RANK=" + std::to_string(r));  // one host: local rank = rank
     env.push_back("TPB_CONTROL_SOCKET=" + group.address);
     env.push_back("TPB_GROUP_ID=" + group.id);
+    if (placement != nullptr)
+      for (std::string& e : rank_environment(*placement, r, group.id)) env.push_back(std::move(e));
     std::vector<char*> envp;
     for (auto& s : env) envp.push_back(s.data());
     envp.push_back(nullptr);
@@ -589,7 +601,11 @@ void Launcher::start_group(const std::string& group_key, int world_size) {
       TPB_FAIL("launcher: fork failed: " << std::strerror(fork_errno));
     }
     rk.pid = pid;
-    if (r == 0) group.pgid = pid;
+    if (r == 0) {
+      group.pgid = pid;
+      // A SIGINT/SIGTERM of the controller kills the group before anything else (suite/mps.h).
+      register_cleanup_process_group(pid);
+    }
     // Also from this side, so the group exists before the next fork whatever the scheduling.
     setpgid(pid, group.pgid);
   }

@@ -18,6 +18,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "suite/placement.h"
+
 namespace tpb {
 
 struct LauncherOptions {
@@ -48,9 +50,12 @@ class Launcher {
 
   // Runs `case_spec` (see suite/workload.h) on `world_size` ranks. Reuses the live group
   // when `group_key` and `world_size` match it; otherwise replaces it. Never throws for a
-  // rank's failure: that is a CaseRun with ok = false.
+  // rank's failure: that is a CaseRun with ok = false. With `placement` (GPU cases), each rank
+  // of a new group gets its place in its environment (rank_environment: TPB_DEVICE,
+  // TPB_RANKS_PER_GPU, and a distinct NCCL_HOSTID where ranks share a device); the group key
+  // must then name the placement, since a live group keeps the places it started with.
   CaseRun run_case(const std::string& group_key, int world_size, const nlohmann::json& case_spec,
-                   double timeout_s);
+                   double timeout_s, const RankPlacement* placement = nullptr);
 
   // Stops the live group (asks the workers to exit, then kills what is left) and reaps it.
   void shutdown();
@@ -60,7 +65,7 @@ class Launcher {
 
  private:
   struct Group;
-  void start_group(const std::string& group_key, int world_size);
+  void start_group(const std::string& group_key, int world_size, const RankPlacement* placement);
   void accept_ranks();
   void handle_message(int rank, const nlohmann::json& message,
                       const std::function<void(std::string, std::vector<int>)>& fail);

@@ -279,7 +279,9 @@ RunSummary run_scenario(const Scenario& s, const std::vector<Case>& cases, const
   const BaselineTolerances tol = tolerances_from_json(s.baseline);
   std::vector<json> baseline_records;
   if (!opt.baselines_dir.empty()) {
-    sum.baseline_file = (fs::path(opt.baselines_dir) / hardware_dir_name(provenance) / (s.name + ".jsonl")).string();
+    // Shared placement's timings measure contention: its baselines live apart (h200x1-shared).
+    const std::string hw = hardware_dir_name(provenance) + (s.device == "cuda" && s.placement == Placement::shared ? "-shared" : "");
+    sum.baseline_file = (fs::path(opt.baselines_dir) / hw / (s.name + ".jsonl")).string();
     if (fs::exists(sum.baseline_file)) baseline_records = read_jsonl(sum.baseline_file);
   }
   const json fingerprint = hardware_fingerprint(compact);
@@ -289,6 +291,22 @@ RunSummary run_scenario(const Scenario& s, const std::vector<Case>& cases, const
   lo.worker_binary = opt.worker_binary;
   lo.log_dir = (fs::path(run_dir) / "logs").string();
   fs::create_directories(lo.log_dir);
+  // Ranks sharing a GPU run at once under an MPS server (or time-slice without one): one for
+  // the whole run, stopped when it ends (also on SIGINT/SIGTERM: the handlers below).
+  install_cleanup_signal_handlers();
+  std::unique_ptr<MpsSession> mps;
+  if (std::any_of(cases.begin(), cases.end(), [](const Case& c) { return c.skip_reason.empty() && c.placement.device_shared(); })) {
+    MpsOptions mo;
+    mo.mode = opt.mps_mode;
+    mo.log_dir = (fs::path(run_dir) / "mps-log").string();
+    mps = std::make_unique<MpsSession>(mo);
+    std::printf("mps: %s%s%s\n", mps->status().state.c_str(), mps->status().detail.empty() ? "" : ": ",
+                mps->status().detail.c_str());
+    std::fflush(stdout);
+  }
+  const json mps_json = mps ? mps->status().to_json() : json({{"state", "not needed (no rank shares a GPU)"}});
+  run_json["placement"] = {{"placement", placement_name(s.placement)}, {"mps", mps_json}};
+  write_file_atomic((fs::path(run_dir) / "run.json").string(), run_json.dump(2) + "\n");
   Launcher launcher(lo);
   Progress progress(static_cast<int>(cases.size()), stdout, opt.tty);
   std::map<std::string, double> wall_by_id;
@@ -313,7 +331,16 @@ RunSummary run_scenario(const Scenario& s, const std::vector<Case>& cases, const
     json record = base_record(s, c, run_id, compact);
     double wall_s = 0;
     std::optional<CasePlan> plan;
-    if (c.skip_reason.empty() && plan_gpu) plan = plan_engine_case(s, c, *plan_gpu);
+    if (!c.placement.device_of_rank.empty()) {
+      record["placement"] = placement_json(c.placement);
+      record["placement"]["mps"] = mps_json.value("state", "");
+    }
+    if (c.skip_reason.empty() && plan_gpu) {
+      // A rank sharing its GPU owns 1/N of it in the plan, as in its readings (device.h).
+      PlanGpu share = *plan_gpu;
+      share.total_bytes /= std::max(1, c.placement.ranks_per_gpu);
+      plan = plan_engine_case(s, c, share);
+    }
     if (!c.skip_reason.empty()) {
       record["status"] = "skipped";
       record["error"] = c.skip_reason;
@@ -325,7 +352,8 @@ RunSummary run_scenario(const Scenario& s, const std::vector<Case>& cases, const
       try {
         json spec = case_spec(s, c);
         spec["trace_dir"] = (fs::path(run_dir) / "traces").string();  // instrumentation=trace|debug writes here
-        const CaseRun run = launcher.run_case(c.group_key, c.tp, spec, s.measure.timeout_s);
+        const CaseRun run = launcher.run_case(c.group_key, c.tp, spec, s.measure.timeout_s,
+                                              c.placement.device_of_rank.empty() ? nullptr : &c.placement);
         wall_s = run.wall_s;
         record["wall_s"] = run.wall_s;
         if (run.ok) {

@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "suite/mps.h"
 #include "suite/scenario.h"
 #include "suite/sweep.h"
 
@@ -25,6 +26,7 @@ struct RunOptions {
   std::string baselines_dir;             // non-empty: compare every ok case with
                                          // <baselines_dir>/<hardware>/<scenario>.jsonl
   bool update_baselines = false;         // write this run's ok records there (with provenance)
+  MpsMode mps_mode = MpsMode::automatic; // ranks sharing a GPU: MPS server (suite/mps.h)
 };
 
 struct RunSummary {

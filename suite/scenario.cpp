@@ -363,8 +363,8 @@ Scenario parse_scenario(const json& doc, const std::string& source, const Scenar
     val.expected("$", "a JSON object (a tpbench scenario)", doc);
     throw ScenarioError(val.problems());
   }
-  val.only_keys(doc, "$", {"schema", "name", "description", "workload", "model", "device", "mode", "sweep",
-                           "exclude", "measure", "checks", "baseline", "control"});
+  val.only_keys(doc, "$", {"schema", "name", "description", "workload", "model", "device", "placement", "mode",
+                           "sweep", "exclude", "measure", "checks", "baseline", "control"});
 
   // schema, name, description
   if (!doc.contains("schema")) {
@@ -411,6 +411,15 @@ Scenario parse_scenario(const json& doc, const std::string& source, const Scenar
     s.device = cuda ? "cuda" : "cpu";
   } else {
     s.device = s.device_requested;
+  }
+  if (doc.contains("placement")) {
+    const json& p = doc["placement"];
+    if (!p.is_string() || (p != "exclusive" && p != "shared"))
+      val.expected("$.placement", "\"exclusive\" (one rank per GPU) or \"shared\" (ranks packed onto the visible GPUs)", p);
+    else if (s.device_requested == "cpu" && p == "shared")
+      val.problem("$.placement", "\"shared\" places GPU ranks; device is \"cpu\"");
+    else
+      s.placement = parse_placement(p.get<std::string>(), "$.placement");
   }
   if (doc.contains("mode")) {
     const json& m = doc["mode"];

@@ -10,6 +10,7 @@
 //    "model": {"preset": "tiny-dsv3" | "path": "DIR", "overrides": {...},
 //              "weights": "synthetic" | "<checkpoint dir>", "seed": 1234},
 //    "device": "cpu" | "cuda" | "auto", "mode": "prefill" | "decode",
+//    "placement": "exclusive" | "shared",            // GPU ranks: one per GPU, or packed (suite/placement.h)
 //    "sweep": {"tp": [1, 2], "batch_size": [1, 4], "seq_len": [16], "allreduce": ["shm"],
 //              "mem_fraction": [0.9], "instrumentation": ["off"], "cuda_graph": [false],
 //              "message_bytes": [1024] (allreduce only), "dtype": ["bf16"] (allreduce only)},
@@ -31,6 +32,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "suite/placement.h"
 #include "tpb/check.h"
 
 namespace tpb {
@@ -80,6 +82,8 @@ struct Scenario {
   std::string device_requested; // "cpu" | "cuda" | "auto" as written
   std::string device;           // resolved: "cpu" | "cuda"
   std::string mode = "decode";  // "prefill" | "decode"
+  Placement placement = Placement::exclusive;  // where GPU ranks run (suite/placement.h); `tpbench
+                                               // run --placement` overrides the file
   std::optional<ModelSpec> model;  // required by the engine workload, optional for allreduce
   std::vector<Axis> axes;       // every axis of the workload, defaults filled in, fixed order
   std::vector<nlohmann::json> exclude;  // objects: axis -> value or [values]

@@ -80,8 +80,7 @@ std::string skip_reason(const Scenario& s, const json& p, const MachineInfo& m) 
     for (const auto& b : m.backends) avail += (avail.empty() ? "" : ", ") + b;
     return "backend " + backend + " is not compiled into this tpbench (available: " + (avail.empty() ? "none" : avail) + ")";
   }
-  if (s.device == "cuda" && tp > m.gpu_count)
-    return "needs " + std::to_string(tp) + " GPUs, " + std::to_string(m.gpu_count) + " visible";
+  if (s.device == "cuda") return place_ranks(s.placement, tp, m.gpu_count).skip_reason;
   return "";
 }
 
@@ -118,8 +117,9 @@ json model_identity(const Scenario& s) {
 }
 
 std::string case_id(const Scenario& s, const json& params, const std::string& role) {
-  const json identity = {{"workload", s.workload}, {"model", model_identity(s)}, {"device", s.device},
-                         {"params", params}, {"role", role}};
+  json identity = {{"workload", s.workload}, {"model", model_identity(s)}, {"device", s.device},
+                   {"params", params}, {"role", role}};
+  if (s.device == "cuda" && s.placement == Placement::shared) identity["placement"] = "shared";
   return hex16(fnv1a64(identity.dump()));  // dump() of nlohmann objects is key-sorted
 }
 
@@ -147,6 +147,10 @@ std::vector<Case> expand_cases(const Scenario& s, const MachineInfo& machine) {
     c.label = make_label(s, params, role);
     c.group_key = s.workload + "/" + s.device + "/" + model_hash + "/tp" + std::to_string(c.tp);
     c.skip_reason = skip_reason(s, params, machine);
+    if (s.device == "cuda") {
+      c.placement = place_ranks(s.placement, c.tp, machine.gpu_count);
+      c.group_key += std::string("/") + placement_name(s.placement);
+    }
     return c;
   };
   const bool repeat = std::find(s.checks.begin(), s.checks.end(), "deterministic") != s.checks.end();

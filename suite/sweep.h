@@ -9,8 +9,12 @@
 // model as written, the resolved device, the params and the role, printed as 16 hex digits.
 // Measurement settings are not part of the id: more iterations measure the same case.
 //
-// A case the machine cannot run (a GPU backend on the CPU, more ranks than GPUs, a backend
-// not compiled in) is kept with a skip reason: it is recorded `skipped`, never silently dropped.
+// A case the machine cannot run (a GPU backend on the CPU, more ranks than GPUs in exclusive
+// placement, a backend not compiled in) is kept with a skip reason: it is recorded `skipped`,
+// never silently dropped.
+//
+// Shared placement (suite/placement.h) is part of a case's identity: its ids, group keys and
+// baselines never meet an exclusive run's. Exclusive ids are those of earlier tpbench versions.
 #pragma once
 
 #include <cstdint>
@@ -20,6 +24,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "suite/placement.h"
 #include "suite/scenario.h"
 
 namespace tpb {
@@ -40,6 +45,8 @@ struct Case {
   int tp = 1;               // ranks, = params.tp
   std::string group_key;    // cases with equal keys may share worker processes
   std::string skip_reason;  // non-empty: recorded `skipped` with this reason, not run
+  RankPlacement placement;  // device cuda: where each rank runs (place_ranks with the scenario's
+                            // placement and the visible GPUs); CPU cases leave it empty
 };
 
 std::uint64_t fnv1a64(std::string_view bytes);

@@ -7,5 +7,10 @@ std::vector<GpuInfo> visible_gpus() { return {}; }
 std::string cuda_driver_version() { return {}; }
 std::string cuda_runtime_version() { return {}; }
 bool current_device_memory(std::size_t*, std::size_t*) { return false; }
+std::string device_memory_source() { return "none (built without CUDA)"; }
+long long process_device_memory_bytes(int, std::string* why) {
+  if (why != nullptr) *why = "built without CUDA";
+  return -1;
+}
 }  // namespace tpb
 #endif

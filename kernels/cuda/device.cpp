@@ -2,6 +2,11 @@
 
 #include <cuda_runtime_api.h>
 
+#include <cstdlib>
+
+#include "tpb/check.h"
+#include "tpb/cuda_check.h"
+
 namespace tpb {
 
 std::vector<GpuInfo> visible_gpus() {
@@ -34,15 +39,39 @@ std::string cuda_runtime_version() {
   return cudaRuntimeGetVersion(&v) == cudaSuccess ? format_cuda_version(v) : std::string();
 }
 
+// Ranks sharing this process's GPU (shared placement sets TPB_RANKS_PER_GPU for every rank).
+static int ranks_sharing_device() {
+  const char* v = std::getenv("TPB_RANKS_PER_GPU");
+  const int n = v != nullptr ? std::atoi(v) : 1;
+  return n > 1 ? n : 1;
+}
+
 bool current_device_memory(std::size_t* free_bytes, std::size_t* total_bytes) {
   std::size_t f = 0, t = 0;
   if (cudaMemGetInfo(&f, &t) != cudaSuccess) {
     (void)cudaGetLastError();
     return false;
   }
+  const int sharing = ranks_sharing_device();
+  if (sharing > 1) {
+    int device = 0;
+    TPB_CUDA_CHECK(cudaGetDevice(&device));
+    std::string why;
+    const long long own = process_device_memory_bytes(device, &why);
+    TPB_CHECK(own >= 0, "device memory of a rank sharing GPU " << device << " with " << sharing - 1
+                            << " other(s): its own use cannot be read (" << why
+                            << "), and a device-wide reading would count its neighbours");
+    t /= static_cast<std::size_t>(sharing);
+    f = static_cast<std::size_t>(own) < t ? t - static_cast<std::size_t>(own) : 0;
+  }
   *free_bytes = f;
   *total_bytes = t;
   return true;
+}
+
+std::string device_memory_source() {
+  const int sharing = ranks_sharing_device();
+  return sharing > 1 ? "NVML per-process use, 1/" + std::to_string(sharing) + " of the device" : "cudaMemGetInfo";
 }
 
 }  // namespace tpb

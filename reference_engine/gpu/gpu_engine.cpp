@@ -25,6 +25,7 @@
 #include "tpb/kernels/gpu/rope_yarn.h"
 #include "tpb/kernels/gpu/silu_and_mul.h"
 #include "tpb/kernels/gpu/synthetic_fill.h"
+#include "tpb/kernels/device.h"
 #include "tpb/kernels/rope_yarn.h"
 
 namespace tpb {
@@ -39,10 +40,11 @@ void check_mem_fraction(double f) {
                   "gpu engine: mem_fraction must be 0 (exact KV cache) or in (0, 1], got " << f);
 }
 
-// cudaMemGetInfo of the current device: free bytes; *total_out gets the device total.
+// This rank's device memory (current_device_memory: cudaMemGetInfo alone on a GPU, its share
+// of the device in shared placement): free bytes; *total_out gets the total.
 std::int64_t device_free_bytes(std::int64_t* total_out) {
   std::size_t free_bytes = 0, total_bytes = 0;
-  TPB_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+  TPB_CHECK(current_device_memory(&free_bytes, &total_bytes), "gpu engine: cannot read device memory");
   *total_out = static_cast<std::int64_t>(total_bytes);
   return static_cast<std::int64_t>(free_bytes);
 }
@@ -384,7 +386,7 @@ std::int64_t GpuEngine::size_kv_pool_now() {
     std::ostringstream os;
     os << "gpu engine: the KV cache of max_batch " << options_.max_batch << " x max_len " << options_.max_len << " = "
        << requested << " tokens (" << cell << " B each) does not fit the pool mem_fraction " << options_.mem_fraction
-       << " leaves (cudaMemGetInfo on device " << device << ": " << gib_text(static_cast<double>(total))
+       << " leaves (" << device_memory_source() << " on device " << device << ": " << gib_text(static_cast<double>(total))
        << " free before the weights, " << gib_text(static_cast<double>(avail)) << " free after them, "
        << gib_text(static_cast<double>(device_total_bytes_)) << " device total). " << kv_pool_.verdict;
     throw KvPoolInfeasible(os.str(), kv_pool_);

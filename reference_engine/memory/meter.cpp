@@ -34,7 +34,7 @@ std::optional<std::int64_t> MemoryMeter::growth(const std::string& from, const s
 }
 
 nlohmann::json MemoryMeter::to_json() const {
-  nlohmann::json j = {{"source", on_device_ ? "cudaMemGetInfo" : "accounting"}};
+  nlohmann::json j = {{"source", on_device_ ? device_memory_source() : "accounting"}};
   for (const auto& s : samples_)
     j[s.phase] = {{"used_bytes", on_device_ ? s.device_used() : s.accounted_bytes},
                   {"free_bytes", s.device_free},

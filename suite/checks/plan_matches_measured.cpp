@@ -88,10 +88,10 @@ CheckResult PlanMatchesMeasuredCheck::evaluate(const std::vector<const json*>& g
                             ": planned at mem_fraction " + std::to_string(f_planned) +
                             ", but the engine sized its pool at " + std::to_string(f_measured)};
       const double tokens = pool["tokens"].get<double>();
-      char planned_text[96], measured_text[160];
+      char planned_text[96], measured_text[224];
       std::snprintf(planned_text, sizeof planned_text, "%.0f tokens (%s)", planned_tokens,
                     mib(planned_tokens * cell).c_str());
-      std::snprintf(measured_text, sizeof measured_text, "%.0f tokens (%s; cudaMemGetInfo total %s, avail %s)", tokens,
+      std::snprintf(measured_text, sizeof measured_text, "%.0f tokens (%s; total %s, avail %s as the rank read them)", tokens,
                     mib(tokens * cell).c_str(), mib(pool.value("total_bytes", 0.0)).c_str(),
                     mib(pool.value("avail_bytes", 0.0)).c_str());
       if (!compare("kv_pool_tokens", rank, planned_tokens * cell, tokens * cell, planned_text, measured_text))

@@ -7,6 +7,8 @@
 #include <vector>
 
 #include "suite/cli/report.h"
+#include "suite/mps.h"
+#include "suite/placement.h"
 #include "suite/cli/subcommand.h"
 #include "suite/results.h"
 #include "suite/runner.h"
@@ -21,6 +23,7 @@ namespace {
 constexpr const char* kUsage =
     "usage: tpbench run [SCENARIO] [--dry-run] [--results-dir ROOT] [--resume RUN_DIR]\n"
     "                   [--junit FILE] [--no-report] [--baselines DIR [--update-baselines]]\n"
+    "                   [--placement exclusive|shared] [--mps auto|off|require]\n"
     "Run a scenario: validate it, expand its sweep, run every case, check, record.\n"
     "\n"
     "  SCENARIO          a file, or a name looked up as scenarios/<name>.json in the working\n"
@@ -37,6 +40,15 @@ constexpr const char* kUsage =
     "                    The control case (first and last) must not drift, or the run is\n"
     "                    `unstable` and its regressions untrusted (exit 1 either way)\n"
     "  --update-baselines  write this run's ok records as that baseline (+ .provenance.json)\n"
+    "  --placement P     where GPU ranks run, overriding the scenario's \"placement\": exclusive\n"
+    "                    (one rank per GPU; a group larger than the GPUs is skipped) or shared\n"
+    "                    (ranks packed onto the visible GPUs, ceil(tp / gpus) per GPU: every TP\n"
+    "                    runs on one GPU; each rank owns 1/N of its GPU's memory; timings then\n"
+    "                    measure contention, and baselines are kept apart from exclusive ones)\n"
+    "  --mps M           with shared placement, CUDA MPS lets the ranks on one GPU run at once:\n"
+    "                    auto (default: use a reachable MPS server, else start a private one for\n"
+    "                    the run and stop it at the end, also on Ctrl-C; without one, ranks\n"
+    "                    time-slice), off (never), require (fail, exit 2, without one)\n"
     "  --no-report       do not build the report (report.html, summary.md, plots; needs\n"
     "                    python3 + matplotlib; `tpbench report RUN_DIR` makes it later)\n"
     "\n"
@@ -52,6 +64,8 @@ struct Args {
   std::string junit;
   std::string baselines;
   bool update_baselines = false;
+  std::string placement;  // empty: the scenario's
+  std::string mps = "auto";
 };
 
 Args parse_args(const std::vector<std::string>& args) {
@@ -76,6 +90,12 @@ Args parse_args(const std::vector<std::string>& args) {
       a.baselines = value("--baselines");
     } else if (arg == "--update-baselines") {
       a.update_baselines = true;
+    } else if (arg == "--placement") {
+      a.placement = value("--placement");
+      (void)tpb::parse_placement(a.placement, "run: --placement");
+    } else if (arg == "--mps") {
+      a.mps = value("--mps");
+      (void)tpb::parse_mps_mode(a.mps, "run: --mps");
     } else if (arg.starts_with("-")) {
       TPB_INPUT_FAIL("run: unknown option '" << arg << "' (see tpbench run --help)");
     } else {
@@ -107,6 +127,13 @@ int run_run(const std::vector<std::string>& raw_args) {
     } else {
       scenario = tpb::load_scenario(tpb::resolve_scenario_path(args.scenario.empty() ? "quickstart" : args.scenario));
     }
+    if (!args.placement.empty()) {
+      TPB_INPUT_CHECK(scenario.device == "cuda" || args.placement == "exclusive",
+                      "run: --placement shared places GPU ranks; scenario " << scenario.name << " runs on device "
+                                                                            << scenario.device);
+      scenario.placement = tpb::parse_placement(args.placement, "run: --placement");
+      scenario.document["placement"] = args.placement;  // run.json records it; --resume keeps it
+    }
     cases = tpb::expand_cases(scenario, tpb::detect_machine());
   } catch (const tpb::ScenarioError& e) {
     for (const auto& p : e.problems()) std::fprintf(stderr, "%s\n", p.c_str());
@@ -117,9 +144,10 @@ int run_run(const std::vector<std::string>& raw_args) {
   if (args.dry_run) {
     int skipped = 0;
     for (const auto& c : cases) skipped += !c.skip_reason.empty();
-    std::printf("# scenario %s (%s): workload %s, device %s%s, %zu cases (%d would be skipped)\n",
+    std::printf("# scenario %s (%s): workload %s, device %s%s, placement %s, %zu cases (%d would be skipped)\n",
                 scenario.name.c_str(), scenario.source.c_str(), scenario.workload.c_str(), scenario.device.c_str(),
-                scenario.device_requested == "auto" ? " (auto)" : "", cases.size(), skipped);
+                scenario.device_requested == "auto" ? " (auto)" : "", tpb::placement_name(scenario.placement),
+                cases.size(), skipped);
     for (const auto& c : cases) {
       std::printf("%s  %s", c.id.c_str(), c.label.c_str());
       if (!c.skip_reason.empty()) std::printf("  (skipped: %s)", c.skip_reason.c_str());
@@ -136,6 +164,7 @@ int run_run(const std::vector<std::string>& raw_args) {
   opt.tty = ::isatty(STDOUT_FILENO) == 1;
   opt.baselines_dir = args.baselines;
   opt.update_baselines = args.update_baselines;
+  opt.mps_mode = tpb::parse_mps_mode(args.mps, "run: --mps");
   std::printf("tpbench run: scenario %s, workload %s, device %s%s, %zu cases\n", scenario.name.c_str(),
               scenario.workload.c_str(), scenario.device.c_str(), scenario.device_requested == "auto" ? " (auto)" : "",
               cases.size());

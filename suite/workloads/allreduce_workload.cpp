@@ -15,6 +15,7 @@
 #include <numeric>
 
 #include "suite/instrumentation.h"
+#include "suite/placement.h"
 #include "suite/workloads/workloads.h"
 #include "tpb/check.h"
 
@@ -213,7 +214,10 @@ json run_allreduce_workload(const json& case_spec, WorkerState& state) {
 
   CommOptions options;
   options.max_bytes = static_cast<std::size_t>(int_field(params, "comm_max_bytes", static_cast<std::int64_t>(options.max_bytes), "params"));
-  if (on_gpu) options.device = state.rank();
+  if (on_gpu) {
+    options.device = rank_device_from_env(state.rank());  // the launcher's placement (suite/placement.h)
+    options.ranks_per_device = ranks_per_gpu_from_env();
+  }
   Communicator& comm = state.communicator(backend, options);
   const int rank = state.rank();
   const int world_size = state.world_size();

@@ -15,9 +15,11 @@
 #include "reference_engine/weights/weight_source.h"
 #include "suite/case_plan.h"
 #include "suite/instrumentation.h"
+#include "suite/placement.h"
 #include "suite/workloads/observed_communicator.h"
 #include "suite/workloads/workloads.h"
 #include "tpb/check.h"
+#include "tpb/kernels/device.h"
 
 #if TPB_HAVE_CUDA
 #include <cuda_runtime_api.h>
@@ -258,10 +260,8 @@ struct CachedGpuEngine {
   MemoryMeter buffers{true};
 };
 
-int local_device(const WorkerState& state) {
-  const char* env = std::getenv("LOCAL_RANK");
-  return env != nullptr && *env != '\0' ? std::atoi(env) : state.rank();
-}
+// The launcher's placement (suite/placement.h): TPB_DEVICE, else LOCAL_RANK, else the rank.
+int local_device(const WorkerState& state) { return rank_device_from_env(state.rank()); }
 
 CachedGpuEngine& gpu_engine_for(const json& case_spec, WorkerState& state, Communicator& comm, int tp,
                                 const GpuEngineOptions& sizes) {
@@ -323,7 +323,7 @@ json kv_pool_json(const KvPoolSize& k, std::int64_t bytes) {
           {"avail_bytes", k.avail_bytes},
           {"rest_bytes", k.rest_bytes},
           {"feasible", k.feasible},
-          {"source", k.mem_fraction > 0 ? "serving formula on cudaMemGetInfo readings"
+          {"source", k.mem_fraction > 0 ? "serving formula on " + device_memory_source() + " readings"
                                         : "exact: max_batch x max_len (no mem_fraction)"}};
 }
 
@@ -368,6 +368,7 @@ json run_gpu_engine_workload(const json& case_spec, WorkerState& state) {
   TPB_CUDA_CHECK(cudaSetDevice(device));
   CommOptions options;
   options.device = device;
+  options.ranks_per_device = ranks_per_gpu_from_env();
   Communicator& comm = state.communicator(backend, options);
   ObservedCommunicator& observed = observed_communicator(state, backend, comm);
   GpuEngineOptions sizes;
@@ -406,7 +407,7 @@ json run_gpu_engine_workload(const json& case_spec, WorkerState& state) {
               {"infeasible", "rank " + std::to_string(r) + ": " + verdicts[r]},
               {"latency_us", json::array()},
               {"digests", json::object()},
-              {"memory", {{"source", "cudaMemGetInfo"}, {"kv_pool", kv_pool_json(mine, bytes)}}},
+              {"memory", {{"source", device_memory_source()}, {"kv_pool", kv_pool_json(mine, bytes)}}},
               {"metrics", {{"mode", mode}}},
               {"comm", comm_json}};
     }
@@ -521,7 +522,7 @@ json run_gpu_engine_workload(const json& case_spec, WorkerState& state) {
   // the step buffers at their latest allocation, and the peak after the timed steps.
   MemoryMeter peak(true);
   peak.mark("after_steps", 0);
-  json memory = {{"source", "cudaMemGetInfo"}};
+  json memory = {{"source", device_memory_source()}};
   for (const MemoryMeter* m : {&ce.built, &ce.buffers, &peak}) {
     const json phases = m->to_json();  // named: items() of a temporary would dangle
     for (const auto& [phase, value] : phases.items())

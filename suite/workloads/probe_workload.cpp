@@ -57,6 +57,17 @@ std::string payload_of(int rank, int pid) {
   TPB_INPUT_FAIL("case_spec.params.fault.kind: expected crash, abort, hang, hang_with_child, exit or throw, got '" << kind << "'");
 }
 
+// The rank's place as the launcher put it in its environment (suite/placement.h): what
+// tests check about placement without a GPU. Unset variables are null.
+json placement_environment() {
+  json env = json::object();
+  for (const char* name : {"TPB_DEVICE", "TPB_RANKS_PER_GPU", "TPB_PLACEMENT", "NCCL_HOSTID"}) {
+    const char* v = std::getenv(name);
+    env[name] = v != nullptr ? json(v) : json(nullptr);
+  }
+  return env;
+}
+
 }  // namespace
 
 json run_probe_workload(const json& case_spec, WorkerState& state) {
@@ -90,7 +101,8 @@ json run_probe_workload(const json& case_spec, WorkerState& state) {
           {"latency_us", json::array()},
           {"digests", json::object()},
           {"memory", json::object()},
-          {"metrics", {{"pid", pid}, {"gathered_pids", pids}, {"payload_ok", payload_ok}, {"cases_served", cases_served}}},
+          {"metrics", {{"pid", pid}, {"gathered_pids", pids}, {"payload_ok", payload_ok}, {"cases_served", cases_served},
+                       {"environment", placement_environment()}}},
           {"comm", json::object()}};
 }
 

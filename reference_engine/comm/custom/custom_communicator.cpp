@@ -23,10 +23,13 @@ std::uint32_t selftest_token(int rank) { return 0x7b0c0000u | static_cast<std::u
 
 // Device grid cap: one block per multiprocessor keeps every block resident at once, which
 // the per-block barrier needs (a block waiting on a peer block must not starve it of an SM).
-int grid_cap(int device) {
+// Ranks sharing one GPU (under MPS their kernels run at once) split its multiprocessors, so
+// the blocks of all of them still fit together: block b of rank r waits for block b of every
+// peer on the same device.
+int grid_cap(int device, int ranks_per_device) {
   int sms = 0;
   TPB_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  return std::max(1, std::min(sms, kAllreduceMaxBlocks));
+  return std::max(1, std::min(sms / std::max(1, ranks_per_device), kAllreduceMaxBlocks));
 }
 
 }  // namespace
@@ -80,12 +83,10 @@ void CustomAllreduceCommunicator::init_custom(Bootstrap& bootstrap, const CommOp
       launch_.signals[r] = static_cast<AllreduceSignal*>(local_alloc_);
       continue;
     }
-    if (peer_device == device_) {
-      local_problem = "rank " + std::to_string(r) + " uses the same GPU " + std::to_string(device_);
-      break;
-    }
-    int can = 0;
-    if (cudaDeviceCanAccessPeer(&can, device_, peer_device) != cudaSuccess || !can) {
+    // A peer on this same GPU (shared placement) needs no peer access: its buffer opens
+    // through IPC as a local allocation. The self-test below still proves the mapping.
+    int can = 1;
+    if (peer_device != device_ && (cudaDeviceCanAccessPeer(&can, device_, peer_device) != cudaSuccess || !can)) {
       (void)cudaGetLastError();
       local_problem = "no peer access from GPU " + std::to_string(device_) + " to GPU " + std::to_string(peer_device);
       break;
@@ -147,7 +148,7 @@ void CustomAllreduceCommunicator::init_custom(Bootstrap& bootstrap, const CommOp
   launch_.buffer_bytes = buffer_bytes_;
   launch_.host_error = device_error;
   launch_.timeout_ns = static_cast<std::uint64_t>(options.timeout_s * 1e9);
-  launch_.max_blocks = grid_cap(device_);
+  launch_.max_blocks = grid_cap(device_, options.ranks_per_device);
   custom_ok_ = true;
   bootstrap.barrier();  // nobody launches a kernel before every rank is ready
 }

@@ -13,6 +13,7 @@
 
 #include "tpb/check.h"
 #include "tpb/cuda_check.h"
+#include "tpb/kernels/device.h"
 
 namespace tpb {
 
@@ -49,8 +50,8 @@ NcclCommunicator::NcclCommunicator(Bootstrap& bootstrap, const CommOptions& opti
   TPB_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   barrier_stream_ = stream;
   TPB_CUDA_CHECK(cudaMalloc(&scratch_, 16));
-  std::size_t free_before = 0, total = 0;
-  TPB_CUDA_CHECK(cudaMemGetInfo(&free_before, &total));
+  std::size_t free_before = 0, total = 0;  // this rank's own memory (shared placement: its share)
+  TPB_CHECK(current_device_memory(&free_before, &total), "nccl: cannot read device memory");
 
   ncclUniqueId id;
   std::string mine;
@@ -99,7 +100,7 @@ NcclCommunicator::NcclCommunicator(Bootstrap& bootstrap, const CommOptions& opti
   // One warm-up collective so the lazily allocated channel buffers are counted.
   barrier();
   std::size_t free_after = 0;
-  TPB_CUDA_CHECK(cudaMemGetInfo(&free_after, &total));
+  TPB_CHECK(current_device_memory(&free_after, &total), "nccl: cannot read device memory");
   memory_bytes_ = free_before > free_after ? free_before - free_after : 0;
 }
 

@@ -21,7 +21,18 @@ std::vector<GpuInfo> visible_gpus();
 std::string cuda_driver_version();
 std::string cuda_runtime_version();
 
-// cudaMemGetInfo on the calling thread's current device. False without CUDA or a device.
+// This rank's device memory on the calling thread's current device: the one reading every
+// memory meter, the KV-pool formula and the communicators' footprints take. False without
+// CUDA or a device.
+// - Alone on its GPU (TPB_RANKS_PER_GPU unset or 1): cudaMemGetInfo, free and total.
+// - Sharing its GPU with N-1 other ranks (shared placement, TPB_RANKS_PER_GPU=N): the rank owns
+//   total = device total / N, and free = that share minus what THIS process holds on the
+//   device as NVML lists it per process (context, NCCL, cuBLAS and its own allocations),
+//   never a device-wide reading that its neighbours move. Throws when NVML cannot say.
 bool current_device_memory(std::size_t* free_bytes, std::size_t* total_bytes);
+// "cudaMemGetInfo" or "NVML per-process use, 1/N of the device" (as current_device_memory reads).
+std::string device_memory_source();
+// Bytes this process holds on `device` as NVML lists them (-1 when NVML cannot say, with *why set).
+long long process_device_memory_bytes(int device, std::string* why);
 
 }  // namespace tpb
