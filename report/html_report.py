@@ -118,6 +118,12 @@ def write(path, run, records, figures):
             out.append(f"<details><summary>data ({len(table.rows)} rows, with case_id)"
                        f"</summary>{render_table(table)}</details>")
 
+    cost = tables.comm_cost_table(records)
+    if cost.rows:
+        out.append('<h2 id="comm-cost">Custom allreduce buffers in KV tokens</h2>'
+                   '<p class="note">NCCL\'s KV pool minus the custom backend\'s at the same TP and '
+                   'mem_fraction: the plan\'s max_tokens, and the smallest pool a rank measured.</p>')
+        out.append(render_table(cost))
     out.append('<h2 id="baseline-table">Baseline verdicts</h2>')
     out.append(render_table(tables.baseline_table(records), "no baseline comparisons recorded"))
 

@@ -75,6 +75,11 @@ def write(path, run, records, figures):
         table_fn = SECTION_TABLES.get(fig.key)
         if table_fn:
             out += [render_table(table_fn(records)), ""]
+    cost = tables.comm_cost_table(records)
+    if cost.rows:
+        out += ["## Custom allreduce buffers in KV tokens", "",
+                "NCCL's KV pool minus the custom backend's at the same TP and mem_fraction: the plan's "
+                "max_tokens, and the smallest pool a rank measured.", "", render_table(cost), ""]
     out += ["## Baseline verdicts (all but ok and no-baseline)", "",
             render_table(tables.baseline_table(records, only_notable=True),
                          "no regressions, improvements, noise or insufficient data"), ""]

@@ -381,12 +381,12 @@ def measured_memory(rec):
     return out
 
 
-def measured_kv_tokens(rec):
-    # The GPU engine's pool (memory[rank].kv_pool.tokens, sized from mem_fraction on its
-    # cudaMemGetInfo readings): the measured side of the plan's max_tokens.
+def measured_kv_tokens(rec, rank=0):
+    # The GPU engine's pool (memory[rank].kv_pool.tokens, sized from mem_fraction on the
+    # rank's own readings): the measured side of the plan's max_tokens.
     memory = rec.get("memory")
-    if isinstance(memory, list) and memory and isinstance(memory[0], dict):
-        pool = memory[0].get("kv_pool")
+    if isinstance(memory, list) and len(memory) > rank and isinstance(memory[rank], dict):
+        pool = memory[rank].get("kv_pool")
         if isinstance(pool, dict) and is_number(pool.get("tokens")) and is_number(pool.get("mem_fraction")) \
                 and pool["mem_fraction"] > 0:
             return pool["tokens"]

@@ -232,10 +232,51 @@ def memory_table(records):
                       + [gib(planned.get(t)) for t in terms], css)
         for rank in sorted(measured, key=str):
             bd = measured[rank]["breakdown"]
-            kv = rio.measured_kv_tokens(rec)
+            kv = rio.measured_kv_tokens(rec, rank if isinstance(rank, int) else 0)
             table.add(base + [rank, "measured", None, num(kv), num(largest_batch(rec, kv))]
                       + [gib(bd.get(t)) for t in terms])
     return table
+
+
+def comm_cost_table(records):
+    """What a custom allreduce's buffers cost in KV tokens: for each TP and mem_fraction with an
+    NCCL case and a custom one, the plan's max_tokens of each and the smallest pool any rank
+    measured, and NCCL minus custom. Empty when the run has no such pair."""
+    by_key = {}
+    for rec in records:
+        if not is_number_like(rio.param(rec, "mem_fraction")) or not rec.get("plan"):
+            continue
+        key = (rio.param(rec, "tp"), rio.param(rec, "mem_fraction"))
+        by_key.setdefault(key, {})[rio.backend(rec)] = rec
+    table = Table(["tp", "mem_fraction", "custom backend", "planned nccl", "planned custom", "planned cost",
+                   "measured nccl", "measured custom", "measured cost"])
+    for (tp, fraction), recs in sorted(by_key.items(), key=lambda kv: (str(kv[0][0]), str(kv[0][1]))):
+        nccl = recs.get("nccl")
+        if nccl is None:
+            continue
+        for name, custom in sorted(recs.items()):
+            if not name.startswith("custom"):
+                continue
+            planned = [(r.get("plan") or {}).get("max_tokens") for r in (nccl, custom)]
+            measured = [_smallest_pool(r) for r in (nccl, custom)]
+            def diff(pair):
+                return pair[0] - pair[1] if all(is_number_like(v) for v in pair) else None
+            table.add([tp, num(fraction), name, num(planned[0]), num(planned[1]), num(diff(planned)),
+                       num(measured[0]), num(measured[1]), num(diff(measured))])
+    return table
+
+
+def is_number_like(value):
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _smallest_pool(rec):
+    """The smallest KV pool any rank measured (the group's pool), None when none ran."""
+    if rec.get("status") != "ok":
+        return None
+    pools = [rio.measured_kv_tokens(rec, rank) for rank in sorted(k for k in rio.measured_memory(rec) if isinstance(k, int))]
+    pools = [p for p in pools if is_number_like(p)]
+    return min(pools) if pools else None
 
 
 def baseline_table(records, only_notable=False):

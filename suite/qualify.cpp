@@ -1,15 +1,18 @@
 #include "suite/qualify.h"
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <optional>
 #include <sstream>
 
 #include "reference_engine/config/model_config.h"
 #include "reference_engine/memory/gpu_catalog.h"
 #include "reference_engine/memory/planner.h"
 #include "suite/jsonl.h"
+#include "suite/placement.h"
 #include "suite/provenance.h"
 #include "suite/results.h"
 #include "suite/runner.h"
@@ -29,9 +32,17 @@ constexpr double kNone = std::numeric_limits<double>::quiet_NaN();
 
 const std::vector<std::string>& probe_kinds() {
   static const std::vector<std::string> kinds = {"memory_bandwidth", "gemm", "peer_bandwidth", "allreduce",
-                                                 "engine_decode", "planner"};
+                                                 "engine_decode", "conformance", "planner"};
   return kinds;
 }
+
+// Probes that run a scenario through the runner (rank processes, records, checks).
+bool runs_scenario(const std::string& kind) {
+  return kind == "allreduce" || kind == "engine_decode" || kind == "conformance";
+}
+
+// Probes whose rows include latencies judged against thresholds and the baseline.
+bool times_scenario(const std::string& kind) { return kind == "allreduce" || kind == "engine_decode"; }
 
 struct Profile {
   std::string path, name, device;
@@ -39,6 +50,7 @@ struct Profile {
   std::string baseline_path;  // resolved; empty when the profile names none
   double baseline_tolerance = 0.1;
   json probes;
+  std::vector<std::optional<Scenario>> scenarios;  // per probe: the scenario it runs, loaded and validated
 };
 
 std::string resolve_relative(const std::string& p, const std::string& profile_path) {
@@ -68,9 +80,9 @@ Profile load_profile(const std::string& path) {
   p.name = doc.value("name", fs::path(path).stem().string());
   p.device = doc.value("device", std::string("cpu"));
   if (p.device != "cpu" && p.device != "cuda") problem("$.device", "expected \"cpu\" or \"cuda\", got \"" + p.device + "\"");
-  if (doc.contains("gpus") && (!doc["gpus"].is_number_integer() || doc["gpus"].get<int>() < 1))
-    problem("$.gpus", "expected a positive integer");
-  p.gpus = doc.value("gpus", p.device == "cuda" ? 1 : 0);
+  const bool gpus_ok = doc.contains("gpus") && doc["gpus"].is_number_integer() && doc["gpus"].get<int>() >= 1;
+  if (doc.contains("gpus") && !gpus_ok) problem("$.gpus", "expected a positive integer");
+  p.gpus = gpus_ok ? doc["gpus"].get<int>() : (p.device == "cuda" ? 1 : 0);
   if (doc.contains("baseline")) {
     if (!doc["baseline"].is_string()) problem("$.baseline", "expected a path");
     else p.baseline_path = resolve_relative(doc["baseline"].get<std::string>(), path);
@@ -84,19 +96,43 @@ Profile load_profile(const std::string& path) {
   if (!p.probes.is_array() || p.probes.empty()) {
     problem("$.probes", "expected a non-empty list of probes");
   } else {
+    p.scenarios.resize(p.probes.size());
     for (std::size_t i = 0; i < p.probes.size(); ++i) {
       const auto& pr = p.probes[i];
       const std::string where = "$.probes[" + std::to_string(i) + "]";
       if (!pr.is_object() || !pr.contains("probe") || !pr["probe"].is_string()) {
-        problem(where + ".probe", "expected one of memory_bandwidth, gemm, peer_bandwidth, allreduce, engine_decode, planner");
+        problem(where + ".probe",
+                "expected one of memory_bandwidth, gemm, peer_bandwidth, allreduce, engine_decode, conformance, planner");
         continue;
       }
       const std::string kind = pr["probe"];
       if (std::find(probe_kinds().begin(), probe_kinds().end(), kind) == probe_kinds().end())
         problem(where + ".probe", "unknown probe \"" + kind + "\"");
-      if ((kind == "allreduce" || kind == "engine_decode") && !pr.contains("scenario"))
-        problem(where + ".scenario", "expected the scenario file this probe runs");
+      if (runs_scenario(kind)) {
+        if (!pr.contains("scenario") || !pr["scenario"].is_string()) {
+          problem(where + ".scenario", "expected the scenario file this probe runs");
+        } else {
+          // Loaded now, so that a bad scenario is bad input before anything is measured.
+          const std::string scenario_path = pr["scenario"].get<std::string>();
+          try {
+            p.scenarios[i] = load_scenario(resolve_scenario_path(resolve_relative(scenario_path, path)));
+          } catch (const InputError& e) {
+            problem(where + ".scenario", e.what());
+          }
+          if (p.scenarios[i] && times_scenario(kind) && p.scenarios[i]->placement == Placement::shared)
+            problem(where + ".scenario",
+                    "\"" + scenario_path + "\" has placement \"shared\": shared placement measures contention, not "
+                    "an interconnect: latency thresholds cannot come from it; use a conformance probe");
+        }
+      }
+      if (kind == "conformance")
+        for (const auto& [k, v] : pr.items())
+          if (k != "probe" && k != "scenario")
+            problem(where + "." + k, "a conformance probe judges correctness only; it takes \"scenario\" and nothing else");
       if (kind == "peer_bandwidth" && p.device != "cuda") problem(where, "peer_bandwidth needs device \"cuda\"");
+      if (kind == "peer_bandwidth" && p.device == "cuda" && p.gpus < 2)
+        problem(where, "peer_bandwidth needs 2 GPUs or more: one GPU has no link to measure ($.gpus is " +
+                           std::to_string(p.gpus) + ")");
       for (const auto& [k, v] : pr.items()) {
         if ((k.rfind("min_", 0) == 0) && !v.is_number()) problem(where + "." + k, "expected a number");
         if (k == "max_latency_us" && !v.is_object() && !v.is_number())
@@ -194,11 +230,9 @@ struct ProbeRun {
   json checks;  // run.json summary.checks: name -> [{status, detail, cases}]
 };
 
-// Runs a scenario through the runner (records, checks and all) and reads its records back.
-ProbeRun run_probe_scenario(const Profile& p, const json& pr, const QualifyOptions& options,
-                            const std::string& tag) {
-  const std::string scenario_path = resolve_relative(pr["scenario"].get<std::string>(), p.path);
-  const Scenario scenario = load_scenario(resolve_scenario_path(scenario_path));
+// Runs a scenario (loaded by load_profile) through the runner, records, checks and all, and
+// reads its records back.
+ProbeRun run_probe_scenario(const Scenario& scenario, const QualifyOptions& options, const std::string& tag) {
   const auto cases = expand_cases(scenario, detect_machine());
   RunOptions ro;
   ro.results_root = (fs::path(options.out_dir) / ("runs-" + tag)).string();
@@ -224,67 +258,102 @@ double latency_threshold(const json& pr, const json& record) {
   return kNone;
 }
 
-void probe_scenario_latency(const Profile& p, const json& pr, const QualifyOptions& options, const std::string& kind,
-                            std::vector<QualifyRow>& rows) {
-  const ProbeRun run = run_probe_scenario(p, pr, options, kind);
+// Where the case's ranks ran, for a row's detail: what its timings (if any) speak for.
+std::string placement_detail(const Scenario& scenario, const json& rec) {
+  if (scenario.device != "cuda") return "placement cpu (rank processes)";
+  std::string text = std::string("placement ") + placement_name(scenario.placement);
+  const json placed = rec.value("placement", json::object());
+  const int ranks_per_gpu = placed.is_object() ? placed.value("ranks_per_gpu", 1) : 1;
+  if (ranks_per_gpu > 1) text += ", " + std::to_string(ranks_per_gpu) + " ranks per GPU (timings measure contention)";
+  return text;
+}
+
+struct CaseVerdict {
+  bool ok = false;
+  std::string detail;  // which checks verified the output, or why the case does not pass
+};
+
+// A case's correctness from its record and the run's final check verdicts: it ran ok, no
+// check group holding it failed, and at least one check verified its output (a skipped or
+// not-implemented check verifies nothing). An allreduce record must also show every rank's
+// output equal to the serial rank-order sum, and the same digest on every rank.
+CaseVerdict judge_case_output(const ProbeRun& run, const json& rec) {
+  const std::string status = rec.value("status", "");
+  if (status != "ok") return {false, status + ": " + rec.value("error", std::string())};
+  bool correct = true;
+  std::string why;
+  std::vector<std::string> verified_by;  // checks (and comparisons) that passed on this case
+  // Final group verdicts of the run (a group's result is stored once, on the record that
+  // completed it; the summary lists every case of every group).
+  const std::string id = rec.value("case_id", "");
+  for (const auto& [name, groups] : run.checks.items())
+    for (const auto& g : groups) {
+      const auto ids = g.value("cases", json::array());
+      if (std::find(ids.begin(), ids.end(), json(id)) == ids.end()) continue;
+      const std::string st = g.value("status", "");
+      if (st == "fail") {
+        correct = false;
+        why += name + " failed: " + g.value("detail", std::string()) + "; ";
+      }
+      if (st == "pass" && std::find(verified_by.begin(), verified_by.end(), name) == verified_by.end())
+        verified_by.push_back(name);
+    }
+  if (rec.value("workload", "") == "allreduce") {
+    // metrics: one object per rank (or a single object); every rank compares its own output.
+    json metrics = rec.value("metrics", json());
+    if (metrics.is_object()) metrics = json::array({metrics});
+    bool all_match = metrics.is_array() && !metrics.empty();
+    for (const auto& m : metrics) all_match = all_match && m.is_object() && m.value("matches_serial_sum", false);
+    if (!all_match) {
+      correct = false;
+      why += "a rank's output differs from the serial rank-order sum; ";
+    } else {
+      verified_by.push_back("serial rank-order sum");
+    }
+    // Every rank must hold the same bits.
+    const auto digests = rec.value("digests", json::array());
+    for (const auto& d : digests)
+      if (d != digests.front()) {
+        correct = false;
+        why += "ranks disagree on the output digest; ";
+        break;
+      }
+  }
+  if (!correct) return {false, why};
+  if (verified_by.empty()) return {false, "no check verified this case's output (name one in the probe's scenario)"};
+  std::string by;
+  for (const auto& v : verified_by) by += (by.empty() ? "" : ", ") + v;
+  return {true, "output verified by " + by};
+}
+
+// allreduce / engine_decode: per case a latency row (p50 against the threshold and the
+// baseline) and a <kind>_correct row.
+void probe_scenario_latency(const Scenario& scenario, const json& pr, const QualifyOptions& options,
+                            const std::string& kind, std::vector<QualifyRow>& rows) {
+  const ProbeRun run = run_probe_scenario(scenario, options, kind);
   for (const auto& rec : run.records) {
     const std::string label = rec.value("label", rec.value("case_id", "?"));
     const std::string status = rec.value("status", "");
-    if (status == "skipped") {
-      rows.push_back(verdict_row(kind, label, false, "skipped: " + rec.value("error", std::string())));
-      continue;
-    }
+    const std::string placed = placement_detail(scenario, rec);
     if (status != "ok") {
-      rows.push_back(verdict_row(kind, label, false, status + ": " + rec.value("error", std::string())));
+      rows.push_back(verdict_row(kind, label, false, status + ": " + rec.value("error", std::string()) + "; " + placed));
       continue;
     }
     const double p50 = rec["latency"].value("p50", kNone);
-    rows.push_back(row(kind, label, p50, "us", false, latency_threshold(pr, rec), "p50 over timed iterations"));
-    // Correctness: every check the scenario names, and for allreduce each rank's own
-    // comparison with the serial rank-order sum.
-    // At least one check must have verified the output (a not-implemented or skipped check
-    // verifies nothing), and none may have failed.
-    bool correct = true, verified = false;
-    std::string why;
-    // Final group verdicts of the run (a group's result is stored once, on the record that
-    // completed it; the summary lists every case of every group).
-    const std::string id = rec.value("case_id", "");
-    for (const auto& [name, groups] : run.checks.items())
-      for (const auto& g : groups) {
-        const auto ids = g.value("cases", json::array());
-        if (std::find(ids.begin(), ids.end(), json(id)) == ids.end()) continue;
-        const std::string st = g.value("status", "");
-        if (st == "fail") {
-          correct = false;
-          why += name + " failed: " + g.value("detail", std::string()) + "; ";
-        }
-        verified = verified || st == "pass";
-      }
-    if (kind == "allreduce") {
-      // metrics: one object per rank (or a single object); every rank compares its own output.
-      json metrics = rec.value("metrics", json());
-      if (metrics.is_object()) metrics = json::array({metrics});
-      bool all_match = metrics.is_array() && !metrics.empty();
-      for (const auto& m : metrics) all_match = all_match && m.is_object() && m.value("matches_serial_sum", false);
-      if (!all_match) {
-        correct = false;
-        why += "a rank's output differs from the serial rank-order sum; ";
-      }
-      verified = verified || all_match;
-      // Every rank must hold the same bits.
-      const auto digests = rec.value("digests", json::array());
-      for (const auto& d : digests)
-        if (d != digests.front()) {
-          correct = false;
-          why += "ranks disagree on the output digest; ";
-          break;
-        }
-    }
-    if (correct && !verified) {
-      correct = false;
-      why = "no check verified this case's output (name one in the probe's scenario)";
-    }
-    rows.push_back(verdict_row(kind + "_correct", label, correct, correct ? "output verified" : why));
+    rows.push_back(row(kind, label, p50, "us", false, latency_threshold(pr, rec), "p50 over timed iterations; " + placed));
+    const CaseVerdict v = judge_case_output(run, rec);
+    rows.push_back(verdict_row(kind + "_correct", label, v.ok, v.detail + "; " + placed));
+  }
+}
+
+// conformance: one PASS/FAIL row per case, nothing timed. Skipped, failed and infeasible
+// cases fail: a conformance probe names only cases this machine must run.
+void probe_conformance(const Scenario& scenario, const QualifyOptions& options, std::vector<QualifyRow>& rows) {
+  const ProbeRun run = run_probe_scenario(scenario, options, "conformance");
+  for (const auto& rec : run.records) {
+    const std::string label = rec.value("label", rec.value("case_id", "?"));
+    const CaseVerdict v = judge_case_output(run, rec);
+    rows.push_back(verdict_row("conformance", label, v.ok, v.detail + "; " + placement_detail(scenario, rec)));
   }
 }
 
@@ -321,6 +390,8 @@ void probe_planner(const Profile& p, const json& pr, std::vector<QualifyRow>& ro
 }
 
 }  // namespace
+
+void validate_profile(const std::string& profile_path) { load_profile(profile_path); }
 
 void judge_row(QualifyRow& r, const json& baseline_values, double tol) {
   if (!r.verdict.empty()) return;  // a pass/fail row is already judged
@@ -363,9 +434,10 @@ std::vector<QualifyRow> run_qualification(const std::string& profile_path, const
     if (!enough) return rows;
   }
   // Rank-process probes first: the in-process GPU probes below create CUDA contexts here.
-  for (const auto& pr : p.probes) {
-    const std::string kind = pr["probe"];
-    if (kind == "allreduce" || kind == "engine_decode") probe_scenario_latency(p, pr, options, kind, rows);
+  for (std::size_t i = 0; i < p.probes.size(); ++i) {
+    const std::string kind = p.probes[i]["probe"];
+    if (times_scenario(kind)) probe_scenario_latency(*p.scenarios[i], p.probes[i], options, kind, rows);
+    else if (kind == "conformance") probe_conformance(*p.scenarios[i], options, rows);
   }
   for (const auto& pr : p.probes) {
     const std::string kind = pr["probe"];

@@ -338,7 +338,10 @@ RunSummary run_scenario(const Scenario& s, const std::vector<Case>& cases, const
     if (c.skip_reason.empty() && plan_gpu) {
       // A rank sharing its GPU owns 1/N of it in the plan, as in its readings (device.h).
       PlanGpu share = *plan_gpu;
-      share.total_bytes /= std::max(1, c.placement.ranks_per_gpu);
+      if (c.placement.device_shared()) {
+        share.total_bytes /= c.placement.ranks_per_gpu;
+        share.cuda_context_bytes = kSharedRankContextBytes;  // what the rank's own reading sees
+      }
       plan = plan_engine_case(s, c, share);
     }
     if (!c.skip_reason.empty()) {

@@ -45,4 +45,13 @@ const GpuSpec& find_gpu(const std::string& name);
 // Hopper value, the hardware tpbench qualifies.
 std::int64_t default_cuda_context_bytes();
 
+// The same footprint for a rank that shares its GPU (shared placement), as that rank reads it:
+// NVML's per-process use (tpb/kernels/device.h), which leaves out what cudaMemGetInfo's
+// device-wide reading adds beside the process's own pages. MEASURED on one H200 (driver
+// 580.159.04, CUDA 13.0, NCCL 2.28.9, under MPS, 2026-12-01): 543,162,368 B used at
+// "before_engine" minus the NCCL communicator's own 415,236,096 B (TP 2) and 444,596,224 B
+// (TP 4) of 958,398,464 and 987,758,592: 518 MiB both times, as scripts/gpu/
+// probe_shared_memory.cu's bare context (516-518 MiB with and without MPS).
+inline constexpr std::int64_t kSharedRankContextBytes = 543162368;
+
 }  // namespace tpb

@@ -20,13 +20,16 @@ constexpr const char* kUsage =
     "usage: tpbench qualify PROFILE.json [--out DIR] [--update-baseline]\n"
     "Runs the probes of a qualification profile (memory bandwidth, GEMM rate, peer bandwidth\n"
     "for every GPU pair, allreduce correctness and latency per backend, engine decode latency,\n"
-    "planner feasibility) and checks each value against the profile's threshold and the\n"
+    "planner feasibility, engine conformance in any placement: correctness only) and checks\n"
+    "each value against the profile's threshold and the\n"
     "baseline stored for this hardware (a row without a stored value reads NO-BASELINE and\n"
     "does not pass). Writes DIR/qualify.json and DIR/qualify.junit.xml (default DIR:\n"
     "results/qualify-<profile>-<run id>).\n"
     "  --update-baseline  store the measured values as the profile's baseline (with provenance)\n"
-    "Profiles: scenarios/qualify/cpu-smoke.json (CI), h200x2.json; h200x4.json and h200x8.json\n"
-    "(not yet run on such a node) beside them.\n"
+    "Profiles: scenarios/qualify/cpu-smoke.json (CI), h200x1.json (one GPU: per-GPU floors and\n"
+    "the engine at TP 1-8 in shared placement, correctness only; latency and bandwidth\n"
+    "thresholds never come from shared placement, which measures contention), h200x2.json;\n"
+    "h200x4.json and h200x8.json (not yet run on such a node) beside them.\n"
     "Exit status: 0 every row PASS, 1 any FAIL or NO-BASELINE, 2 bad input.\n";
 
 std::string fmt(double v) {
