@@ -20,6 +20,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -34,6 +35,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "suite/results.h"
 #include "tpb/check.h"
 
 extern char** environ;
@@ -58,6 +60,9 @@ constexpr const char* kCommandRecord = "tpbench-mps.json";  // in a `tpbench mps
 constexpr std::size_t kMaxPipeDirBytes = 107 - (sizeof("/control_privileged") - 1);
 // How long the handler waits for a killed rank group to be reaped, milliseconds.
 constexpr long long kGroupReapMs = 1000;
+// The handler's bound on each of its waits (quit, the daemon's exit, rm), milliseconds: a
+// Ctrl-C should end the run within seconds even when the daemon hangs.
+constexpr long long kHandlerWaitCapMs = 5000;
 // How long a daemon gets to disappear after SIGKILL, milliseconds.
 constexpr long long kKillWaitMs = 2000;
 
@@ -391,7 +396,7 @@ int acquire_daemon_slot(const std::string& program, const std::string& pipe_dir,
     s.daemon_pid = 0;
     s.daemon_pgid = 0;
     s.daemon_start_ticks = 0;
-    s.timeout_ms = static_cast<long long>(timeout_s * 1000);
+    s.timeout_ms = std::min(static_cast<long long>(timeout_s * 1000), kHandlerWaitCapMs);
     const char* path_env = std::getenv("PATH");
     std::string path_entry = std::string("PATH=") + (path_env != nullptr ? path_env : "");
     if (path_entry.size() >= kSlotPathEnvBytes) path_entry = "PATH=/usr/local/bin:/usr/bin:/bin";
@@ -429,35 +434,32 @@ void release_daemon_slot(int index) {
 }
 
 void cleanup_handler(int sig) {
-  if (g_handler_running.exchange(1) == 0) {
-    const int saved_errno = errno;
-    // Ranks first: a daemon's "quit" waits for its clients.
-    for (auto& slot : g_cleanup_pgids) {
-      const int pgid = slot.load();
-      if (pgid > 1 && pgid != getpgrp()) kill(-pgid, SIGKILL);
-    }
-    const long long deadline = now_ms() + kGroupReapMs;
-    for (auto& slot : g_cleanup_pgids) {
-      const int pgid = slot.load();
-      if (pgid <= 1) continue;
-      for (;;) {
-        int status;
-        const pid_t w = waitpid(-pgid, &status, WNOHANG);
-        if (w > 0 || (w < 0 && errno == EINTR)) continue;
-        if (w < 0 || now_ms() >= deadline) break;  // ECHILD: all reaped (or not ours)
-        sleep_ms(5);
-      }
-    }
-    for (auto& s : g_daemon_slots) {
-      if (s.state.load() != 2) continue;
-      (void)stop_daemon(s.program, s.argv, s.envp, s.daemon_pid.load(), s.daemon_pgid.load(),
-                        s.daemon_start_ticks.load(), s.timeout_ms);
-      if (s.rm_program[0] != '\0') (void)run_program(s.rm_program, s.rm_argv, s.envp, nullptr, -1, s.timeout_ms, true);
-    }
-    errno = saved_errno;
-  } else {
-    return;  // another thread is cleaning up; it re-raises its own signal
+  if (g_handler_running.exchange(1) != 0) return;  // another thread cleans up, then re-raises its signal
+  const int saved_errno = errno;
+  // Ranks first: a daemon's "quit" waits for its clients.
+  for (auto& slot : g_cleanup_pgids) {
+    const int pgid = slot.load();
+    if (pgid > 1 && pgid != getpgrp()) kill(-pgid, SIGKILL);
   }
+  const long long deadline = now_ms() + kGroupReapMs;
+  for (auto& slot : g_cleanup_pgids) {
+    const int pgid = slot.load();
+    if (pgid <= 1) continue;
+    for (;;) {
+      int status;
+      const pid_t w = waitpid(-pgid, &status, WNOHANG);
+      if (w > 0 || (w < 0 && errno == EINTR)) continue;
+      if (w < 0 || now_ms() >= deadline) break;  // ECHILD: all reaped (or not our children)
+      sleep_ms(5);
+    }
+  }
+  for (auto& s : g_daemon_slots) {
+    if (s.state.load() != 2) continue;
+    (void)stop_daemon(s.program, s.argv, s.envp, s.daemon_pid.load(), s.daemon_pgid.load(),
+                      s.daemon_start_ticks.load(), s.timeout_ms);
+    if (s.rm_program[0] != '\0') (void)run_program(s.rm_program, s.rm_argv, s.envp, nullptr, -1, s.timeout_ms, true);
+  }
+  errno = saved_errno;
   struct sigaction dfl {};
   dfl.sa_handler = SIG_DFL;
   sigemptyset(&dfl.sa_mask);
@@ -611,17 +613,8 @@ std::string utc_now_text() {
   return buf;
 }
 
-void write_json_file(const fs::path& path, const json& j) {
-  const fs::path tmp = path.string() + ".tmp";
-  {
-    std::ofstream out(tmp);
-    out << j.dump(2) << "\n";
-  }
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-}
-
-json read_json_file(const fs::path& path) {
+// The JSON object in `path`; null when it is missing or damaged.
+json read_json_or_null(const fs::path& path) {
   std::ifstream in(path);
   if (!in) return nullptr;
   try {
@@ -739,6 +732,7 @@ MpsSession::MpsSession(const MpsOptions& options) : options_(options) {
   }
   const std::string note =
       configured.empty() ? "" : std::string(kPipeEnv) + "=" + configured + " has no reachable daemon; ";
+  drop_dead_configuration();  // not to be restored by stop()
   status_.reaped = reap_stale_mps(options_);
   try {
     start_private(note);
@@ -778,13 +772,17 @@ void MpsSession::start_private(const std::string& note) {
   json owner = {{"controller_pid", getpid()}, {"controller_start_ticks", self.start_ticks},
                 {"started_at", utc_now_text()}, {"pipe_dir", pipe_dir}, {"log_dir", log_dir},
                 {"control_program", program_path_}, {"daemon", identity_json({})}};
-  write_json_file(fs::path(state_dir_) / kOwnerFile, owner);
+  write_file_atomic((fs::path(state_dir_) / kOwnerFile).string(), owner.dump(2) + "\n");
 
   // The handler's slot is filled before the daemon starts: a signal during the start stops it too.
   std::string why;
   slot_ = acquire_daemon_slot(program_path_, pipe_dir, log_dir, state_dir_, options_.timeout_s, &why);
   if (slot_ < 0) return fail(why);
 
+  // The daemon double-forks away from us; as a child subreaper this process inherits it, so
+  // that it can reap the daemon after "quit" instead of leaving a zombie to an init that may
+  // not reap (seen on the GPU machine: "[nvidia-cuda-mps] <defunct>" after every run).
+  prctl(PR_SET_CHILD_SUBREAPER, 1);
   const ControlCall started = call_control(program_path_, {"-d"}, "", pipe_dir, log_dir, options_.timeout_s, false);
   if (!started.outcome.exited_zero())
     return fail(options_.control_program + " -d " + outcome_text(started, options_.timeout_s));
@@ -803,7 +801,7 @@ void MpsSession::start_private(const std::string& note) {
   slot.daemon_start_ticks = daemon.start_ticks;
   slot.daemon_pid = daemon.pid;
   owner["daemon"] = identity_json(daemon);
-  write_json_file(fs::path(state_dir_) / kOwnerFile, owner);
+  write_file_atomic((fs::path(state_dir_) / kOwnerFile).string(), owner.dump(2) + "\n");
 
   save_environment();
   setenv(kPipeEnv, pipe_dir.c_str(), 1);
@@ -863,7 +861,7 @@ void MpsSession::stop() {
     if (env_saved_) {
       if (had_pipe_env_) setenv(kPipeEnv, old_pipe_env_.c_str(), 1);
       else unsetenv(kPipeEnv);
-      if (false) setenv(kLogEnv, old_log_env_.c_str(), 1);
+      if (had_log_env_) setenv(kLogEnv, old_log_env_.c_str(), 1);
       else unsetenv(kLogEnv);
       env_saved_ = false;
     }
@@ -883,7 +881,7 @@ std::vector<std::string> reap_stale_mps(const MpsOptions& options) {
       if (owner_pid <= 0) continue;
       struct stat st {};
       if (lstat(it->path().c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid()) continue;
-      const json owner = read_json_file(it->path() / kOwnerFile);
+      const json owner = read_json_or_null(it->path() / kOwnerFile);
       const long long owner_ticks = owner.is_object() ? owner.value("controller_start_ticks", 0LL) : 0;
       if (process_alive(owner_pid, owner_ticks)) continue;
       const std::string pipe_dir =
@@ -893,16 +891,21 @@ std::vector<std::string> reap_stale_mps(const MpsOptions& options) {
       std::ostringstream os;
       os << "stale MPS state of dead tpbench pid " << owner_pid;
       if (owner.is_object() && owner.contains("started_at")) os << " (started " << owner["started_at"].get<std::string>() << ")";
+      StopResult r = StopResult::not_running;
       if (daemon.pid > 0 || had_control) {
-        const StopResult r = stop_daemon_at(program, pipe_dir, daemon, options.timeout_s);
+        r = stop_daemon_at(program, pipe_dir, daemon, options.timeout_s);
         os << ": daemon";
         if (daemon.pid > 0) os << " pid " << daemon.pid;
         os << " " << stop_result_text(r);
       } else {
         os << ": no daemon had been started";
       }
-      fs::remove_all(it->path(), ec);
-      os << "; removed " << it->path().string();
+      if (r == StopResult::survived) {
+        os << "; " << it->path().string() << " kept for the next reap";
+      } else {
+        fs::remove_all(it->path(), ec);
+        os << "; removed " << it->path().string();
+      }
       lines.push_back(os.str());
     }
   } catch (...) {
@@ -942,24 +945,29 @@ MpsCommandResult start_mps_daemon(const MpsOptions& options, const std::string& 
     r.line = "cannot create " + pipe_dir + " or " + log_dir + ": " + ec.message() + ": no MPS daemon started";
     return r;
   }
-  auto give_up = [&](const std::string& why) {
-    (void)stop_daemon_at(program, pipe_dir, find_daemon(pipe_dir), options.timeout_s);
+  // After a successful -d the daemon is ours to stop; after a failed one, whatever runs is not.
+  auto give_up = [&](const std::string& why, bool daemon_started) {
+    if (daemon_started) (void)stop_daemon_at(program, pipe_dir, find_daemon(pipe_dir), options.timeout_s);
     if (created) fs::remove_all(pipe_dir, ec);
     r.line = why + ": no MPS daemon started";
     return r;
   };
   const ControlCall started = call_control(program, {"-d"}, "", pipe_dir, log_dir, options.timeout_s, false);
-  if (!started.outcome.exited_zero()) return give_up(options.control_program + " -d " + outcome_text(started, options.timeout_s));
+  if (!started.outcome.exited_zero()) return give_up(options.control_program + " -d " + outcome_text(started, options.timeout_s), false);
   if (!wait_reachable(program, pipe_dir, options.timeout_s)) {
     std::ostringstream os;
     os << "the daemon did not answer at " << pipe_dir << " within " << options.timeout_s << " s (see " << log_dir
        << "/control.log)";
-    return give_up(os.str());
+    return give_up(os.str(), true);
   }
   const DaemonIdentity daemon = find_daemon(pipe_dir);
-  write_json_file(fs::path(pipe_dir) / kCommandRecord,
-                  {{"daemon", identity_json(daemon)}, {"log_dir", log_dir}, {"created_pipe_dir", created},
-                   {"started_at", utc_now_text()}, {"control_program", program}});
+  const json record = {{"daemon", identity_json(daemon)}, {"log_dir", log_dir}, {"created_pipe_dir", created},
+                       {"started_at", utc_now_text()}, {"control_program", program}};
+  try {
+    write_file_atomic((fs::path(pipe_dir) / kCommandRecord).string(), record.dump(2) + "\n");
+  } catch (const std::exception& e) {
+    return give_up(std::string("cannot record the daemon: ") + e.what(), true);  // stop could not kill it
+  }
   r.ok = true;
   std::ostringstream os;
   os << "started an MPS control daemon";
@@ -973,7 +981,7 @@ MpsCommandResult stop_mps_daemon(const MpsOptions& options, const std::string& p
   MpsCommandResult r;
   std::error_code ec;
   const std::string program = resolve_program(options.control_program);
-  const json record = read_json_file(fs::path(pipe_dir) / kCommandRecord);
+  const json record = read_json_or_null(fs::path(pipe_dir) / kCommandRecord);
   const DaemonIdentity daemon = record.is_object() ? identity_from_json(record.value("daemon", json())) : DaemonIdentity{};
   const bool was_reachable = reachable(program, pipe_dir, options.timeout_s);
   std::ostringstream os;
@@ -1007,7 +1015,7 @@ MpsCommandResult query_mps_daemon(const MpsOptions& options, const std::string& 
     return r;
   }
   r.ok = reachable(program, pipe_dir, options.timeout_s);
-  const json record = read_json_file(fs::path(pipe_dir) / kCommandRecord);
+  const json record = read_json_or_null(fs::path(pipe_dir) / kCommandRecord);
   const DaemonIdentity daemon = record.is_object() ? identity_from_json(record.value("daemon", json())) : DaemonIdentity{};
   std::ostringstream os;
   os << "MPS daemon at " << pipe_dir << (r.ok ? " is reachable" : " is not reachable");

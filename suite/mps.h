@@ -9,7 +9,9 @@
 // on SIGINT/SIGTERM/SIGHUP (install_cleanup_signal_handlers). A controller killed by SIGKILL
 // cannot clean up: the next session that may start a daemon reaps the daemons of dead
 // controllers first (reap_stale_mps), recognised by the pid in the folder name and the
-// owner.json inside it.
+// owner.json inside it: {"controller_pid", "controller_start_ticks" (its /proc start time, so
+// that a recycled pid is told apart), "started_at" (UTC), "pipe_dir", "log_dir",
+// "control_program", "daemon": {"pid", "pgid", "start_ticks"}} (pid 0: not found).
 //
 // Rank processes learn the daemon from CUDA_MPS_PIPE_DIRECTORY / CUDA_MPS_LOG_DIRECTORY,
 // which a session sets in this process's environment before the launcher forks them.
@@ -78,8 +80,9 @@ struct MpsStatus {
 // daemon or starts a private one as `options.mode` says; mode require without one throws
 // tpb::InputError with the reason. For private/external it sets CUDA_MPS_PIPE_DIRECTORY (and
 // CUDA_MPS_LOG_DIRECTORY where known) in this process, so that rank processes forked later
-// inherit them; for off/unavailable it unsets a CUDA_MPS_PIPE_DIRECTORY that points at a
-// dead state folder of ours. stop() (and the destructor) restore the previous values.
+// inherit them; stop() (and the destructor) restore the previous values. In every mode, a
+// CUDA_MPS_PIPE_DIRECTORY inherited from a dead state folder of ours (no daemon answers there)
+// is unset for good.
 class MpsSession {
  public:
   explicit MpsSession(const MpsOptions& options);
@@ -115,8 +118,8 @@ class MpsSession {
 // Stops the daemons of tpbench controllers that are no longer alive: every folder
 // <state_root>/tpbench-mps-<pid>[-<n>] of this user whose <pid> is not a live process (or is
 // a different process than owner.json recorded: a recycled pid) gets "quit" through its pipe
-// folder (then SIGKILL of the recorded daemon if it stays), and is removed. Returns one line
-// per folder handled. Never throws. MpsSession calls it before it may start a daemon.
+// folder (then SIGKILL of the recorded daemon if it stays), and is removed (kept for the next
+// reap only if the daemon survives even SIGKILL). Returns one line per folder handled. Never throws. MpsSession calls it before it may start a daemon.
 std::vector<std::string> reap_stale_mps(const MpsOptions& options);
 
 // For `tpbench mps` (a daemon that outlives this process, e.g. a ctest fixture's): start,
@@ -134,8 +137,8 @@ MpsCommandResult query_mps_daemon(const MpsOptions& options, const std::string& 
 // group and reap it briefly, send "quit" to every live private daemon of an MpsSession (wait
 // a bounded time, then SIGKILL its group), remove its state folder, then re-raise the signal
 // with its default action, so the exit status still says which signal ended the process.
-// Only async-signal-safe calls; all it needs is prebuilt in fixed-size static tables.
-// Idempotent.
+// Each wait is bounded by MpsOptions::timeout_s, at most 5 s. Only async-signal-safe calls;
+// all it needs is prebuilt in fixed-size static tables. Idempotent.
 void install_cleanup_signal_handlers();
 // Process groups (the launcher's rank groups) the handler kills first. At most 256 at once;
 // registering more is an Error.

@@ -1,7 +1,9 @@
 // Conformance of every GPU allreduce backend (ARCHITECTURE.md, numerics policy), written once
-// and instantiated per backend x world size. Each test forks one process per GPU
-// (fork_group.h); the body runs in every rank. Every rank generates all ranks' inputs from a
-// shared seed, so it can compute the CPU reference (tpb/kernels/allreduce_ref.h) locally.
+// and instantiated per backend x world size. Each test forks one process per rank
+// (fork_group.h), placed one per GPU or, where there are fewer GPUs than ranks, several on one
+// GPU (shared placement: same-device peers through CUDA IPC, NCCL over sockets); the body runs
+// in every rank. Every rank generates all ranks' inputs from a shared seed, so it can compute
+// the CPU reference (tpb/kernels/allreduce_ref.h) locally.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
@@ -20,6 +22,7 @@
 #include "reference_engine/comm/nccl/nccl_communicator.h"
 #include "tpb/cuda_check.h"
 #include "tpb/kernels/allreduce_ref.h"
+#include "tpb/kernels/device.h"
 
 namespace tpb::test {
 namespace {
@@ -118,13 +121,6 @@ struct DeviceBuffer {
   char* bytes() const { return static_cast<char*>(ptr); }
 };
 
-CommOptions options_for(int rank, std::size_t max_bytes = 4u << 20, double timeout_s = 60) {
-  CommOptions o;
-  o.device = rank;
-  o.max_bytes = max_bytes;
-  o.timeout_s = timeout_s;
-  return o;
-}
 
 // NCCL rounds after each hop at TP > 2 (and auto may pick NCCL): allow TP-1 ulps there.
 int ulps_budget(const std::string& backend, int world) {
@@ -133,11 +129,7 @@ int ulps_budget(const std::string& backend, int world) {
 
 class AllreduceConformance : public ::testing::TestWithParam<Param> {
  protected:
-  void SetUp() override {
-    const int have = gpu_count();
-    if (have < GetParam().world)
-      GTEST_SKIP() << "needs " << GetParam().world << " GPUs (one process per GPU), found " << have;
-  }
+  void SetUp() override { TPB_SKIP_UNLESS_PLACEABLE(GetParam().world); }
   bool is_custom() const { return GetParam().backend.rfind("custom-", 0) == 0; }
   void run(const std::function<void(Bootstrap&)>& body, double timeout_s = 300) {
     expect_all_ranks_passed(run_ranks(GetParam().world, body, timeout_s));
@@ -184,9 +176,10 @@ struct RankSetup {
 TEST_P(AllreduceConformance, RunsTheRequestedBackend) {
   const Param p = GetParam();
   run([&](Bootstrap& bs) {
-    RankSetup s(p.backend, bs, options_for(bs.rank()));
-    // On H200 NVLink every custom path must really run custom (a silent NCCL fallback would
-    // make the other tests compare NCCL with itself).
+    RankSetup s(p.backend, bs, comm_options_for_rank());
+    // On H200 NVLink, and between ranks sharing one GPU (CUDA IPC), every custom path must
+    // really run custom (a silent NCCL fallback would make the other tests compare NCCL with
+    // itself).
     EXPECT_EQ(s.comm->name(), p.backend) << "fallback: " << s.comm->fallback_reason();
     if (p.backend == "auto") {
       EXPECT_FALSE(s.comm->fallback_reason().empty()) << "auto must say which thresholds it uses";
@@ -204,7 +197,7 @@ TEST_P(AllreduceConformance, RunsTheRequestedBackend) {
 TEST_P(AllreduceConformance, IntegerInputsExactAllDtypes) {
   const Param p = GetParam();
   run([&](Bootstrap& bs) {
-    RankSetup s(p.backend, bs, options_for(bs.rank()));
+    RankSetup s(p.backend, bs, comm_options_for_rank());
     for (DType dt : {DType::bf16, DType::f16, DType::f32})
       for (std::size_t count : {std::size_t{4099}, std::size_t{262144}}) {
         std::vector<std::uint8_t> want;
@@ -217,7 +210,7 @@ TEST_P(AllreduceConformance, IntegerInputsExactAllDtypes) {
 TEST_P(AllreduceConformance, RandomBf16MatchesReference) {
   const Param p = GetParam();
   run([&](Bootstrap& bs) {
-    RankSetup s(p.backend, bs, options_for(bs.rank()));
+    RankSetup s(p.backend, bs, comm_options_for_rank());
     for (std::size_t count : {std::size_t{8}, std::size_t{4096}, std::size_t{65536}, std::size_t{1} << 20}) {
       std::vector<std::uint8_t> want;
       auto got = reduce_once(*s.comm, p.world, bs.rank(), 77 + count, count, DType::bf16, false, false, 0, 0, s.stream, &want);
@@ -229,7 +222,7 @@ TEST_P(AllreduceConformance, RandomBf16MatchesReference) {
 TEST_P(AllreduceConformance, EveryRankBitwiseIdentical) {
   const Param p = GetParam();
   run([&](Bootstrap& bs) {
-    RankSetup s(p.backend, bs, options_for(bs.rank()));
+    RankSetup s(p.backend, bs, comm_options_for_rank());
     for (std::size_t count : {std::size_t{1000}, std::size_t{300000}}) {
       auto got = reduce_once(*s.comm, p.world, bs.rank(), 5 + count, count, DType::bf16, false, false, 0, 0, s.stream, nullptr);
       // Exchange a 64-bit FNV-1a digest of the output bytes (the bootstrap carries small strings).
@@ -245,7 +238,7 @@ TEST_P(AllreduceConformance, EveryRankBitwiseIdentical) {
 TEST_P(AllreduceConformance, InPlaceAndOutOfPlace) {
   const Param p = GetParam();
   run([&](Bootstrap& bs) {
-    RankSetup s(p.backend, bs, options_for(bs.rank()));
+    RankSetup s(p.backend, bs, comm_options_for_rank());
     for (bool in_place : {true, false}) {
       std::vector<std::uint8_t> want;
       auto got = reduce_once(*s.comm, p.world, bs.rank(), in_place ? 1 : 2, 50000, DType::bf16, false, in_place, 0, 0, s.stream, &want);
@@ -257,7 +250,7 @@ TEST_P(AllreduceConformance, InPlaceAndOutOfPlace) {
 TEST_P(AllreduceConformance, OddSizesAndMisalignedBuffers) {
   const Param p = GetParam();
   run([&](Bootstrap& bs) {
-    RankSetup s(p.backend, bs, options_for(bs.rank()));
+    RankSetup s(p.backend, bs, comm_options_for_rank());
     struct Case { std::size_t count, in_off, out_off; bool in_place; };
     for (const Case c : {Case{1, 0, 0, false}, Case{3, 0, 0, false}, Case{13, 1, 3, false}, Case{1001, 3, 0, false},
                          Case{12345, 0, 5, false}, Case{12345, 7, 0, true}, Case{131071, 1, 1, false}}) {
@@ -276,7 +269,7 @@ TEST_P(AllreduceConformance, OddSizesAndMisalignedBuffers) {
 TEST_P(AllreduceConformance, CudaGraphReplayWithInputOverwritten) {
   const Param p = GetParam();
   run([&](Bootstrap& bs) {
-    RankSetup s(p.backend, bs, options_for(bs.rank()));
+    RankSetup s(p.backend, bs, comm_options_for_rank());
     const std::size_t count = 40000, bytes = count * 2;
     DeviceBuffer in(bytes), out(bytes);
     cudaGraph_t graph;
@@ -309,7 +302,7 @@ TEST_P(AllreduceConformance, CudaGraphReplayWithInputOverwritten) {
 TEST_P(AllreduceConformance, Repeated1000TimesFreshInputs) {
   const Param p = GetParam();
   run([&](Bootstrap& bs) {
-    RankSetup s(p.backend, bs, options_for(bs.rank()));
+    RankSetup s(p.backend, bs, comm_options_for_rank());
     // Sizes change every call (grids of 1 to many blocks alternate), so a missing barrier or
     // a buffer reused too early shows up as a wrong element.
     const std::size_t counts[] = {7, 4096, 70001, 3, 262144, 1000, 16384, 524288};
@@ -337,14 +330,16 @@ TEST_P(AllreduceConformance, Repeated1000TimesFreshInputs) {
 TEST_P(AllreduceConformance, MemoryBytesMatchesMeasuredFootprint) {
   const Param p = GetParam();
   run([&](Bootstrap& bs) {
-    TPB_CUDA_CHECK(cudaSetDevice(bs.rank()));
+    TPB_CUDA_CHECK(cudaSetDevice(rank_device()));
     TPB_CUDA_CHECK(cudaFree(nullptr));
     std::size_t free0 = 0, free1 = 0, total = 0;
-    TPB_CUDA_CHECK(cudaMemGetInfo(&free0, &total));
-    auto comm = make_communicator(p.backend, bs, options_for(bs.rank()));
-    TPB_CUDA_CHECK(cudaMemGetInfo(&free1, &total));
-    // cudaMemGetInfo is device-wide: this test is only meaningful with no other process
-    // allocating on the GPU meanwhile (scripts/gpu_run.sh runs it on its own, serially).
+    ASSERT_TRUE(current_device_memory(&free0, &total));
+    auto comm = make_communicator(p.backend, bs, comm_options_for_rank());
+    ASSERT_TRUE(current_device_memory(&free1, &total));
+    // One GPU per rank: the reading is device-wide, so this test is only meaningful with no
+    // other process allocating on the GPU meanwhile (scripts/gpu_run.sh runs it on its own,
+    // serially). Shared placement: the reading is this process's share less its own usage
+    // (tpb/kernels/device.h), so the peers on the same GPU do not move it.
     const double measured = static_cast<double>(free0 - free1), claimed = static_cast<double>(comm->memory_bytes());
     // Allocation granularity (2 MiB pages) and stream/event pools make small differences.
     EXPECT_NEAR(claimed, measured, 0.1 * measured + 16.0 * (1 << 20)) << p.backend << " claims " << claimed << " B";
@@ -363,20 +358,17 @@ INSTANTIATE_TEST_SUITE_P(Gpu, AllreduceConformance,
 
 class CustomAllreduce : public ::testing::TestWithParam<int> {
  protected:
-  void SetUp() override {
-    const int have = gpu_count();
-    if (have < GetParam()) GTEST_SKIP() << "needs " << GetParam() << " GPUs (one process per GPU), found " << have;
-  }
+  void SetUp() override { TPB_SKIP_UNLESS_PLACEABLE(GetParam()); }
 };
 
 TEST_P(CustomAllreduce, OneShotEqualsTwoShotBitwise) {
   const int world = GetParam();
   expect_all_ranks_passed(run_ranks(world, [&](Bootstrap& bs) {
-    TPB_CUDA_CHECK(cudaSetDevice(bs.rank()));
+    TPB_CUDA_CHECK(cudaSetDevice(rank_device()));
     cudaStream_t stream;
     TPB_CUDA_CHECK(cudaStreamCreate(&stream));
-    CustomAllreduceCommunicator one(AllreduceAlgo::one_shot, bs, options_for(bs.rank()));
-    CustomAllreduceCommunicator two(AllreduceAlgo::two_shot, bs, options_for(bs.rank()));
+    CustomAllreduceCommunicator one(AllreduceAlgo::one_shot, bs, comm_options_for_rank());
+    CustomAllreduceCommunicator two(AllreduceAlgo::two_shot, bs, comm_options_for_rank());
     ASSERT_TRUE(one.custom_available()) << one.fallback_reason();
     for (std::size_t count : {std::size_t{5}, std::size_t{8191}, std::size_t{100003}, std::size_t{1} << 21}) {
       auto a = reduce_once(one, world, bs.rank(), 42 + count, count, DType::bf16, false, false, 0, 0, stream, nullptr);
@@ -395,11 +387,11 @@ TEST_P(CustomAllreduce, CustomEqualsNcclBitwiseAtTp2) {
   const int world = GetParam();
   if (world != 2) GTEST_SKIP() << "the bitwise custom == NCCL rule holds at TP=2 only (NCCL rounds per hop above)";
   expect_all_ranks_passed(run_ranks(world, [&](Bootstrap& bs) {
-    TPB_CUDA_CHECK(cudaSetDevice(bs.rank()));
+    TPB_CUDA_CHECK(cudaSetDevice(rank_device()));
     cudaStream_t stream;
     TPB_CUDA_CHECK(cudaStreamCreate(&stream));
-    CustomAllreduceCommunicator one(AllreduceAlgo::one_shot, bs, options_for(bs.rank()));
-    CustomAllreduceCommunicator two(AllreduceAlgo::two_shot, bs, options_for(bs.rank()));
+    CustomAllreduceCommunicator one(AllreduceAlgo::one_shot, bs, comm_options_for_rank());
+    CustomAllreduceCommunicator two(AllreduceAlgo::two_shot, bs, comm_options_for_rank());
     ASSERT_TRUE(one.custom_available()) << one.fallback_reason();
     for (std::size_t count : {std::size_t{3}, std::size_t{7168}, std::size_t{100003}, std::size_t{1} << 20}) {
       auto a = reduce_once(one, world, bs.rank(), 600 + count, count, DType::bf16, false, false, 0, 0, stream, nullptr);
@@ -417,10 +409,10 @@ TEST_P(CustomAllreduce, CustomEqualsNcclBitwiseAtTp2) {
 TEST_P(CustomAllreduce, FallsBackToNcclAboveMaxBytesAndSaysWhy) {
   const int world = GetParam();
   expect_all_ranks_passed(run_ranks(world, [&](Bootstrap& bs) {
-    TPB_CUDA_CHECK(cudaSetDevice(bs.rank()));
+    TPB_CUDA_CHECK(cudaSetDevice(rank_device()));
     cudaStream_t stream;
     TPB_CUDA_CHECK(cudaStreamCreate(&stream));
-    CustomAllreduceCommunicator comm(AllreduceAlgo::two_shot, bs, options_for(bs.rank(), 64 << 10));
+    CustomAllreduceCommunicator comm(AllreduceAlgo::two_shot, bs, comm_options_for_rank(64 << 10));
     EXPECT_TRUE(comm.fallback_reason().empty()) << comm.fallback_reason();
     std::vector<std::uint8_t> want;
     auto got = reduce_once(comm, world, bs.rank(), 3, 1 << 20, DType::bf16, true, false, 0, 0, stream, &want);
@@ -441,10 +433,10 @@ TEST_P(CustomAllreduce, FallsBackToNcclAboveMaxBytesAndSaysWhy) {
 TEST_P(CustomAllreduce, PeerThatNeverArrivesIsAClearErrorNotAHang) {
   const int world = GetParam();
   expect_all_ranks_passed(run_ranks(world, [&](Bootstrap& bs) {
-    TPB_CUDA_CHECK(cudaSetDevice(bs.rank()));
+    TPB_CUDA_CHECK(cudaSetDevice(rank_device()));
     cudaStream_t stream;
     TPB_CUDA_CHECK(cudaStreamCreate(&stream));
-    CustomAllreduceCommunicator comm(AllreduceAlgo::one_shot, bs, options_for(bs.rank(), 1 << 20, /*timeout_s=*/1.0));
+    CustomAllreduceCommunicator comm(AllreduceAlgo::one_shot, bs, comm_options_for_rank(1 << 20, /*timeout_s=*/1.0));
     ASSERT_TRUE(comm.custom_available()) << comm.fallback_reason();
     DeviceBuffer buf(4096);
     TPB_CUDA_CHECK(cudaMemset(buf.ptr, 0, 4096));

@@ -9,8 +9,10 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <thread>
+#include <utility>
 
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
@@ -39,11 +41,11 @@ static_assert(std::atomic<std::uint32_t>::is_always_lock_free, "process-shared a
 
 class SharedBootstrap final : public Bootstrap {
  public:
-  SharedBootstrap(SharedRegion* region, int rank, int size, double timeout_s)
-      : region_(region), rank_(rank), size_(size), timeout_s_(timeout_s) {}
+  SharedBootstrap(SharedRegion* region, int rank, int size, double timeout_s, std::string group_id)
+      : region_(region), rank_(rank), size_(size), timeout_s_(timeout_s), group_id_(std::move(group_id)) {}
   int rank() const override { return rank_; }
   int size() const override { return size_; }
-  std::string group_id() const override { return "tpb-gpu-test-" + std::to_string(getppid()); }
+  std::string group_id() const override { return group_id_; }
 
   void barrier() override {
     const std::uint32_t gen = region_->generation.load(std::memory_order_acquire);
@@ -75,6 +77,7 @@ class SharedBootstrap final : public Bootstrap {
   SharedRegion* region_;
   int rank_, size_;
   double timeout_s_;
+  std::string group_id_;
 };
 
 SharedRegion* map_region() {
@@ -83,7 +86,56 @@ SharedRegion* map_region() {
   return new (p) SharedRegion{};
 }
 
+// Sets every "NAME=value" entry in this process's environment.
+void set_environment(const std::vector<std::string>& entries) {
+  for (const std::string& entry : entries) {
+    const std::size_t eq = entry.find('=');
+    TPB_CHECK(eq != std::string::npos && eq > 0, "rank environment entry without a name: \"" << entry << "\"");
+    TPB_CHECK(setenv(entry.substr(0, eq).c_str(), entry.c_str() + eq + 1, 1) == 0, "setenv " << entry << " failed");
+  }
+}
+
+// "[ placement ] world 4 on 1 GPU: shared, 4 ranks per GPU; NCCL transport socket (...)".
+void print_placement(const RankPlacement& p) {
+  const std::string nccl = p.tp > 1 ? "; NCCL transport " + nccl_transport_text(p) : std::string();
+  std::printf("[ placement ] world %d on %d GPU%s: %s, %d rank%s per GPU%s\n", p.tp, p.gpus_used,
+              p.gpus_used == 1 ? "" : "s", placement_name(p.placement), p.ranks_per_gpu,
+              p.ranks_per_gpu == 1 ? "" : "s", nccl.c_str());
+}
+
 }  // namespace
+
+Placement test_placement(int world) {
+  const char* forced = std::getenv("TPB_TEST_PLACEMENT");
+  if (forced != nullptr && *forced != '\0') return parse_placement(forced, "environment TPB_TEST_PLACEMENT");
+  return gpu_count() >= world ? Placement::exclusive : Placement::shared;
+}
+
+RankPlacement test_rank_placement(int world) { return place_ranks(test_placement(world), world, gpu_count()); }
+
+std::string placement_skip_reason(int world) {
+  const RankPlacement p = test_rank_placement(world);
+  if (p.skip_reason.empty()) return {};
+  if (gpu_count() == 0) return "no GPU visible";
+  return "exclusive placement forced by TPB_TEST_PLACEMENT and too few GPUs: world " + std::to_string(world) +
+         " needs " + std::to_string(world) + ", " + std::to_string(gpu_count()) +
+         " visible (unset TPB_TEST_PLACEMENT or set it to shared to pack the ranks onto fewer GPUs)";
+}
+
+int rank_device() {
+  const int device = rank_device_from_env(-1);
+  TPB_CHECK(device >= 0, "rank_device: TPB_DEVICE is not set (call it inside a run_ranks body)");
+  return device;
+}
+
+CommOptions comm_options_for_rank(std::size_t max_bytes, double timeout_s) {
+  CommOptions o;
+  o.device = rank_device();
+  o.max_bytes = max_bytes;
+  o.timeout_s = timeout_s;
+  o.ranks_per_device = ranks_per_gpu_from_env();
+  return o;
+}
 
 int gpu_count() {
   static const int count = [] {
@@ -108,6 +160,14 @@ int gpu_count() {
 
 std::vector<RankOutcome> run_ranks(int world, const std::function<void(Bootstrap&)>& body, double timeout_s) {
   TPB_CHECK(world >= 1 && world <= kMaxRanks, "run_ranks: world " << world);
+  const RankPlacement placement = test_rank_placement(world);
+  TPB_CHECK(placement.skip_reason.empty(),
+            "run_ranks: world " << world << " cannot be placed here (the test should have skipped): " << placement.skip_reason);
+  // Unique per call: names the bootstrap's group and, on a shared device, every rank's
+  // NCCL_HOSTID (two groups of one test process never pass for one another).
+  static int calls = 0;
+  const std::string group_id = "tpbtest" + std::to_string(getpid()) + "-" + std::to_string(calls++);
+  print_placement(placement);
   SharedRegion* region = map_region();
   std::vector<pid_t> pids(world, -1);
   std::fflush(nullptr);  // nothing buffered in the parent gets printed twice
@@ -117,7 +177,9 @@ std::vector<RankOutcome> run_ranks(int world, const std::function<void(Bootstrap
     if (pid == 0) {
       int code = 0;
       try {
-        SharedBootstrap bootstrap(region, r, world, timeout_s);
+        // Before the body: CUDA and NCCL read these when they first start in this process.
+        set_environment(rank_environment(placement, r, group_id));
+        SharedBootstrap bootstrap(region, r, world, timeout_s, group_id);
         body(bootstrap);
         code = ::testing::Test::HasFailure() ? 1 : 0;
       } catch (const std::exception& e) {

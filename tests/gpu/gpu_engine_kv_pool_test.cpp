@@ -1,7 +1,8 @@
 // GpuEngineOptions::mem_fraction on one GPU (issue 6, item 3): the engine sizes its KV cache
 // as a serving engine does, with the planner's own function (size_kv_pool):
-//   the pool is the formula on the engine's cudaMemGetInfo readings, and those readings are
-//     the device's (taken here around the engine, within the allocator's rounding);
+//   the pool is the formula on the engine's device-memory readings (current_device_memory,
+//     tpb/kernels/device.h), and those readings are the device's (taken here around the
+//     engine, within the allocator's rounding);
 //   the logits are bitwise those of the exact-size cache (same layout, same max_len, so the
 //     same split-K partition), after a resize too;
 //   a fraction too small throws KvPoolInfeasible with the planner's sentence, leaves nothing
@@ -11,6 +12,8 @@
 // another process allocating or freeing between them moves the pool (a ctest -j4 run once
 // built 65,014 tokens at the "too small" fraction), so these tests run alone, as the
 // memory-footprint tests do (scripts/gpu_run.sh runs -R 'MemoryBytes|KvPool' serially).
+// A real two-rank group (GpuEngineKvPoolGroup) agrees its pool through the bootstrap and
+// allocates the smaller rank's formula on both ranks.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
@@ -21,7 +24,9 @@
 #include <string>
 #include <vector>
 
+#include "fork_group.h"
 #include "gpu_test_support.h"
+#include "reference_engine/comm/factory.h"
 #include "reference_engine/config/model_config.h"
 #include "reference_engine/gpu/gpu_engine.h"
 #include "reference_engine/memory/planner.h"
@@ -67,9 +72,11 @@ std::vector<std::uint32_t> run_case(GpuEngine& e) {
   return bits;
 }
 
+// Free device memory as the engine reads it (current_device_memory: device-wide here, where
+// this process is no rank of a shared placement).
 std::int64_t free_bytes() {
   std::size_t free_b = 0, total_b = 0;
-  TPB_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+  TPB_CHECK(current_device_memory(&free_b, &total_b), "cannot read device memory");
   return static_cast<std::int64_t>(free_b);
 }
 
@@ -242,6 +249,92 @@ TEST_F(GpuEngineKvPool, GroupPoolIsTheSmallestRanks) {
     EXPECT_FALSE(err.size().feasible);
   }
   EXPECT_EQ(offered.size(), 2u) << "one agreement per sizing";
+}
+
+// agree_kv_tokens in a real tensor-parallel group: two ranks (one per GPU, or both on one GPU
+// in shared placement) agree their pool through the bootstrap (all_gather, then the minimum,
+// as the engine workload does), and both allocate the smaller of their own formulas in the
+// exact cache's layout. Each rank reads its own device (in shared placement, its own share of
+// it: tpb/kernels/device.h), so the two formulas can come out equal and prove nothing about
+// the agreement; rank 1 therefore sizes for 64 MiB past the case and rank 0 for 256 MiB, and
+// rank 0 must end with rank 1's pool. The formulas are gathered apart from the agreement, so
+// a pool other than their minimum, or two ranks with different pools, fails.
+TEST(GpuEngineKvPoolGroup, Tp2RanksAllocateTheSmallerFormula) {
+  TPB_SKIP_UNLESS_PLACEABLE(2);
+  expect_all_ranks_passed(run_ranks(2, [](Bootstrap& bs) {
+    TPB_CUDA_CHECK(cudaSetDevice(rank_device()));
+    const ModelConfig config = load_model_config_by_name(preset("small-dsv3"));
+    auto weights = make_synthetic_weights(1234);
+    const std::int64_t cell = kv_cell_bytes(config, 2);
+    const std::int64_t need = kBatch * kMaxLen;
+    const Shard shard{bs.rank(), bs.size()};
+    auto comm = make_communicator("nccl", bs, comm_options_for_rank());
+    auto gathered = [&](std::int64_t mine) {
+      std::vector<std::int64_t> all;
+      for (const std::string& t : bs.all_gather(std::to_string(mine))) all.push_back(std::stoll(t));
+      return all;
+    };
+
+    // The exact cache (mem_fraction 0): the reference logits, and the readings the fraction
+    // is chosen from.
+    std::vector<std::uint32_t> exact;
+    KvPoolSize readings;
+    {
+      GpuEngine e(config, shard, *comm, *weights, case_options(0));
+      EXPECT_EQ(e.kv_pool_tokens(), need);
+      exact = run_case(e);
+      readings = e.kv_pool_size();
+    }
+    const std::int64_t extra_bytes = bs.rank() == 0 ? std::int64_t{256} << 20 : std::int64_t{64} << 20;
+    const double f = kv_min_mem_fraction(readings.total_bytes, readings.avail_bytes, cell, need + extra_bytes / cell);
+    EXPECT_GT(f, 0.0);
+    EXPECT_LT(f, 1.0);
+
+    std::vector<std::int64_t> offered, agreed;
+    GpuEngineOptions o = case_options(f);
+    o.agree_kv_tokens = [&](std::int64_t mine) {
+      offered.push_back(mine);
+      const std::vector<std::int64_t> all = gathered(mine);
+      agreed.push_back(*std::min_element(all.begin(), all.end()));
+      return agreed.back();
+    };
+    GpuEngine e(config, shard, *comm, *weights, o);
+
+    // Checked after every sizing (the constructor's, then a resize's: fresh readings, a fresh
+    // agreement). `sizings`: agreements made so far.
+    auto expect_group_pool = [&](std::size_t sizings, const std::string& when) {
+      const KvPoolSize& k = e.kv_pool_size();
+      EXPECT_EQ(offered.size(), sizings) << when << ": one agreement per sizing";
+      EXPECT_EQ(k.max_tokens, kv_max_tokens(k.total_bytes, k.avail_bytes, f, cell)) << when;
+      if (!offered.empty()) {
+        EXPECT_EQ(offered.back(), k.max_tokens) << when << ": the agreement gets this rank's formula";
+      }
+      const std::vector<std::int64_t> formulas = gathered(k.max_tokens);
+      const std::int64_t least = std::min(formulas[0], formulas[1]);
+      EXPECT_GT(formulas[0], formulas[1]) << when << ": rank 1 sized for the smaller pool (64 vs 256 MiB past the case)";
+      if (!agreed.empty()) {
+        EXPECT_EQ(agreed.back(), least) << when;
+      }
+      EXPECT_EQ(e.kv_pool_tokens(), least) << when << ": rank " << bs.rank() << "'s formula " << k.max_tokens
+                                           << ", the ranks' " << formulas[0] << " and " << formulas[1];
+      EXPECT_GE(e.kv_pool_tokens(), need) << when;
+      EXPECT_EQ(e.kv_cache_bytes(), static_cast<std::size_t>(e.kv_pool_tokens() * cell)) << when;
+      if (bs.rank() == 0) {
+        EXPECT_LT(e.kv_pool_tokens(), k.max_tokens) << when << ": rank 0 kept its own formula";
+      }
+      const std::vector<std::int64_t> pools = gathered(e.kv_pool_tokens());
+      EXPECT_EQ(pools[0], pools[1]) << when << ": the ranks allocated different pools";
+    };
+    expect_group_pool(1, "constructed");
+    EXPECT_TRUE(same(run_case(e), exact)) << "rank " << bs.rank() << ": the group's pool vs the exact cache";
+
+    e.resize(1, kMaxLen, kPrefill);
+    expect_group_pool(2, "resized to batch 1");
+    e.resize(kBatch, kMaxLen, kBatch * kPrefill);
+    expect_group_pool(3, "resized back");
+    EXPECT_TRUE(same(run_case(e), exact)) << "rank " << bs.rank() << ": the group's pool after two resizes";
+    comm->barrier();
+  }));
 }
 
 }  // namespace
