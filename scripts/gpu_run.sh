@@ -87,7 +87,7 @@ if [ "$TESTS_BUILT" = 1 ] && [ "${GPU_RUN_SKIP_TESTS:-0}" != 1 ]; then
   ( cd build-cuda && timeout "${GPU_RUN_CTEST_TIMEOUT:-300}" ctest -L gpu -R "${GPU_RUN_CTEST_REGEX:-.}" \
       -E "$SERIAL|conformance.gpu-engine-shared$" -j "${GPU_RUN_CTEST_JOBS:-4}" --timeout 200 --output-on-failure ) >"$OUTDIR/ctest.log" 2>&1
   echo "ctest (parallel): rc=$? $(( $(date +%s) - T0 )) s"
-  ( cd build-cuda && timeout 120 ctest -L gpu -R "$SERIAL" -j 1 --timeout 60 --output-on-failure ) >>"$OUTDIR/ctest.log" 2>&1
+  ( cd build-cuda && timeout "${GPU_RUN_CTEST_SERIAL_TIMEOUT:-120}" ctest -L gpu -R "$SERIAL" -j 1 --timeout 120 --output-on-failure ) >>"$OUTDIR/ctest.log" 2>&1
   echo "ctest (memory, serial): rc=$? $(( $(date +%s) - T0 )) s"
   grep -E "tests passed|tests failed|\*\*\*Failed|Timeout|Not Run|Passed|Skipped" "$OUTDIR/ctest.log" | grep -v "tp4\|tp8" | tail -60
 fi
