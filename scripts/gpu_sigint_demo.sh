@@ -8,6 +8,9 @@ TPB=${1:?usage: scripts/gpu_sigint_demo.sh TPBENCH OUTDIR [SCENARIO]}
 OUTDIR=${2:?usage}
 SCENARIO=${3:-scenarios/conformance/gpu-engine-tiny-shared.json}
 mkdir -p "$OUTDIR"
+# Job control on: a non-interactive shell starts background jobs with SIGINT ignored, and a
+# signal ignored at exec stays ignored (tpbench keeps it so, as a shell user would expect).
+set -m
 show() { ps -eo pid,ppid,pgid,stat,comm | grep -E "tpbench|nvidia-cuda-mps" | grep -v grep || echo "  (none)"; }
 "$TPB" run "$SCENARIO" --results-dir "$OUTDIR/sigint-runs" --no-report >"$OUTDIR/sigint.log" 2>&1 &
 pid=$!

@@ -30,6 +30,9 @@ std::optional<CasePlan> plan_engine_case(const Scenario& s, const Case& c, const
   const bool pooled = has_fraction && axis_written(s, "mem_fraction");
   in.mem_fraction = has_fraction ? p["mem_fraction"].get<double>() : 0.9;
   in.allreduce = p.value("allreduce", std::string("nccl"));
+  if (s.comm.custom_max_bytes) in.custom_max_bytes = *s.comm.custom_max_bytes;  // the engine's CommOptions::max_bytes
+  // Ranks sharing a GPU reach each other over NCCL's socket transport (suite/placement.h).
+  in.nccl_over_sockets = c.placement.device_shared();
   in.requested_tokens = batch * capacity;
   if (decode && p.value("cuda_graph", false)) in.graph_batch_sizes = {batch};
   in.activation_batch = batch;
@@ -44,6 +47,8 @@ std::optional<CasePlan> plan_engine_case(const Scenario& s, const Case& c, const
               {"gpu", gpu.name},
               {"mem_fraction", in.mem_fraction},
               {"allreduce", in.allreduce},
+              {"custom_max_bytes", in.custom_max_bytes},
+              {"nccl_over_sockets", in.nccl_over_sockets},
               {"requested_tokens", in.requested_tokens},
               {"max_tokens", plan.max_tokens},
               {"feasible", plan.feasible},

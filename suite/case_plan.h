@@ -3,15 +3,19 @@
 // are recorded, not run). The plan is the planner's (reference_engine/memory/planner.h) for
 // the case's model, TP, allreduce backend and mem_fraction on the given GPU, with the case's
 // own tokens requested: batch x (seq_len + 1) for a decode step, batch x seq_len for a prefill.
+// The communicator's buffers are planned as the engine builds it: the custom allreduce for the
+// scenario's comm.custom_max_bytes (default 8 MiB), and NCCL's socket-transport buffers
+// (comm_bytes.h, measured) when the case's ranks share a GPU, its NVLink estimate otherwise.
 //
 // The record's plan (record.plan) is what the report and the checks read:
-//   max_tokens, feasible, verdict, mem_fraction, allreduce, requested_tokens, min_mem_fraction,
-//   min_mem_fraction_requested, total/avail/rest bytes, kv_cell_bytes, gpu, source, and a
-//   breakdown of the terms the engine allocates per rank for this case: weights (bf16, the
-//   text model: tpbench's engine loads no vision tower), comm_buffers, and kv_pool (max_tokens
-//   x cell: the pool the engine sizes from the case's mem_fraction, GpuEngineOptions) or, for
-//   a case without mem_fraction, kv_cache (the case's own cache, cell x batch x capacity), and
-//   activations (the engine's step buffers for the case, reference_engine/memory/engine_buffers.h);
+//   max_tokens, feasible, verdict, mem_fraction, allreduce, custom_max_bytes, nccl_over_sockets,
+//   requested_tokens, min_mem_fraction, min_mem_fraction_requested, total/avail/rest bytes,
+//   kv_cell_bytes, gpu, source, and a breakdown of the terms the engine allocates per rank for
+//   this case: weights (bf16, the text model: tpbench's engine loads no vision tower),
+//   comm_buffers, and kv_pool (max_tokens x cell: the pool the engine sizes from the case's
+//   mem_fraction, GpuEngineOptions) or, for a case without mem_fraction, kv_cache (the case's
+//   own cache, cell x batch x capacity), and activations (the engine's step buffers for the
+//   case, reference_engine/memory/engine_buffers.h);
 //   plan_matches_measured compares them with the meter, and max_tokens with the engine's pool.
 #pragma once
 

@@ -20,7 +20,6 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -779,10 +778,6 @@ void MpsSession::start_private(const std::string& note) {
   slot_ = acquire_daemon_slot(program_path_, pipe_dir, log_dir, state_dir_, options_.timeout_s, &why);
   if (slot_ < 0) return fail(why);
 
-  // The daemon double-forks away from us; as a child subreaper this process inherits it, so
-  // that it can reap the daemon after "quit" instead of leaving a zombie to an init that may
-  // not reap (seen on the GPU machine: "[nvidia-cuda-mps] <defunct>" after every run).
-  prctl(PR_SET_CHILD_SUBREAPER, 1);
   const ControlCall started = call_control(program_path_, {"-d"}, "", pipe_dir, log_dir, options_.timeout_s, false);
   if (!started.outcome.exited_zero())
     return fail(options_.control_program + " -d " + outcome_text(started, options_.timeout_s));

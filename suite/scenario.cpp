@@ -364,7 +364,7 @@ Scenario parse_scenario(const json& doc, const std::string& source, const Scenar
     throw ScenarioError(val.problems());
   }
   val.only_keys(doc, "$", {"schema", "name", "description", "workload", "model", "device", "placement", "mode",
-                           "sweep", "exclude", "measure", "checks", "baseline", "control"});
+                           "sweep", "exclude", "measure", "checks", "baseline", "control", "comm"});
 
   // schema, name, description
   if (!doc.contains("schema")) {
@@ -638,6 +638,28 @@ Scenario parse_scenario(const json& doc, const std::string& source, const Scenar
         for (const auto& a : s.axes)
           if (!control.contains(a.name) && !a.values.empty()) control[a.name] = a.values.front();
         s.control = control;
+      }
+    }
+  }
+
+  // comm: the GPU engine's communicator options.
+  if (doc.contains("comm")) {
+    const json& c = doc["comm"];
+    if (workload_ok && s.workload != "engine") {
+      val.problem("$.comm", "applies to workload \"engine\" only (workload is \"" + s.workload + "\")");
+    } else if (s.device_requested == "cpu") {
+      val.problem("$.comm", "sets the GPU engine's communicator; device is \"cpu\"");
+    } else if (!c.is_object()) {
+      val.expected("$.comm", "an object {\"custom_max_bytes\": N}", c);
+    } else {
+      val.only_keys(c, "$.comm", {"custom_max_bytes"});
+      if (c.contains("custom_max_bytes")) {
+        const json& m = c["custom_max_bytes"];
+        if (!is_int(m) || m.get<long long>() < 1 || m.get<long long>() > kScenarioCustomMaxBytesLimit)
+          val.expected("$.comm.custom_max_bytes",
+                       "an integer number of bytes in [1, " + std::to_string(kScenarioCustomMaxBytesLimit) + "] (2 GiB)", m);
+        else
+          s.comm.custom_max_bytes = m.get<std::int64_t>();
       }
     }
   }

@@ -20,7 +20,9 @@
 //    "checks": ["equal_across_allreduce", "deterministic"],
 //    "baseline": {"latency_rel_tol": 0.05, "memory_rel_tol": 0.02, "kv_tokens_rel_tol": 0.01,
 //                 "alpha": 0.05},
-//    "control": {"tp": 1, "batch_size": 1}}          // axis -> value; unnamed axes take their first value
+//    "control": {"tp": 1, "batch_size": 1},          // axis -> value; unnamed axes take their first value
+//    "comm": {"custom_max_bytes": 67108864}}          // engine only: the custom allreduce's largest
+//                                                     // message, bytes in [1, 2 GiB] (CommOptions::max_bytes)
 // Relative model paths and checkpoint folders are relative to the scenario file's folder.
 #pragma once
 
@@ -73,6 +75,18 @@ struct Axis {
   bool written = true;  // false: the scenario leaves the axis out and values holds its default
 };
 
+// The "comm" section: how the GPU engine's communicator is built, as a serving engine's flags
+// set it. Unset fields keep CommOptions' defaults and leave case ids as they were.
+struct CommSpec {
+  std::optional<std::int64_t> custom_max_bytes;  // custom allreduce max message, bytes, in [1, 2 GiB]
+                                                 // (vLLM/SGLang's max size; default 8 MiB); its IPC
+                                                 // buffers are sized from it, whichever message runs
+  bool written() const { return custom_max_bytes.has_value(); }
+};
+
+// The largest custom allreduce message a scenario may ask for, bytes (inclusive).
+inline constexpr std::int64_t kScenarioCustomMaxBytesLimit = std::int64_t{2} << 30;
+
 struct Scenario {
   std::string source;           // the file it came from (as given)
   int schema = 1;
@@ -93,6 +107,7 @@ struct Scenario {
   // reads the tolerances from it (tolerances_from_json).
   nlohmann::json baseline = nlohmann::json::object();
   nlohmann::json control;       // null, or the full control params (axis -> value)
+  CommSpec comm;                // the "comm" section (engine workload); empty when absent
   nlohmann::json document;      // the file as read, for run.json
 };
 

@@ -84,6 +84,13 @@ std::string skip_reason(const Scenario& s, const json& p, const MachineInfo& m) 
   return "";
 }
 
+// The scenario's "comm" section as the case spec and the case id carry it.
+json comm_json(const CommSpec& comm) {
+  json j = json::object();
+  if (comm.custom_max_bytes) j["custom_max_bytes"] = *comm.custom_max_bytes;
+  return j;
+}
+
 }  // namespace
 
 MachineInfo detect_machine() {
@@ -120,6 +127,8 @@ std::string case_id(const Scenario& s, const json& params, const std::string& ro
   json identity = {{"workload", s.workload}, {"model", model_identity(s)}, {"device", s.device},
                    {"params", params}, {"role", role}};
   if (s.device == "cuda" && s.placement == Placement::shared) identity["placement"] = "shared";
+  // Only when written: every case of a scenario without it keeps the id it always had.
+  if (s.comm.written()) identity["comm"] = comm_json(s.comm);
   return hex16(fnv1a64(identity.dump()));  // dump() of nlohmann objects is key-sorted
 }
 
@@ -176,22 +185,24 @@ json case_spec(const Scenario& s, const Case& c) {
   if (s.model)
     model = {{"config_path", s.model->config_path}, {"overrides", s.model->overrides},
              {"weights", s.model->weights}, {"seed", s.model->seed}};
-  return {{"case_id", c.id},
-          {"label", c.label},
-          {"workload", s.workload},
-          {"device", s.device},
-          {"params", c.params},
-          // A serving-style KV pool sized from mem_fraction only when the scenario sweeps
-          // mem_fraction; otherwise the engine allocates exactly the case's cache (and does not
-          // take most of the device from whatever else runs on it).
-          {"kv_pool", axis_written(s, "mem_fraction")},
-          {"model", model},
-          {"measure",
-           {{"warmup", s.measure.warmup},
-            {"iterations", s.measure.iterations},
-            {"repetitions", s.measure.repetitions},
-            {"min_duration_s", s.measure.min_duration_s},
-            {"timeout_s", s.measure.timeout_s}}}};
+  json spec = {{"case_id", c.id},
+               {"label", c.label},
+               {"workload", s.workload},
+               {"device", s.device},
+               {"params", c.params},
+               // A serving-style KV pool sized from mem_fraction only when the scenario sweeps
+               // mem_fraction; otherwise the engine allocates exactly the case's cache (and does not
+               // take most of the device from whatever else runs on it).
+               {"kv_pool", axis_written(s, "mem_fraction")},
+               {"model", model},
+               {"measure",
+                {{"warmup", s.measure.warmup},
+                 {"iterations", s.measure.iterations},
+                 {"repetitions", s.measure.repetitions},
+                 {"min_duration_s", s.measure.min_duration_s},
+                 {"timeout_s", s.measure.timeout_s}}}};
+  if (s.comm.written()) spec["comm"] = comm_json(s.comm);  // the communicator's options (CommOptions)
+  return spec;
 }
 
 }  // namespace tpb

@@ -22,16 +22,25 @@ std::int64_t nccl_buffer_bytes(int world_size, int channels) {
   return channels * rounded;
 }
 
+std::int64_t nccl_socket_buffer_bytes(int world_size) {
+  TPB_INPUT_CHECK(world_size >= 1, "world size: expected >= 1, got " << world_size);
+  if (world_size == 1) return 0;
+  return kNcclSocketBaseBytes + kNcclSocketPerRankBytes * world_size;
+}
+
 CommBytes comm_bytes(const std::string& backend, int world_size, std::int64_t custom_max_bytes, int nccl_channels,
-                     const std::string& what) {
+                     const std::string& what, bool nccl_over_sockets) {
+  const auto nccl = [&] {
+    return nccl_over_sockets ? nccl_socket_buffer_bytes(world_size) : nccl_buffer_bytes(world_size, nccl_channels);
+  };
   CommBytes b;
   if (backend == "nccl") {
-    b.nccl_bytes = nccl_buffer_bytes(world_size, nccl_channels);
+    b.nccl_bytes = nccl();
   } else if (backend == "custom-oneshot" || backend == "custom-twoshot" || backend == "auto") {
     // The custom backends keep an NCCL communicator beside their IPC buffers (messages above
     // max_bytes, all_gather, fallback), as SGLang and vLLM do: both sets of buffers.
     b.custom_bytes = custom_allreduce_bytes(custom_max_bytes, world_size);
-    b.nccl_bytes = nccl_buffer_bytes(world_size, nccl_channels);
+    b.nccl_bytes = nccl();
   } else if (backend == "shm" || backend == "mpi") {
     // host memory only
   } else {

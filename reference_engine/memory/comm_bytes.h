@@ -17,6 +17,13 @@
 //   at world size 1 (no peers). Channels: 32 assumed for NVLink/NVSwitch Hopper systems
 //   (NCCL's "32 coll channels" on 8 x H100/H200); NVLS (NVLink SHARP) buffers are NOT
 //   counted: tpbench runs with NCCL_NVLS_ENABLE=0 (it would add hundreds of MiB).
+// nccl over sockets: in shared placement (suite/placement.h) the ranks of a group share one
+//   GPU, each with its own NCCL_HOSTID, so NCCL connects them over its socket transport and
+//   allocates other device buffers than the estimate above. MEASURED on one H200 (NCCL
+//   2.28.9, driver 580.159.04, under MPS, 2026-12-01), NcclCommunicator::memory_bytes() per
+//   rank: 415,236,096 B (396 MiB) at TP 2 and 444,596,224 B (424 MiB) at TP 4; the line
+//   368 MiB + 14 MiB x world_size goes through both exactly. Measured at TP 2 and 4 only: an
+//   ESTIMATE at other world sizes (and on other NCCL versions); 0 at world size 1.
 // auto: custom below a size threshold, NCCL above, so both sets of buffers. custom-oneshot
 //   and custom-twoshot too: tpbench's custom communicator (like SGLang's and vLLM's) keeps
 //   an NCCL communicator for messages above max_bytes, the all_gather and the fallback.
@@ -41,6 +48,9 @@ inline constexpr std::int64_t kNcclLlBufferBytes = 8LL * 512 * 8 * 16;
 inline constexpr std::int64_t kNcclLl128BufferBytes = 120LL * 640 * 8 * 8;
 inline constexpr std::int64_t kNcclAllocGranularityBytes = 2 * kMiB;
 inline constexpr int kNcclDefaultChannels = 32;
+// NCCL's socket-transport buffers, fit to the two measured points (see the file comment).
+inline constexpr std::int64_t kNcclSocketBaseBytes = 368 * kMiB;
+inline constexpr std::int64_t kNcclSocketPerRankBytes = 14 * kMiB;
 
 // Custom IPC allreduce buffers of one rank for messages up to `max_bytes`; 0 at world size 1.
 std::int64_t custom_allreduce_bytes(std::int64_t max_bytes, int world_size);
@@ -48,15 +58,21 @@ std::int64_t custom_allreduce_bytes(std::int64_t max_bytes, int world_size);
 // NCCL's receive buffers of one rank in a single-node ring communicator (see file comment).
 std::int64_t nccl_buffer_bytes(int world_size, int channels = kNcclDefaultChannels);
 
+// NCCL's device buffers of one rank whose peers it reaches over the socket transport (shared
+// placement): 368 MiB + 14 MiB x world_size, measured at world sizes 2 and 4; 0 at world size 1.
+std::int64_t nccl_socket_buffer_bytes(int world_size);
+
 struct CommBytes {
   std::int64_t custom_bytes = 0;  // custom allreduce IPC + metadata + rank data, per rank
-  std::int64_t nccl_bytes = 0;    // NCCL channel buffers, per rank (estimate)
+  std::int64_t nccl_bytes = 0;    // NCCL buffers, per rank (NVLink: estimate; sockets: measured fit)
   std::int64_t total() const { return custom_bytes + nccl_bytes; }
 };
 
 // Known backends: nccl, custom-oneshot, custom-twoshot, auto, shm, mpi. Anything else throws
-// InputError naming `what` (e.g. "--allreduce").
+// InputError naming `what` (e.g. "--allreduce"). `nccl_over_sockets`: NCCL (also the custom
+// backends' own NCCL communicator) reaches its peers over sockets, so its buffers are
+// nccl_socket_buffer_bytes and `nccl_channels` does not apply.
 CommBytes comm_bytes(const std::string& backend, int world_size, std::int64_t custom_max_bytes,
-                     int nccl_channels, const std::string& what);
+                     int nccl_channels, const std::string& what, bool nccl_over_sockets = false);
 
 }  // namespace tpb

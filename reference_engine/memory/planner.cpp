@@ -21,6 +21,13 @@ std::string gib(double bytes) {
   return buf;
 }
 
+// The breakdown's note for NCCL's socket-transport buffers: measured at TP 2 and 4 only.
+std::string nccl_socket_note(int tp) {
+  return std::string(tp == 2 || tp == 4 ? "MEASURED" : "ESTIMATE") +
+         " socket transport (ranks share a GPU): 368 MiB + 14 MiB x " + std::to_string(tp) +
+         " ranks, fit to H200 TP 2 and 4";
+}
+
 // Fractions are shown rounded UP to 4 decimals, so a value copied from the sentence works.
 std::string fraction_up(double f) {
   char buf[32];
@@ -192,7 +199,8 @@ MemoryPlan plan_memory(const PlanInput& in) {
 
   p.gpu_total_bytes = in.gpu_total_bytes;
   p.cuda_context_bytes = in.cuda_context_bytes;
-  p.comm = comm_bytes(in.allreduce, in.tp, in.custom_max_bytes, in.nccl_channels, "allreduce backend");
+  p.comm = comm_bytes(in.allreduce, in.tp, in.custom_max_bytes, in.nccl_channels, "allreduce backend",
+                      in.nccl_over_sockets);
   p.weights = weight_bytes(config, in.quant, in.tp);
   p.total_bytes = in.gpu_total_bytes - in.cuda_context_bytes - p.comm.total();
   TPB_INPUT_CHECK(p.total_bytes > 0, "GPU memory " << gib(in.gpu_total_bytes) << " is smaller than the CUDA context ("
@@ -232,9 +240,13 @@ MemoryPlan plan_memory(const PlanInput& in) {
   if (p.comm.custom_bytes > 0)
     b.push_back({"comm: custom allreduce", p.comm.custom_bytes, '-',
                  "3 x " + std::to_string(in.custom_max_bytes) + " B max message + signal (IPC, metadata, rank data)"});
-  if (p.comm.nccl_bytes > 0)
-    b.push_back({"comm: nccl", p.comm.nccl_bytes, '-',
-                 "ESTIMATE " + std::to_string(in.nccl_channels) + " channels x 10 MiB (SIMPLE+LL+LL128), NVLS off"});
+  if (p.comm.nccl_bytes > 0) {
+    const std::string note =
+        in.nccl_over_sockets
+            ? nccl_socket_note(in.tp)
+            : "ESTIMATE " + std::to_string(in.nccl_channels) + " channels x 10 MiB (SIMPLE+LL+LL128), NVLS off";
+    b.push_back({"comm: nccl", p.comm.nccl_bytes, '-', note});
+  }
   b.push_back({"total (free before weights)", p.total_bytes, '=', "the formula's `total`"});
   for (const auto& g : p.weights.groups)
     b.push_back({"weights: " + g.group, g.bytes_per_rank, '-', g.formats});
@@ -256,9 +268,15 @@ MemoryPlan plan_memory(const PlanInput& in) {
                           " per rank: the context plus the libraries a serving process loads before its weights "
                           "(cuBLAS/cuBLASLt, NCCL, kernel modules), as tpbench's worker measured it on an H200 "
                           "(CUDA 13, TP1: 527 + 582 MiB); other GPU families are estimates");
-  if (p.comm.nccl_bytes > 0)
+  if (p.comm.nccl_bytes > 0 && in.nccl_over_sockets) {
+    std::string line = "NCCL buffers over the socket transport (ranks sharing a GPU): 368 MiB + 14 MiB x " +
+                       std::to_string(in.tp) + " ranks, as measured on an H200 at TP 2 and 4 (NCCL 2.28.9)";
+    if (in.tp != 2 && in.tp != 4) line += "; an estimate at TP " + std::to_string(in.tp);
+    p.assumptions.push_back(line);
+  } else if (p.comm.nccl_bytes > 0) {
     p.assumptions.push_back("NCCL buffers: " + std::to_string(in.nccl_channels) +
                             " ring channels x 10 MiB, NVLS off (an estimate; the meter will measure it)");
+  }
   if (!p.weights.vision_note.empty()) p.assumptions.push_back(p.weights.vision_note);
   p.assumptions.push_back("activation and graph-pool models are upper-bound sketches of one layer's live "
                           "intermediates (planner.h); allocator fragmentation is not counted");

@@ -59,6 +59,9 @@ constexpr const char* kUsage =
     "  --context-mib N         override the CUDA-context estimate\n"
     "  --custom-max-mib N      custom allreduce max message size (default 8)\n"
     "  --nccl-channels N       NCCL channels assumed for its buffers (default 32)\n"
+    "  --nccl-over-sockets     NCCL reaches its peers over its socket transport, as ranks sharing\n"
+    "                          a GPU do (shared placement): 368 MiB + 14 MiB x TP of buffers per\n"
+    "                          rank, measured on an H200 at TP 2 and 4 (--nccl-channels then unused)\n"
     "  --graph-batch-sizes L   captured decode batch sizes, comma-separated (default\n"
     "                          1,2,4,8,16,32,64,128,256; 'none' for no graphs)\n"
     "  --batch B --seq-len S   the largest eager forward for the activation peak (default 1 x 8192,\n"
@@ -87,7 +90,7 @@ Args parse_args(const std::vector<std::string>& args) {
       "--model", "--tp", "--quant", "--gpu-mem-gib", "--gpu", "--mem-fraction", "--allreduce", "--tokens",
       "--overrides", "--kv-dtype", "--context-mib", "--custom-max-mib", "--nccl-channels", "--graph-batch-sizes",
       "--batch", "--seq-len", "--total-gib", "--avail-gib", "--sweep-fractions", "--sweep-backends"};
-  static const std::vector<std::string> kSwitches = {"--json", "--from-measured", "--text-only"};
+  static const std::vector<std::string> kSwitches = {"--json", "--from-measured", "--text-only", "--nccl-over-sockets"};
   Args out;
   for (std::size_t i = 0; i < args.size(); ++i) {
     std::string flag = args[i], value;
@@ -189,6 +192,8 @@ int run_from_measured(const Args& a) {
   for (const char* f : {"--tp", "--quant", "--gpu", "--gpu-mem-gib", "--allreduce", "--context-mib",
                         "--custom-max-mib", "--nccl-channels", "--graph-batch-sizes", "--batch", "--seq-len"})
     TPB_INPUT_CHECK(!get(a, f), "plan: " << f << " does not apply to --from-measured (it reads total and avail off a log)");
+  TPB_INPUT_CHECK(!a.switches.count("--nccl-over-sockets"),
+                  "plan: --nccl-over-sockets does not apply to --from-measured (it reads total and avail off a log)");
   auto total_s = get(a, "--total-gib"), avail_s = get(a, "--avail-gib");
   TPB_INPUT_CHECK(total_s && avail_s, "plan: --from-measured needs --total-gib and --avail-gib");
   const double total_gib = to_double("--total-gib", *total_s), avail_gib = to_double("--avail-gib", *avail_s);
@@ -278,6 +283,8 @@ nlohmann::json plan_json(const tpb::MemoryPlan& p, const std::string& gpu_name) 
   j["gpu"] = gpu_name;
   j["mem_fraction"] = in.mem_fraction;
   j["allreduce"] = in.allreduce;
+  j["custom_max_bytes"] = in.custom_max_bytes;
+  j["nccl_over_sockets"] = in.nccl_over_sockets;
   j["requested_tokens"] = in.requested_tokens;
   j["gpu_total_bytes"] = p.gpu_total_bytes;
   j["cuda_context_bytes"] = p.cuda_context_bytes;
@@ -389,6 +396,7 @@ int run_plan(const std::vector<std::string>& raw) {
   in.kv_dtype_bytes = kv_dtype_bytes(a);
   if (auto m = get(a, "--custom-max-mib")) in.custom_max_bytes = to_int("--custom-max-mib", *m, 1) * kMiB;
   if (auto n = get(a, "--nccl-channels")) in.nccl_channels = static_cast<int>(to_int("--nccl-channels", *n, 1));
+  in.nccl_over_sockets = a.switches.count("--nccl-over-sockets") > 0;
   in.graph_batch_sizes = graph_batch_sizes(a);
   if (auto b = get(a, "--batch")) in.activation_batch = to_int("--batch", *b, 1);
   if (auto s = get(a, "--seq-len")) in.activation_seq_len = to_int("--seq-len", *s, 1);

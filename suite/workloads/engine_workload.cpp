@@ -143,9 +143,11 @@ CachedEngine& engine_for(const json& case_spec, WorkerState& state, Communicator
 }
 
 // The communicator the engine is built on: the backend wrapped in an ObservedCommunicator,
-// kept in the worker with the backend so that a cached engine keeps a live reference.
-ObservedCommunicator& observed_communicator(WorkerState& state, const std::string& backend, Communicator& comm) {
-  const std::string key = "observed-comm|" + backend;
+// kept in the worker with the backend so that a cached engine keeps a live reference. Keyed
+// like WorkerState::communicator: another max message size is another communicator.
+ObservedCommunicator& observed_communicator(WorkerState& state, const std::string& backend, const CommOptions& options,
+                                            Communicator& comm) {
+  const std::string key = "observed-comm|" + backend + "|max_bytes=" + std::to_string(options.max_bytes);
   auto& cache = state.cache();
   auto it = cache.find(key);
   if (it == cache.end()) it = cache.emplace(key, std::make_shared<ObservedCommunicator>(comm)).first;
@@ -369,8 +371,16 @@ json run_gpu_engine_workload(const json& case_spec, WorkerState& state) {
   CommOptions options;
   options.device = device;
   options.ranks_per_device = ranks_per_gpu_from_env();
+  // The scenario's comm.custom_max_bytes (suite/scenario.h), as a serving engine's flag sizes
+  // its custom allreduce; CommOptions' default (8 MiB) when the scenario leaves it out.
+  const json comm_spec = case_spec.value("comm", json::object());
+  if (comm_spec.is_object() && comm_spec.contains("custom_max_bytes")) {
+    const std::int64_t max_bytes = int_param(comm_spec, "custom_max_bytes", 0, "comm");
+    TPB_INPUT_CHECK(max_bytes >= 1, "case_spec.comm.custom_max_bytes: expected >= 1 bytes, got " << max_bytes);
+    options.max_bytes = static_cast<std::size_t>(max_bytes);
+  }
   Communicator& comm = state.communicator(backend, options);
-  ObservedCommunicator& observed = observed_communicator(state, backend, comm);
+  ObservedCommunicator& observed = observed_communicator(state, backend, options, comm);
   GpuEngineOptions sizes;
   sizes.max_batch = batch;
   sizes.max_len = decode ? seq_len + 1 : seq_len;
@@ -646,8 +656,9 @@ json run_engine_workload(const json& case_spec, WorkerState& state) {
   TPB_INPUT_CHECK(tp == state.world_size(), "case_spec.params.tp: " << tp << " but the group has " << state.world_size() << " ranks");
   const std::string backend = string_param(params, "allreduce", "shm", "params");
   TPB_INPUT_CHECK(!is_gpu_backend(backend), "case_spec.params.allreduce: the CPU engine needs a host backend, got '" << backend << "'");
-  Communicator& comm = state.communicator(backend, CommOptions{});
-  ObservedCommunicator& observed = observed_communicator(state, backend, comm);
+  const CommOptions options{};
+  Communicator& comm = state.communicator(backend, options);
+  ObservedCommunicator& observed = observed_communicator(state, backend, options, comm);
   CachedEngine& ce = engine_for(case_spec, state, observed, tp);
   Engine& engine = *ce.engine;
   const json comm_json = {{"backend", comm.name()}, {"memory_bytes", comm.memory_bytes()}, {"fallback_reason", comm.fallback_reason()}};

@@ -3,6 +3,7 @@
 // Expected values are computed by hand in the comments next to them.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 
@@ -325,6 +326,25 @@ TEST(CommBytes, BackendsCombineTheirBuffers) {
   EXPECT_THROW(comm_bytes("gloo", 8, 8 * kMiB, 32, "--allreduce"), InputError);
 }
 
+// Shared placement: NCCL over its socket transport, measured per rank on one H200 (NCCL
+// 2.28.9): 415,236,096 B at TP 2 and 444,596,224 B at TP 4, = 368 MiB + 14 MiB x world.
+TEST(CommBytes, NcclOverSocketsIsTheMeasuredLine) {
+  EXPECT_EQ(nccl_socket_buffer_bytes(2), 415236096);  // 396 MiB, measured
+  EXPECT_EQ(nccl_socket_buffer_bytes(4), 444596224);  // 424 MiB, measured
+  EXPECT_EQ(nccl_socket_buffer_bytes(1), 0);          // no peers
+  EXPECT_EQ(nccl_socket_buffer_bytes(8), 480 * kMiB); // the line, an estimate
+  EXPECT_THROW(nccl_socket_buffer_bytes(0), InputError);
+  // comm_bytes takes the socket figure for NCCL and for the custom backends' own NCCL
+  // communicator; the channel count does not apply; without the flag nothing changes.
+  EXPECT_EQ(comm_bytes("nccl", 2, 8 * kMiB, 32, "--allreduce", true).nccl_bytes, 415236096);
+  EXPECT_EQ(comm_bytes("nccl", 2, 8 * kMiB, 16, "--allreduce", true).nccl_bytes, 415236096);
+  const auto custom = comm_bytes("custom-oneshot", 4, 8 * kMiB, 32, "--allreduce", true);
+  EXPECT_EQ(custom.custom_bytes, custom_allreduce_bytes(8 * kMiB, 4));
+  EXPECT_EQ(custom.nccl_bytes, 444596224);
+  EXPECT_EQ(comm_bytes("nccl", 2, 8 * kMiB, 32, "--allreduce").nccl_bytes, 320 * kMiB);
+  EXPECT_EQ(comm_bytes("shm", 2, 8 * kMiB, 32, "--allreduce", true).total(), 0);
+}
+
 TEST(GpuCatalog, KnowsTheBoardsCaseInsensitively) {
   // cudaMemGetInfo's total is nvidia-smi's total less the driver reserve.
   EXPECT_EQ(find_gpu("h200").smi_total_mib, 143771);
@@ -480,6 +500,28 @@ TEST(Planner, CustomAllreduceCostsItsBuffersInTokens) {
   // total shrinks by c, avail by c, slack by 0.15 c: rest by 0.85 c.
   EXPECT_NEAR(nccl.rest_bytes - both.rest_bytes, 0.85 * static_cast<double>(custom_allreduce_bytes(8 * kMiB, 8)), 1.0);
   EXPECT_LT(both.max_tokens, nccl.max_tokens);
+}
+
+// PlanInput::nccl_over_sockets swaps NCCL's NVLink estimate for the measured socket buffers:
+// total shrinks by the difference, and the breakdown says which figure it took.
+TEST(Planner, NcclOverSocketsTakesTheMeasuredBuffers) {
+  for (int tp : {2, 4, 8}) {
+    PlanInput in = kimi_input(400000, 0.85);  // a device that holds the int4 weights at TP 2
+    in.tp = tp;
+    in.allreduce = "nccl";
+    const MemoryPlan nvlink = plan_memory(in);
+    in.nccl_over_sockets = true;
+    const MemoryPlan sockets = plan_memory(in);
+    EXPECT_EQ(nvlink.comm.nccl_bytes, nccl_buffer_bytes(tp));
+    EXPECT_EQ(sockets.comm.nccl_bytes, nccl_socket_buffer_bytes(tp));
+    EXPECT_EQ(nvlink.total_bytes - sockets.total_bytes, nccl_socket_buffer_bytes(tp) - nccl_buffer_bytes(tp));
+    EXPECT_LT(sockets.max_tokens, nvlink.max_tokens);
+    const auto term = std::find_if(sockets.breakdown.begin(), sockets.breakdown.end(),
+                                   [](const PlanTerm& t) { return t.name == "comm: nccl"; });
+    ASSERT_NE(term, sockets.breakdown.end());
+    EXPECT_EQ(term->bytes, nccl_socket_buffer_bytes(tp));
+    EXPECT_EQ(term->note.rfind(tp == 8 ? "ESTIMATE socket" : "MEASURED socket", 0), 0u) << term->note;
+  }
 }
 
 TEST(Planner, FractionSweepPlansEveryBackendAndFraction) {

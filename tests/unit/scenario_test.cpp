@@ -2,12 +2,14 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 
 #include <unistd.h>
 
 #include "suite/scenario.h"
+#include "suite/sweep.h"
 
 namespace tpb {
 namespace {
@@ -227,6 +229,86 @@ TEST(Scenario, ReportsEveryProblemAtOnce) {
                             [&](const std::string& p) { return p.rfind("bad.json: " + path + ": ", 0) == 0; }))
         << "no problem reported at " << path;
   }
+}
+
+// ---- "comm": the GPU engine's communicator options --------------------------------------
+
+json gpu_engine() {
+  json doc = minimal_engine();
+  doc["device"] = "cuda";
+  doc["sweep"]["allreduce"] = {"nccl", "custom-oneshot"};
+  return doc;
+}
+
+TEST(ScenarioComm, CustomMaxBytesIsReadAndOptional) {
+  EXPECT_FALSE(parse_scenario(gpu_engine(), "t.json", kNoGpu).comm.written());
+  json doc = gpu_engine();
+  doc["comm"] = {{"custom_max_bytes", 64 << 20}};
+  const Scenario s = parse_scenario(doc, "t.json", kNoGpu);
+  ASSERT_TRUE(s.comm.custom_max_bytes.has_value());
+  EXPECT_EQ(*s.comm.custom_max_bytes, 64 << 20);
+  doc["comm"] = {{"custom_max_bytes", kScenarioCustomMaxBytesLimit}};  // 2 GiB: inclusive
+  EXPECT_EQ(*parse_scenario(doc, "t.json", kNoGpu).comm.custom_max_bytes, kScenarioCustomMaxBytesLimit);
+  doc["comm"] = json::object();  // an empty section changes nothing
+  EXPECT_FALSE(parse_scenario(doc, "t.json", kNoGpu).comm.written());
+}
+
+TEST(ScenarioComm, EveryProblemHasItsPath) {
+  for (const json& bad : {json(0), json(-1), json(kScenarioCustomMaxBytesLimit + 1), json(8.5), json("8MiB"),
+                          json(nullptr)}) {
+    json doc = gpu_engine();
+    doc["comm"] = {{"custom_max_bytes", bad}};
+    expect_one_problem(doc, "$.comm.custom_max_bytes", "an integer number of bytes in [1, 2147483648]");
+  }
+  json doc = gpu_engine();
+  doc["comm"] = {{"custom_max_byte", 1024}};
+  expect_one_problem(doc, "$.comm.custom_max_byte", "unknown key; expected one of custom_max_bytes");
+  doc["comm"] = 8388608;
+  expect_one_problem(doc, "$.comm", "expected an object");
+  doc = minimal_allreduce();
+  doc["comm"] = {{"custom_max_bytes", 1024}};
+  expect_one_problem(doc, "$.comm", "workload \"engine\" only");
+  doc = minimal_engine();  // device cpu
+  doc["comm"] = {{"custom_max_bytes", 1024}};
+  expect_one_problem(doc, "$.comm", "device is \"cpu\"");
+  // Collected with every other problem of the file.
+  doc = gpu_engine();
+  doc["comm"] = {{"custom_max_bytes", 0}, {"nccl_channels", 4}};
+  doc["sweep"]["batch_size"] = {0};
+  const auto problems = problems_of(doc);
+  EXPECT_EQ(problems.size(), 3u);
+}
+
+// A case id covers the comm section only when the scenario writes it: without it every id is
+// the one earlier tpbench versions gave (workload, model, device, params, role), and with it
+// every id changes, as does the case spec the ranks receive.
+TEST(ScenarioComm, CaseIdsChangeOnlyWhenWritten) {
+  const MachineInfo two_gpus = {true, 2, {"nccl", "custom-oneshot"}};
+  const Scenario plain = parse_scenario(gpu_engine(), "t.json", kNoGpu);
+  const std::vector<Case> before = expand_cases(plain, two_gpus);
+  ASSERT_FALSE(before.empty());
+  for (const auto& c : before) {
+    const json identity = {{"workload", "engine"}, {"model", model_identity(plain)}, {"device", "cuda"},
+                           {"params", c.params}, {"role", c.role}};
+    char id[17];
+    std::snprintf(id, sizeof id, "%016llx", static_cast<unsigned long long>(fnv1a64(identity.dump())));
+    EXPECT_EQ(c.id, id) << c.label;
+    EXPECT_FALSE(case_spec(plain, c).contains("comm")) << c.label;
+  }
+  json doc = gpu_engine();
+  doc["comm"] = {{"custom_max_bytes", 64 << 20}};
+  const Scenario with = parse_scenario(doc, "t.json", kNoGpu);
+  const std::vector<Case> after = expand_cases(with, two_gpus);
+  ASSERT_EQ(after.size(), before.size());
+  for (std::size_t i = 0; i < after.size(); ++i) {
+    EXPECT_EQ(after[i].params, before[i].params);
+    EXPECT_NE(after[i].id, before[i].id) << after[i].label;
+    EXPECT_EQ(case_spec(with, after[i])["comm"], json({{"custom_max_bytes", 64 << 20}})) << after[i].label;
+  }
+  doc["comm"] = {{"custom_max_bytes", 32 << 20}};
+  EXPECT_NE(expand_cases(parse_scenario(doc, "t.json", kNoGpu), two_gpus).front().id, after.front().id);
+  doc["comm"] = json::object();  // written but empty: nothing set, ids as before
+  EXPECT_EQ(expand_cases(parse_scenario(doc, "t.json", kNoGpu), two_gpus).front().id, before.front().id);
 }
 
 TEST(Scenario, SyntaxErrorNamesLineAndColumn) {
