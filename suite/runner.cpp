@@ -472,13 +472,18 @@ RunSummary run_scenario(const Scenario& s, const std::vector<Case>& cases, const
                    (!opt.baselines_dir.empty() && untrusted)) ? 1 : 0;
 
   if (opt.update_baselines) {
-    // The stored baseline is this run's ok records, whole: latency samples, memory, plans,
-    // digests and the provenance that says which build and machine produced them.
+    // The stored baseline is this run's ok records: latency samples, memory, plans, digests
+    // and the provenance that says which build and machine produced them. The output samples
+    // stay in the run's results.jsonl: a comparison reads the digests, and the samples (up to
+    // 170 KB a record at TP 8) would make a sweep's baseline tens of megabytes.
     std::string lines;
     for (const auto& c : cases) {
       auto it = records.find(c.id);
-      if (it != records.end() && it->second.value("status", "") == "ok")
-        lines += it->second.dump() + "\n";
+      if (it != records.end() && it->second.value("status", "") == "ok") {
+        json stored = it->second;
+        stored.erase("outputs");
+        lines += stored.dump() + "\n";
+      }
     }
     fs::create_directories(fs::path(sum.baseline_file).parent_path());
     write_file_atomic(sum.baseline_file, lines);
