@@ -7,11 +7,24 @@
 
 namespace tpb {
 
+namespace {
+
+// Options that shape the backend's buffers are part of the key: a case asking for another
+// slot size gets its own communicator rather than a silently different one.
+std::string communicator_key(const std::string& backend, const CommOptions& options) {
+  return backend + "|device=" + std::to_string(options.device) + "|max_bytes=" + std::to_string(options.max_bytes);
+}
+
+}  // namespace
+
+void WorkerState::drop_communicators_except(const std::string& backend, const CommOptions& options) {
+  const std::string keep = communicator_key(backend, options);
+  for (auto it = communicators_.begin(); it != communicators_.end();)
+    it = it->first == keep ? std::next(it) : communicators_.erase(it);
+}
+
 Communicator& WorkerState::communicator(const std::string& backend, const CommOptions& options) {
-  // Options that shape the backend's buffers are part of the key: a case asking for another
-  // slot size gets its own communicator rather than a silently different one.
-  const std::string key =
-      backend + "|device=" + std::to_string(options.device) + "|max_bytes=" + std::to_string(options.max_bytes);
+  const std::string key = communicator_key(backend, options);
   auto it = communicators_.find(key);
   if (it == communicators_.end()) {
     it = communicators_.emplace(key, make_communicator(backend, bootstrap_, options)).first;

@@ -49,6 +49,11 @@ class WorkerState {
   // The communicator for `backend`, created on first use (collectively: every rank asks in
   // the same order) and kept for later cases.
   Communicator& communicator(const std::string& backend, const CommOptions& options);
+  // Destroys every communicator but the one `communicator(backend, options)` returns, with
+  // their device buffers: a case that sizes its KV cache from free memory must not see the
+  // buffers of a backend an earlier case of the sweep used. Every rank calls it at the same
+  // point (the ranks run the same cases); nothing may use a dropped communicator afterwards.
+  void drop_communicators_except(const std::string& backend, const CommOptions& options);
 
   // Workload-owned objects kept across cases (e.g. an engine with its weights), by key.
   std::map<std::string, std::shared_ptr<void>>& cache() { return cache_; }

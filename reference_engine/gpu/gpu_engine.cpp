@@ -644,6 +644,11 @@ void GpuEngine::set_communicator(Communicator& comm) {
   comm_ = &comm;
 }
 
+void GpuEngine::forget_communicator() {
+  drop_graphs();
+  comm_ = nullptr;
+}
+
 void GpuEngine::fill_kv_synthetic(std::int64_t batch, std::int64_t tokens, std::uint64_t seed) {
   TPB_INPUT_CHECK(batch >= 1 && batch <= options_.max_batch && tokens >= 0 && tokens <= options_.max_len &&
                       tokens <= (std::int64_t{1} << 24),
@@ -732,6 +737,7 @@ void GpuEngine::all_reduce_bf16(__nv_bfloat16* buf, std::int64_t tokens) {
 }
 
 void GpuEngine::forward(std::int64_t n, bool decode_step) {
+  TPB_CHECK(comm_ != nullptr, "gpu engine: no communicator (forget_communicator without set_communicator)");
   Impl& m = *impl_;
   const ModelConfig& c = config_;
   const std::int64_t H = c.hidden_size, T = batch_ * n;

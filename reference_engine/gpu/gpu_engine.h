@@ -137,6 +137,9 @@ class GpuEngine {
   // Runs later steps on another communicator of the same rank and size (a sweep over
   // allreduce backends keeps one engine with its weights); drops the captured graphs.
   void set_communicator(Communicator& comm);
+  // The communicator is about to be destroyed: drops the captured graphs (their kernels hold
+  // its buffers) and the reference. set_communicator must come before the next step.
+  void forget_communicator();
   // Turns CUDA-graph decode on or off (graphs already captured are kept for later use).
   void set_cuda_graph(bool on) { options_.cuda_graph = on; }
   // The KV sizing of the next resize() (GpuEngineOptions::mem_fraction: 0 or in (0, 1]).

@@ -145,9 +145,13 @@ CachedEngine& engine_for(const json& case_spec, WorkerState& state, Communicator
 // The communicator the engine is built on: the backend wrapped in an ObservedCommunicator,
 // kept in the worker with the backend so that a cached engine keeps a live reference. Keyed
 // like WorkerState::communicator: another max message size is another communicator.
+std::string observed_communicator_key(const std::string& backend, const CommOptions& options) {
+  return "observed-comm|" + backend + "|max_bytes=" + std::to_string(options.max_bytes);
+}
+
 ObservedCommunicator& observed_communicator(WorkerState& state, const std::string& backend, const CommOptions& options,
                                             Communicator& comm) {
-  const std::string key = "observed-comm|" + backend + "|max_bytes=" + std::to_string(options.max_bytes);
+  const std::string key = observed_communicator_key(backend, options);
   auto& cache = state.cache();
   auto it = cache.find(key);
   if (it == cache.end()) it = cache.emplace(key, std::make_shared<ObservedCommunicator>(comm)).first;
@@ -378,6 +382,26 @@ json run_gpu_engine_workload(const json& case_spec, WorkerState& state) {
     const std::int64_t max_bytes = int_param(comm_spec, "custom_max_bytes", 0, "comm");
     TPB_INPUT_CHECK(max_bytes >= 1, "case_spec.comm.custom_max_bytes: expected >= 1 bytes, got " << max_bytes);
     options.max_bytes = static_cast<std::size_t>(max_bytes);
+  }
+  const bool pool_from_free_memory = case_spec.value("kv_pool", false) && params.contains("mem_fraction") &&
+                                     params["mem_fraction"].is_number() && params["mem_fraction"].get<double>() > 0;
+  if (pool_from_free_memory) {
+    // A serving engine runs one backend: the KV pool is sized from what is free with this
+    // case's buffers alone, not with those of a backend an earlier case of the sweep used (a
+    // memory-fraction sweep alternating nccl and custom once read the same pool for both).
+    // The wrappers go first: they refer to the communicators.
+    auto& cache = state.cache();
+    const std::string keep = observed_communicator_key(backend, options);
+    bool dropped = false;
+    for (auto i = cache.begin(); i != cache.end();) {
+      const bool other = i->first.rfind("observed-comm|", 0) == 0 && i->first != keep;
+      dropped = dropped || other;
+      i = other ? cache.erase(i) : std::next(i);
+    }
+    if (dropped)
+      for (auto& [key, cached] : cache)
+        if (key.rfind("gpu-engine|", 0) == 0) static_cast<CachedGpuEngine*>(cached.get())->engine->forget_communicator();
+    state.drop_communicators_except(backend, options);
   }
   Communicator& comm = state.communicator(backend, options);
   ObservedCommunicator& observed = observed_communicator(state, backend, options, comm);

@@ -30,6 +30,22 @@ TEST(ControlDrift, DriftingControlIsCaught) {
   EXPECT_NE(r.detail.find("control drifted"), std::string::npos);
 }
 
+TEST(ControlDrift, ControlTheMachineCannotRunIsSkippedWithTheReason) {
+  nlohmann::json start = control("control-start", 1.0, 7), end = control("control-end", 1.0, 8);
+  for (auto* r : {&start, &end}) {
+    (*r)["status"] = "skipped";
+    (*r)["error"] = "device cuda: no GPU is visible";
+  }
+  const auto skipped = judge(start, end);
+  EXPECT_EQ(skipped.status, "skipped") << skipped.detail;
+  EXPECT_NE(skipped.detail.find("no GPU is visible"), std::string::npos) << skipped.detail;
+  end["status"] = "failed";  // ran once and failed: no judgement of drift can stand
+  EXPECT_EQ(judge(start, end).status, "fail");
+  start["status"] = "ok";
+  end["status"] = "skipped";
+  EXPECT_EQ(judge(start, end).status, "fail");
+}
+
 TEST(ControlDrift, StableControlPasses) {
   const auto r = judge(control("control-start", 1.0, 3), control("control-end", 1.0, 4));
   EXPECT_EQ(r.status, "pass") << r.detail;
