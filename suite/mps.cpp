@@ -34,6 +34,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "suite/provenance.h"
 #include "suite/results.h"
 #include "tpb/check.h"
 
@@ -603,15 +604,6 @@ bool wait_reachable(const std::string& program, const std::string& pipe_dir, dou
   }
 }
 
-std::string utc_now_text() {
-  const std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
-
 // The JSON object in `path`; null when it is missing or damaged.
 json read_json_or_null(const fs::path& path) {
   std::ifstream in(path);
@@ -769,7 +761,7 @@ void MpsSession::start_private(const std::string& note) {
   if (ec) return fail("cannot create " + pipe_dir + " or " + log_dir + ": " + ec.message());
   const ProcStat self = read_proc_stat(getpid());
   json owner = {{"controller_pid", getpid()}, {"controller_start_ticks", self.start_ticks},
-                {"started_at", utc_now_text()}, {"pipe_dir", pipe_dir}, {"log_dir", log_dir},
+                {"started_at", utc_now_iso8601()}, {"pipe_dir", pipe_dir}, {"log_dir", log_dir},
                 {"control_program", program_path_}, {"daemon", identity_json({})}};
   write_file_atomic((fs::path(state_dir_) / kOwnerFile).string(), owner.dump(2) + "\n");
 
@@ -957,7 +949,7 @@ MpsCommandResult start_mps_daemon(const MpsOptions& options, const std::string& 
   }
   const DaemonIdentity daemon = find_daemon(pipe_dir);
   const json record = {{"daemon", identity_json(daemon)}, {"log_dir", log_dir}, {"created_pipe_dir", created},
-                       {"started_at", utc_now_text()}, {"control_program", program}};
+                       {"started_at", utc_now_iso8601()}, {"control_program", program}};
   try {
     write_file_atomic((fs::path(pipe_dir) / kCommandRecord).string(), record.dump(2) + "\n");
   } catch (const std::exception& e) {

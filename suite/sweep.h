@@ -6,8 +6,10 @@
 // a control, the control case runs first and last.
 //
 // Case ids are stable: FNV-1a 64 over the canonical (key-sorted) JSON of the workload, the
-// model as written, the resolved device, the params and the role, printed as 16 hex digits.
-// Measurement settings are not part of the id: more iterations measure the same case.
+// model as written, the resolved device, the params and the role, printed as 16 hex digits;
+// shared placement and the scenario's "comm" section join the identity only when present, so
+// the ids of scenarios without them never changed. Measurement settings are not part of the
+// id: more iterations measure the same case.
 //
 // A case the machine cannot run (a GPU backend on the CPU, more ranks than GPUs in exclusive
 // placement, a backend not compiled in) is kept with a skip reason: it is recorded `skipped`,

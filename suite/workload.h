@@ -11,6 +11,9 @@
 //                         axes such as message_bytes)
 //   model        object   resolved model section: config_path, overrides, weights, seed
 //   measure      object   warmup, iterations, repetitions, min_duration_s, timeout_s
+//   kv_pool      bool     the engine sizes its KV pool from mem_fraction (the scenario sweeps it)
+//   comm         object   optional: custom_max_bytes, the custom allreduce's buffer (scenario "comm")
+// A rank's place on the GPUs is in its environment, not here (suite/placement.h).
 //   trace_dir    string   optional: where instrumentation=trace|debug writes each rank's
 //                         Chrome trace (default $TMPDIR or /tmp; suite/instrumentation.h)
 //

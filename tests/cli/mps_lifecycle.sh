@@ -1,5 +1,5 @@
-# tpbench mps start/status/stop/reap against a fake control program (TPB_MPS_CONTROL, the
-# same fake as tests/unit/mps_test.cpp): each action prints one line and exits as its usage
+# tpbench mps start/status/stop/reap against a fake control program (TPB_MPS_CONTROL,
+# tests/data/fake-mps-control.sh, as tests/unit/mps_test.cpp uses): each action prints one line and exits as its usage
 # says, a daemon that `start` started is gone after `stop`, the daemon of a dead tpbench run
 # is gone after `reap`, and no fake daemon process is left when the script ends.
 source "$(dirname "$0")/common.bash" "$@"
@@ -23,43 +23,7 @@ cleanup() {
 trap cleanup EXIT
 
 fake=$tmp/fake-mps-control
-cat >"$fake" <<'FAKE'
-#!/bin/bash
-# Fake nvidia-cuda-mps-control: -d starts a sleep loop in a session of its own (pid in
-# daemon.pid) and creates control; "quit" kills it unless ignore-quit exists; "get_server_list"
-# exits 0 while it lives.
-set -u
-d=${CUDA_MPS_PIPE_DIRECTORY:?}
-alive() {
-  [[ -s $d/daemon.pid ]] || return 1
-  local pid state
-  pid=$(<"$d/daemon.pid")
-  kill -0 "$pid" 2>/dev/null || return 1
-  read -r _ _ state _ <"/proc/$pid/stat" || return 1
-  [[ $state != Z ]]
-}
-if [[ ${1:-} == -d ]]; then
-  if alive; then echo "An instance of this daemon is already running" >&2; exit 1; fi
-  mkdir -p "$d"
-  rm -f "$d/daemon.pid"
-  setsid bash -c 'echo $$ >"$1/daemon.pid.tmp" && mv "$1/daemon.pid.tmp" "$1/daemon.pid"; while :; do sleep 0.2; done' \
-    fake-mps-daemon "$d" </dev/null >/dev/null 2>&1 &
-  for _ in $(seq 500); do [[ -s $d/daemon.pid ]] && break; sleep 0.01; done
-  [[ -s $d/daemon.pid ]] || { echo "fake daemon did not start" >&2; exit 1; }
-  touch "$d/control"
-  exit 0
-fi
-read -r command || true
-case $command in
-  quit)
-    [[ -e $d/ignore-quit ]] && exit 0
-    if alive; then kill -TERM -- "-$(<"$d/daemon.pid")"; fi
-    rm -f "$d/control"
-    exit 0 ;;
-  get_server_list) alive ;;
-  *) echo "unknown command: $command" >&2; exit 1 ;;
-esac
-FAKE
+cp "$(dirname "$0")/../data/fake-mps-control.sh" "$fake"
 chmod +x "$fake"
 export TPB_MPS_CONTROL=$fake
 unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY

@@ -30,42 +30,8 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-constexpr const char* kFakeControl = R"FAKE(#!/bin/bash
-# Fake nvidia-cuda-mps-control (tests/unit/mps_test.cpp). Every call is logged to calls.log
-# beside this script. A file "ignore-quit" in the pipe folder makes "quit" do nothing.
-set -u
-d=${CUDA_MPS_PIPE_DIRECTORY:?}
-echo "${1:-stdin}" >>"$(dirname "$0")/calls.log"
-alive() {
-  [[ -s $d/daemon.pid ]] || return 1
-  local pid state
-  pid=$(<"$d/daemon.pid")
-  kill -0 "$pid" 2>/dev/null || return 1
-  read -r _ _ state _ <"/proc/$pid/stat" || return 1
-  [[ $state != Z ]]
-}
-if [[ ${1:-} == -d ]]; then
-  if alive; then echo "An instance of this daemon is already running" >&2; exit 1; fi
-  mkdir -p "$d"
-  rm -f "$d/daemon.pid"
-  setsid bash -c 'echo $$ >"$1/daemon.pid.tmp" && mv "$1/daemon.pid.tmp" "$1/daemon.pid"; while :; do sleep 0.2; done' \
-    fake-mps-daemon "$d" </dev/null >/dev/null 2>&1 &
-  for _ in $(seq 500); do [[ -s $d/daemon.pid ]] && break; sleep 0.01; done
-  [[ -s $d/daemon.pid ]] || { echo "fake daemon did not start" >&2; exit 1; }
-  touch "$d/control"
-  exit 0
-fi
-read -r command || true
-case $command in
-  quit)
-    [[ -e $d/ignore-quit ]] && exit 0
-    if alive; then kill -TERM -- "-$(<"$d/daemon.pid")"; fi
-    rm -f "$d/control"
-    exit 0 ;;
-  get_server_list) alive ;;
-  *) echo "unknown command: $command" >&2; exit 1 ;;
-esac
-)FAKE";
+// The fake control program (tests/data/fake-mps-control.sh), copied beside each test's folders.
+const std::string kFakeControlSource = std::string(TPB_TEST_DATA_DIR) + "/fake-mps-control.sh";
 
 // A pid above the largest pid_max (2^22): never a live process.
 constexpr int kDeadPid = 4194305;
@@ -106,10 +72,7 @@ class MpsTest : public ::testing::Test {
     ASSERT_NE(mkdtemp(templ), nullptr);
     root_ = templ;
     fake_ = root_ / "fake-mps-control";
-    {
-      std::ofstream out(fake_);
-      out << kFakeControl;
-    }
+    fs::copy_file(kFakeControlSource, fake_);
     fs::permissions(fake_, fs::perms::owner_all);
     options_.control_program = fake_.string();
     options_.driver_probe = "";
