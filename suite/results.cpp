@@ -10,6 +10,7 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <random>
 
 #include "tpb/check.h"
@@ -97,6 +98,17 @@ std::set<std::string> finished_case_ids(const std::vector<nlohmann::json>& recor
   for (const auto& r : records)
     if (r.contains("case_id") && r["case_id"].is_string() && is_final_status(r.value("status", "")))
       ids.insert(r["case_id"].get<std::string>());
+  return ids;
+}
+
+std::set<std::string> failed_case_ids(const std::vector<nlohmann::json>& records) {
+  std::map<std::string, std::string> last_status;
+  for (const auto& r : records)
+    if (r.contains("case_id") && r["case_id"].is_string() && is_final_status(r.value("status", "")))
+      last_status[r["case_id"].get<std::string>()] = r["status"].get<std::string>();
+  std::set<std::string> ids;
+  for (const auto& [id, status] : last_status)
+    if (status == "failed") ids.insert(id);
   return ids;
 }
 

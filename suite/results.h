@@ -44,6 +44,9 @@ std::vector<nlohmann::json> read_results(const std::string& path, int* damaged_l
 // Ids of records with a final status (ok, infeasible, failed, skipped): what --resume skips.
 std::set<std::string> finished_case_ids(const std::vector<nlohmann::json>& records);
 bool is_final_status(const std::string& status);
+// Ids whose last record with a final status is `failed`: what `--resume --retry-failed`
+// runs again. results.jsonl is append-only; a later record of a case supersedes an earlier one.
+std::set<std::string> failed_case_ids(const std::vector<nlohmann::json>& records);
 
 // Writes `content` to `path` through a temporary file and rename: readers never see half a file.
 void write_file_atomic(const std::string& path, const std::string& content);
