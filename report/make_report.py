@@ -43,7 +43,8 @@ def make_report(results_dir, out_dir):
     if not os.path.isdir(results_dir):
         raise results_io.ReportInputError(f"{results_dir}: not a folder (expected a results "
                                           "folder with results.jsonl)")
-    records = results_io.load_results(os.path.join(results_dir, "results.jsonl"))
+    records = results_io.latest_per_case(
+        results_io.load_results(os.path.join(results_dir, "results.jsonl")))
     run = results_io.load_run(os.path.join(results_dir, "run.json"))
     os.makedirs(out_dir, exist_ok=True)
     figures = plots.all_figures(records, out_dir)

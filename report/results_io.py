@@ -116,6 +116,14 @@ def validate_record(rec, where):
     return rec
 
 
+def latest_per_case(records):
+    """The last record of each case, in file order. results.jsonl is append-only: a case run
+    again (`tpbench run --resume RUN --retry-failed`) appends a record that supersedes its
+    earlier one, as the run's own verdicts do."""
+    last = {rec["case_id"]: i for i, rec in enumerate(records)}
+    return [rec for i, rec in enumerate(records) if last[rec["case_id"]] == i]
+
+
 def load_results(path):
     """Returns the records of results.jsonl in file order, each with "_line" (1-based) added.
     Blank lines are skipped (a crash may leave a trailing newline); anything else must be a

@@ -118,16 +118,22 @@ nlohmann::json collect_provenance(const std::string& start_time_utc) {
   }
   p["nvidia_driver"] = driver_lines;
 
+  p["env"] = environment_with_prefixes({"NCCL_", "CUDA_"});
+  return p;
+}
+
+nlohmann::json environment_with_prefixes(const std::vector<std::string>& prefixes) {
   nlohmann::json env = nlohmann::json::object();
   for (char** e = environ; e && *e; ++e) {
     const std::string_view kv(*e);
-    if (!kv.starts_with("NCCL_") && !kv.starts_with("CUDA_")) continue;
+    if (std::none_of(prefixes.begin(), prefixes.end(), [&](const std::string& p) { return kv.starts_with(p); })) continue;
     const auto eq = kv.find('=');
     env[std::string(kv.substr(0, eq))] = eq == std::string_view::npos ? "" : std::string(kv.substr(eq + 1));
   }
-  p["env"] = env;
-  return p;
+  return env;
 }
+
+nlohmann::json reproducibility_environment() { return environment_with_prefixes({"TPB_", "NCCL_", "CUDA_"}); }
 
 nlohmann::json compact_provenance(const nlohmann::json& full) {
   nlohmann::json c;

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -14,6 +15,12 @@ namespace tpb {
 nlohmann::json collect_provenance(const std::string& start_time_utc);
 // The part repeated in every results record: enough to tell builds and machines apart.
 nlohmann::json compact_provenance(const nlohmann::json& full);
+// The variables of this process's environment whose names start with one of `prefixes`,
+// name -> value (e.g. {"TPB_", "NCCL_", "CUDA_"}: CUDA_VISIBLE_DEVICES included).
+nlohmann::json environment_with_prefixes(const std::vector<std::string>& prefixes);
+// What reruns a result needs beyond the scenario: every TPB_*, NCCL_* and CUDA_* variable
+// (CUDA_VISIBLE_DEVICES, the MPS pipe, the test placement switch, TPB_HOME, ...).
+nlohmann::json reproducibility_environment();
 // Now, as ISO 8601 UTC.
 std::string utc_now_iso8601();
 

@@ -14,6 +14,7 @@
 #include <set>
 
 #include "suite/case_plan.h"
+#include "suite/case_selection.h"
 #include "suite/checks/check.h"
 #include "suite/junit.h"
 #include "suite/launcher.h"
@@ -39,11 +40,14 @@ json proto_record(const Scenario& s, const Case& c) {
           {"device", s.device}, {"model", model_identity(s)}, {"params", c.params}};
 }
 
-json base_record(const Scenario& s, const Case& c, const std::string& run_id, const json& provenance) {
+json base_record(const Scenario& s, const Case& c, const std::string& run_id, const json& provenance,
+                 const std::vector<std::string>& case_options) {
   json r = proto_record(s, c);
   r["schema"] = kResultsSchema;
   r["run_id"] = run_id;
   r["scenario"] = s.name;
+  // The command that reruns just this case (with its repeat and the control, if any).
+  r["reproduce"] = reproduce_command(fs::absolute(s.source).string(), c.id, case_options);
   r["status"] = nullptr;
   r["error"] = nullptr;
   r["plan"] = nullptr;  // the memory planner lands with its own issue
@@ -224,6 +228,7 @@ RunSummary run_scenario(const Scenario& s, const std::vector<Case>& cases, const
   const std::string start_time = utc_now_iso8601();
 
   // Everything that can be wrong with the input is checked before anything is written.
+  TPB_INPUT_CHECK(!opt.retry_failed || !opt.resume_dir.empty(), "run: --retry-failed needs --resume RUN_DIR");
   std::string run_id, run_dir;
   json run_json;
   std::vector<json> earlier;
@@ -256,24 +261,37 @@ RunSummary run_scenario(const Scenario& s, const std::vector<Case>& cases, const
   for (const auto& c : cases)
     case_list.push_back({{"case_id", c.id}, {"label", c.label}, {"role", c.role}, {"params", c.params},
                          {"skip_reason", c.skip_reason.empty() ? json(nullptr) : json(c.skip_reason)}});
+  std::map<std::string, json> records;  // case id -> its record (earlier runs included; the last one wins)
+  for (auto& r : earlier)
+    if (r.contains("case_id") && is_final_status(r.value("status", ""))) records[r["case_id"].get<std::string>()] = r;
+  std::set<std::string> finished = finished_case_ids(earlier);
+  std::vector<std::string> retried;  // planned cases whose last record failed, run again
+  if (opt.retry_failed) {
+    const std::set<std::string> failed = failed_case_ids(earlier);
+    for (const auto& c : cases)
+      if (failed.count(c.id)) {
+        finished.erase(c.id);
+        retried.push_back(c.id);
+        records.erase(c.id);  // its groups wait for the new record, as for a case never run
+      }
+  }
+
   if (opt.resume_dir.empty()) {
     run_json = {{"schema", kResultsSchema},
                 {"run_id", run_id},
                 {"provenance", provenance},
+                {"invocation", opt.invocation},
                 {"scenario", {{"name", s.name}, {"source", fs::absolute(s.source).string()}, {"document", s.document},
                               {"device_resolved", s.device}}},
+                {"selection", opt.selection},
                 {"cases", case_list},
                 {"resumed", json::array()}};
   } else {
-    run_json["resumed"].push_back({{"provenance", provenance}, {"cases", case_list}});
+    run_json["resumed"].push_back({{"provenance", provenance}, {"invocation", opt.invocation}, {"cases", case_list},
+                                   {"retry_failed", opt.retry_failed}, {"retried", retried}});
   }
   fs::create_directories(run_dir);
   write_file_atomic((fs::path(run_dir) / "run.json").string(), run_json.dump(2) + "\n");
-
-  std::map<std::string, json> records;  // case id -> its record (earlier runs included)
-  for (auto& r : earlier)
-    if (r.contains("case_id") && is_final_status(r.value("status", ""))) records[r["case_id"].get<std::string>()] = r;
-  const std::set<std::string> finished = finished_case_ids(earlier);
 
   // Baselines: stored results of this scenario on this hardware fingerprint.
   const BaselineTolerances tol = tolerances_from_json(s.baseline);
@@ -328,7 +346,8 @@ RunSummary run_scenario(const Scenario& s, const std::vector<Case>& cases, const
       progress.finish("resumed", 0, "");
       continue;
     }
-    json record = base_record(s, c, run_id, compact);
+    sum.retried += std::find(retried.begin(), retried.end(), c.id) != retried.end();
+    json record = base_record(s, c, run_id, compact, opt.case_options);
     double wall_s = 0;
     std::optional<CasePlan> plan;
     if (!c.placement.device_of_rank.empty()) {

@@ -27,6 +27,14 @@ struct RunOptions {
                                          // <baselines_dir>/<hardware>/<scenario>.jsonl
   bool update_baselines = false;         // write this run's ok records there (with provenance)
   MpsMode mps_mode = MpsMode::automatic; // ranks sharing a GPU: MPS server (suite/mps.h)
+  bool retry_failed = false;             // with resume_dir: run again the cases whose last record
+                                         // is `failed` (the new record supersedes it)
+  std::vector<std::string> case_options; // the options that changed the cases (--placement shared,
+                                         // --mps require): in every record's `reproduce` command
+  nlohmann::json invocation;             // {argv, cwd, environment, case_options}: how this
+                                         // invocation was started, for run.json
+  nlohmann::json selection;              // --case/--filter (suite/case_selection.h) with the counts
+                                         // selected and expanded; null: every case. For run.json
 };
 
 struct RunSummary {
@@ -34,6 +42,7 @@ struct RunSummary {
   int cases = 0;           // planned
   int ok = 0, failed = 0, skipped = 0, infeasible = 0;  // by final status (resumed ones included)
   int resumed = 0;         // finished in an earlier invocation, not run again
+  int retried = 0;         // failed in an earlier invocation and run again (--retry-failed)
   int checks_pass = 0, checks_fail = 0, checks_skipped = 0, checks_not_implemented = 0;  // case x check verdicts
   int regressions = 0;     // baseline verdicts `regression` or `mismatch` (case x metric)
   int no_baseline = 0;     // cases or metrics with nothing stored to compare with

@@ -25,6 +25,18 @@ bool env_int(const char* name, int& value) {
   return true;
 }
 
+// TEST-ONLY planted failure: with TPB_TEST_FAIL_CASE=<case id>[,<case id>...] every rank
+// fails those cases before their workload runs, as a crash of the case would; the next
+// invocation without the variable runs them (tests/cli/reproduce_any_record.sh retries one
+// with --resume --retry-failed). run.json records the variable with the environment.
+void planted_case_failure_for_tests(const json& spec) {
+  const char* v = std::getenv("TPB_TEST_FAIL_CASE");
+  if (v == nullptr || *v == '\0' || !spec.contains("case_id") || !spec["case_id"].is_string()) return;
+  const std::string list = std::string(",") + v + ",";
+  const std::string id = spec["case_id"].get<std::string>();
+  if (list.find("," + id + ",") != std::string::npos) TPB_FAIL("planted failure of case " << id << " (TPB_TEST_FAIL_CASE)");
+}
+
 }  // namespace
 
 std::vector<std::string> SocketBootstrap::all_gather(const std::string& mine) {
@@ -79,6 +91,7 @@ int run_worker() {
         for (const auto& n : workload_names()) known += (known.empty() ? "" : ", ") + n;
         TPB_INPUT_FAIL("case_spec: unknown workload '" << name << "' (known: " << known << ")");
       }
+      planted_case_failure_for_tests(spec);
       json result = fn(spec, state);
       result["rank"] = rank;
       reply = {{"type", "result"}, {"result", std::move(result)}};

@@ -6,9 +6,11 @@
 #include <string>
 #include <vector>
 
+#include "suite/case_selection.h"
 #include "suite/cli/report.h"
 #include "suite/mps.h"
 #include "suite/placement.h"
+#include "suite/provenance.h"
 #include "suite/cli/subcommand.h"
 #include "suite/results.h"
 #include "suite/runner.h"
@@ -21,7 +23,8 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr const char* kUsage =
-    "usage: tpbench run [SCENARIO] [--dry-run] [--results-dir ROOT] [--resume RUN_DIR]\n"
+    "usage: tpbench run [SCENARIO] [--dry-run] [--results-dir ROOT] [--resume RUN_DIR [--retry-failed]]\n"
+    "                   [--case ID[,ID...]] [--filter KEY=VALUE]...\n"
     "                   [--junit FILE] [--no-report] [--baselines DIR [--update-baselines]]\n"
     "                   [--placement exclusive|shared] [--mps auto|off|require]\n"
     "Run a scenario: validate it, expand its sweep, run every case, check, record.\n"
@@ -30,8 +33,22 @@ constexpr const char* kUsage =
     "                    directory, $TPB_HOME and the source tree (default: quickstart)\n"
     "  --dry-run         validate and list the cases (id, label, skip reason); run nothing\n"
     "  --results-dir R   where runs go: R/<run-id>/results.jsonl, run.json, logs/ (default: results)\n"
+    "  --case ID[,ID...] run only these cases of the sweep (ids as --dry-run and the records show\n"
+    "                    them; repeatable). A case's deterministic repeat comes with it (either id\n"
+    "                    selects both); the control case (first and last) is kept whenever the\n"
+    "                    scenario has one, so control_drift still judges; a control id selects\n"
+    "                    the control alone. Every record's `reproduce` is such a command\n"
+    "  --filter KEY=VALUE  run only the cases whose param KEY (tp, allreduce, dtype, batch_size,\n"
+    "                    mem_fraction, ...) equals VALUE, as JSON (2, 0.9, true) or as text (shm);\n"
+    "                    repeatable: different keys must all match, one key repeated takes any of\n"
+    "                    its values. Repeats and the control come along as with --case.\n"
+    "                    Selection happens after the sweep is expanded: case ids are unchanged.\n"
+    "                    An unknown id or a filter that matches no case: exit 2, naming it\n"
     "  --resume RUN_DIR  append to an earlier run, skipping cases that already have a final\n"
-    "                    record; SCENARIO defaults to the one the run recorded\n"
+    "                    record; SCENARIO defaults to the one the run recorded, and the run's\n"
+    "                    --case/--filter selection is kept (they cannot be given again)\n"
+    "  --retry-failed    with --resume: also run again the cases whose last record is `failed`;\n"
+    "                    the new record is appended and supersedes the old one in the verdicts\n"
     "  --junit FILE      also write JUnit XML: one testcase per case and per case x check\n"
     "  --baselines DIR   compare every ok case with DIR/<hardware>/<scenario>.jsonl (hardware:\n"
     "                    e.g. h200x2, cpu-ref): latency (median ratio beyond the scenario's\n"
@@ -52,6 +69,10 @@ constexpr const char* kUsage =
     "  --no-report       do not build the report (report.html, summary.md, plots; needs\n"
     "                    python3 + matplotlib; `tpbench report RUN_DIR` makes it later)\n"
     "\n"
+    "Reproducing: run.json records the command line, the working directory and every TPB_*,\n"
+    "NCCL_* and CUDA_* variable; every record carries `reproduce`, the one-line command that\n"
+    "reruns just its case: tpbench run <scenario file> --case <id> [--placement P] [--mps M].\n"
+    "\n"
     "Exit status: 0 every case ok or skipped and no check failed; 1 a case or check failed;\n"
     "2 bad input (every problem of the scenario is listed, nothing is run or written).\n";
 
@@ -65,7 +86,9 @@ struct Args {
   std::string baselines;
   bool update_baselines = false;
   std::string placement;  // empty: the scenario's
-  std::string mps = "auto";
+  std::string mps;        // empty: auto
+  bool retry_failed = false;
+  tpb::CaseSelection selection;  // --case, --filter
 };
 
 Args parse_args(const std::vector<std::string>& args) {
@@ -96,6 +119,12 @@ Args parse_args(const std::vector<std::string>& args) {
     } else if (arg == "--mps") {
       a.mps = value("--mps");
       (void)tpb::parse_mps_mode(a.mps, "run: --mps");
+    } else if (arg == "--retry-failed") {
+      a.retry_failed = true;
+    } else if (arg == "--case") {
+      for (auto& id : tpb::split_case_ids(value("--case"))) a.selection.ids.push_back(std::move(id));
+    } else if (arg == "--filter") {
+      a.selection.filters.push_back(tpb::parse_case_filter(value("--filter")));
     } else if (arg.starts_with("-")) {
       TPB_INPUT_FAIL("run: unknown option '" << arg << "' (see tpbench run --help)");
     } else {
@@ -104,6 +133,9 @@ Args parse_args(const std::vector<std::string>& args) {
     }
   }
   TPB_INPUT_CHECK(!a.update_baselines || !a.baselines.empty(), "run: --update-baselines needs --baselines DIR");
+  TPB_INPUT_CHECK(!a.retry_failed || !a.resume.empty(), "run: --retry-failed needs --resume RUN_DIR");
+  TPB_INPUT_CHECK(a.resume.empty() || a.selection.empty(),
+                  "run: --resume keeps the selection the run was started with; --case and --filter start a new run");
   return a;
 }
 
@@ -114,14 +146,30 @@ std::string self_binary() {
   return p.string();
 }
 
+// The value of `option` in an earlier invocation's case_options ("" when absent).
+std::string recorded_option(const nlohmann::json& run_json, const std::string& option) {
+  const nlohmann::json opts = run_json.value("invocation", nlohmann::json::object()).value("case_options", nlohmann::json::array());
+  for (std::size_t i = 0; i + 1 < opts.size(); ++i)
+    if (opts[i] == option) return opts[i + 1].get<std::string>();
+  return "";
+}
+
 int run_run(const std::vector<std::string>& raw_args) {
   const Args args = parse_args(raw_args);
   tpb::Scenario scenario;
-  std::vector<tpb::Case> cases;
+  std::vector<tpb::Case> all_cases, cases;
+  nlohmann::json earlier_run = nlohmann::json::object();  // run.json of the run to resume
+  tpb::CaseSelection selection = args.selection;
+  if (!args.resume.empty()) {
+    const std::string rj = (fs::path(args.resume) / "run.json").string();
+    TPB_INPUT_CHECK(fs::is_regular_file(rj), "--resume " << args.resume << ": no run.json there (not a tpbench run folder)");
+    earlier_run = tpb::read_json_file(rj);
+    selection = tpb::CaseSelection::from_json(earlier_run.value("selection", nlohmann::json()));
+  }
   try {
     if (args.scenario.empty() && !args.resume.empty()) {
       // Resume with the scenario the run recorded, as it was then.
-      const auto run_json = tpb::read_json_file((fs::path(args.resume) / "run.json").string());
+      const auto& run_json = earlier_run;
       const auto& sc = run_json.at("scenario");
       scenario = tpb::parse_scenario(sc.at("document"), sc.value("source", std::string("run.json")));
     } else {
@@ -134,20 +182,31 @@ int run_run(const std::vector<std::string>& raw_args) {
       scenario.placement = tpb::parse_placement(args.placement, "run: --placement");
       scenario.document["placement"] = args.placement;  // run.json records it; --resume keeps it
     }
-    cases = tpb::expand_cases(scenario, tpb::detect_machine());
+    all_cases = tpb::expand_cases(scenario, tpb::detect_machine());
   } catch (const tpb::ScenarioError& e) {
     for (const auto& p : e.problems()) std::fprintf(stderr, "%s\n", p.c_str());
     std::fprintf(stderr, "tpbench: %zu problem(s) in the scenario; nothing was run\n", e.problems().size());
     return 2;
   }
+  cases = tpb::select_cases(scenario, all_cases, selection);
+  // " (3 of 26 selected: --case ...)" when a selection narrowed the sweep.
+  std::string selected;
+  if (!selection.empty()) {
+    // Built with append: `"literal" + std::string&&` trips a false -Wrestrict in g++ 12 at -O3.
+    std::string how;
+    for (const auto& id : selection.ids) how.append(how.empty() ? "--case " : ",").append(id);
+    for (const auto& f : selection.filters) how.append(how.empty() ? "" : " ").append("--filter ").append(f.text());
+    selected.append(" (").append(std::to_string(cases.size())).append(" of ").append(std::to_string(all_cases.size()));
+    selected.append(" selected: ").append(how).append(")");
+  }
 
   if (args.dry_run) {
     int skipped = 0;
     for (const auto& c : cases) skipped += !c.skip_reason.empty();
-    std::printf("# scenario %s (%s): workload %s, device %s%s, placement %s, %zu cases (%d would be skipped)\n",
+    std::printf("# scenario %s (%s): workload %s, device %s%s, placement %s, %zu cases%s (%d would be skipped)\n",
                 scenario.name.c_str(), scenario.source.c_str(), scenario.workload.c_str(), scenario.device.c_str(),
                 scenario.device_requested == "auto" ? " (auto)" : "", tpb::placement_name(scenario.placement),
-                cases.size(), skipped);
+                cases.size(), selected.c_str(), skipped);
     for (const auto& c : cases) {
       std::printf("%s  %s", c.id.c_str(), c.label.c_str());
       if (!c.skip_reason.empty()) std::printf("  (skipped: %s)", c.skip_reason.c_str());
@@ -164,14 +223,32 @@ int run_run(const std::vector<std::string>& raw_args) {
   opt.tty = ::isatty(STDOUT_FILENO) == 1;
   opt.baselines_dir = args.baselines;
   opt.update_baselines = args.update_baselines;
-  opt.mps_mode = tpb::parse_mps_mode(args.mps, "run: --mps");
-  std::printf("tpbench run: scenario %s, workload %s, device %s%s, %zu cases\n", scenario.name.c_str(),
+  opt.mps_mode = tpb::parse_mps_mode(args.mps.empty() ? "auto" : args.mps, "run: --mps");
+  opt.retry_failed = args.retry_failed;
+  // The options that changed the cases, for every record's `reproduce`: this invocation's,
+  // else (resuming) the ones the run was started with.
+  const std::string placement = !args.placement.empty() ? args.placement : recorded_option(earlier_run, "--placement");
+  const std::string mps = !args.mps.empty() ? args.mps : recorded_option(earlier_run, "--mps");
+  if (!placement.empty()) opt.case_options.insert(opt.case_options.end(), {"--placement", placement});
+  if (!mps.empty() && mps != "auto") opt.case_options.insert(opt.case_options.end(), {"--mps", mps});
+  opt.invocation = {{"argv", tpb::cli::process_argv()},
+                    {"cwd", fs::current_path().string()},
+                    {"environment", tpb::reproducibility_environment()},
+                    {"case_options", opt.case_options}};
+  if (!selection.empty()) {
+    opt.selection = selection.to_json();
+    opt.selection["selected_cases"] = cases.size();
+    opt.selection["expanded_cases"] = all_cases.size();
+  }
+  std::printf("tpbench run: scenario %s, workload %s, device %s%s, %zu cases%s\n", scenario.name.c_str(),
               scenario.workload.c_str(), scenario.device.c_str(), scenario.device_requested == "auto" ? " (auto)" : "",
-              cases.size());
+              cases.size(), selected.c_str());
   std::fflush(stdout);
   const tpb::RunSummary sum = tpb::run_scenario(scenario, cases, opt);
-  std::printf("cases: %d ok, %d failed, %d skipped, %d infeasible (%d resumed from the earlier run)\n", sum.ok,
+  std::printf("cases: %d ok, %d failed, %d skipped, %d infeasible (%d resumed from the earlier run", sum.ok,
               sum.failed, sum.skipped, sum.infeasible, sum.resumed);
+  if (args.retry_failed) std::printf(", %d failed case(s) run again", sum.retried);
+  std::printf(")\n");
   std::printf("checks (case x check): %d pass, %d fail, %d skipped, %d not implemented\n", sum.checks_pass,
               sum.checks_fail, sum.checks_skipped, sum.checks_not_implemented);
   if (sum.stability != "unknown") std::printf("control: %s\n", sum.stability.c_str());
@@ -180,6 +257,9 @@ int run_run(const std::vector<std::string>& raw_args) {
                 sum.stability == "unstable" ? " (untrusted: the control drifted)" : "", sum.no_baseline,
                 args.update_baselines ? "; updated with this run" : "");
   std::printf("results: %s/results.jsonl\n", sum.run_dir.c_str());
+  if (sum.failed > 0)
+    std::printf("rerun: each record's `reproduce` reruns its case; `tpbench run --resume %s --retry-failed` the failed ones\n",
+                sum.run_dir.c_str());
   if (!args.junit.empty()) std::printf("junit: %s\n", args.junit.c_str());
   if (!args.no_report) {
     // The report is a view of the results: when it cannot be made (no python3/matplotlib)

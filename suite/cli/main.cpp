@@ -16,6 +16,16 @@ std::vector<Subcommand>& registry() {
   return subcommands;
 }
 
+namespace {
+std::vector<std::string>& argv_storage() {
+  static std::vector<std::string> argv;
+  return argv;
+}
+}  // namespace
+
+const std::vector<std::string>& process_argv() { return argv_storage(); }
+void set_process_argv(std::vector<std::string> argv) { argv_storage() = std::move(argv); }
+
 bool wants_help(const std::vector<std::string>& args) {
   return std::any_of(args.begin(), args.end(),
                      [](const std::string& a) { return a == "--help" || a == "-h"; });
@@ -67,6 +77,7 @@ int dispatch(std::vector<std::string> args) {
 }  // namespace tpb::cli
 
 int main(int argc, char** argv) {
+  tpb::cli::set_process_argv(std::vector<std::string>(argv, argv + argc));
   std::vector<std::string> args(argv + 1, argv + argc);
   try {
     return tpb::cli::dispatch(std::move(args));

@@ -23,6 +23,10 @@ struct Registrar {
   explicit Registrar(Subcommand s) { registry().push_back(s); }
 };
 
+// The process's command line as given (argv[0] included), for the records of a run.
+const std::vector<std::string>& process_argv();
+void set_process_argv(std::vector<std::string> argv);
+
 // True when args ask for help; the caller prints `usage` and returns 0.
 bool wants_help(const std::vector<std::string>& args);
 
