@@ -244,13 +244,16 @@ def comm_cost_table(records):
     measured, and NCCL minus custom. Empty when the run has no such pair."""
     by_key = {}
     for rec in records:
-        if not is_number_like(rio.param(rec, "mem_fraction")) or not rec.get("plan"):
+        if rec.get("role", "sweep") != "sweep" or not is_number_like(rio.param(rec, "mem_fraction")) \
+                or not rec.get("plan"):
             continue
-        key = (rio.param(rec, "tp"), rio.param(rec, "mem_fraction"))
+        # Paired on every param but the backend: another swept axis never mixes two cases.
+        params = {k: v for k, v in (rec.get("params") or {}).items() if k != "allreduce"}
+        key = (rio.param(rec, "tp"), rio.param(rec, "mem_fraction"), json.dumps(params, sort_keys=True))
         by_key.setdefault(key, {})[rio.backend(rec)] = rec
     table = Table(["tp", "mem_fraction", "custom backend", "planned nccl", "planned custom", "planned cost",
                    "measured nccl", "measured custom", "measured cost"])
-    for (tp, fraction), recs in sorted(by_key.items(), key=lambda kv: (str(kv[0][0]), str(kv[0][1]))):
+    for (tp, fraction, _), recs in sorted(by_key.items(), key=lambda kv: tuple(str(k) for k in kv[0])):
         nccl = recs.get("nccl")
         if nccl is None:
             continue
@@ -274,7 +277,9 @@ def _smallest_pool(rec):
     """The smallest KV pool any rank measured (the group's pool), None when none ran."""
     if rec.get("status") != "ok":
         return None
-    pools = [rio.measured_kv_tokens(rec, rank) for rank in sorted(k for k in rio.measured_memory(rec) if isinstance(k, int))]
+    memory = rec.get("memory")
+    ranks = range(len(memory)) if isinstance(memory, list) else []
+    pools = [rio.measured_kv_tokens(rec, rank) for rank in ranks]
     pools = [p for p in pools if is_number_like(p)]
     return min(pools) if pools else None
 

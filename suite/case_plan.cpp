@@ -2,13 +2,21 @@
 
 #include "reference_engine/config/model_config.h"
 #include "reference_engine/memory/engine_buffers.h"
+#include "reference_engine/memory/gpu_catalog.h"
 #include "reference_engine/memory/planner.h"
 #include "reference_engine/memory/weight_bytes.h"
 
 namespace tpb {
 
-std::optional<CasePlan> plan_engine_case(const Scenario& s, const Case& c, const PlanGpu& gpu) {
+std::optional<CasePlan> plan_engine_case(const Scenario& s, const Case& c, const PlanGpu& device) {
   if (s.workload != "engine" || !s.model) return std::nullopt;
+  // A rank sharing its GPU owns 1/N of it, and its own reading (tpb/kernels/device.h) sees its
+  // own context alone: the plan takes the same share and footprint.
+  PlanGpu gpu = device;
+  if (c.placement.device_shared()) {
+    gpu.total_bytes /= c.placement.ranks_per_gpu;
+    gpu.cuda_context_bytes = kSharedRankContextBytes;
+  }
   const nlohmann::json& p = c.params;
   ModelConfig config = load_model_config(s.model->config_path);
   if (!s.model->overrides.empty()) apply_overrides(config, s.model->overrides, s.model->config_path, "$.model.overrides");

@@ -61,7 +61,9 @@ bool gpu_engine_last_position_logits(bool decode, std::int64_t batch, std::int64
 // batch (the decode step alone).
 std::int64_t gpu_engine_prefill_tokens(bool decode, std::int64_t batch, std::int64_t seq_len);
 
-// The plan of an engine case on `gpu`; nullopt for other workloads.
+// The plan of an engine case on `gpu` (the device as it reports itself; a rank that shares it,
+// shared placement, is planned on its share with its own context footprint); nullopt for other
+// workloads.
 std::optional<CasePlan> plan_engine_case(const Scenario& scenario, const Case& c, const PlanGpu& gpu);
 
 }  // namespace tpb

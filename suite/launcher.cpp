@@ -3,7 +3,8 @@
 // socket per rank. A case is a poll() loop over those sockets with the case's deadline:
 // it relays bootstrap all_gathers, collects results, and checks every few milliseconds
 // whether a rank has exited (waitpid on our own pids only, never -1: the runner's process
-// may have other children). No signal handlers are installed.
+// may have other children). The controller's signal handlers are suite/mps.h's (they kill the
+// registered rank groups first); a rank starts with the default ones.
 //
 // The controller makes itself a child subreaper, so that what a rank forks (a grandchild)
 // is reparented to it when the rank dies and is reaped by waitpid(-pgid) after the kill.
@@ -287,7 +288,16 @@ namespace {
 
 // What a child does between fork and exec: only async-signal-safe calls.
 [[noreturn]] void exec_worker(const char* binary, char* const* argv, char* const* envp, int log_fd, int null_fd,
-                              pid_t pgid, pid_t controller) {
+                              pid_t pgid, pid_t controller, const sigset_t* parent_mask) {
+  // The controller's cleanup handlers (suite/mps.h) are the controller's: a rank signalled
+  // between fork and exec must die of the signal, not quit the run's MPS daemon. The signals
+  // were blocked around fork; default them, then restore the controller's mask.
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) {
+    struct sigaction dfl {};
+    dfl.sa_handler = SIG_DFL;
+    sigaction(sig, &dfl, nullptr);
+  }
+  sigprocmask(SIG_SETMASK, parent_mask, nullptr);
   setpgid(0, pgid);  // pgid 0: this rank leads a new group
   // If the controller dies without shutting down, its workers die with it.
   prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -590,9 +600,14 @@ void Launcher::start_group(const std::string& group_key, int world_size, const R
       group_.reset();
       TPB_FAIL("launcher: cannot create log file '" << rk.log_path << "': " << std::strerror(err));
     }
+    sigset_t cleanup_signals, before;
+    sigemptyset(&cleanup_signals);
+    for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&cleanup_signals, sig);
+    sigprocmask(SIG_BLOCK, &cleanup_signals, &before);
     const pid_t pid = fork();
-    if (pid == 0) exec_worker(argv0.c_str(), argv, envp.data(), log_fd, null_fd, group.pgid, controller);
+    if (pid == 0) exec_worker(argv0.c_str(), argv, envp.data(), log_fd, null_fd, group.pgid, controller, &before);
     const int fork_errno = errno;
+    sigprocmask(SIG_SETMASK, &before, nullptr);
     close(log_fd);
     if (pid < 0) {
       close(null_fd);

@@ -354,15 +354,7 @@ RunSummary run_scenario(const Scenario& s, const std::vector<Case>& cases, const
       record["placement"] = placement_json(c.placement);
       record["placement"]["mps"] = mps_json.value("state", "");
     }
-    if (c.skip_reason.empty() && plan_gpu) {
-      // A rank sharing its GPU owns 1/N of it in the plan, as in its readings (device.h).
-      PlanGpu share = *plan_gpu;
-      if (c.placement.device_shared()) {
-        share.total_bytes /= c.placement.ranks_per_gpu;
-        share.cuda_context_bytes = kSharedRankContextBytes;  // what the rank's own reading sees
-      }
-      plan = plan_engine_case(s, c, share);
-    }
+    if (c.skip_reason.empty() && plan_gpu) plan = plan_engine_case(s, c, *plan_gpu);  // a shared rank: its share
     if (!c.skip_reason.empty()) {
       record["status"] = "skipped";
       record["error"] = c.skip_reason;

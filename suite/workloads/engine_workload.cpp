@@ -551,7 +551,7 @@ json run_gpu_engine_workload(const json& case_spec, WorkerState& state) {
   if (level == InstrumentationLevel::debug)
     instrumentation["debug"] = debug_logits_summary(logits, debug_snapshot, static_cast<std::int64_t>(logits.size()) / V, V);
   const GpuEngineStats& st = engine.stats();
-  // Measured memory (cudaMemGetInfo around the allocations, device-wide): weights when the
+  // Measured memory (the rank's readings around the allocations, current_device_memory): weights when the
   // engine was built (the weights stay loaded across the cases of a sweep), the KV cache and
   // the step buffers at their latest allocation, and the peak after the timed steps.
   MemoryMeter peak(true);

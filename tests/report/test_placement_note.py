@@ -15,6 +15,22 @@ def record(ranks_per_gpu):
                                           "ranks_per_gpu": ranks_per_gpu, "mps": "private"}}
 
 
+def pooled(backend, batch, planned, measured, role="sweep"):
+    return {"status": "ok", "role": role, "params": {"tp": 2, "mem_fraction": 0.9, "allreduce": backend,
+                                                      "batch_size": batch},
+            "plan": {"max_tokens": planned}, "memory": [{"kv_pool": {"tokens": measured, "mem_fraction": 0.9}}]}
+
+
+class CommCost(unittest.TestCase):
+    def test_pairs_cases_that_differ_only_in_the_backend(self):
+        rows = tables.comm_cost_table([pooled("nccl", 1, 100, 90), pooled("custom-oneshot", 1, 96, 87),
+                                       pooled("nccl", 8, 50, 40), pooled("custom-oneshot", 8, 45, 36),
+                                       pooled("custom-oneshot", 1, 1, 1, role="repeat")]).rows
+        self.assertEqual(len(rows), 2)
+        costs = sorted((r[5], r[8]) for r in rows)
+        self.assertEqual(costs, [(4, 3), (5, 4)])
+
+
 class PlacementNote(unittest.TestCase):
     def test_shared_run_is_labelled(self):
         note = tables.placement_note([record(4), record(2), record(1)])

@@ -162,16 +162,6 @@ TEST(CasePlan, CustomMaxBytesGrowsTheCustomBuffersOnly) {
   }
 }
 
-// What the runner plans for a rank that shares its GPU: its share of the device and its own
-// context footprint (suite/runner.cpp), from `gpu` as the device reports it.
-PlanGpu h200_share(const Case& c, PlanGpu g = h200()) {
-  if (c.placement.device_shared()) {
-    g.total_bytes /= c.placement.ranks_per_gpu;
-    g.cuda_context_bytes = kSharedRankContextBytes;
-  }
-  return g;
-}
-
 // Ranks sharing a GPU talk over NCCL's socket transport: their plan takes its measured
 // buffers. The same scenario on enough GPUs (a rank per device) and an exclusive one keep the
 // NVLink estimate.
@@ -184,7 +174,7 @@ TEST(CasePlan, SharedDevicePlansNcclOverSockets) {
   for (const auto& [machine, sockets] : {std::pair{one_gpu, true}, std::pair{many_gpus, false}}) {
     for (const auto& c : expand_cases(shared, machine)) {
       ASSERT_EQ(c.placement.device_shared(), sockets) << c.label;
-      const auto p = plan_engine_case(shared, c, h200_share(c));
+      const auto p = plan_engine_case(shared, c, h200());
       ASSERT_TRUE(p);
       const std::string backend = c.params["allreduce"].get<std::string>();
       const std::int64_t nccl = sockets ? nccl_socket_buffer_bytes(c.tp) : nccl_buffer_bytes(c.tp);
@@ -220,7 +210,7 @@ TEST(CasePlan, IncidentScenarioIsFeasibleWithNcclAndNotWithTheCustomBuffers) {
   std::map<std::string, CasePlan> plans;
   for (const auto& c : cases) {
     ASSERT_TRUE(c.placement.device_shared()) << c.label;
-    plans[c.params["allreduce"].get<std::string>()] = *plan_engine_case(s, c, h200_share(c, device));
+    plans[c.params["allreduce"].get<std::string>()] = *plan_engine_case(s, c, device);
   }
   ASSERT_EQ(plans.size(), 2u);
   const CasePlan& nccl = plans.at("nccl");
@@ -237,7 +227,7 @@ TEST(CasePlan, IncidentScenarioIsFeasibleWithNcclAndNotWithTheCustomBuffers) {
   EXPECT_EQ(custom.plan["max_tokens"].get<std::int64_t>(), 121321);
   s.comm = {};
   for (const auto& c : expand_cases(s, {true, 1, two_gpus().backends}))
-    EXPECT_TRUE(plan_engine_case(s, c, h200_share(c, device))->feasible) << c.label << " at the default 8 MiB";
+    EXPECT_TRUE(plan_engine_case(s, c, device)->feasible) << c.label << " at the default 8 MiB";
 }
 
 TEST(CasePlan, OnlyEngineCasesArePlanned) {

@@ -123,6 +123,25 @@ TEST(Placement, SharedCasesRunOnOneGpuWithTheirOwnIds) {
   EXPECT_NE(exclusive[1].skip_reason.find("needs 2 GPUs, 1 visible"), std::string::npos) << exclusive[1].skip_reason;
 }
 
+// Ids pinned as literals (not recomputed with the formula under test): the stored baselines
+// of earlier sessions must still find their cases now that placement and comm exist.
+TEST(Placement, StoredBaselineIdsAreUnchanged) {
+  MachineInfo one_gpu;
+  one_gpu.cuda = true;
+  one_gpu.gpu_count = 1;
+  one_gpu.backends = {"nccl", "custom-oneshot", "custom-twoshot", "auto"};
+  const auto has = [](const std::vector<Case>& cases, const std::string& id, const std::string& label) {
+    return std::any_of(cases.begin(), cases.end(), [&](const Case& c) { return c.id == id && c.label == label; });
+  };
+  const auto decode = expand_cases(load_scenario(std::string(TPB_SOURCE_DIR) + "/scenarios/decode-1gpu.json"), one_gpu);
+  EXPECT_TRUE(has(decode, "3b21855f97ccf103", "decode tp1 b1 s1024 graph nccl"));
+  EXPECT_TRUE(has(decode, "d53b1373b785c062", "decode tp1 b1 s1024 graph nccl [repeat]"));
+  EXPECT_TRUE(has(decode, "57567c4ec7926c5f", "decode tp1 b64 s8192 graph nccl"));
+  const auto memory =
+      expand_cases(load_scenario(std::string(TPB_SOURCE_DIR) + "/scenarios/memory-fraction-1gpu.json"), one_gpu);
+  EXPECT_TRUE(has(memory, "d4f447d06aff31af", "decode tp1 b16 s8192 mf0.55 graph nccl"));
+}
+
 TEST(Placement, BaselinesNeverCompareSharedWithExclusive) {
   const json latency = {{"samples_us", {10.0, 11.0}}, {"p50", 10.5}, {"unit", "us"}};
   json old_rec = {{"case_id", "a"}, {"label", "x"}, {"status", "ok"}, {"latency", latency},

@@ -69,8 +69,17 @@ void CustomAllreduceCommunicator::init_custom(Bootstrap& bootstrap, const CommOp
   }
   std::string mine(reinterpret_cast<const char*>(&handle), sizeof handle);
   mine += std::string(1, local_problem.empty() ? '1' : '0');
-  mine += std::to_string(device_);
+  // device ":" grid cap: the per-block barrier pairs block b of every rank, so every rank must
+  // launch the same grid; the group takes the smallest cap any rank computed.
+  const int local_cap = grid_cap(device_, options.ranks_per_device);
+  mine += std::to_string(device_) + ":" + std::to_string(local_cap);
   const std::vector<std::string> handles = bootstrap.all_gather(mine);
+  int group_cap = local_cap;
+  for (const std::string& h : handles) {
+    const auto colon = h.rfind(':');
+    if (h.size() > sizeof handle + 1 && colon != std::string::npos && colon > sizeof handle)
+      group_cap = std::min(group_cap, std::stoi(h.substr(colon + 1)));
+  }
 
   for (int r = 0; r < size_ && local_problem.empty(); ++r) {
     const std::string& h = handles[r];
@@ -78,7 +87,7 @@ void CustomAllreduceCommunicator::init_custom(Bootstrap& bootstrap, const CommOp
       local_problem = "rank " + std::to_string(r) + " could not export its buffer";
       break;
     }
-    const int peer_device = std::stoi(h.substr(sizeof handle + 1));
+    const int peer_device = std::stoi(h.substr(sizeof handle + 1, h.rfind(':') - (sizeof handle + 1)));
     if (r == rank_) {
       launch_.signals[r] = static_cast<AllreduceSignal*>(local_alloc_);
       continue;
@@ -148,7 +157,7 @@ void CustomAllreduceCommunicator::init_custom(Bootstrap& bootstrap, const CommOp
   launch_.buffer_bytes = buffer_bytes_;
   launch_.host_error = device_error;
   launch_.timeout_ns = static_cast<std::uint64_t>(options.timeout_s * 1e9);
-  launch_.max_blocks = grid_cap(device_, options.ranks_per_device);
+  launch_.max_blocks = group_cap;
   custom_ok_ = true;
   bootstrap.barrier();  // nobody launches a kernel before every rank is ready
 }
