@@ -292,7 +292,8 @@ def baseline_table(records, only_notable=False):
         verdict = entry.get("verdict")
         if only_notable and verdict in ("ok", "no-baseline"):
             continue
-        css = {"regression": "bad", "noise": "warn", "insufficient-data": "warn"}.get(verdict, "")
+        css = {"regression": "bad", "not-like-for-like": "bad", "noise": "warn",
+               "insufficient-data": "warn"}.get(verdict, "")
         table.add([rec["case_id"], rio.label(rec), metric_name, verdict,
                    num(entry.get("ratio")), num(entry.get("ci_low")),
                    num(entry.get("ci_high")), num(entry.get("p_value"))], css)

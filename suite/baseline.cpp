@@ -1,10 +1,13 @@
 #include "suite/baseline.h"
 
+#include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <map>
 #include <regex>
 #include <sstream>
 
+#include "suite/results.h"
 #include "suite/stats.h"
 
 namespace tpb {
@@ -224,7 +227,186 @@ nlohmann::json hardware_fingerprint(const nlohmann::json& p) {
           {"topology", p.value("topology", nlohmann::json())},
           {"driver", p.value("cuda_driver", nlohmann::json())},
           {"cuda", p.value("cuda_runtime", nlohmann::json())},
-          {"nccl", p.value("nccl_version", nlohmann::json())}};
+          {"nccl", p.value("nccl_version", nlohmann::json())},
+          {"build", build_fingerprint(p)}};
+}
+
+namespace {
+
+// The provenance keys that describe the build (suite/provenance.cpp writes them).
+constexpr const char* kBuildKeys[] = {"tpbench_version", "git_sha",    "git_dirty",     "build_type",
+                                      "compiler",        "cxx_flags",  "have_cuda",     "cuda_compiler",
+                                      "cuda_flags",      "cuda_architectures"};
+
+std::string sha_text(const nlohmann::json& b) {
+  std::string sha = b["git_sha"].is_string() ? b["git_sha"].get<std::string>().substr(0, 12) : "?";
+  if (b["git_dirty"].is_boolean()) return sha + (b["git_dirty"].get<bool>() ? "+dirty" : "");
+  return sha + "+dirty?";
+}
+
+std::string value_text(const nlohmann::json& v) {
+  if (v.is_string()) return v.get<std::string>().empty() ? "(none)" : v.get<std::string>();
+  return v.dump();
+}
+
+// Whether a build has CUDA code: have_cuda, else a CUDA compiler named; null when unknown.
+nlohmann::json with_cuda(const nlohmann::json& b) {
+  if (b["have_cuda"].is_boolean()) return b["have_cuda"];
+  if (b["cuda_compiler"].is_string()) return !b["cuda_compiler"].get<std::string>().empty();
+  return nullptr;
+}
+
+void add_unique(std::vector<std::string>& to, const std::vector<std::string>& from) {
+  for (const auto& x : from)
+    if (std::find(to.begin(), to.end(), x) == to.end()) to.push_back(x);
+}
+
+std::string join(const std::vector<std::string>& parts, const std::string& sep) {
+  std::string out;
+  for (const auto& p : parts) out += (out.empty() ? "" : sep) + p;
+  return out;
+}
+
+}  // namespace
+
+nlohmann::json build_fingerprint(const nlohmann::json& p) {
+  nlohmann::json b = nlohmann::json::object();
+  for (const char* key : kBuildKeys) b[key] = p.is_object() && p.contains(key) ? p[key] : nlohmann::json();
+  return b;
+}
+
+nlohmann::json record_build(const nlohmann::json& record, const nlohmann::json& file_provenance) {
+  nlohmann::json own = build_fingerprint(record.value("provenance", nlohmann::json()));
+  const nlohmann::json file = build_fingerprint(file_provenance);
+  // The file's provenance fills the record's gaps only when it describes the same build:
+  // a record of a resumed run may come from another build than the file's first.
+  const bool same = (own["git_sha"].is_null() || own["git_sha"] == file["git_sha"]) &&
+                    (own["git_dirty"].is_null() || own["git_dirty"] == file["git_dirty"]);
+  if (!same) return own;
+  for (auto& [key, value] : own.items())
+    if (value.is_null()) value = file[key];
+  return own;
+}
+
+std::vector<nlohmann::json> builds_of(const std::vector<nlohmann::json>& records,
+                                      const nlohmann::json& file_provenance) {
+  std::vector<nlohmann::json> builds;
+  for (const auto& r : records) {
+    if (!r.contains("provenance") || !r["provenance"].is_object()) continue;
+    const nlohmann::json b = record_build(r, file_provenance);
+    if (std::find(builds.begin(), builds.end(), b) == builds.end()) builds.push_back(b);
+  }
+  if (builds.empty() && file_provenance.is_object()) builds.push_back(build_fingerprint(file_provenance));
+  return builds;
+}
+
+nlohmann::json file_provenance_of(const std::string& results_path) {
+  namespace fs = std::filesystem;
+  const fs::path path(results_path);
+  for (const fs::path& candidate : {fs::path(path).replace_extension(".provenance.json"), path.parent_path() / "run.json"}) {
+    std::error_code ec;
+    if (!fs::is_regular_file(candidate, ec)) continue;
+    try {
+      const nlohmann::json doc = read_json_file(candidate.string());
+      if (doc.contains("provenance") && doc["provenance"].is_object()) return doc["provenance"];
+    } catch (const std::exception&) {
+      // Unreadable: the records' own provenance stands alone.
+    }
+  }
+  return nullptr;
+}
+
+std::string describe_build(const nlohmann::json& build) {
+  const nlohmann::json b = build_fingerprint(build);
+  const auto text = [&](const char* key) {
+    return b[key].is_string() ? value_text(b[key]) : std::string("?");
+  };
+  return "tpbench " + text("tpbench_version") + ", " + sha_text(b) + ", " + text("build_type") + ", " + text("compiler");
+}
+
+std::vector<std::string> BuildComparison::notes() const {
+  std::vector<std::string> out;
+  if (!unknown_old.empty())
+    out.push_back(old_name + " predates build fingerprints: " + join(unknown_old, ", ") +
+                  " unknown (judged on the fields both sides record)");
+  if (!unknown_new.empty())
+    out.push_back(new_name + " predates build fingerprints: " + join(unknown_new, ", ") +
+                  " unknown (judged on the fields both sides record)");
+  return out;
+}
+
+std::string BuildComparison::why() const { return join(differences, "; "); }
+
+nlohmann::json BuildComparison::to_json() const {
+  return {{"like_for_like", like_for_like},
+          {"verdict", like_for_like ? "ok" : "not-like-for-like"},
+          {"differences", differences},
+          {"unknown", {{"old", unknown_old}, {"new", unknown_new}}},
+          {"notes", notes()}};
+}
+
+BuildComparison compare_builds(const nlohmann::json& old_in, const nlohmann::json& new_in, const std::string& old_name,
+                               const std::string& new_name) {
+  // Missing keys read as unknown (a hand-made or partial build object).
+  const nlohmann::json o = build_fingerprint(old_in), n = build_fingerprint(new_in);
+  BuildComparison c;
+  c.old_name = old_name;
+  c.new_name = new_name;
+  c.compared = true;
+  // A dirty tree is code no sha names: never like-for-like, whatever else agrees.
+  for (const auto* side : {&o, &n}) {
+    const std::string& name = side == &o ? old_name : new_name;
+    auto& unknown = side == &o ? c.unknown_old : c.unknown_new;
+    if (!(*side)["git_sha"].is_string()) unknown.push_back("git sha");
+    if (!(*side)["git_dirty"].is_boolean()) unknown.push_back("dirty flag");
+    else if ((*side)["git_dirty"].get<bool>()) c.differences.push_back(name + " is from a dirty tree (" + sha_text(*side) + ")");
+    if (!(*side)["tpbench_version"].is_string()) unknown.push_back("tpbench version");
+  }
+  const auto field = [&](const char* key, const std::string& label) {
+    const nlohmann::json &a = o[key], &b = n[key];
+    if (a.is_null()) c.unknown_old.push_back(label);
+    if (b.is_null()) c.unknown_new.push_back(label);
+    if (!a.is_null() && !b.is_null() && a != b)
+      c.differences.push_back(label + ": " + value_text(a) + " (" + old_name + ") vs " + value_text(b) + " (" + new_name + ")");
+  };
+  field("build_type", "build type");
+  field("compiler", "compiler");
+  field("cxx_flags", "C++ flags");
+  // CUDA's compiler, flags and architectures matter only where both builds have CUDA code.
+  const nlohmann::json co = with_cuda(o), cn = with_cuda(n);
+  if (co != false && cn != false) {
+    field("cuda_compiler", "CUDA compiler");
+    field("cuda_flags", "CUDA flags");
+    field("cuda_architectures", "CUDA architectures");
+  }
+  c.like_for_like = c.differences.empty();
+  return c;
+}
+
+BuildComparison compare_build_sets(const std::vector<nlohmann::json>& old_builds,
+                                   const std::vector<nlohmann::json>& new_builds, const std::string& old_name,
+                                   const std::string& new_name) {
+  BuildComparison c;
+  c.old_name = old_name;
+  c.new_name = new_name;
+  if (old_builds.empty() || new_builds.empty()) return c;
+  c.compared = true;
+  for (const auto* side : {&old_builds, &new_builds}) {
+    if (side->size() < 2) continue;
+    std::vector<std::string> shas;
+    for (const auto& b : *side) shas.push_back(sha_text(build_fingerprint(b)));
+    c.differences.push_back((side == &old_builds ? old_name : new_name) + " holds records of " +
+                            std::to_string(side->size()) + " builds (" + join(shas, ", ") + ")");
+  }
+  for (const auto& o : old_builds)
+    for (const auto& n : new_builds) {
+      const BuildComparison pair = compare_builds(o, n, old_name, new_name);
+      add_unique(c.differences, pair.differences);
+      add_unique(c.unknown_old, pair.unknown_old);
+      add_unique(c.unknown_new, pair.unknown_new);
+    }
+  c.like_for_like = c.differences.empty();
+  return c;
 }
 
 std::string hardware_dir_name(const nlohmann::json& p) {

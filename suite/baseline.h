@@ -10,6 +10,14 @@
 //   kv_tokens the plan's max_tokens within kv_tokens_rel_tol (fewer tokens is a regression).
 //   digests   output digests per rank, exactly.
 // A case with no stored counterpart reads `no-baseline`, never a pass.
+//
+// Builds: a baseline says which build produced it (version, git sha, dirty flag, build type,
+// compilers, flags, CUDA architectures). Two builds are like-for-like when neither is from a
+// dirty tree and their build type, C++ compiler and flags agree, and, where both were built
+// with CUDA, their CUDA compiler, flags and architectures agree. A different git sha or
+// version is what a baseline exists to compare, not a mismatch. A field one side does not
+// record (a baseline stored before builds were fingerprinted) is listed as unknown and is
+// not judged: only the fields known on both sides decide.
 #pragma once
 
 #include <string>
@@ -59,8 +67,51 @@ nlohmann::json to_json(const MetricVerdict& v);
 // The folder name of a hardware fingerprint: "h200x2" for two "NVIDIA H200", "cpu-ref" on
 // the CPU. `provenance` is a results record's or run.json's provenance object.
 std::string hardware_dir_name(const nlohmann::json& provenance);
-// The full fingerprint that must match for a baseline to apply: GPU model and count,
-// topology, driver, CUDA and NCCL versions.
+// The full fingerprint of a baseline: GPU model and count, topology, driver, CUDA and NCCL
+// versions (the hardware, which must match for a baseline to apply), and under "build" the
+// build (build_fingerprint), judged by compare_builds.
 nlohmann::json hardware_fingerprint(const nlohmann::json& provenance);
+
+// The build a provenance object describes (run.json's, a record's, a baseline's
+// .provenance.json): tpbench_version, git_sha, git_dirty, build_type, compiler, cxx_flags,
+// have_cuda, cuda_compiler, cuda_flags, cuda_architectures; null where the provenance
+// predates the field.
+nlohmann::json build_fingerprint(const nlohmann::json& provenance);
+// The build of a stored record: its own provenance, gaps filled from the provenance of the
+// file it came from (the .provenance.json beside a baseline, a run's run.json; null: none).
+nlohmann::json record_build(const nlohmann::json& record, const nlohmann::json& file_provenance);
+// The distinct builds of a results file's records, in file order (a resumed run may hold
+// two); the file's own provenance alone when no record carries one; empty when neither does.
+std::vector<nlohmann::json> builds_of(const std::vector<nlohmann::json>& records,
+                                      const nlohmann::json& file_provenance);
+// The provenance written beside a results file: "<stem>.provenance.json" (a baseline) or
+// run.json in the same folder (a run); null when there is none or it cannot be read.
+nlohmann::json file_provenance_of(const std::string& results_path);
+// One line: "tpbench 0.1.0, 27adb80bd4eb+dirty, Debug, GNU 12.2.0" ("?" for what is unknown).
+std::string describe_build(const nlohmann::json& build);
+
+struct BuildComparison {
+  std::string old_name = "OLD", new_name = "NEW";  // how the sides are named in the sentences
+  bool compared = false;                 // false: a side has no build at all (nothing stored)
+  bool like_for_like = true;             // no entry in `differences`
+  std::vector<std::string> differences;  // why not, e.g. "build type: Debug (OLD) vs Release (NEW)"
+  std::vector<std::string> unknown_old;  // fields OLD does not record (not judged)
+  std::vector<std::string> unknown_new;  // fields NEW does not record (not judged)
+
+  // "OLD predates build fingerprints: C++ flags, CUDA architectures unknown", per side.
+  std::vector<std::string> notes() const;
+  // "differences joined by '; '" (empty when like-for-like).
+  std::string why() const;
+  nlohmann::json to_json() const;  // {like_for_like, verdict, differences, unknown: {old, new}, notes}
+};
+
+// The like-for-like rule (above) for two builds.
+BuildComparison compare_builds(const nlohmann::json& old_build, const nlohmann::json& new_build,
+                               const std::string& old_name = "OLD", const std::string& new_name = "NEW");
+// Every old build against every new one; a side holding records of several builds is not
+// like-for-like either. `compared` is false when a side has no build.
+BuildComparison compare_build_sets(const std::vector<nlohmann::json>& old_builds,
+                                   const std::vector<nlohmann::json>& new_builds,
+                                   const std::string& old_name = "OLD", const std::string& new_name = "NEW");
 
 }  // namespace tpb

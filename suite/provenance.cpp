@@ -75,15 +75,25 @@ std::string utc_now_iso8601() {
   return buf;
 }
 
+bool build_is_dirty() {
+  // TPB_PRETEND_DIRTY=1 makes a clean build report a dirty tree (the CLI tests of the dirty
+  // rules run on clean CI clones); it can never make a dirty build look clean.
+  const char* pretend = std::getenv("TPB_PRETEND_DIRTY");
+  return build_info().git_dirty || (pretend && std::string_view(pretend) == "1");
+}
+
 nlohmann::json collect_provenance(const std::string& start_time_utc) {
   const BuildInfo& b = build_info();
   nlohmann::json p;
   p["tpbench_version"] = b.version;
   p["git_sha"] = b.git_sha;
-  p["git_dirty"] = b.git_dirty;
+  p["git_dirty"] = build_is_dirty();
   p["build_type"] = b.build_type;
   p["compiler"] = b.cxx_compiler;
+  p["cxx_flags"] = b.cxx_flags;
   p["cuda_compiler"] = b.cuda_compiler;
+  p["cuda_flags"] = b.cuda_flags;
+  p["cuda_architectures"] = b.cuda_architectures;
   p["nccl_version"] = b.nccl_version;
   p["have_cuda"] = b.have_cuda;
   p["have_nccl"] = b.have_nccl;
@@ -137,8 +147,9 @@ nlohmann::json reproducibility_environment() { return environment_with_prefixes(
 
 nlohmann::json compact_provenance(const nlohmann::json& full) {
   nlohmann::json c;
-  for (const char* key : {"git_sha", "git_dirty", "tpbench_version", "build_type", "hostname", "start_time",
-                          "cuda_driver", "cuda_runtime", "nccl_version", "topology"})
+  for (const char* key : {"git_sha", "git_dirty", "tpbench_version", "build_type", "compiler", "cxx_flags",
+                          "have_cuda", "cuda_compiler", "cuda_flags", "cuda_architectures", "hostname",
+                          "start_time", "cuda_driver", "cuda_runtime", "nccl_version", "topology"})
     c[key] = full.contains(key) ? full[key] : nlohmann::json();
   nlohmann::json names = nlohmann::json::array();
   for (const auto& g : full.value("gpus", nlohmann::json::array())) names.push_back(g.value("name", ""));

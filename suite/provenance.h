@@ -1,5 +1,5 @@
-// Provenance: what produced a result — the build (git sha, dirty flag, compiler, CUDA and
-// NCCL versions from suite/build_info.h) and the machine at run time (hostname, start
+// Provenance: what produced a result — the build (version, git sha, dirty flag, build type,
+// compilers, flags, CUDA architectures, NCCL version from suite/build_info.h) and the machine at run time (hostname, start
 // time, GPUs, driver and runtime versions, `nvidia-smi topo -m`, every NCCL_* and CUDA_*
 // variable). A baseline is only comparable with results of the same fingerprint.
 #pragma once
@@ -21,6 +21,9 @@ nlohmann::json environment_with_prefixes(const std::vector<std::string>& prefixe
 // What reruns a result needs beyond the scenario: every TPB_*, NCCL_* and CUDA_* variable
 // (CUDA_VISIBLE_DEVICES, the MPS pipe, the test placement switch, TPB_HOME, ...).
 nlohmann::json reproducibility_environment();
+// Whether this binary was built from a dirty tree (suite/build_info.h), or TPB_PRETEND_DIRTY=1
+// says to act as if it were (tests on clean clones).
+bool build_is_dirty();
 // Now, as ISO 8601 UTC.
 std::string utc_now_iso8601();
 

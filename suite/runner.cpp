@@ -203,9 +203,10 @@ json case_record_from_ranks(const Scenario& s, const Case& c, const std::vector<
 }
 
 // A record's "baseline" section: metric -> verdict against the stored record of the same
-// case; counts regressions and missing baselines into `sum`.
-json baseline_section(const std::vector<json>& stored, const json& record, const json& fingerprint,
-                      const BaselineTolerances& tol, RunSummary& sum) {
+// case; counts regressions and missing baselines into `sum`. `stored_provenance` is the
+// .provenance.json's (null for a baseline without one).
+json baseline_section(const std::vector<json>& stored, const json& stored_provenance, const json& record,
+                      const BaselineTolerances& tol, bool allow_unlike, RunSummary& sum) {
   json out = json::object();
   for (const auto& v : compare_runs(stored, {record}, tol)) {
     out[v.metric] = to_json(v);
@@ -213,16 +214,40 @@ json baseline_section(const std::vector<json>& stored, const json& record, const
     sum.no_baseline += v.verdict == "no-baseline";
   }
   // A baseline from other hardware or software is no baseline: say so next to the verdicts.
+  // The build beside it: like-for-like or not, and why.
+  const auto hardware_part = [](const json& provenance) {
+    json fp = hardware_fingerprint(provenance);
+    fp.erase("build");
+    return fp;
+  };
   for (const auto& old : stored)
-    if (old.value("case_id", "") == record.value("case_id", "") && old.contains("provenance")) {
-      const json stored_fp = hardware_fingerprint(old["provenance"]);
-      if (stored_fp != fingerprint) out["fingerprint"] = {{"stored", stored_fp}, {"now", fingerprint}, {"verdict", "differs"}};
+    if (old.value("case_id", "") == record.value("case_id", "") && old.value("status", "") == "ok") {
+      if (old.contains("provenance")) {
+        const json stored_fp = hardware_part(old["provenance"]), now_fp = hardware_part(record["provenance"]);
+        if (stored_fp != now_fp) out["fingerprint"] = {{"stored", stored_fp}, {"now", now_fp}, {"verdict", "differs"}};
+      }
+      const json stored_build = record_build(old, stored_provenance), now_build = build_fingerprint(record["provenance"]);
+      json build = compare_builds(stored_build, now_build, "stored baseline", "this build").to_json();
+      build["stored"] = stored_build;
+      build["now"] = now_build;
+      if (!build["like_for_like"].get<bool>()) build["allowed"] = allow_unlike;
+      out["build"] = build;
       break;
     }
   return out;
 }
 
+void check_run_options(const RunOptions& opt) {
+  // A baseline names the code that made it: a dirty tree names none.
+  TPB_INPUT_CHECK(!opt.update_baselines || !build_is_dirty() || !opt.force_dirty_baseline_reason.empty(),
+                  "--update-baselines: this build is from a dirty tree ("
+                      << describe_build(build_fingerprint(compact_provenance(collect_provenance(""))))
+                      << "): no commit names the code a baseline would record; commit and rebuild, or pass "
+                         "--force-dirty-baseline REASON");
+}
+
 RunSummary run_scenario(const Scenario& s, const std::vector<Case>& cases, const RunOptions& opt) {
+  check_run_options(opt);
   RunSummary sum;
   sum.cases = static_cast<int>(cases.size());
   const std::string start_time = utc_now_iso8601();
@@ -257,6 +282,7 @@ RunSummary run_scenario(const Scenario& s, const std::vector<Case>& cases, const
 
   const json provenance = collect_provenance(start_time);
   const json compact = compact_provenance(provenance);
+  const bool dirty = provenance.value("git_dirty", true);
   json case_list = json::array();
   for (const auto& c : cases)
     case_list.push_back({{"case_id", c.id}, {"label", c.label}, {"role", c.role}, {"params", c.params},
@@ -302,7 +328,19 @@ RunSummary run_scenario(const Scenario& s, const std::vector<Case>& cases, const
     sum.baseline_file = (fs::path(opt.baselines_dir) / hw / (s.name + ".jsonl")).string();
     if (fs::exists(sum.baseline_file)) baseline_records = read_jsonl(sum.baseline_file);
   }
-  const json fingerprint = hardware_fingerprint(compact);
+  // The stored baseline's build(s) against this one, judged before anything runs.
+  const json stored_provenance = baseline_records.empty() ? json(nullptr) : file_provenance_of(sum.baseline_file);
+  const json this_build = build_fingerprint(compact);
+  const std::vector<json> stored_builds = builds_of(baseline_records, stored_provenance);
+  sum.baseline_build = compare_build_sets(stored_builds, {this_build}, "stored baseline", "this build");
+  for (const auto& b : stored_builds) sum.stored_builds.push_back(describe_build(b));
+  sum.this_build = describe_build(this_build);
+  if (sum.baseline_build.compared && !sum.baseline_build.like_for_like) {
+    std::printf("baseline: not like-for-like: %s%s\n", sum.baseline_build.why().c_str(),
+                opt.allow_unlike_baseline ? " (allowed by --allow-unlike-baseline)"
+                                          : "; the run will fail (--allow-unlike-baseline accepts it)");
+    std::fflush(stdout);
+  }
 
   ResultsWriter writer((fs::path(run_dir) / "results.jsonl").string());
   LauncherOptions lo;
@@ -395,7 +433,7 @@ RunSummary run_scenario(const Scenario& s, const std::vector<Case>& cases, const
       if (auto result = evaluate_group(*checks.checks[k], ids, records))
         record["checks"][checks.checks[k]->name()] = group_result_json(*result, ids);
     }
-    if (!opt.baselines_dir.empty() && record["status"] == "ok") record["baseline"] = baseline_section(baseline_records, record, fingerprint, tol, sum);
+    if (!opt.baselines_dir.empty() && record["status"] == "ok") record["baseline"] = baseline_section(baseline_records, stored_provenance, record, tol, opt.allow_unlike_baseline, sum);
     records[c.id] = record;
     writer.append(record);
     std::string note;
@@ -479,8 +517,11 @@ RunSummary run_scenario(const Scenario& s, const std::vector<Case>& cases, const
     control = drift.to_json();
   }
   const bool untrusted = sum.stability == "unstable";
+  const bool unlike = sum.baseline_build.compared && !sum.baseline_build.like_for_like;
   sum.exit_code = (sum.failed > 0 || sum.checks_fail > 0 || sum.regressions > 0 ||
-                   (!opt.baselines_dir.empty() && untrusted)) ? 1 : 0;
+                   (!opt.baselines_dir.empty() && untrusted) || (unlike && !opt.allow_unlike_baseline)) ? 1 : 0;
+  const bool forced_dirty = opt.update_baselines && dirty;  // the input check above saw a reason
+  if (forced_dirty) sum.forced_dirty_reason = opt.force_dirty_baseline_reason;
 
   if (opt.update_baselines) {
     // The stored baseline is this run's ok records: latency samples, memory, plans, digests
@@ -498,9 +539,18 @@ RunSummary run_scenario(const Scenario& s, const std::vector<Case>& cases, const
     }
     fs::create_directories(fs::path(sum.baseline_file).parent_path());
     write_file_atomic(sum.baseline_file, lines);
+    json stored_provenance_doc = {{"scenario", s.name}, {"run_id", run_id}, {"stability", sum.stability},
+                                  {"provenance", provenance}};
+    if (forced_dirty) stored_provenance_doc["forced_dirty_reason"] = opt.force_dirty_baseline_reason;
     write_file_atomic(fs::path(sum.baseline_file).replace_extension(".provenance.json").string(),
-                      json({{"scenario", s.name}, {"run_id", run_id}, {"stability", sum.stability},
-                            {"provenance", provenance}}).dump(2) + "\n");
+                      stored_provenance_doc.dump(2) + "\n");
+  }
+  json build_summary = nullptr;
+  if (sum.baseline_build.compared) {
+    build_summary = sum.baseline_build.to_json();
+    build_summary["stored"] = stored_builds;
+    build_summary["now"] = this_build;
+    if (unlike) build_summary["allowed"] = opt.allow_unlike_baseline;
   }
 
   run_json["summary"] = {{"cases", sum.cases},       {"ok", sum.ok},
@@ -513,7 +563,11 @@ RunSummary run_scenario(const Scenario& s, const std::vector<Case>& cases, const
                                                                          {"regressions", sum.regressions},
                                                                          {"no_baseline", sum.no_baseline},
                                                                          {"trusted", !untrusted},
-                                                                         {"updated", opt.update_baselines}})},
+                                                                         {"build", build_summary},
+                                                                         {"updated", opt.update_baselines},
+                                                                         {"forced_dirty_reason",
+                                                                          forced_dirty ? json(opt.force_dirty_baseline_reason)
+                                                                                       : json(nullptr)}})},
                          {"end_time", utc_now_iso8601()}};
   write_file_atomic((fs::path(run_dir) / "run.json").string(), run_json.dump(2) + "\n");
   if (!opt.junit_path.empty()) write_file_atomic(opt.junit_path, junit_xml(s.name, junit));

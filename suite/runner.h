@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "suite/baseline.h"
 #include "suite/mps.h"
 #include "suite/scenario.h"
 #include "suite/sweep.h"
@@ -26,6 +27,10 @@ struct RunOptions {
   std::string baselines_dir;             // non-empty: compare every ok case with
                                          // <baselines_dir>/<hardware>/<scenario>.jsonl
   bool update_baselines = false;         // write this run's ok records there (with provenance)
+  bool allow_unlike_baseline = false;    // a stored baseline of another kind of build is a warning,
+                                         // not a failure (suite/baseline.h, compare_builds)
+  std::string force_dirty_baseline_reason;  // non-empty: --update-baselines from a dirty tree,
+                                            // written into the .provenance.json
   MpsMode mps_mode = MpsMode::automatic; // ranks sharing a GPU: MPS server (suite/mps.h)
   bool retry_failed = false;             // with resume_dir: run again the cases whose last record
                                          // is `failed` (the new record supersedes it)
@@ -48,8 +53,18 @@ struct RunSummary {
   int no_baseline = 0;     // cases or metrics with nothing stored to compare with
   std::string stability;   // "stable" | "unstable" (the control drifted) | "unknown" (no control judged)
   std::string baseline_file;  // the file compared with / written, when --baselines is given
-  int exit_code = 0;       // 0 all ok, 1 a case or check failed, a regression, or an unstable run with baselines
+  BuildComparison baseline_build;          // the stored baseline's build(s) against this one
+                                           // (compared: false when nothing was stored)
+  std::vector<std::string> stored_builds;  // describe_build of each stored build
+  std::string this_build;                  // describe_build of this one
+  std::string forced_dirty_reason;         // --force-dirty-baseline's, when it stored a dirty build
+  int exit_code = 0;       // 0 all ok, 1 a case or check failed, a regression, an unstable run with
+                           // baselines, or a baseline not like-for-like without --allow-unlike-baseline
 };
+
+// Throws InputError for options this build cannot honour: --update-baselines from a dirty
+// tree without --force-dirty-baseline REASON. run_scenario checks it too.
+void check_run_options(const RunOptions& options);
 
 // Runs the planned `cases` of `scenario`. Throws InputError (before writing anything) when
 // --resume names a folder that is not a run of this scenario.

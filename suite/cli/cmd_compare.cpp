@@ -22,6 +22,10 @@ constexpr const char* kUsage =
     "  kv_tokens  the plan's max_tokens within --kv-tol (0.01)\n"
     "  digests    output digests, exactly\n"
     "Cases missing from OLD read no-baseline. Prints a table (or --json: a list of verdicts).\n"
+    "First the build of each side (version, git sha, +dirty, build type, compiler; from the\n"
+    "records' provenance and the .provenance.json or run.json beside the file) and whether they\n"
+    "are like-for-like: not when a side is from a dirty tree, or build type, compiler, flags or\n"
+    "CUDA architectures differ (a field one side does not record is listed, not judged).\n"
     "Exit status: 0 no regression, 1 a regression or digest mismatch, 2 bad input.\n";
 
 double parse_number(const std::string& flag, const std::string& value) {
@@ -54,16 +58,32 @@ int run_compare(const std::vector<std::string>& args) {
     else files.push_back(a);
   }
   TPB_INPUT_CHECK(files.size() == 2, "tpbench compare: expected OLD.jsonl NEW.jsonl, got " << files.size() << " files");
-  const auto verdicts = tpb::compare_runs(tpb::read_jsonl(files[0]), tpb::read_jsonl(files[1]), tol);
+  const auto old_records = tpb::read_jsonl(files[0]), new_records = tpb::read_jsonl(files[1]);
+  const auto verdicts = tpb::compare_runs(old_records, new_records, tol);
   int regressions = 0;
   for (const auto& v : verdicts) regressions += tpb::is_regression(v);
+  const auto old_builds = tpb::builds_of(old_records, tpb::file_provenance_of(files[0]));
+  const auto new_builds = tpb::builds_of(new_records, tpb::file_provenance_of(files[1]));
+  const tpb::BuildComparison builds = tpb::compare_build_sets(old_builds, new_builds);
 
   if (as_json) {
+    nlohmann::json build_json = builds.to_json();
+    build_json["old"] = old_builds;
+    build_json["new"] = new_builds;
+    if (!builds.compared) build_json["verdict"] = "unknown";
     nlohmann::json out = {{"old", files[0]}, {"new", files[1]}, {"regressions", regressions},
-                          {"verdicts", nlohmann::json::array()}};
+                          {"builds", build_json}, {"verdicts", nlohmann::json::array()}};
     for (const auto& v : verdicts) out["verdicts"].push_back(tpb::to_json(v));
     std::cout << out.dump(2) << "\n";
   } else {
+    for (const auto& b : old_builds) std::printf("OLD build: %s\n", tpb::describe_build(b).c_str());
+    if (old_builds.empty()) std::printf("OLD build: unknown (no provenance)\n");
+    for (const auto& b : new_builds) std::printf("NEW build: %s\n", tpb::describe_build(b).c_str());
+    if (new_builds.empty()) std::printf("NEW build: unknown (no provenance)\n");
+    if (!builds.compared) std::printf("builds: not compared (a side records no build)\n");
+    else if (builds.like_for_like) std::printf("builds: like-for-like\n");
+    else std::printf("not like-for-like: %s\n", builds.why().c_str());
+    for (const auto& note : builds.notes()) std::printf("note: %s\n", note.c_str());
     std::printf("%-18s %-34s %14s %14s %8s %9s  %s\n", "case", "metric", "old", "new", "ratio", "p-value", "verdict");
     for (const auto& v : verdicts) {
       char p[16] = "-";

@@ -25,7 +25,8 @@ namespace {
 constexpr const char* kUsage =
     "usage: tpbench run [SCENARIO] [--dry-run] [--results-dir ROOT] [--resume RUN_DIR [--retry-failed]]\n"
     "                   [--case ID[,ID...]] [--filter KEY=VALUE]...\n"
-    "                   [--junit FILE] [--no-report] [--baselines DIR [--update-baselines]]\n"
+    "                   [--junit FILE] [--no-report] [--baselines DIR [--update-baselines]\n"
+    "                   [--allow-unlike-baseline] [--force-dirty-baseline REASON]]\n"
     "                   [--placement exclusive|shared] [--mps auto|off|require]\n"
     "Run a scenario: validate it, expand its sweep, run every case, check, record.\n"
     "\n"
@@ -56,7 +57,15 @@ constexpr const char* kUsage =
     "                    digests; a case with nothing stored reads no-baseline, never a pass.\n"
     "                    The control case (first and last) must not drift, or the run is\n"
     "                    `unstable` and its regressions untrusted (exit 1 either way)\n"
-    "  --update-baselines  write this run's ok records as that baseline (+ .provenance.json)\n"
+    "                    The stored baseline's build and this one are printed; a side built\n"
+    "                    from a dirty tree, or a different build type, compiler, flags or CUDA\n"
+    "                    architectures, is not like-for-like and fails the run (exit 1)\n"
+    "  --allow-unlike-baseline  compare with a baseline that is not like-for-like anyway: the\n"
+    "                    verdict is recorded and printed as a warning\n"
+    "  --update-baselines  write this run's ok records as that baseline (+ .provenance.json);\n"
+    "                    refused (exit 2) when this build is from a dirty tree\n"
+    "  --force-dirty-baseline REASON  store a baseline from a dirty tree anyway; REASON goes into\n"
+    "                    its .provenance.json (it still compares as not like-for-like)\n"
     "  --placement P     where GPU ranks run, overriding the scenario's \"placement\": exclusive\n"
     "                    (one rank per GPU; a group larger than the GPUs is skipped) or shared\n"
     "                    (ranks packed onto the visible GPUs, ceil(tp / gpus) per GPU: every TP\n"
@@ -85,6 +94,8 @@ struct Args {
   std::string junit;
   std::string baselines;
   bool update_baselines = false;
+  bool allow_unlike_baseline = false;
+  std::string force_dirty_baseline;  // the reason; empty: not forced
   std::string placement;  // empty: the scenario's
   std::string mps;        // empty: auto
   bool retry_failed = false;
@@ -113,6 +124,12 @@ Args parse_args(const std::vector<std::string>& args) {
       a.baselines = value("--baselines");
     } else if (arg == "--update-baselines") {
       a.update_baselines = true;
+    } else if (arg == "--allow-unlike-baseline") {
+      a.allow_unlike_baseline = true;
+    } else if (arg == "--force-dirty-baseline") {
+      a.force_dirty_baseline = value("--force-dirty-baseline");
+      TPB_INPUT_CHECK(!a.force_dirty_baseline.empty() && !a.force_dirty_baseline.starts_with("-"),
+                      "run: --force-dirty-baseline needs a REASON (it is written beside the baseline)");
     } else if (arg == "--placement") {
       a.placement = value("--placement");
       (void)tpb::parse_placement(a.placement, "run: --placement");
@@ -136,6 +153,9 @@ Args parse_args(const std::vector<std::string>& args) {
   TPB_INPUT_CHECK(!a.retry_failed || !a.resume.empty(), "run: --retry-failed needs --resume RUN_DIR");
   TPB_INPUT_CHECK(a.resume.empty() || a.selection.empty(),
                   "run: --resume keeps the selection the run was started with; --case and --filter start a new run");
+  TPB_INPUT_CHECK(!a.allow_unlike_baseline || !a.baselines.empty(), "run: --allow-unlike-baseline needs --baselines DIR");
+  TPB_INPUT_CHECK(a.force_dirty_baseline.empty() || a.update_baselines,
+                  "run: --force-dirty-baseline needs --update-baselines");
   return a;
 }
 
@@ -240,6 +260,9 @@ int run_run(const std::vector<std::string>& raw_args) {
     opt.selection["selected_cases"] = cases.size();
     opt.selection["expanded_cases"] = all_cases.size();
   }
+  opt.allow_unlike_baseline = args.allow_unlike_baseline;
+  opt.force_dirty_baseline_reason = args.force_dirty_baseline;
+  tpb::check_run_options(opt);
   std::printf("tpbench run: scenario %s, workload %s, device %s%s, %zu cases%s\n", scenario.name.c_str(),
               scenario.workload.c_str(), scenario.device.c_str(), scenario.device_requested == "auto" ? " (auto)" : "",
               cases.size(), selected.c_str());
@@ -252,10 +275,24 @@ int run_run(const std::vector<std::string>& raw_args) {
   std::printf("checks (case x check): %d pass, %d fail, %d skipped, %d not implemented\n", sum.checks_pass,
               sum.checks_fail, sum.checks_skipped, sum.checks_not_implemented);
   if (sum.stability != "unknown") std::printf("control: %s\n", sum.stability.c_str());
+  if (!args.baselines.empty() && sum.baseline_build.compared) {
+    // Which builds were compared, and whether that means anything.
+    for (const auto& b : sum.stored_builds) std::printf("baseline build: %s\n", b.c_str());
+    std::printf("this build:     %s\n", sum.this_build.c_str());
+    const auto& build = sum.baseline_build;
+    if (build.like_for_like)
+      std::printf("builds: like-for-like\n");
+    else if (args.allow_unlike_baseline)
+      std::printf("warning: baseline not like-for-like (allowed by --allow-unlike-baseline): %s\n", build.why().c_str());
+    else
+      std::printf("FAIL: baseline not like-for-like: %s (--allow-unlike-baseline accepts it)\n", build.why().c_str());
+    for (const auto& note : build.notes()) std::printf("note: %s\n", note.c_str());
+  }
   if (!args.baselines.empty())
-    std::printf("baseline %s: %d regression(s)%s, %d no-baseline%s\n", sum.baseline_file.c_str(), sum.regressions,
+    std::printf("baseline %s: %d regression(s)%s, %d no-baseline%s%s\n", sum.baseline_file.c_str(), sum.regressions,
                 sum.stability == "unstable" ? " (untrusted: the control drifted)" : "", sum.no_baseline,
-                args.update_baselines ? "; updated with this run" : "");
+                args.update_baselines ? "; updated with this run" : "",
+                sum.forced_dirty_reason.empty() ? "" : (" from a dirty tree, forced: " + sum.forced_dirty_reason).c_str());
   std::printf("results: %s/results.jsonl\n", sum.run_dir.c_str());
   if (sum.failed > 0)
     std::printf("rerun: each record's `reproduce` reruns its case; `tpbench run --resume %s --retry-failed` the failed ones\n",

@@ -75,5 +75,123 @@ TEST(Baseline, HardwareDirName) {
   EXPECT_EQ(hardware_dir_name({{"gpus", {{{"name", "NVIDIA H200"}}, {{"name", "NVIDIA H200"}}}}}), "h200x2");
 }
 
+// A build as suite/provenance.cpp records it (a CUDA build, as on the GPU machine).
+nlohmann::json build(const std::string& sha = "27adb80bd4ebc68760995a86564d06e5143997ad", bool dirty = false,
+                     const std::string& type = "Release") {
+  return {{"tpbench_version", "0.1.0"}, {"git_sha", sha},       {"git_dirty", dirty},
+          {"build_type", type},         {"compiler", "GNU 13.3.0"}, {"cxx_flags", "-O3 -DNDEBUG"},
+          {"have_cuda", true},          {"cuda_compiler", "13.0.88"}, {"cuda_flags", "-O3 -DNDEBUG"},
+          {"cuda_architectures", "90"}};
+}
+
+bool mentions(const std::vector<std::string>& lines, const std::string& text) {
+  for (const auto& l : lines)
+    if (l.find(text) != std::string::npos) return true;
+  return false;
+}
+
+TEST(BaselineBuild, SameBuildAndAnotherCommitAreLikeForLike) {
+  // Another commit is what a baseline is for: not a mismatch.
+  const auto same = compare_builds(build(), build());
+  EXPECT_TRUE(same.compared);
+  EXPECT_TRUE(same.like_for_like);
+  EXPECT_TRUE(same.differences.empty());
+  EXPECT_TRUE(same.notes().empty());
+  EXPECT_TRUE(compare_builds(build(), build("be8f35f000000000000000000000000000000000")).like_for_like);
+  EXPECT_EQ(compare_builds(build(), build()).to_json()["verdict"], "ok");
+}
+
+TEST(BaselineBuild, DirtySideIsNotLikeForLike) {
+  for (const bool old_dirty : {true, false}) {
+    const auto c = compare_builds(build("27adb80bd4ebc68760995a86564d06e5143997ad", old_dirty),
+                                  build("27adb80bd4ebc68760995a86564d06e5143997ad", !old_dirty));
+    EXPECT_FALSE(c.like_for_like);
+    ASSERT_EQ(c.differences.size(), 1u);
+    EXPECT_EQ(c.differences[0], std::string(old_dirty ? "OLD" : "NEW") + " is from a dirty tree (27adb80bd4eb+dirty)");
+    EXPECT_EQ(c.to_json()["verdict"], "not-like-for-like");
+  }
+}
+
+TEST(BaselineBuild, BuildTypeCompilerFlagsAndArchitecturesMustAgree) {
+  const auto debug = compare_builds(build("a", false, "Debug"), build(), "stored baseline", "this build");
+  EXPECT_FALSE(debug.like_for_like);
+  EXPECT_EQ(debug.why(), "build type: Debug (stored baseline) vs Release (this build)");
+  for (const char* key : {"compiler", "cxx_flags", "cuda_compiler", "cuda_flags", "cuda_architectures"}) {
+    auto other = build();
+    other[key] = "something else";
+    const auto c = compare_builds(build(), other);
+    EXPECT_FALSE(c.like_for_like) << key;
+    EXPECT_EQ(c.differences.size(), 1u) << key;
+  }
+  // The path: another sha, a dirty tree and a Debug build: two reasons, both named.
+  const auto incident = compare_builds(build("0123456789abcdef", true, "Debug"), build());
+  EXPECT_FALSE(incident.like_for_like);
+  EXPECT_EQ(incident.why(), "OLD is from a dirty tree (0123456789ab+dirty); build type: Debug (OLD) vs Release (NEW)");
+}
+
+TEST(BaselineBuild, CudaFieldsCountOnlyWhereBothSidesHaveCuda) {
+  auto cpu = build();
+  cpu["have_cuda"] = false;
+  cpu["cuda_compiler"] = "";
+  cpu["cuda_flags"] = "";
+  cpu["cuda_architectures"] = "";
+  const auto c = compare_builds(cpu, build());
+  EXPECT_TRUE(c.like_for_like) << c.why();
+  EXPECT_TRUE(c.unknown_old.empty());
+}
+
+TEST(BaselineBuild, UnknownFieldsAreListedNotJudged) {
+  // A record stored before builds were fingerprinted: version, sha, dirty and build type.
+  const nlohmann::json old_record_provenance = {{"tpbench_version", "0.1.0"}, {"git_sha", "27adb80"},
+                                                {"git_dirty", false}, {"build_type", "Release"}};
+  const auto c = compare_builds(build_fingerprint(old_record_provenance), build(), "stored baseline", "this build");
+  EXPECT_TRUE(c.like_for_like) << c.why();
+  EXPECT_EQ(c.unknown_old, (std::vector<std::string>{"compiler", "C++ flags", "CUDA compiler", "CUDA flags",
+                                                     "CUDA architectures"}));
+  EXPECT_TRUE(c.unknown_new.empty());
+  ASSERT_EQ(c.notes().size(), 1u);
+  EXPECT_EQ(c.notes()[0],
+            "stored baseline predates build fingerprints: compiler, C++ flags, CUDA compiler, CUDA flags, "
+            "CUDA architectures unknown (judged on the fields both sides record)");
+  // What is known on both sides still decides: the old build type differs.
+  auto debug = old_record_provenance;
+  debug["build_type"] = "Debug";
+  EXPECT_FALSE(compare_builds(build_fingerprint(debug), build()).like_for_like);
+}
+
+TEST(BaselineBuild, RecordBuildFillsGapsFromItsFileOnlyForTheSameCommit) {
+  const nlohmann::json file = build();  // a .provenance.json's provenance: the whole build
+  const nlohmann::json rec = {{"provenance", {{"git_sha", file["git_sha"]}, {"git_dirty", false}, {"build_type", "Release"}}}};
+  EXPECT_EQ(record_build(rec, file), build());
+  nlohmann::json other = rec;
+  other["provenance"]["git_sha"] = "ffff";
+  EXPECT_TRUE(record_build(other, file)["compiler"].is_null());
+  EXPECT_EQ(builds_of({rec, rec}, file).size(), 1u);
+  EXPECT_EQ(builds_of({rec, other}, file).size(), 2u);
+  EXPECT_EQ(builds_of({}, file).size(), 1u);
+  EXPECT_TRUE(builds_of({}, nullptr).empty());
+}
+
+TEST(BaselineBuild, SetsOfBuilds) {
+  EXPECT_FALSE(compare_build_sets({}, {build()}).compared);
+  const auto mixed = compare_build_sets({build("aaaa"), build("bbbb")}, {build()});
+  EXPECT_TRUE(mixed.compared);
+  EXPECT_FALSE(mixed.like_for_like);
+  EXPECT_TRUE(mentions(mixed.differences, "OLD holds records of 2 builds (aaaa, bbbb)"));
+  const auto dirty = compare_build_sets({build("aaaa", true)}, {build()});
+  EXPECT_FALSE(dirty.like_for_like);
+}
+
+TEST(BaselineBuild, DescribeAndFingerprint) {
+  EXPECT_EQ(describe_build(build("27adb80bd4ebc68760995a86564d06e5143997ad", true, "Debug")),
+            "tpbench 0.1.0, 27adb80bd4eb+dirty, Debug, GNU 13.3.0");
+  EXPECT_EQ(describe_build(nlohmann::json::object()), "tpbench ?, ?+dirty?, ?, ?");
+  // The fingerprint carries the build; the folder name stays the hardware's.
+  nlohmann::json p = build();
+  p["gpus"] = {{{"name", "NVIDIA H200"}}};
+  EXPECT_EQ(hardware_fingerprint(p)["build"], build());
+  EXPECT_EQ(hardware_dir_name(p), "h200x1");
+}
+
 }  // namespace
 }  // namespace tpb
