@@ -198,6 +198,29 @@ json case_record_from_ranks(const Scenario& s, const Case& c, const std::vector<
   return r;
 }
 
+std::string nothing_ran_reason(int cases_that_ran, const std::vector<std::string>& skip_reasons) {
+  if (cases_that_ran > 0) return "";
+  if (skip_reasons.empty()) return "the sweep has no case";
+  std::map<std::string, int> count_by_reason;
+  for (const auto& r : skip_reasons) ++count_by_reason[r.empty() ? "no reason recorded" : r];
+  const std::string all = "all " + std::to_string(skip_reasons.size()) + " case" + (skip_reasons.size() == 1 ? "" : "s") + " skipped";
+  if (count_by_reason.size() == 1) return all + ": " + first_line(count_by_reason.begin()->first);
+  // Several reasons (e.g. TP 2, 4 and 8 on a 1-GPU box): the most common one names the
+  // machine's shortfall; results.jsonl holds every case's own.
+  auto most = count_by_reason.begin();
+  for (auto it = count_by_reason.begin(); it != count_by_reason.end(); ++it)
+    if (it->second > most->second) most = it;
+  return all + ", for " + std::to_string(count_by_reason.size()) + " reasons; the most common (" +
+         std::to_string(most->second) + " case" + (most->second == 1 ? "" : "s") + "): " + first_line(most->first);
+}
+
+int run_exit_code(const RunSummary& sum, bool with_baselines) {
+  if (sum.failed > 0 || sum.checks_fail > 0 || sum.regressions > 0 || (with_baselines && sum.stability == "unstable"))
+    return kExitFailed;
+  if (!sum.nothing_ran.empty()) return kExitNothingRan;
+  return kExitOk;
+}
+
 // A record's "baseline" section: metric -> verdict against the stored record of the same
 // case; counts regressions and missing baselines into `sum`.
 json baseline_section(const std::vector<json>& stored, const json& record, const json& fingerprint,
@@ -399,6 +422,7 @@ RunSummary run_scenario(const Scenario& s, const std::vector<Case>& cases, const
   // Final verdicts over the whole run (records of earlier invocations included).
   std::vector<JunitCase> junit;
   json check_summary = json::object();
+  std::vector<std::string> skip_reasons;
   for (const auto& c : cases) {
     auto it = records.find(c.id);
     const json* r = it == records.end() ? nullptr : &it->second;
@@ -407,6 +431,7 @@ RunSummary run_scenario(const Scenario& s, const std::vector<Case>& cases, const
     sum.failed += status == "failed" || status == "missing";
     sum.skipped += status == "skipped";
     sum.infeasible += status == "infeasible";
+    if (status == "skipped") skip_reasons.push_back(r->value("error", std::string()));
     JunitCase jc{s.name + "." + c.label, "run", wall_by_id.count(c.id) ? wall_by_id[c.id] : (r ? r->value("wall_s", 0.0) : 0.0), "pass", "", ""};
     if (status == "failed" || status == "missing") {
       jc.outcome = "failure";
@@ -468,8 +493,8 @@ RunSummary run_scenario(const Scenario& s, const std::vector<Case>& cases, const
     control = drift.to_json();
   }
   const bool untrusted = sum.stability == "unstable";
-  sum.exit_code = (sum.failed > 0 || sum.checks_fail > 0 || sum.regressions > 0 ||
-                   (!opt.baselines_dir.empty() && untrusted)) ? 1 : 0;
+  sum.nothing_ran = nothing_ran_reason(sum.ok + sum.failed + sum.infeasible, skip_reasons);
+  sum.exit_code = run_exit_code(sum, !opt.baselines_dir.empty());
 
   if (opt.update_baselines) {
     // The stored baseline is this run's ok records: latency samples, memory, plans, digests
@@ -496,6 +521,7 @@ RunSummary run_scenario(const Scenario& s, const std::vector<Case>& cases, const
                          {"failed", sum.failed},     {"skipped", sum.skipped},
                          {"infeasible", sum.infeasible}, {"resumed", sum.resumed},
                          {"checks", check_summary},  {"exit_code", sum.exit_code},
+                         {"nothing_ran", sum.nothing_ran.empty() ? json(nullptr) : json(sum.nothing_ran)},
                          {"control", control},       {"stability", sum.stability},
                          {"baselines", opt.baselines_dir.empty() ? json(nullptr)
                                                                  : json({{"file", sum.baseline_file},
@@ -505,7 +531,14 @@ RunSummary run_scenario(const Scenario& s, const std::vector<Case>& cases, const
                                                                          {"updated", opt.update_baselines}})},
                          {"end_time", utc_now_iso8601()}};
   write_file_atomic((fs::path(run_dir) / "run.json").string(), run_json.dump(2) + "\n");
-  if (!opt.junit_path.empty()) write_file_atomic(opt.junit_path, junit_xml(s.name, junit));
+  if (!opt.junit_path.empty()) {
+    JunitProperties properties;
+    if (!sum.nothing_ran.empty()) {
+      junit.insert(junit.begin(), junit_nothing_ran_case(s.name, sum.nothing_ran));
+      properties = {{"tpbench.nothing_ran", sum.nothing_ran}, {"tpbench.exit_code", std::to_string(sum.exit_code)}};
+    }
+    write_file_atomic(opt.junit_path, junit_xml(s.name, junit, properties));
+  }
   return sum;
 }
 

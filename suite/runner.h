@@ -39,8 +39,27 @@ struct RunSummary {
   int no_baseline = 0;     // cases or metrics with nothing stored to compare with
   std::string stability;   // "stable" | "unstable" (the control drifted) | "unknown" (no control judged)
   std::string baseline_file;  // the file compared with / written, when --baselines is given
-  int exit_code = 0;       // 0 all ok, 1 a case or check failed, a regression, or an unstable run with baselines
+  std::string nothing_ran;  // non-empty when no case ran on this machine: why (one line)
+  int exit_code = 0;       // see run_exit_code
 };
+
+// Exit statuses of `tpbench run` and `tpbench qualify` (2, bad input, comes from the CLI).
+constexpr int kExitOk = 0;
+constexpr int kExitFailed = 1;
+constexpr int kExitNothingRan = 3;
+
+// Why nothing ran, or "" when a case ran. A case ran when its final status is ok, failed or
+// infeasible (the plan judged it on this machine); `skip_reasons` holds one entry per
+// skipped case. No case at all, or every case skipped, is nothing ran:
+//   "the sweep has no case"
+//   "all 18 cases skipped: device cuda: no GPU is visible"
+//   "all 12 cases skipped, for 3 reasons; the most common (6 cases): needs 8 GPUs, 1 visible (...)"
+std::string nothing_ran_reason(int cases_that_ran, const std::vector<std::string>& skip_reasons);
+
+// The run's exit status: 1 (kExitFailed) when a case or check failed, a baseline regressed,
+// or, with baselines, the control drifted; else 3 (kExitNothingRan) when nothing ran (a run
+// that checked nothing is not a pass); else 0. A failure outranks nothing-ran.
+int run_exit_code(const RunSummary& sum, bool with_baselines);
 
 // Runs the planned `cases` of `scenario`. Throws InputError (before writing anything) when
 // --resume names a folder that is not a run of this scenario.

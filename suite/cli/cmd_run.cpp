@@ -52,8 +52,12 @@ constexpr const char* kUsage =
     "  --no-report       do not build the report (report.html, summary.md, plots; needs\n"
     "                    python3 + matplotlib; `tpbench report RUN_DIR` makes it later)\n"
     "\n"
-    "Exit status: 0 every case ok or skipped and no check failed; 1 a case or check failed;\n"
-    "2 bad input (every problem of the scenario is listed, nothing is run or written).\n";
+    "Exit status: 0 no case or check failed and at least one case ran (the others ok,\n"
+    "infeasible or skipped); 1 a case or check failed (with --baselines also a regression or\n"
+    "an unstable control); 2 bad input (every problem of the scenario is listed, nothing is\n"
+    "run or written); 3 nothing ran: no case could run on this machine (every case skipped,\n"
+    "e.g. a GPU scenario with no GPU visible), said in one line `nothing ran: <why>`, in\n"
+    "run.json (summary.nothing_ran) and in the JUnit (a testcase \"nothing ran\").\n";
 
 struct Args {
   std::string scenario;
@@ -174,6 +178,7 @@ int run_run(const std::vector<std::string>& raw_args) {
               sum.failed, sum.skipped, sum.infeasible, sum.resumed);
   std::printf("checks (case x check): %d pass, %d fail, %d skipped, %d not implemented\n", sum.checks_pass,
               sum.checks_fail, sum.checks_skipped, sum.checks_not_implemented);
+  if (!sum.nothing_ran.empty()) std::printf("nothing ran: %s\n", sum.nothing_ran.c_str());
   if (sum.stability != "unknown") std::printf("control: %s\n", sum.stability.c_str());
   if (!args.baselines.empty())
     std::printf("baseline %s: %d regression(s)%s, %d no-baseline%s\n", sum.baseline_file.c_str(), sum.regressions,
