@@ -496,7 +496,10 @@ RunSummary run_scenario(const Scenario& s, const std::vector<Case>& cases, const
   sum.nothing_ran = nothing_ran_reason(sum.ok + sum.failed + sum.infeasible, skip_reasons);
   sum.exit_code = run_exit_code(sum, !opt.baselines_dir.empty());
 
-  if (opt.update_baselines) {
+  // A run in which nothing ran stores nothing: an empty baseline would erase what an earlier
+  // run on this hardware recorded, and every later comparison would read no-baseline.
+  sum.baseline_updated = opt.update_baselines && sum.nothing_ran.empty();
+  if (sum.baseline_updated) {
     // The stored baseline is this run's ok records: latency samples, memory, plans, digests
     // and the provenance that says which build and machine produced them. The output samples
     // stay in the run's results.jsonl: a comparison reads the digests, and the samples (up to
@@ -528,7 +531,7 @@ RunSummary run_scenario(const Scenario& s, const std::vector<Case>& cases, const
                                                                          {"regressions", sum.regressions},
                                                                          {"no_baseline", sum.no_baseline},
                                                                          {"trusted", !untrusted},
-                                                                         {"updated", opt.update_baselines}})},
+                                                                         {"updated", sum.baseline_updated}})},
                          {"end_time", utc_now_iso8601()}};
   write_file_atomic((fs::path(run_dir) / "run.json").string(), run_json.dump(2) + "\n");
   if (!opt.junit_path.empty()) {

@@ -39,6 +39,7 @@ struct RunSummary {
   int no_baseline = 0;     // cases or metrics with nothing stored to compare with
   std::string stability;   // "stable" | "unstable" (the control drifted) | "unknown" (no control judged)
   std::string baseline_file;  // the file compared with / written, when --baselines is given
+  bool baseline_updated = false;  // --update-baselines wrote it (never when nothing ran)
   std::string nothing_ran;  // non-empty when no case ran on this machine: why (one line)
   int exit_code = 0;       // see run_exit_code
 };

@@ -39,7 +39,8 @@ constexpr const char* kUsage =
     "                    digests; a case with nothing stored reads no-baseline, never a pass.\n"
     "                    The control case (first and last) must not drift, or the run is\n"
     "                    `unstable` and its regressions untrusted (exit 1 either way)\n"
-    "  --update-baselines  write this run's ok records as that baseline (+ .provenance.json)\n"
+    "  --update-baselines  write this run's ok records as that baseline (+ .provenance.json);\n"
+    "                    a run in which nothing ran leaves the stored baseline as it was\n"
     "  --placement P     where GPU ranks run, overriding the scenario's \"placement\": exclusive\n"
     "                    (one rank per GPU; a group larger than the GPUs is skipped) or shared\n"
     "                    (ranks packed onto the visible GPUs, ceil(tp / gpus) per GPU: every TP\n"
@@ -183,7 +184,9 @@ int run_run(const std::vector<std::string>& raw_args) {
   if (!args.baselines.empty())
     std::printf("baseline %s: %d regression(s)%s, %d no-baseline%s\n", sum.baseline_file.c_str(), sum.regressions,
                 sum.stability == "unstable" ? " (untrusted: the control drifted)" : "", sum.no_baseline,
-                args.update_baselines ? "; updated with this run" : "");
+                sum.baseline_updated    ? "; updated with this run"
+                : args.update_baselines ? "; not updated: nothing ran"
+                                        : "");
   std::printf("results: %s/results.jsonl\n", sum.run_dir.c_str());
   if (!args.junit.empty()) std::printf("junit: %s\n", args.junit.c_str());
   if (!args.no_report) {

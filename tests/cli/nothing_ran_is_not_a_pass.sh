@@ -40,6 +40,13 @@ runs = [c for c in cases if c.getAttribute("name") == "run"]
 assert len(runs) == n and all(c.getElementsByTagName("skipped") for c in runs), "a case testcase is not skipped"
 PY
 
+# ... and with --update-baselines it stores nothing: no empty baseline replaces a stored one.
+expect_rc 3 "$TPBENCH" run memory-fraction --no-report --results-dir "$SCRATCH/runs-b" \
+  --baselines "$SCRATCH/baselines" --update-baselines
+grep -q '; not updated: nothing ran$' "$SCRATCH/last.out" || { cat "$SCRATCH/last.out" >&2; fail "baseline line"; }
+stored=$(sed -n 's/^baseline \(.*\): [0-9]* regression.*/\1/p' "$SCRATCH/last.out")
+[[ -n $stored && ! -e $stored ]] || fail "a run in which nothing ran wrote a baseline ($stored)"
+
 # 2. Some cases ran, others skipped (a CPU backend and a GPU backend under "auto"): exit 0.
 cat >"$SCRATCH/mixed.json" <<'JSON'
 {"schema": 1, "name": "mixed", "workload": "allreduce", "device": "auto",

@@ -163,5 +163,32 @@ TEST(NothingRan, AllSkippedRunSaysSoEverywhere) {
   fs::remove_all(root);
 }
 
+// --update-baselines on a run in which nothing ran keeps the stored baseline as it was.
+TEST(NothingRan, StoresNoBaseline) {
+  Scenario s;
+  s.source = "probe.json";
+  s.name = "probe";
+  s.workload = "probe";
+  s.device = s.device_requested = "cpu";
+  s.document = {{"name", "probe"}};
+  std::vector<Case> cases = {probe_case("00000000000000c1", 2, nullptr)};
+  cases[0].skip_reason = "device cuda: no GPU is visible";
+  const fs::path root = fs::temp_directory_path() / ("tpb_runner_no_baseline_" + std::to_string(::getpid()));
+  fs::remove_all(root);
+  RunOptions opt;
+  opt.results_root = (root / "runs").string();
+  opt.worker_binary = TPB_TPBENCH_BINARY;
+  opt.baselines_dir = (root / "baselines").string();
+  opt.update_baselines = true;
+  const RunSummary sum = run_scenario(s, cases, opt);
+  EXPECT_EQ(sum.exit_code, kExitNothingRan);
+  EXPECT_FALSE(sum.baseline_updated);
+  EXPECT_FALSE(sum.baseline_file.empty());
+  EXPECT_FALSE(fs::exists(sum.baseline_file)) << sum.baseline_file;
+  const json run_json = read_json_file((fs::path(sum.run_dir) / "run.json").string());
+  EXPECT_EQ(run_json["summary"]["baselines"]["updated"], false);
+  fs::remove_all(root);
+}
+
 }  // namespace
 }  // namespace tpb
