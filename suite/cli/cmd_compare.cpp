@@ -25,9 +25,10 @@ constexpr const char* kUsage =
     "  kv_tokens  the plan's max_tokens within --kv-tol (0.01)\n"
     "  digests    output digests, exactly\n"
     "Cases missing from OLD read no-baseline. Prints a table (or --json: a list of verdicts).\n"
-    "Exit status: 0 no regression, 1 a regression or digest mismatch, 2 bad input or nothing\n"
-    "comparable: a side with no ok record (an empty folder, /dev/null, a run whose cases were\n"
-    "all skipped) or no case id in common, said in one line `nothing comparable: <why>`.\n";
+    "Exit status: 0 no regression, 1 a regression or digest mismatch, 2 bad input (a folder\n"
+    "without results.jsonl, e.g. an empty one) or nothing comparable: a side with no ok record\n"
+    "(/dev/null, an empty file, a run whose cases were all skipped) or no case id in common,\n"
+    "said in one line `nothing comparable: <why>`.\n";
 
 double parse_number(const std::string& flag, const std::string& value) {
   try {
