@@ -134,7 +134,7 @@ if [ "${GPU_RUN_SKIP_SUITE:-0}" != 1 ]; then
       [ "$pass" = compare ] && flags=(--baselines baselines)
       timeout "${GPU_RUN_SCENARIO_TIMEOUT:-240}" "$TPB" run "$scenario" --results-dir "$SUITE/runs" \
         --junit "$SUITE/$name-$pass.junit.xml" "${flags[@]}" >"$SUITE/$name-$pass.log" 2>&1
-      echo "tpbench run $scenario ($pass): rc=$? $(( $(date +%s) - T0 )) s"; tail -4 "$SUITE/$name-$pass.log"
+      echo "tpbench run $scenario ($pass): rc=$? $(( $(date +%s) - T0 )) s"; grep "^nothing ran:" "$SUITE/$name-$pass.log"; tail -4 "$SUITE/$name-$pass.log"
     done
   done
   [ "${GPU_RUN_BASELINES:-0}" = 1 ] && cp -r "baselines/$HW" "$SUITE/baselines-$HW"

@@ -23,7 +23,7 @@ run() {  # name pass flags...
   local scenario=$1 pass=$2; shift 2
   local name; name=$(basename "$scenario" .json)
   timeout 300 "$TPB" run "$scenario" --results-dir "$R" --no-report "$@" >"$OUT/$name-$pass.log" 2>&1
-  echo "tpbench run $name ($pass): rc=$?"; grep -E "^(cases|checks|baseline|mps|control):" "$OUT/$name-$pass.log"
+  echo "tpbench run $name ($pass): rc=$?"; grep -E "^(cases|checks|nothing ran|baseline|mps|control):" "$OUT/$name-$pass.log"
 }
 step "scenarios: record baselines"
 for s in scenarios/incident-custom-buffers-shared.json scenarios/memory-fraction-shared.json scenarios/conformance/gpu-engine-shared.json; do

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <map>
 #include <regex>
+#include <set>
 #include <sstream>
 
 #include "suite/results.h"
@@ -205,6 +206,34 @@ std::vector<MetricVerdict> compare_runs(const std::vector<nlohmann::json>& old_r
     out.insert(out.end(), verdicts.begin(), verdicts.end());
   }
   return out;
+}
+
+std::string nothing_comparable(const std::vector<nlohmann::json>& old_records,
+                               const std::vector<nlohmann::json>& new_records, const std::string& old_name,
+                               const std::string& new_name) {
+  // Ok case ids of one side, or why that side has none.
+  auto ok_ids = [](const std::vector<nlohmann::json>& records, const std::string& side, std::set<std::string>& ids) {
+    std::map<std::string, int> by_status;
+    for (const auto& r : records) {
+      const std::string status = r.value("status", std::string("no status"));
+      ++by_status[status];
+      if (status == "ok") ids.insert(r.value("case_id", ""));
+    }
+    if (records.empty()) return side + " holds no record";
+    if (!ids.empty()) return std::string();
+    std::string counts;
+    for (const auto& [status, n] : by_status) counts += (counts.empty() ? "" : ", ") + std::to_string(n) + " " + status;
+    return side + " holds no ok record (" + std::to_string(records.size()) + " record" +
+           (records.size() == 1 ? "" : "s") + ": " + counts + ")";
+  };
+  std::set<std::string> old_ids, new_ids;
+  const std::string old_side = "OLD " + old_name, new_side = "NEW " + new_name;
+  for (const std::string& why : {ok_ids(old_records, old_side, old_ids), ok_ids(new_records, new_side, new_ids)})
+    if (!why.empty()) return why;
+  for (const auto& id : new_ids)
+    if (old_ids.count(id)) return "";
+  return "no case id in common: " + old_side + " has " + std::to_string(old_ids.size()) + " ok case" +
+         (old_ids.size() == 1 ? "" : "s") + ", " + new_side + " " + std::to_string(new_ids.size()) + ", none the same";
 }
 
 nlohmann::json to_json(const MetricVerdict& v) {

@@ -62,6 +62,16 @@ std::vector<MetricVerdict> compare_runs(const std::vector<nlohmann::json>& old_r
                                         const std::vector<nlohmann::json>& new_records,
                                         const BaselineTolerances& tol);
 
+// Why OLD and NEW have nothing to compare, or "" when some case has an ok record on both
+// sides. `old_name` and `new_name` are what the user typed. Reasons, in the order checked:
+//   "OLD /dev/null holds no record"
+//   "NEW results/B/results.jsonl holds no ok record (18 records: 18 skipped)"
+//   "no case id in common: OLD a.jsonl has 4 ok cases, NEW b.jsonl 6, none the same"
+// `tpbench compare` exits 2 with it: "0 metrics compared, 0 regressions" would read as a pass.
+std::string nothing_comparable(const std::vector<nlohmann::json>& old_records,
+                               const std::vector<nlohmann::json>& new_records, const std::string& old_name,
+                               const std::string& new_name);
+
 nlohmann::json to_json(const MetricVerdict& v);
 
 // The folder name of a hardware fingerprint: "h200x2" for two "NVIDIA H200", "cpu-ref" on

@@ -71,7 +71,8 @@ std::string xml_escape(std::string_view text) {
   return out;
 }
 
-std::string junit_xml(const std::string& suite_name, const std::vector<JunitCase>& cases) {
+std::string junit_xml(const std::string& suite_name, const std::vector<JunitCase>& cases,
+                      const JunitProperties& properties) {
   int failures = 0, errors = 0, skipped = 0;
   double total_s = 0;
   for (const auto& c : cases) {
@@ -91,6 +92,12 @@ std::string junit_xml(const std::string& suite_name, const std::vector<JunitCase
                              "\" time=\"" + seconds(total_s) + "\"";
   x += "<testsuites name=\"tpbench\"" + counts + ">\n";
   x += "  <testsuite name=\"" + xml_escape(suite_name) + "\"" + counts + ">\n";
+  if (!properties.empty()) {
+    x += "    <properties>\n";
+    for (const auto& [name, value] : properties)
+      x.append("      <property name=\"").append(xml_escape(name)).append("\" value=\"").append(xml_escape(value)).append("\"/>\n");
+    x += "    </properties>\n";
+  }
   for (const auto& c : cases) {
     x += "    <testcase classname=\"" + xml_escape(c.classname) + "\" name=\"" + xml_escape(c.name) + "\" time=\"" +
          seconds(c.time_s) + "\"";
@@ -110,6 +117,10 @@ std::string junit_xml(const std::string& suite_name, const std::vector<JunitCase
   }
   x += "  </testsuite>\n</testsuites>\n";
   return x;
+}
+
+JunitCase junit_nothing_ran_case(const std::string& classname, const std::string& reason) {
+  return {classname, "nothing ran", 0.0, "skipped", "nothing ran: " + reason, ""};
 }
 
 }  // namespace tpb

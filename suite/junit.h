@@ -5,6 +5,7 @@
 
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace tpb {
@@ -22,6 +23,20 @@ struct JunitCase {
 // other than tab, newline, carriage return; invalid UTF-8) with U+FFFD.
 std::string xml_escape(std::string_view text);
 
-std::string junit_xml(const std::string& suite_name, const std::vector<JunitCase>& cases);
+// Suite-level <properties> (name, value), written in this order before the testcases.
+using JunitProperties = std::vector<std::pair<std::string, std::string>>;
+
+std::string junit_xml(const std::string& suite_name, const std::vector<JunitCase>& cases,
+                      const JunitProperties& properties = {});
+
+// A run or qualification in which nothing ran (exit 3) says so in its JUnit in two places:
+// a suite property `tpbench.nothing_ran` (the reason; for tools that read properties) and
+// this testcase, named "nothing ran", placed first, <skipped> with "nothing ran: <reason>".
+// Skipped, not failure or error: nothing was judged, as ctest's SKIP_RETURN_CODE and the
+// exit status say; a failure would turn every CPU-only CI job red for the GPU scenarios it
+// cannot run. Jenkins, GitLab and GitHub's JUnit reporters all list skipped testcases with
+// their message, and a suite property alone is shown by none of them; the named testcase is
+// what a reader of the dashboard sees: zero passed, and why.
+JunitCase junit_nothing_ran_case(const std::string& classname, const std::string& reason);
 
 }  // namespace tpb

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <map>
 #include <optional>
 #include <sstream>
 
@@ -337,6 +338,7 @@ void probe_scenario_latency(const Scenario& scenario, const json& pr, const Qual
     const std::string placed = placement_detail(scenario, rec);
     if (status != "ok") {
       rows.push_back(verdict_row(kind, label, false, status + ": " + rec.value("error", std::string()) + "; " + placed));
+      if (status == "skipped") rows.back().not_run = rec.value("error", std::string("skipped"));
       continue;
     }
     const double p50 = rec["latency"].value("p50", kNone);
@@ -354,6 +356,7 @@ void probe_conformance(const Scenario& scenario, const QualifyOptions& options, 
     const std::string label = rec.value("label", rec.value("case_id", "?"));
     const CaseVerdict v = judge_case_output(run, rec);
     rows.push_back(verdict_row("conformance", label, v.ok, v.detail + "; " + placement_detail(scenario, rec)));
+    if (rec.value("status", "") == "skipped") rows.back().not_run = rec.value("error", std::string("skipped"));
   }
 }
 
@@ -393,6 +396,22 @@ void probe_planner(const Profile& p, const json& pr, std::vector<QualifyRow>& ro
 
 void validate_profile(const std::string& profile_path) { load_profile(profile_path); }
 
+std::string qualify_nothing_ran(const std::vector<QualifyRow>& rows) {
+  std::map<std::string, int> count_by_reason;
+  for (const auto& r : rows) {
+    if (r.not_run.empty()) return "";
+    ++count_by_reason[r.not_run];
+  }
+  if (count_by_reason.empty()) return "the profile has no probe";
+  if (count_by_reason.size() == 1) return count_by_reason.begin()->first;
+  auto most = count_by_reason.begin();
+  for (auto it = count_by_reason.begin(); it != count_by_reason.end(); ++it)
+    if (it->second > most->second) most = it;
+  return std::to_string(rows.size()) + " rows not run, for " + std::to_string(count_by_reason.size()) +
+         " reasons; the most common (" + std::to_string(most->second) + " row" + (most->second == 1 ? "" : "s") +
+         "): " + most->first;
+}
+
 void judge_row(QualifyRow& r, const json& baseline_values, double tol) {
   if (!r.verdict.empty()) return;  // a pass/fail row is already judged
   std::vector<std::string> why;
@@ -431,7 +450,10 @@ std::vector<QualifyRow> run_qualification(const std::string& profile_path, const
     const bool enough = static_cast<int>(gpus.size()) >= p.gpus;
     rows.push_back(verdict_row("hardware", "gpus", enough,
                                "profile needs " + std::to_string(p.gpus) + " GPU(s), found " + std::to_string(gpus.size())));
-    if (!enough) return rows;
+    if (!enough) {
+      rows.back().not_run = rows.back().detail;  // no probe runs: the profile's verdict is "nothing ran"
+      return rows;
+    }
   }
   // Rank-process probes first: the in-process GPU probes below create CUDA contexts here.
   for (std::size_t i = 0; i < p.probes.size(); ++i) {
@@ -451,7 +473,8 @@ std::vector<QualifyRow> run_qualification(const std::string& profile_path, const
     baseline_values = read_json_file(p.baseline_path).value("values", json::object());
   for (auto& r : rows) judge_row(r, baseline_values, p.baseline_tolerance);
 
-  if (options.update_baseline) {
+  // A profile that measured nothing here has nothing to store: the stored values stay.
+  if (options.update_baseline && qualify_nothing_ran(rows).empty()) {
     TPB_INPUT_CHECK(!p.baseline_path.empty(), profile_path << ": $.baseline: --update-baseline needs a baseline path");
     json values = json::object();
     for (const auto& r : rows)

@@ -54,6 +54,8 @@ struct QualifyRow {
   double baseline = 0;     // stored value; NaN when none
   std::string verdict;     // PASS | FAIL | NO-BASELINE
   std::string detail;      // why it failed / what was measured with
+  std::string not_run;     // non-empty: nothing was measured for this row on this machine, and
+                           // why (the profile's GPUs are not there; its scenario case was skipped)
   std::string key() const { return probe + "/" + item; }
 };
 
@@ -71,6 +73,13 @@ void validate_profile(const std::string& profile_path);
 // Validates the profile (as validate_profile), then runs every probe; returns the rows in
 // profile order (probes that run rank processes first).
 std::vector<QualifyRow> run_qualification(const std::string& profile_path, const QualifyOptions& options);
+
+// Why nothing ran, or "" when a row measured something: a profile in which no probe could
+// run on this machine (the GPUs it needs are not visible, or every case of its scenarios was
+// skipped) is not a pass and not a failure of the hardware measured; `tpbench qualify`
+// exits 3 with this reason. One reason: that reason ("profile needs 2 GPU(s), found 0");
+// several: "4 rows not run, for 2 reasons; the most common (3 rows): ...".
+std::string qualify_nothing_ran(const std::vector<QualifyRow>& rows);
 
 // Applies threshold and baseline rules to a measured row (exposed for tests).
 void judge_row(QualifyRow& row, const nlohmann::json& baseline_values, double baseline_tolerance);

@@ -89,6 +89,15 @@ std::vector<nlohmann::json> read_results(const std::string& path, int* damaged_l
   return records;
 }
 
+std::string results_file_of(const std::string& path) {
+  std::error_code ec;
+  if (!fs::is_directory(path, ec)) return path;
+  const fs::path file = fs::path(path) / "results.jsonl";
+  TPB_INPUT_CHECK(fs::is_regular_file(file, ec),
+                  path << ": no results.jsonl in this folder (expected a run folder, <results>/<run-id>/, or a results.jsonl)");
+  return file.string();
+}
+
 bool is_final_status(const std::string& status) {
   return status == "ok" || status == "infeasible" || status == "failed" || status == "skipped";
 }

@@ -48,6 +48,11 @@ bool is_final_status(const std::string& status);
 // runs again. results.jsonl is append-only; a later record of a case supersedes an earlier one.
 std::set<std::string> failed_case_ids(const std::vector<nlohmann::json>& records);
 
+// The results.jsonl a command line names: a run folder (results/<run-id>/) stands for its
+// results.jsonl; any other path is taken as it is. A folder without results.jsonl (an empty
+// one, a results root holding many runs) is an InputError saying so.
+std::string results_file_of(const std::string& path);
+
 // Writes `content` to `path` through a temporary file and rename: readers never see half a file.
 void write_file_atomic(const std::string& path, const std::string& content);
 nlohmann::json read_json_file(const std::string& path);

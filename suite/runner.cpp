@@ -202,6 +202,30 @@ json case_record_from_ranks(const Scenario& s, const Case& c, const std::vector<
   return r;
 }
 
+std::string nothing_ran_reason(int cases_that_ran, const std::vector<std::string>& skip_reasons) {
+  if (cases_that_ran > 0) return "";
+  if (skip_reasons.empty()) return "the sweep has no case";
+  std::map<std::string, int> count_by_reason;
+  for (const auto& r : skip_reasons) ++count_by_reason[r.empty() ? "no reason recorded" : r];
+  const std::string all = "all " + std::to_string(skip_reasons.size()) + " case" + (skip_reasons.size() == 1 ? "" : "s") + " skipped";
+  if (count_by_reason.size() == 1) return all + ": " + first_line(count_by_reason.begin()->first);
+  // Several reasons (e.g. TP 2, 4 and 8 on a 1-GPU box): the most common one names the
+  // machine's shortfall; results.jsonl holds every case's own.
+  auto most = count_by_reason.begin();
+  for (auto it = count_by_reason.begin(); it != count_by_reason.end(); ++it)
+    if (it->second > most->second) most = it;
+  return all + ", for " + std::to_string(count_by_reason.size()) + " reasons; the most common (" +
+         std::to_string(most->second) + " case" + (most->second == 1 ? "" : "s") + "): " + first_line(most->first);
+}
+
+int run_exit_code(const RunSummary& sum, bool with_baselines) {
+  if (sum.failed > 0 || sum.checks_fail > 0 || sum.regressions > 0 || sum.unlike_baseline_fails ||
+      (with_baselines && sum.stability == "unstable"))
+    return kExitFailed;
+  if (!sum.nothing_ran.empty()) return kExitNothingRan;
+  return kExitOk;
+}
+
 // A record's "baseline" section: metric -> verdict against the stored record of the same
 // case; counts regressions and missing baselines into `sum`. `stored_provenance` is the
 // .provenance.json's (null for a baseline without one).
@@ -448,6 +472,7 @@ RunSummary run_scenario(const Scenario& s, const std::vector<Case>& cases, const
   // Final verdicts over the whole run (records of earlier invocations included).
   std::vector<JunitCase> junit;
   json check_summary = json::object();
+  std::vector<std::string> skip_reasons;
   for (const auto& c : cases) {
     auto it = records.find(c.id);
     const json* r = it == records.end() ? nullptr : &it->second;
@@ -456,6 +481,7 @@ RunSummary run_scenario(const Scenario& s, const std::vector<Case>& cases, const
     sum.failed += status == "failed" || status == "missing";
     sum.skipped += status == "skipped";
     sum.infeasible += status == "infeasible";
+    if (status == "skipped") skip_reasons.push_back(r->value("error", std::string()));
     JunitCase jc{s.name + "." + c.label, "run", wall_by_id.count(c.id) ? wall_by_id[c.id] : (r ? r->value("wall_s", 0.0) : 0.0), "pass", "", ""};
     if (status == "failed" || status == "missing") {
       jc.outcome = "failure";
@@ -518,12 +544,16 @@ RunSummary run_scenario(const Scenario& s, const std::vector<Case>& cases, const
   }
   const bool untrusted = sum.stability == "unstable";
   const bool unlike = sum.baseline_build.compared && !sum.baseline_build.like_for_like;
-  sum.exit_code = (sum.failed > 0 || sum.checks_fail > 0 || sum.regressions > 0 ||
-                   (!opt.baselines_dir.empty() && untrusted) || (unlike && !opt.allow_unlike_baseline)) ? 1 : 0;
+  sum.unlike_baseline_fails = unlike && !opt.allow_unlike_baseline;
   const bool forced_dirty = opt.update_baselines && dirty;  // the input check above saw a reason
   if (forced_dirty) sum.forced_dirty_reason = opt.force_dirty_baseline_reason;
+  sum.nothing_ran = nothing_ran_reason(sum.ok + sum.failed + sum.infeasible, skip_reasons);
+  sum.exit_code = run_exit_code(sum, !opt.baselines_dir.empty());
 
-  if (opt.update_baselines) {
+  // A run in which nothing ran stores nothing: an empty baseline would erase what an earlier
+  // run on this hardware recorded, and every later comparison would read no-baseline.
+  sum.baseline_updated = opt.update_baselines && sum.nothing_ran.empty();
+  if (sum.baseline_updated) {
     // The stored baseline is this run's ok records: latency samples, memory, plans, digests
     // and the provenance that says which build and machine produced them. The output samples
     // stay in the run's results.jsonl: a comparison reads the digests, and the samples (up to
@@ -557,6 +587,7 @@ RunSummary run_scenario(const Scenario& s, const std::vector<Case>& cases, const
                          {"failed", sum.failed},     {"skipped", sum.skipped},
                          {"infeasible", sum.infeasible}, {"resumed", sum.resumed},
                          {"checks", check_summary},  {"exit_code", sum.exit_code},
+                         {"nothing_ran", sum.nothing_ran.empty() ? json(nullptr) : json(sum.nothing_ran)},
                          {"control", control},       {"stability", sum.stability},
                          {"baselines", opt.baselines_dir.empty() ? json(nullptr)
                                                                  : json({{"file", sum.baseline_file},
@@ -564,13 +595,20 @@ RunSummary run_scenario(const Scenario& s, const std::vector<Case>& cases, const
                                                                          {"no_baseline", sum.no_baseline},
                                                                          {"trusted", !untrusted},
                                                                          {"build", build_summary},
-                                                                         {"updated", opt.update_baselines},
+                                                                         {"updated", sum.baseline_updated},
                                                                          {"forced_dirty_reason",
-                                                                          forced_dirty ? json(opt.force_dirty_baseline_reason)
+                                                                          forced_dirty && sum.baseline_updated ? json(opt.force_dirty_baseline_reason)
                                                                                        : json(nullptr)}})},
                          {"end_time", utc_now_iso8601()}};
   write_file_atomic((fs::path(run_dir) / "run.json").string(), run_json.dump(2) + "\n");
-  if (!opt.junit_path.empty()) write_file_atomic(opt.junit_path, junit_xml(s.name, junit));
+  if (!opt.junit_path.empty()) {
+    JunitProperties properties;
+    if (!sum.nothing_ran.empty()) {
+      junit.insert(junit.begin(), junit_nothing_ran_case(s.name, sum.nothing_ran));
+      properties = {{"tpbench.nothing_ran", sum.nothing_ran}, {"tpbench.exit_code", std::to_string(sum.exit_code)}};
+    }
+    write_file_atomic(opt.junit_path, junit_xml(s.name, junit, properties));
+  }
   return sum;
 }
 

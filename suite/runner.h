@@ -58,13 +58,34 @@ struct RunSummary {
   std::vector<std::string> stored_builds;  // describe_build of each stored build
   std::string this_build;                  // describe_build of this one
   std::string forced_dirty_reason;         // --force-dirty-baseline's, when it stored a dirty build
-  int exit_code = 0;       // 0 all ok, 1 a case or check failed, a regression, an unstable run with
-                           // baselines, or a baseline not like-for-like without --allow-unlike-baseline
+  bool unlike_baseline_fails = false;      // a baseline not like-for-like without --allow-unlike-baseline
+  bool baseline_updated = false;  // --update-baselines wrote it (never when nothing ran)
+  std::string nothing_ran;  // non-empty when no case ran on this machine: why (one line)
+  int exit_code = 0;       // see run_exit_code
 };
 
 // Throws InputError for options this build cannot honour: --update-baselines from a dirty
 // tree without --force-dirty-baseline REASON. run_scenario checks it too.
 void check_run_options(const RunOptions& options);
+
+// Exit statuses of `tpbench run` and `tpbench qualify` (2, bad input, comes from the CLI).
+constexpr int kExitOk = 0;
+constexpr int kExitFailed = 1;
+constexpr int kExitNothingRan = 3;
+
+// Why nothing ran, or "" when a case ran. A case ran when its final status is ok, failed or
+// infeasible (the plan judged it on this machine); `skip_reasons` holds one entry per
+// skipped case. No case at all, or every case skipped, is nothing ran:
+//   "the sweep has no case"
+//   "all 18 cases skipped: device cuda: no GPU is visible"
+//   "all 12 cases skipped, for 3 reasons; the most common (6 cases): needs 8 GPUs, 1 visible (...)"
+std::string nothing_ran_reason(int cases_that_ran, const std::vector<std::string>& skip_reasons);
+
+// The run's exit status: 1 (kExitFailed) when a case or check failed, a baseline regressed
+// or was not like-for-like (unlike_baseline_fails), or, with baselines, the control drifted;
+// else 3 (kExitNothingRan) when nothing ran (a run that checked nothing is not a pass);
+// else 0. A failure outranks nothing-ran.
+int run_exit_code(const RunSummary& sum, bool with_baselines);
 
 // Runs the planned `cases` of `scenario`. Throws InputError (before writing anything) when
 // --resume names a folder that is not a run of this scenario.

@@ -1,5 +1,6 @@
-// tpbench compare OLD.jsonl NEW.jsonl: every metric of every case present in both, with a
-// verdict; exit 1 on any regression (or digest mismatch), so it can gate a CI job.
+// tpbench compare OLD NEW (run folders or results.jsonl files): every metric of every case
+// present in both, with a verdict; exit 1 on any regression (or digest mismatch), so it can
+// gate a CI job, and 2 when there is nothing to compare, which would otherwise read as a pass.
 #include <cstdio>
 #include <iostream>
 #include <string>
@@ -7,14 +8,16 @@
 #include "suite/baseline.h"
 #include "suite/cli/subcommand.h"
 #include "suite/jsonl.h"
+#include "suite/results.h"
 #include "tpb/check.h"
 
 namespace {
 
 constexpr const char* kUsage =
-    "usage: tpbench compare OLD.jsonl NEW.jsonl [--json] [--latency-tol F] [--memory-tol F]\n"
+    "usage: tpbench compare OLD NEW [--json] [--latency-tol F] [--memory-tol F]\n"
     "                       [--kv-tol F] [--alpha A] [--min-repetitions N]\n"
-    "Compares two results files case by case (matched by case id).\n"
+    "Compares two runs case by case (matched by case id). OLD and NEW are each a run folder\n"
+    "(results/<run-id>/, read as its results.jsonl) or a results.jsonl (a baseline file too).\n"
     "  latency    regression when median(new)/median(old) - 1 > --latency-tol (default 0.05)\n"
     "             AND a two-sided Mann-Whitney U test rejects at --alpha (0.05) with at least\n"
     "             --min-repetitions (9) samples per side; else noise / insufficient-data\n"
@@ -26,7 +29,10 @@ constexpr const char* kUsage =
     "records' provenance and the .provenance.json or run.json beside the file) and whether they\n"
     "are like-for-like: not when a side is from a dirty tree, or build type, compiler, flags or\n"
     "CUDA architectures differ (a field one side does not record is listed, not judged).\n"
-    "Exit status: 0 no regression, 1 a regression or digest mismatch, 2 bad input.\n";
+    "Exit status: 0 no regression, 1 a regression or digest mismatch, 2 bad input (a folder\n"
+    "without results.jsonl, e.g. an empty one) or nothing comparable: a side with no ok record\n"
+    "(/dev/null, an empty file, a run whose cases were all skipped) or no case id in common,\n"
+    "said in one line `nothing comparable: <why>`.\n";
 
 double parse_number(const std::string& flag, const std::string& value) {
   try {
@@ -57,13 +63,20 @@ int run_compare(const std::vector<std::string>& args) {
     else if (a.rfind("--", 0) == 0) TPB_INPUT_FAIL("tpbench compare: unknown option " << a << " (see --help)");
     else files.push_back(a);
   }
-  TPB_INPUT_CHECK(files.size() == 2, "tpbench compare: expected OLD.jsonl NEW.jsonl, got " << files.size() << " files");
-  const auto old_records = tpb::read_jsonl(files[0]), new_records = tpb::read_jsonl(files[1]);
+  TPB_INPUT_CHECK(files.size() == 2, "tpbench compare: expected OLD NEW (run folders or results.jsonl), got "
+                                          << files.size() << " paths");
+  const auto old_records = tpb::read_jsonl(tpb::results_file_of(files[0]));
+  const auto new_records = tpb::read_jsonl(tpb::results_file_of(files[1]));
+  const std::string why = tpb::nothing_comparable(old_records, new_records, files[0], files[1]);
+  if (!why.empty()) {
+    std::fprintf(stderr, "tpbench compare: nothing comparable: %s\n", why.c_str());
+    return 2;
+  }
   const auto verdicts = tpb::compare_runs(old_records, new_records, tol);
   int regressions = 0;
   for (const auto& v : verdicts) regressions += tpb::is_regression(v);
-  const auto old_builds = tpb::builds_of(old_records, tpb::file_provenance_of(files[0]));
-  const auto new_builds = tpb::builds_of(new_records, tpb::file_provenance_of(files[1]));
+  const auto old_builds = tpb::builds_of(old_records, tpb::file_provenance_of(tpb::results_file_of(files[0])));
+  const auto new_builds = tpb::builds_of(new_records, tpb::file_provenance_of(tpb::results_file_of(files[1])));
   const tpb::BuildComparison builds = tpb::compare_build_sets(old_builds, new_builds);
 
   if (as_json) {

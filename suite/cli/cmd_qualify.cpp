@@ -10,6 +10,7 @@
 #include "suite/provenance.h"
 #include "suite/qualify.h"
 #include "suite/results.h"
+#include "suite/runner.h"
 #include "tpb/check.h"
 
 namespace {
@@ -30,7 +31,9 @@ constexpr const char* kUsage =
     "the engine at TP 1-8 in shared placement, correctness only; latency and bandwidth\n"
     "thresholds never come from shared placement, which measures contention), h200x2.json;\n"
     "h200x4.json and h200x8.json (not yet run on such a node) beside them.\n"
-    "Exit status: 0 every row PASS, 1 any FAIL or NO-BASELINE, 2 bad input.\n";
+    "Exit status: 0 every row PASS, 1 any FAIL or NO-BASELINE, 2 bad input, 3 nothing ran: no\n"
+    "probe could run on this machine (the GPUs the profile needs are not visible, or every case\n"
+    "of its scenarios was skipped), said in one line `nothing ran: <why>` and in the JUnit.\n";
 
 std::string fmt(double v) {
   if (std::isnan(v)) return "-";
@@ -85,14 +88,28 @@ int run_qualify(const std::vector<std::string>& args) {
                      {"verdict", r.verdict}, {"detail", r.detail}});
     junit.push_back({"qualify." + r.probe, r.item, 0.0, pass ? "pass" : "failure", pass ? "" : r.verdict + ": " + r.detail, r.detail});
   }
+  // Nothing measured on this machine is neither a pass nor a finding about its hardware.
+  const std::string nothing_ran = tpb::qualify_nothing_ran(rows);
+  const char* verdict = !nothing_ran.empty() ? "NOTHING RAN" : failures == 0 ? "PASS" : "FAIL";
+  tpb::JunitProperties properties;
+  if (!nothing_ran.empty()) {
+    junit.insert(junit.begin(), tpb::junit_nothing_ran_case("qualify", nothing_ran));
+    properties = {{"tpbench.nothing_ran", nothing_ran}, {"tpbench.exit_code", std::to_string(tpb::kExitNothingRan)}};
+  }
   const nlohmann::json doc = {{"schema", 1}, {"profile", profile}, {"started", started},
-                              {"verdict", failures == 0 ? "PASS" : "FAIL"}, {"failures", failures},
+                              {"verdict", verdict}, {"failures", failures},
+                              {"nothing_ran", nothing_ran.empty() ? nlohmann::json() : nlohmann::json(nothing_ran)},
                               {"rows", jrows}, {"provenance", tpb::collect_provenance(started)}};
   tpb::write_file_atomic((fs::path(out_dir) / "qualify.json").string(), doc.dump(2) + "\n");
-  tpb::write_file_atomic((fs::path(out_dir) / "qualify.junit.xml").string(), tpb::junit_xml("qualify", junit));
-  std::printf("qualify: %s (%zu rows, %d not passing) -> %s/qualify.json%s\n", failures == 0 ? "PASS" : "FAIL",
-              rows.size(), failures, out_dir.c_str(), options.update_baseline ? " (baseline updated)" : "");
-  return failures == 0 ? 0 : 1;
+  tpb::write_file_atomic((fs::path(out_dir) / "qualify.junit.xml").string(),
+                         tpb::junit_xml("qualify", junit, properties));
+  std::printf("qualify: %s (%zu rows, %d not passing) -> %s/qualify.json%s\n", verdict, rows.size(), failures,
+              out_dir.c_str(), options.update_baseline && nothing_ran.empty() ? " (baseline updated)" : "");
+  if (!nothing_ran.empty()) {
+    std::printf("nothing ran: %s\n", nothing_ran.c_str());
+    return tpb::kExitNothingRan;
+  }
+  return failures == 0 ? tpb::kExitOk : tpb::kExitFailed;
 }
 
 }  // namespace

@@ -63,7 +63,8 @@ constexpr const char* kUsage =
     "  --allow-unlike-baseline  compare with a baseline that is not like-for-like anyway: the\n"
     "                    verdict is recorded and printed as a warning\n"
     "  --update-baselines  write this run's ok records as that baseline (+ .provenance.json);\n"
-    "                    refused (exit 2) when this build is from a dirty tree\n"
+    "                    refused (exit 2) when this build is from a dirty tree; a run in which\n"
+    "                    nothing ran leaves the stored baseline as it was\n"
     "  --force-dirty-baseline REASON  store a baseline from a dirty tree anyway; REASON goes into\n"
     "                    its .provenance.json (it still compares as not like-for-like)\n"
     "  --placement P     where GPU ranks run, overriding the scenario's \"placement\": exclusive\n"
@@ -82,8 +83,12 @@ constexpr const char* kUsage =
     "NCCL_* and CUDA_* variable; every record carries `reproduce`, the one-line command that\n"
     "reruns just its case: tpbench run <scenario file> --case <id> [--placement P] [--mps M].\n"
     "\n"
-    "Exit status: 0 every case ok or skipped and no check failed; 1 a case or check failed;\n"
-    "2 bad input (every problem of the scenario is listed, nothing is run or written).\n";
+    "Exit status: 0 no case or check failed and at least one case ran (the others ok,\n"
+    "infeasible or skipped); 1 a case or check failed (with --baselines also a regression or\n"
+    "an unstable control); 2 bad input (every problem of the scenario is listed, nothing is\n"
+    "run or written); 3 nothing ran: no case could run on this machine (every case skipped,\n"
+    "e.g. a GPU scenario with no GPU visible), said in one line `nothing ran: <why>`, in\n"
+    "run.json (summary.nothing_ran) and in the JUnit (a testcase \"nothing ran\").\n";
 
 struct Args {
   std::string scenario;
@@ -274,6 +279,7 @@ int run_run(const std::vector<std::string>& raw_args) {
   std::printf(")\n");
   std::printf("checks (case x check): %d pass, %d fail, %d skipped, %d not implemented\n", sum.checks_pass,
               sum.checks_fail, sum.checks_skipped, sum.checks_not_implemented);
+  if (!sum.nothing_ran.empty()) std::printf("nothing ran: %s\n", sum.nothing_ran.c_str());
   if (sum.stability != "unknown") std::printf("control: %s\n", sum.stability.c_str());
   if (!args.baselines.empty() && sum.baseline_build.compared) {
     // Which builds were compared, and whether that means anything.
@@ -291,8 +297,12 @@ int run_run(const std::vector<std::string>& raw_args) {
   if (!args.baselines.empty())
     std::printf("baseline %s: %d regression(s)%s, %d no-baseline%s%s\n", sum.baseline_file.c_str(), sum.regressions,
                 sum.stability == "unstable" ? " (untrusted: the control drifted)" : "", sum.no_baseline,
-                args.update_baselines ? "; updated with this run" : "",
-                sum.forced_dirty_reason.empty() ? "" : (" from a dirty tree, forced: " + sum.forced_dirty_reason).c_str());
+                sum.baseline_updated    ? "; updated with this run"
+                : args.update_baselines ? "; not updated: nothing ran"
+                                        : "",
+                sum.forced_dirty_reason.empty() || !sum.baseline_updated
+                    ? ""
+                    : (" from a dirty tree, forced: " + sum.forced_dirty_reason).c_str());
   std::printf("results: %s/results.jsonl\n", sum.run_dir.c_str());
   if (sum.failed > 0)
     std::printf("rerun: each record's `reproduce` reruns its case; `tpbench run --resume %s --retry-failed` the failed ones\n",

@@ -50,7 +50,8 @@ void print_overview() {
     if (!s.hidden) std::printf("  %-9s %s\n", s.name, s.summary);
   }
   std::printf("\n`tpbench <subcommand> --help` for details. Exit status: 0 ok, 1 failed case or "
-              "check, 2 bad input or usage.\n");
+              "check, 2 bad input or usage\n(compare: nothing comparable), 3 nothing ran (run, "
+              "qualify: no case could run on this machine).\n");
 }
 
 int dispatch(std::vector<std::string> args) {

@@ -1,6 +1,7 @@
 // The tpbench subcommands. Each lives in its own cmd_<name>.cpp and registers itself with
 // TPB_SUBCOMMAND; main.cpp only dispatches. A subcommand returns the process exit status
-// (0 ok, 1 a case or check failed, 2 bad input or usage) and may throw tpb::InputError
+// (0 ok, 1 a case or check failed, 2 bad input or usage, 3 nothing ran: run and qualify
+// when no case could run on this machine) and may throw tpb::InputError
 // (exit 2) or tpb::Error (exit 1); main prints the message as one line.
 #pragma once
 

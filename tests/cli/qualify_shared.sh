@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # tpbench qualify on one GPU: the single-H200 profile validates and, on a machine without
-# its GPU, fails on the hardware row (exit 1) before measuring anything; a copy whose
+# its GPU, stops at the hardware row before measuring anything: nothing ran (exit 3, issue
+# 15: a profile that measured nothing is neither a pass nor a failed box); a copy whose
 # shared-placement scenario sits under a latency probe (allreduce) is bad input (exit 2)
 # naming the probe's JSON path, since shared placement times contention, not an interconnect.
 source "$(dirname "$0")/common.bash" "$@"
@@ -8,25 +9,27 @@ cd "$SOURCE_DIR"
 profile=scenarios/qualify/h200x1.json
 
 # 1. As written, on a machine without a GPU: the hardware row fails and nothing is measured
-#    (exit 1). Where GPUs are visible, a copy asking for more GPUs than any box has takes the
-#    same path without running the 3-minute conformance probe.
+#    (exit 3, nothing ran). Where GPUs are visible, a copy asking for more GPUs than any box
+#    has takes the same path without running the 3-minute conformance probe.
 if ! "$TPBENCH" list | grep -q '^  nccl' || ! nvidia-smi -L 2>/dev/null | grep -q '^GPU'; then
-  expect_rc 1 "$TPBENCH" qualify "$profile" --out "$SCRATCH/as-written"
+  expect_rc 3 "$TPBENCH" qualify "$profile" --out "$SCRATCH/as-written"
   want_gpus=1 found='0'
   out=$SCRATCH/as-written
 else
   python3 -c "import json,sys; d=json.load(open(sys.argv[1])); d['gpus']=4096; json.dump(d, open(sys.argv[2],'w'))" \
     "$profile" "$SCRATCH/many-gpus.json"
-  expect_rc 1 "$TPBENCH" qualify "$SCRATCH/many-gpus.json" --out "$SCRATCH/many-gpus"
+  expect_rc 3 "$TPBENCH" qualify "$SCRATCH/many-gpus.json" --out "$SCRATCH/many-gpus"
   want_gpus=4096 found='[0-9]+'
   out=$SCRATCH/many-gpus
 fi
 grep -Eq "^hardware +gpus .*FAIL +profile needs $want_gpus GPU\(s\), found $found\$" "$SCRATCH/last.out" \
   || { cat "$SCRATCH/last.out" >&2; fail "no 'profile needs $want_gpus GPU(s), found $found' FAIL row"; }
-grep -q '^qualify: FAIL (1 rows, 1 not passing)' "$SCRATCH/last.out" \
+grep -q '^qualify: NOTHING RAN (1 rows, 1 not passing)' "$SCRATCH/last.out" \
   || { cat "$SCRATCH/last.out" >&2; fail "qualify measured something without the GPUs it needs"; }
-python3 -c "import json,sys; d=json.load(open(sys.argv[1])); r=d['rows']; sys.exit(0 if d['verdict']=='FAIL' and len(r)==1 and r[0]['probe']=='hardware' else 1)" \
-  "$out/qualify.json" || fail "qualify.json does not hold the one failing hardware row"
+grep -Eq "^nothing ran: profile needs $want_gpus GPU\(s\), found $found\$" "$SCRATCH/last.out" \
+  || { cat "$SCRATCH/last.out" >&2; fail "no 'nothing ran: profile needs $want_gpus GPU(s)' line"; }
+python3 -c "import json,sys; d=json.load(open(sys.argv[1])); r=d['rows']; sys.exit(0 if d['verdict']=='NOTHING RAN' and d['nothing_ran'] and len(r)==1 and r[0]['probe']=='hardware' else 1)" \
+  "$out/qualify.json" || fail "qualify.json does not hold the one failing hardware row and say that nothing ran"
 
 # 2. The conformance probe turned into an allreduce latency probe: refused before anything
 #    runs, with the probe's path and the reason.

@@ -70,6 +70,20 @@ TEST(Baseline, MissingCaseIsNoBaselineNeverPass) {
   EXPECT_FALSE(is_regression(v[0]));
 }
 
+// compare exits 2 with the reason when nothing is comparable, instead of "0 regressions".
+TEST(Baseline, NothingComparableSaysWhy) {
+  const auto a = record("a", 1, 0.01, 1), b = record("b", 1, 0.01, 2);
+  nlohmann::json skipped = {{"case_id", "a"}, {"status", "skipped"}, {"error", "device cuda: no GPU is visible"}};
+  nlohmann::json failed = {{"case_id", "b"}, {"status", "failed"}};
+  EXPECT_EQ(nothing_comparable({a, b}, {b}, "A", "B"), "");
+  EXPECT_EQ(nothing_comparable({}, {a}, "/dev/null", "B"), "OLD /dev/null holds no record");
+  EXPECT_EQ(nothing_comparable({a}, {}, "A", "empty.jsonl"), "NEW empty.jsonl holds no record");
+  EXPECT_EQ(nothing_comparable({a}, {skipped, skipped, failed}, "A", "gpu-run"),
+            "NEW gpu-run holds no ok record (3 records: 1 failed, 2 skipped)");
+  EXPECT_EQ(nothing_comparable({a}, {b, record("c", 1, 0.01, 3)}, "A", "B"),
+            "no case id in common: OLD A has 1 ok case, NEW B 2, none the same");
+}
+
 TEST(Baseline, HardwareDirName) {
   EXPECT_EQ(hardware_dir_name({{"gpus", nlohmann::json::array()}}), "cpu-ref");
   EXPECT_EQ(hardware_dir_name({{"gpus", {{{"name", "NVIDIA H200"}}, {{"name", "NVIDIA H200"}}}}}), "h200x2");

@@ -60,6 +60,20 @@ TEST(Junit, WellFormedForAnXmlParser) {
   std::filesystem::remove(path);
 }
 
+TEST(Junit, PropertiesAndTheNothingRanTestcase) {
+  const std::string x = junit_xml("gpu & co", {junit_nothing_ran_case("gpu & co", "all 2 cases skipped: <no GPU>")},
+                                  {{"tpbench.nothing_ran", "all 2 cases skipped: <no GPU>"}, {"tpbench.exit_code", "3"}});
+  EXPECT_NE(x.find("skipped=\"1\""), std::string::npos) << x;
+  const auto props = x.find("    <properties>\n      <property name=\"tpbench.nothing_ran\" value=\"all 2 cases skipped: "
+                            "&lt;no GPU&gt;\"/>\n      <property name=\"tpbench.exit_code\" value=\"3\"/>\n    </properties>\n");
+  ASSERT_NE(props, std::string::npos) << x;
+  EXPECT_LT(props, x.find("<testcase")) << "properties come before the testcases";
+  EXPECT_NE(x.find("<testcase classname=\"gpu &amp; co\" name=\"nothing ran\" time=\"0.000\">\n"
+                   "      <skipped message=\"nothing ran: all 2 cases skipped: &lt;no GPU&gt;\"/>"),
+            std::string::npos) << x;
+  EXPECT_EQ(junit_xml("none", {}).find("<properties>"), std::string::npos) << "no properties, no element";
+}
+
 TEST(Junit, EmptySuiteIsStillValid) {
   const std::string x = junit_xml("none", {});
   EXPECT_NE(x.find("tests=\"0\""), std::string::npos);

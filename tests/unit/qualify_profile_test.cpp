@@ -142,5 +142,28 @@ TEST(QualifyProfile, ReportsEveryProblemAtOnce) {
     EXPECT_NE(why.find(where), std::string::npos) << where << " not named in:\n" << why;
 }
 
+// A profile in which no probe measured anything is "nothing ran" (exit 3), with the reason.
+TEST(QualifyNothingRan, OnlyWhenNoRowMeasuredAnything) {
+  auto not_run = [](const std::string& item, const std::string& why) {
+    QualifyRow r;
+    r.probe = "conformance";
+    r.item = item;
+    r.verdict = "FAIL";
+    r.not_run = why;
+    return r;
+  };
+  QualifyRow gate = not_run("gpus", "profile needs 2 GPU(s), found 0");
+  gate.probe = "hardware";
+  EXPECT_EQ(qualify_nothing_ran({gate}), "profile needs 2 GPU(s), found 0");
+  const QualifyRow a = not_run("decode tp1", "device cuda: no GPU is visible");
+  const QualifyRow b = not_run("decode tp8", "needs 8 GPUs, 1 visible");
+  EXPECT_EQ(qualify_nothing_ran({a, a}), "device cuda: no GPU is visible");
+  EXPECT_EQ(qualify_nothing_ran({a, b, b}), "3 rows not run, for 2 reasons; the most common (2 rows): needs 8 GPUs, 1 visible");
+  QualifyRow measured;
+  measured.probe = "memory_bandwidth";
+  measured.verdict = "PASS";
+  EXPECT_EQ(qualify_nothing_ran({a, measured}), "") << "a row measured something: FAIL or PASS, not nothing ran";
+}
+
 }  // namespace
 }  // namespace tpb

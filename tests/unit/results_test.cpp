@@ -10,6 +10,7 @@
 #include "suite/checks/check.h"
 #include "suite/results.h"
 #include "suite/runner.h"
+#include "tpb/check.h"
 
 namespace tpb {
 namespace {
@@ -83,6 +84,24 @@ TEST_F(Results, FinishedIdsAreThoseWithAFinalStatus) {
 }
 
 TEST_F(Results, MissingFileIsNoRecords) { EXPECT_TRUE(read_results((dir_ / "nope.jsonl").string()).empty()); }
+
+// compare's OLD and NEW: a run folder stands for its results.jsonl; a file is itself.
+TEST_F(Results, ResultsFileOfARunFolderOrAFile) {
+  const fs::path run = dir_ / "20260101T000000.000Z-abcdef";
+  fs::create_directories(run);
+  std::ofstream(run / "results.jsonl") << "{}\n";
+  EXPECT_EQ(results_file_of(run.string()), (run / "results.jsonl").string());
+  EXPECT_EQ(results_file_of((run / "results.jsonl").string()), (run / "results.jsonl").string());
+  EXPECT_EQ(results_file_of("/dev/null"), "/dev/null");
+  const fs::path empty = dir_ / "empty";
+  fs::create_directories(empty);
+  try {
+    results_file_of(empty.string());
+    ADD_FAILURE() << "an empty folder was accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("no results.jsonl in this folder"), std::string::npos) << e.what();
+  }
+}
 
 TEST_F(Results, AtomicWriteReplacesWholeFile) {
   const std::string path = (dir_ / "run.json").string();

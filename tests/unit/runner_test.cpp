@@ -10,6 +10,8 @@
 #include <cerrno>
 #include <chrono>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 
 #include "suite/results.h"
 #include "suite/runner.h"
@@ -89,6 +91,103 @@ TEST(Runner, FailuresStayInTheirCaseAndNothingIsLeftBehind) {
   EXPECT_TRUE(fs::is_regular_file(opt.junit_path));
   const json run_json = read_json_file((fs::path(sum.run_dir) / "run.json").string());
   EXPECT_EQ(run_json["summary"]["failed"], 3);
+  fs::remove_all(root);
+}
+
+// Nothing ran is not a pass: the reason names the common skip reason, or counts them.
+TEST(NothingRan, ReasonFromTheSkipReasons) {
+  EXPECT_EQ(nothing_ran_reason(1, {"device cuda: no GPU is visible"}), "");
+  EXPECT_EQ(nothing_ran_reason(0, {}), "the sweep has no case");
+  EXPECT_EQ(nothing_ran_reason(0, {"device cuda: no GPU is visible"}), "all 1 case skipped: device cuda: no GPU is visible");
+  EXPECT_EQ(nothing_ran_reason(0, std::vector<std::string>(18, "device cuda: no GPU is visible")),
+            "all 18 cases skipped: device cuda: no GPU is visible");
+  EXPECT_EQ(nothing_ran_reason(0, {"needs 2 GPUs, 1 visible", "needs 8 GPUs, 1 visible", "needs 8 GPUs, 1 visible"}),
+            "all 3 cases skipped, for 2 reasons; the most common (2 cases): needs 8 GPUs, 1 visible");
+  EXPECT_EQ(nothing_ran_reason(0, {"first line\nsecond"}), "all 1 case skipped: first line");
+}
+
+TEST(NothingRan, ExitCodeDecision) {
+  RunSummary sum;
+  sum.ok = 2;
+  EXPECT_EQ(run_exit_code(sum, false), kExitOk);
+  sum.ok = 0;
+  sum.skipped = 18;
+  sum.nothing_ran = "all 18 cases skipped: device cuda: no GPU is visible";
+  EXPECT_EQ(run_exit_code(sum, false), kExitNothingRan);
+  EXPECT_EQ(run_exit_code(sum, true), kExitNothingRan);
+  sum.checks_fail = 1;  // a failure outranks nothing-ran
+  EXPECT_EQ(run_exit_code(sum, false), kExitFailed);
+  sum.checks_fail = 0;
+  sum.stability = "unstable";
+  EXPECT_EQ(run_exit_code(sum, false), kExitNothingRan);
+  EXPECT_EQ(run_exit_code(sum, true), kExitFailed);
+  RunSummary some;  // some cases ran, the rest skipped: today's statuses
+  some.ok = 1;
+  some.skipped = 5;
+  EXPECT_EQ(run_exit_code(some, false), kExitOk);
+  some.failed = 1;
+  EXPECT_EQ(run_exit_code(some, false), kExitFailed);
+}
+
+// Every case skipped: exit 3, run.json and the JUnit say why; nothing is launched.
+TEST(NothingRan, AllSkippedRunSaysSoEverywhere) {
+  Scenario s;
+  s.source = "probe.json";
+  s.name = "probe";
+  s.workload = "probe";
+  s.device = s.device_requested = "cpu";
+  s.document = {{"name", "probe"}};
+  std::vector<Case> cases = {probe_case("00000000000000b1", 2, nullptr), probe_case("00000000000000b2", 4, nullptr)};
+  for (auto& c : cases) c.skip_reason = "device cuda: no GPU is visible";
+  const fs::path root = fs::temp_directory_path() / ("tpb_runner_nothing_ran_" + std::to_string(::getpid()));
+  fs::remove_all(root);
+  RunOptions opt;
+  opt.results_root = root.string();
+  opt.worker_binary = TPB_TPBENCH_BINARY;
+  opt.junit_path = (root / "junit.xml").string();
+  const RunSummary sum = run_scenario(s, cases, opt);
+  EXPECT_EQ(sum.exit_code, kExitNothingRan);
+  EXPECT_EQ(sum.skipped, 2);
+  EXPECT_EQ(sum.nothing_ran, "all 2 cases skipped: device cuda: no GPU is visible");
+  const json run_json = read_json_file((fs::path(sum.run_dir) / "run.json").string());
+  EXPECT_EQ(run_json["summary"]["exit_code"], kExitNothingRan);
+  EXPECT_EQ(run_json["summary"]["nothing_ran"], sum.nothing_ran);
+  std::ifstream in(opt.junit_path);
+  const std::string xml((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(xml.find("<property name=\"tpbench.nothing_ran\" value=\"all 2 cases skipped: device cuda: no GPU is visible\"/>"),
+            std::string::npos) << xml;
+  EXPECT_NE(xml.find("classname=\"probe\" name=\"nothing ran\""), std::string::npos) << xml;
+  EXPECT_NE(xml.find("<skipped message=\"nothing ran: all 2 cases skipped: device cuda: no GPU is visible\"/>"),
+            std::string::npos) << xml;
+  EXPECT_EQ(xml.find("<failure"), std::string::npos) << xml;
+  fs::remove_all(root);
+}
+
+// --update-baselines on a run in which nothing ran keeps the stored baseline as it was.
+TEST(NothingRan, StoresNoBaseline) {
+  Scenario s;
+  s.source = "probe.json";
+  s.name = "probe";
+  s.workload = "probe";
+  s.device = s.device_requested = "cpu";
+  s.document = {{"name", "probe"}};
+  std::vector<Case> cases = {probe_case("00000000000000c1", 2, nullptr)};
+  cases[0].skip_reason = "device cuda: no GPU is visible";
+  const fs::path root = fs::temp_directory_path() / ("tpb_runner_no_baseline_" + std::to_string(::getpid()));
+  fs::remove_all(root);
+  RunOptions opt;
+  opt.results_root = (root / "runs").string();
+  opt.worker_binary = TPB_TPBENCH_BINARY;
+  opt.baselines_dir = (root / "baselines").string();
+  opt.update_baselines = true;
+  opt.force_dirty_baseline_reason = "test: the tree may be dirty while developing";
+  const RunSummary sum = run_scenario(s, cases, opt);
+  EXPECT_EQ(sum.exit_code, kExitNothingRan);
+  EXPECT_FALSE(sum.baseline_updated);
+  EXPECT_FALSE(sum.baseline_file.empty());
+  EXPECT_FALSE(fs::exists(sum.baseline_file)) << sum.baseline_file;
+  const json run_json = read_json_file((fs::path(sum.run_dir) / "run.json").string());
+  EXPECT_EQ(run_json["summary"]["baselines"]["updated"], false);
   fs::remove_all(root);
 }
 
