@@ -306,5 +306,34 @@ TEST(ShmCommunicator, SegmentNameIsRemovedOnceMapped) {
   }
 }
 
+// The shm backend counts every all_reduce as its own (chunking a large message is still one
+// call), barriers and all_gathers not at all, and starts afresh on reset.
+TEST(ShmCommunicator, CountsItsAllreduceCallsPerCase) {
+  std::vector<std::vector<AllreduceCalls>> seen(2), after_reset(2);
+  run_ranks(2, [&](int rank, Bootstrap& bootstrap) {
+    CommOptions options;
+    options.max_bytes = 256;  // a 1 KiB message goes in 4 chunks
+    auto comm = make_communicator("shm", bootstrap, options);
+    std::vector<float> buf(256, 1.0f), gathered(512);
+    comm->all_reduce(buf.data(), buf.data(), 256, DType::f32, nullptr);  // 1 KiB
+    comm->all_reduce(buf.data(), buf.data(), 3, DType::f32, nullptr);    // 12 B
+    comm->all_reduce(buf.data(), buf.data(), 100, DType::f32, nullptr);  // 400 B
+    comm->barrier();
+    comm->all_gather(buf.data(), gathered.data(), 256, DType::f32, nullptr);
+    seen[static_cast<std::size_t>(rank)] = comm->allreduce_calls();
+    comm->reset_allreduce_calls();
+    after_reset[static_cast<std::size_t>(rank)] = comm->allreduce_calls();
+  });
+  for (int r = 0; r < 2; ++r) {
+    const auto& calls = seen[static_cast<std::size_t>(r)];
+    ASSERT_EQ(calls.size(), 1u) << "rank " << r;
+    EXPECT_EQ(calls[0].backend, "shm");
+    EXPECT_EQ(calls[0].calls, 3u);
+    EXPECT_EQ(calls[0].bytes_min, 12u);
+    EXPECT_EQ(calls[0].bytes_max, 1024u);
+    EXPECT_TRUE(after_reset[static_cast<std::size_t>(r)].empty());
+  }
+}
+
 }  // namespace
 }  // namespace tpb
