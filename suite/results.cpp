@@ -89,7 +89,7 @@ std::vector<nlohmann::json> read_results(const std::string& path, int* damaged_l
 }
 
 bool is_final_status(const std::string& status) {
-  return status == "ok" || status == "infeasible" || status == "failed" || status == "skipped";
+  return status == "ok" || status == "infeasible" || status == "failed" || status == "skipped" || status == "fallback";
 }
 
 std::set<std::string> finished_case_ids(const std::vector<nlohmann::json>& records) {

@@ -33,13 +33,16 @@ struct RunSummary {
   std::string run_dir;     // results/<run-id>
   int cases = 0;           // planned
   int ok = 0, failed = 0, skipped = 0, infeasible = 0;  // by final status (resumed ones included)
+  int fallback = 0;        // cases whose requested allreduce backend carried none of their
+                           // allreduces (status "fallback", suite/allreduce_ran.h)
   int resumed = 0;         // finished in an earlier invocation, not run again
   int checks_pass = 0, checks_fail = 0, checks_skipped = 0, checks_not_implemented = 0;  // case x check verdicts
   int regressions = 0;     // baseline verdicts `regression` or `mismatch` (case x metric)
   int no_baseline = 0;     // cases or metrics with nothing stored to compare with
   std::string stability;   // "stable" | "unstable" (the control drifted) | "unknown" (no control judged)
   std::string baseline_file;  // the file compared with / written, when --baselines is given
-  int exit_code = 0;       // 0 all ok, 1 a case or check failed, a regression, or an unstable run with baselines
+  int exit_code = 0;       // 0 all ok, 1 a case failed or fell back, a check failed, a regression,
+                           // or an unstable run with baselines
 };
 
 // Runs the planned `cases` of `scenario`. Throws InputError (before writing anything) when
@@ -51,7 +54,9 @@ RunSummary run_scenario(const Scenario& scenario, const std::vector<Case>& cases
 nlohmann::json latency_summary(const std::vector<std::vector<double>>& samples_us_per_rank, int repetitions);
 
 // One record from the launcher's answer (ranks' JSON as in suite/workload.h). Its status is
-// "ok", or "infeasible" with the first infeasible rank's sentence as error.
+// "ok", "fallback" (the requested allreduce backend carried none of the allreduces; error says
+// which ran, allreduce_ran the counts) or "infeasible" with the first infeasible rank's
+// sentence as error.
 nlohmann::json case_record_from_ranks(const Scenario& scenario, const Case& c,
                                       const std::vector<nlohmann::json>& ranks);
 

@@ -52,7 +52,8 @@ constexpr const char* kUsage =
     "  --no-report       do not build the report (report.html, summary.md, plots; needs\n"
     "                    python3 + matplotlib; `tpbench report RUN_DIR` makes it later)\n"
     "\n"
-    "Exit status: 0 every case ok or skipped and no check failed; 1 a case or check failed;\n"
+    "Exit status: 0 every case ok or skipped and no check failed; 1 a case or check failed,\n"
+    "or a case's allreduce backend fell back to another (status fallback);\n"
     "2 bad input (every problem of the scenario is listed, nothing is run or written).\n";
 
 struct Args {
@@ -172,6 +173,9 @@ int run_run(const std::vector<std::string>& raw_args) {
   const tpb::RunSummary sum = tpb::run_scenario(scenario, cases, opt);
   std::printf("cases: %d ok, %d failed, %d skipped, %d infeasible (%d resumed from the earlier run)\n", sum.ok,
               sum.failed, sum.skipped, sum.infeasible, sum.resumed);
+  if (sum.fallback > 0)
+    std::printf("fallback: %d case(s) ran another allreduce backend than requested (not ok; the record's "
+                "allreduce_ran says what ran)\n", sum.fallback);
   std::printf("checks (case x check): %d pass, %d fail, %d skipped, %d not implemented\n", sum.checks_pass,
               sum.checks_fail, sum.checks_skipped, sum.checks_not_implemented);
   if (sum.stability != "unknown") std::printf("control: %s\n", sum.stability.c_str());
