@@ -8,6 +8,7 @@
 # results.jsonl, JUnit, summary.md and report.html, equal_across_allreduce must fail naming the
 # pair, and the run must exit 1. Without the switch mpi is skipped (not in this build): exit 0.
 source "$(dirname "$0")/common.bash" "$@"
+unset TPB_TEST_PLANT_FALLBACK  # planted below, for one run only
 
 scenario="$SCRATCH/fallback.json"
 cat >"$scenario" <<'JSON'
