@@ -95,7 +95,7 @@ def write(path, run, records, figures):
     out.append(render_kv(prov) if prov else '<p class="note">no provenance recorded</p>')
     out.append('<h2 id="run">Run</h2>' + render_kv(tables.run_overview(run, records)))
 
-    sections = [("cases", "Cases not ok")] + [(f.key, f.title) for f in figures] + [
+    sections = [("cases", "Cases not ok"), ("backends-ran", "Allreduce backends as they ran")] + [(f.key, f.title) for f in figures] + [
         ("baseline-table", "Baseline verdicts"), ("conformance", "Conformance checks")]
     out.append("<nav><ul>" + "".join(f'<li><a href="#{esc(k)}">{esc(t)}</a></li>'
                                      for k, t in sections) + "</ul></nav>")
@@ -104,6 +104,10 @@ def write(path, run, records, figures):
     out.append('<h2 id="cases">Cases not ok</h2><p>'
                + esc(", ".join(f"{n} {s}" for s, n in counts.items())) + "</p>")
     out.append(render_table(tables.not_ok_table(records), "every case is ok"))
+    out.append('<h2 id="backends-ran">Allreduce backends as they ran</h2>'
+               f'<p class="caption">{esc(tables.backends_ran_caption(records))}</p>')
+    out.append(render_table(tables.backends_ran_table(records),
+                            "every case's allreduces ran on the backend it requested"))
 
     for fig in figures:
         out.append(f'<h2 id="{esc(fig.key)}">{esc(fig.title)}</h2>')

@@ -65,7 +65,10 @@ def write(path, run, records, figures):
             render_kv(prov) if prov else "_no provenance recorded_\n",
             "## Run", "", render_kv(tables.run_overview(run, records)),
             f"**{md(tables.headline(records, run))}**", "",
-            "## Cases not ok", "", render_table(tables.not_ok_table(records), "every case is ok")]
+            "## Cases not ok", "", render_table(tables.not_ok_table(records), "every case is ok"),
+            "## Allreduce backends as they ran", "", md(tables.backends_ran_caption(records)), "",
+            render_table(tables.backends_ran_table(records),
+                         "every case's allreduces ran on the backend it requested"), ""]
     for fig in figures:
         out += [f"## {md(fig.title)}", ""]
         if isinstance(fig, plots.Skipped):

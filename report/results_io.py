@@ -12,7 +12,9 @@ import json
 import math
 import os
 
-STATUSES = ("ok", "infeasible", "failed", "skipped")
+# "fallback": the requested allreduce backend carried none of the case's allreduces (another
+# one ran, record.allreduce_ran says which); its numbers are not the requested backend's.
+STATUSES = ("ok", "infeasible", "failed", "skipped", "fallback")
 
 
 class ReportInputError(Exception):
@@ -113,6 +115,18 @@ def validate_record(rec, where):
         for key in ("ratio", "ci_low", "ci_high", "p_value"):
             v.expect(entry, key, f"$.baseline.{metric}.{key}", ("number", "null"))
     v.expect(rec, "provenance", "$.provenance", ("object", "null"))
+    ran = v.expect(rec, "allreduce_ran", "$.allreduce_ran", ("object", "null"))
+    if ran:
+        for key in ("requested", "backend", "verdict"):
+            v.expect(ran, key, f"$.allreduce_ran.{key}", ("string",))
+        v.expect(ran, "fallback", "$.allreduce_ran.fallback", ("string", "null"))
+        entries = v.expect(ran, "ran", "$.allreduce_ran.ran", ("array",))
+        for i, entry in enumerate(entries or []):
+            if not isinstance(entry, dict):
+                v.fail(f"$.allreduce_ran.ran[{i}]", "an object {backend, calls, bytes_min, bytes_max}", entry)
+            v.expect(entry, "backend", f"$.allreduce_ran.ran[{i}].backend", ("string",), required=True)
+            for key in ("calls", "bytes_min", "bytes_max"):
+                v.expect(entry, key, f"$.allreduce_ran.ran[{i}].{key}", ("number",))
     return rec
 
 
@@ -207,6 +221,39 @@ def label(rec):
 def backend(rec):
     value = param(rec, "allreduce")
     return str(value) if value is not None else "-"
+
+
+def allreduce_ran(rec):
+    """record.allreduce_ran (suite/allreduce_ran.h), {} when the record has none."""
+    value = rec.get("allreduce_ran")
+    return value if isinstance(value, dict) else {}
+
+
+def bytes_text(value):
+    """A message size exactly, as the terminal writes it: "14 MiB", "14 KiB", "1028 B"."""
+    if not is_number(value):
+        return "?"
+    value = int(value)
+    for unit, size in (("MiB", 2 ** 20), ("KiB", 2 ** 10)):
+        if value >= size and value % size == 0:
+            return f"{value // size} {unit}"
+    return f"{value} B"
+
+
+def ran_text(rec):
+    """The backends that carried the case's allreduces, smallest messages first:
+    "custom-oneshot 24 calls (14 KiB), nccl 7 calls (14 MiB)"; None when not recorded."""
+    ran = allreduce_ran(rec).get("ran")
+    if not isinstance(ran, list):
+        return None
+    if not ran:
+        return "no allreduce call counted"
+    parts = []
+    for entry in ran:
+        lo, hi, calls = entry.get("bytes_min"), entry.get("bytes_max"), entry.get("calls")
+        size = bytes_text(lo) + ("" if lo == hi else " to " + bytes_text(hi))
+        parts.append(f"{entry.get('backend')} {calls} call{'' if calls == 1 else 's'} ({size})")
+    return ", ".join(parts)
 
 
 def latency(rec, key="p50"):

@@ -121,7 +121,7 @@ def run_overview(run, records):
     items.append(("records (results.jsonl)", len(records)))
     summary = run.get("summary")
     if isinstance(summary, dict):
-        for key in ("cases", "ok", "failed", "skipped", "infeasible", "exit_code", "end_time"):
+        for key in ("cases", "ok", "failed", "skipped", "infeasible", "fallback", "exit_code", "end_time"):
             if key in summary:
                 items.append((f"summary.{key}", text(summary[key])))
     if isinstance(run.get("resumed"), list) and run["resumed"]:
@@ -167,9 +167,51 @@ def not_ok_table(records):
     table = Table(["case_id", "label", "status", "error / reason"])
     for rec in records:
         if rec["status"] != "ok":
-            css = "bad" if rec["status"] == "failed" else "warn"
+            css = "bad" if rec["status"] in ("failed", "fallback") else "warn"
             table.add([rec["case_id"], rio.label(rec), rec["status"], rio.error_text(rec)], css)
     return table
+
+
+def backends_ran_table(records):
+    """Cases whose allreduces did not all run on the requested backend (suite/allreduce_ran.h):
+    fallbacks (status fallback: another backend carried every call), partial fallbacks (e.g.
+    the messages above a custom buffer on NCCL), auto on NCCL alone, and ranks that disagree.
+    Cases that ran as requested are left out; the caption says how many."""
+    table = Table(["case_id", "label", "status", "requested", "ran", "verdict", "why"])
+    order = {"fallback": 0, "partial-fallback": 1}
+    notable = []
+    for rec in records:
+        ran = rio.allreduce_ran(rec)
+        if not ran:
+            continue
+        if ran.get("verdict") == "as-requested" and ran.get("fallback") is None and "ranks_differ" not in ran:
+            continue
+        notable.append(rec)
+    notable.sort(key=lambda r: (order.get(rio.allreduce_ran(r).get("verdict"), 2), r.get("_line", 0)))
+    for rec in notable:
+        ran = rio.allreduce_ran(rec)
+        why = ran.get("fallback")
+        if "ranks_differ" in ran:
+            why = (why + "; " if why else "") + "ranks differ: " + str(ran["ranks_differ"])
+        verdict = ran.get("verdict")
+        css = "bad" if verdict == "fallback" else ("warn" if verdict == "partial-fallback" else "")
+        table.add([rec["case_id"], rio.label(rec), rec["status"], text(ran.get("requested")), rio.ran_text(rec),
+                   text(verdict), text(why)], css)
+    return table
+
+
+def backends_ran_caption(records):
+    """One sentence over every case that recorded what carried its allreduces."""
+    recorded = [r for r in records if rio.allreduce_ran(r)]
+    if not recorded:
+        return "No record says which backend carried its allreduces (recorded from this build on)."
+    counts = {}
+    for rec in recorded:
+        verdict = rio.allreduce_ran(rec).get("verdict") or "?"
+        counts[verdict] = counts.get(verdict, 0) + 1
+    return (f"{len(recorded)} case(s) recorded which backend carried their allreduces: "
+            + ", ".join(f"{n} {v}" for v, n in sorted(counts.items()))
+            + ". A fallback's numbers are the other backend's; it is never compared as the requested one.")
 
 
 def allreduce_table(records):

@@ -103,8 +103,10 @@ void Progress::finish(const std::string& status, double wall_s, const std::strin
   if (wall_s > 0) line += " (" + format_duration(wall_s) + ")";
   line += "  elapsed " + format_duration(elapsed_s()) + "  " + eta();
   if (!note.empty()) line += "\n    " + note;
-  // On a terminal, only what needs attention stays on screen.
-  const bool permanent = !tty_ || (status != "ok" && status != "resumed");
+  // On a terminal, only what needs attention stays on screen: a case not ok, and an ok one
+  // with a note (a failed check, allreduces that ran on another backend), which also spans
+  // two lines that an in-place redraw could not erase.
+  const bool permanent = !tty_ || (status != "ok" && status != "resumed") || !note.empty();
   draw(line, permanent);
 }
 

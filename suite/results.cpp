@@ -99,7 +99,7 @@ std::string results_file_of(const std::string& path) {
 }
 
 bool is_final_status(const std::string& status) {
-  return status == "ok" || status == "infeasible" || status == "failed" || status == "skipped";
+  return status == "ok" || status == "infeasible" || status == "failed" || status == "skipped" || status == "fallback";
 }
 
 std::set<std::string> finished_case_ids(const std::vector<nlohmann::json>& records) {

@@ -41,7 +41,7 @@ class ResultsWriter {
 // skipped and counted in `damaged_lines` when given; a missing file is no records.
 std::vector<nlohmann::json> read_results(const std::string& path, int* damaged_lines = nullptr);
 
-// Ids of records with a final status (ok, infeasible, failed, skipped): what --resume skips.
+// Ids of records with a final status (ok, infeasible, failed, skipped, fallback): what --resume skips.
 std::set<std::string> finished_case_ids(const std::vector<nlohmann::json>& records);
 bool is_final_status(const std::string& status);
 // Ids whose last record with a final status is `failed`: what `--resume --retry-failed`

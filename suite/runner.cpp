@@ -1,5 +1,6 @@
 #include "suite/runner.h"
 
+#include "suite/allreduce_ran.h"
 #include "suite/baseline.h"
 #include "suite/checks/control_drift.h"
 #include "suite/jsonl.h"
@@ -190,9 +191,17 @@ json case_record_from_ranks(const Scenario& s, const Case& c, const std::vector<
   r["metrics"] = metrics;  // per rank: workload-specific numbers and self-checks
   r["latency"] = latency_summary(samples, s.measure.repetitions);
   r["throughput"] = throughput(s, c, r["latency"]);
+  // What carried the allreduces (suite/allreduce_ran.h); a case whose requested backend
+  // carried none of them measured another backend: status "fallback", never "ok".
+  std::vector<json> comm_per_rank(comm.begin(), comm.end());
+  r["allreduce_ran"] = allreduce_ran_from_ranks(c.params, comm_per_rank);
+  r["status"] = "ok";
+  if (r["allreduce_ran"].is_object() && r["allreduce_ran"].value("verdict", "") == "fallback") {
+    r["status"] = "fallback";
+    r["error"] = allreduce_ran_note(r["allreduce_ran"]);
+  }
   // A rank that found the case infeasible as measured (the GPU engine's KV pool on the
   // device's real free memory) says so in its result: recorded as an infeasible plan is.
-  r["status"] = "ok";
   for (const auto& rank : ranks)
     if (rank.contains("infeasible") && rank["infeasible"].is_string()) {
       r["status"] = "infeasible";
@@ -219,7 +228,7 @@ std::string nothing_ran_reason(int cases_that_ran, const std::vector<std::string
 }
 
 int run_exit_code(const RunSummary& sum, bool with_baselines) {
-  if (sum.failed > 0 || sum.checks_fail > 0 || sum.regressions > 0 || sum.unlike_baseline_fails ||
+  if (sum.failed > 0 || sum.fallback > 0 || sum.checks_fail > 0 || sum.regressions > 0 || sum.unlike_baseline_fails ||
       (with_baselines && sum.stability == "unstable"))
     return kExitFailed;
   if (!sum.nothing_ran.empty()) return kExitNothingRan;
@@ -461,7 +470,9 @@ RunSummary run_scenario(const Scenario& s, const std::vector<Case>& cases, const
     records[c.id] = record;
     writer.append(record);
     std::string note;
-    if (record["status"] == "failed" || record["status"] == "skipped" || record["status"] == "infeasible") note = first_line(record["error"].get<std::string>());
+    if (record["status"] != "ok" && record["error"].is_string()) note = first_line(record["error"].get<std::string>());
+    // A case that ran partly on another backend (or auto on NCCL alone) says so under its line.
+    if (record["status"] == "ok" && record.contains("allreduce_ran")) note = allreduce_ran_note(record["allreduce_ran"]);
     for (const auto& [name, result] : record["checks"].items())
       if (result["status"] == "fail") note += (note.empty() ? "" : "; ") + std::string("check ") + name + " FAILED: " + result["detail"].get<std::string>();
     progress.finish(record["status"].get<std::string>(), wall_s, note);
@@ -482,11 +493,17 @@ RunSummary run_scenario(const Scenario& s, const std::vector<Case>& cases, const
     sum.skipped += status == "skipped";
     sum.infeasible += status == "infeasible";
     if (status == "skipped") skip_reasons.push_back(r->value("error", std::string()));
+    sum.fallback += status == "fallback";
     JunitCase jc{s.name + "." + c.label, "run", wall_by_id.count(c.id) ? wall_by_id[c.id] : (r ? r->value("wall_s", 0.0) : 0.0), "pass", "", ""};
     if (status == "failed" || status == "missing") {
       jc.outcome = "failure";
       jc.message = r ? first_line(r->value("error", std::string("failed"))) : "no record";
       jc.detail = r ? r->value("error", std::string()) : "";
+    } else if (status == "fallback") {
+      // Its numbers are another backend's: a failure, so it never reads as the requested one ok.
+      jc.outcome = "failure";
+      jc.message = "fallback: " + first_line(r->value("error", std::string()));
+      jc.detail = r->contains("allreduce_ran") ? (*r)["allreduce_ran"].dump(2) : "";
     } else if (status == "skipped" || status == "infeasible") {
       jc.outcome = "skipped";
       jc.message = (status == "infeasible" ? "infeasible: " : "") + r->value("error", std::string());
@@ -547,7 +564,7 @@ RunSummary run_scenario(const Scenario& s, const std::vector<Case>& cases, const
   sum.unlike_baseline_fails = unlike && !opt.allow_unlike_baseline;
   const bool forced_dirty = opt.update_baselines && dirty;  // the input check above saw a reason
   if (forced_dirty) sum.forced_dirty_reason = opt.force_dirty_baseline_reason;
-  sum.nothing_ran = nothing_ran_reason(sum.ok + sum.failed + sum.infeasible, skip_reasons);
+  sum.nothing_ran = nothing_ran_reason(sum.ok + sum.failed + sum.fallback + sum.infeasible, skip_reasons);
   sum.exit_code = run_exit_code(sum, !opt.baselines_dir.empty());
 
   // A run in which nothing ran stores nothing: an empty baseline would erase what an earlier
@@ -585,7 +602,8 @@ RunSummary run_scenario(const Scenario& s, const std::vector<Case>& cases, const
 
   run_json["summary"] = {{"cases", sum.cases},       {"ok", sum.ok},
                          {"failed", sum.failed},     {"skipped", sum.skipped},
-                         {"infeasible", sum.infeasible}, {"resumed", sum.resumed},
+                         {"infeasible", sum.infeasible}, {"fallback", sum.fallback},
+                         {"resumed", sum.resumed},
                          {"checks", check_summary},  {"exit_code", sum.exit_code},
                          {"nothing_ran", sum.nothing_ran.empty() ? json(nullptr) : json(sum.nothing_ran)},
                          {"control", control},       {"stability", sum.stability},

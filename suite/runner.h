@@ -46,6 +46,8 @@ struct RunSummary {
   std::string run_dir;     // results/<run-id>
   int cases = 0;           // planned
   int ok = 0, failed = 0, skipped = 0, infeasible = 0;  // by final status (resumed ones included)
+  int fallback = 0;        // cases whose requested allreduce backend carried none of their
+                           // allreduces (status "fallback", suite/allreduce_ran.h)
   int resumed = 0;         // finished in an earlier invocation, not run again
   int retried = 0;         // failed in an earlier invocation and run again (--retry-failed)
   int checks_pass = 0, checks_fail = 0, checks_skipped = 0, checks_not_implemented = 0;  // case x check verdicts
@@ -73,7 +75,7 @@ constexpr int kExitOk = 0;
 constexpr int kExitFailed = 1;
 constexpr int kExitNothingRan = 3;
 
-// Why nothing ran, or "" when a case ran. A case ran when its final status is ok, failed or
+// Why nothing ran, or "" when a case ran. A case ran when its final status is ok, failed, fallback or
 // infeasible (the plan judged it on this machine); `skip_reasons` holds one entry per
 // skipped case. No case at all, or every case skipped, is nothing ran:
 //   "the sweep has no case"
@@ -81,7 +83,8 @@ constexpr int kExitNothingRan = 3;
 //   "all 12 cases skipped, for 3 reasons; the most common (6 cases): needs 8 GPUs, 1 visible (...)"
 std::string nothing_ran_reason(int cases_that_ran, const std::vector<std::string>& skip_reasons);
 
-// The run's exit status: 1 (kExitFailed) when a case or check failed, a baseline regressed
+// The run's exit status: 1 (kExitFailed) when a case or check failed, a case fell back to
+// another allreduce backend, a baseline regressed
 // or was not like-for-like (unlike_baseline_fails), or, with baselines, the control drifted;
 // else 3 (kExitNothingRan) when nothing ran (a run that checked nothing is not a pass);
 // else 0. A failure outranks nothing-ran.
@@ -96,7 +99,9 @@ RunSummary run_scenario(const Scenario& scenario, const std::vector<Case>& cases
 nlohmann::json latency_summary(const std::vector<std::vector<double>>& samples_us_per_rank, int repetitions);
 
 // One record from the launcher's answer (ranks' JSON as in suite/workload.h). Its status is
-// "ok", or "infeasible" with the first infeasible rank's sentence as error.
+// "ok", "fallback" (the requested allreduce backend carried none of the allreduces; error says
+// which ran, allreduce_ran the counts) or "infeasible" with the first infeasible rank's
+// sentence as error.
 nlohmann::json case_record_from_ranks(const Scenario& scenario, const Case& c,
                                       const std::vector<nlohmann::json>& ranks);
 

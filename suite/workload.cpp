@@ -32,6 +32,19 @@ Communicator& WorkerState::communicator(const std::string& backend, const CommOp
   return *it->second;
 }
 
+nlohmann::json communicator_result(const std::string& requested, const Communicator& comm) {
+  nlohmann::json calls = nlohmann::json::array();
+  for (const AllreduceCalls& c : comm.allreduce_calls())
+    calls.push_back({{"backend", c.backend}, {"calls", c.calls}, {"bytes_min", c.bytes_min}, {"bytes_max", c.bytes_max}});
+  // A backend that counts nothing (allreduce_calls() empty by default) and one that counted
+  // no call read the same here: an empty list. The record says "no calls counted" either way.
+  return {{"backend", comm.name()},
+          {"requested", requested},
+          {"memory_bytes", comm.memory_bytes()},
+          {"fallback_reason", comm.fallback_reason()},
+          {"allreduce_calls", calls}};
+}
+
 namespace {
 
 struct WorkloadEntry {

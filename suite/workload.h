@@ -23,7 +23,8 @@
 //   digests      object   name -> hex digest of an output (bitwise comparisons)
 //   memory       object   phase -> {used_bytes, free_bytes, ...} (MemoryMeter)
 //   metrics      object   workload-specific numbers (bytes, tokens/s, comm share, ...)
-//   comm         object   backend, memory_bytes, fallback_reason
+//   comm         object   backend, memory_bytes, fallback_reason, requested, allreduce_calls
+//                         (communicator_result: what carried the case's allreduces)
 //   outputs      object   optional: name -> small float array for tolerance checks
 //   infeasible   string   optional: the case cannot run as sized (e.g. the GPU engine's KV pool
 //                         does not hold it): the sentence; the record's status is "infeasible"
@@ -68,6 +69,18 @@ class WorkerState {
 };
 
 using WorkloadFn = nlohmann::json (*)(const nlohmann::json& case_spec, WorkerState& state);
+
+// A rank's "comm" result for the communicator a case ran on, read when the case ends (the
+// workload calls comm.reset_allreduce_calls() when it starts):
+//   backend          string  comm.name(): the backend running ("nccl" for a custom one that fell back)
+//   requested        string  the case's params.allreduce
+//   memory_bytes     int     comm.memory_bytes()
+//   fallback_reason  string  comm.fallback_reason() ("" when it runs as asked)
+//   allreduce_calls  array   [{backend, calls, bytes_min, bytes_max}]: the case's all_reduce calls
+//                            per path that ran them (Communicator::allreduce_calls); empty when
+//                            none was counted
+// The runner turns the ranks' results into the record's allreduce_ran (suite/allreduce_ran.h).
+nlohmann::json communicator_result(const std::string& requested, const Communicator& comm);
 
 // The built-in workloads, from an explicit table in suite/workload.cpp (static registrars
 // would be dropped by the linker from a static library). nullptr when unknown.

@@ -8,7 +8,9 @@
 
 #include <cstddef>
 #include <string>
+#include <vector>
 
+#include "reference_engine/comm/allreduce_calls.h"
 #include "tpb/dtype.h"
 
 namespace tpb {
@@ -39,6 +41,14 @@ class Communicator {
   // Optional: why a requested backend runs another one instead (e.g. "no peer access:
   // using nccl"), empty when it runs as asked.
   virtual std::string fallback_reason() const { return {}; }
+  // Optional: the all_reduce calls since construction or the last reset_allreduce_calls(),
+  // one entry per path that carried some (allreduce_calls.h): a backend that may run a call
+  // on another path (custom's NCCL fallback, auto's size classes) names the one that ran.
+  // Empty when the backend does not count.
+  virtual std::vector<AllreduceCalls> allreduce_calls() const { return {}; }
+  // Optional: starts the count afresh (the suite does at the start of each case). Local to
+  // this rank: not a collective.
+  virtual void reset_allreduce_calls() {}
 };
 
 }  // namespace tpb

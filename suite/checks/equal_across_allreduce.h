@@ -9,6 +9,14 @@
 // must agree within the bf16 engine budget (kTpRelL2Bf16) on every rank with the same greedy
 // tokens, and the check says which pairs passed that way. Everywhere else (TP <= 2, the CPU,
 // the allreduce workload, whose inputs above 2 ranks are integers) it stays bitwise.
+//
+// Sides are named and told apart by what RAN (record.allreduce_ran, suite/allreduce_ran.h),
+// not by what was requested: a case whose requested backend carried none of its allreduces
+// (status "fallback": "custom-oneshot requested, nccl ran (no peer access)") fails the check,
+// naming it and the backends it was to be compared with, because comparing it would compare
+// the other backend with itself. A side that ran partly elsewhere is compared and named so
+// ("custom-oneshot (ran custom-oneshot+nccl)"); a group whose sides all ran the same backends
+// has nothing to compare and is skipped with the reason.
 #pragma once
 
 #include "suite/checks/check.h"

@@ -84,8 +84,8 @@ constexpr const char* kUsage =
     "reruns just its case: tpbench run <scenario file> --case <id> [--placement P] [--mps M].\n"
     "\n"
     "Exit status: 0 no case or check failed and at least one case ran (the others ok,\n"
-    "infeasible or skipped); 1 a case or check failed (with --baselines also a regression or\n"
-    "an unstable control); 2 bad input (every problem of the scenario is listed, nothing is\n"
+    "infeasible or skipped); 1 a case or check failed, a case's allreduce backend fell back to\n"
+    "another (status fallback), or with --baselines a regression or an unstable control; 2 bad input (every problem of the scenario is listed, nothing is\n"
     "run or written); 3 nothing ran: no case could run on this machine (every case skipped,\n"
     "e.g. a GPU scenario with no GPU visible), said in one line `nothing ran: <why>`, in\n"
     "run.json (summary.nothing_ran) and in the JUnit (a testcase \"nothing ran\").\n";
@@ -277,6 +277,9 @@ int run_run(const std::vector<std::string>& raw_args) {
               sum.failed, sum.skipped, sum.infeasible, sum.resumed);
   if (args.retry_failed) std::printf(", %d failed case(s) run again", sum.retried);
   std::printf(")\n");
+  if (sum.fallback > 0)
+    std::printf("fallback: %d case(s) ran another allreduce backend than requested (not ok; the record's "
+                "allreduce_ran says what ran)\n", sum.fallback);
   std::printf("checks (case x check): %d pass, %d fail, %d skipped, %d not implemented\n", sum.checks_pass,
               sum.checks_fail, sum.checks_skipped, sum.checks_not_implemented);
   if (!sum.nothing_ran.empty()) std::printf("nothing ran: %s\n", sum.nothing_ran.c_str());

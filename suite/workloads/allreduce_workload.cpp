@@ -219,6 +219,7 @@ json run_allreduce_workload(const json& case_spec, WorkerState& state) {
     options.ranks_per_device = ranks_per_gpu_from_env();
   }
   Communicator& comm = state.communicator(backend, options);
+  comm.reset_allreduce_calls();  // this case's calls only: the communicator outlives the case
   const int rank = state.rank();
   const int world_size = state.world_size();
   const std::size_t count = static_cast<std::size_t>(message_bytes) / elem;
@@ -336,7 +337,7 @@ json run_allreduce_workload(const json& case_spec, WorkerState& state) {
         {"alloc_bytes", ledger.total_bytes()},
         {"trace_file", trace_file},
         {"instrumentation", instrumentation}}},
-      {"comm", {{"backend", comm.name()}, {"memory_bytes", comm.memory_bytes()}, {"fallback_reason", comm.fallback_reason()}}},
+      {"comm", communicator_result(backend, comm)},
   };
 }
 

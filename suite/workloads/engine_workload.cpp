@@ -125,9 +125,12 @@ struct CachedEngine {
   std::unique_ptr<Engine> engine;
 };
 
-CachedEngine& engine_for(const json& case_spec, WorkerState& state, Communicator& comm, int tp) {
+// Keyed by the requested backend, not comm.name(): a backend that fell back names the one it
+// runs, and must not be handed the engine built on that other backend's communicator.
+CachedEngine& engine_for(const json& case_spec, WorkerState& state, Communicator& comm, const std::string& backend,
+                         int tp) {
   const CaseModel m = case_model(case_spec);
-  const std::string key = "engine|" + m.key() + "|" + comm.name() + "|tp=" + std::to_string(tp);
+  const std::string key = "engine|" + m.key() + "|" + backend + "|tp=" + std::to_string(tp);
   auto& cache = state.cache();
   auto it = cache.find(key);
   if (it != cache.end()) return *static_cast<CachedEngine*>(it->second.get());
@@ -419,7 +422,7 @@ json run_gpu_engine_workload(const json& case_spec, WorkerState& state) {
                     "case_spec.params.mem_fraction: expected a number, got " << params["mem_fraction"].dump());
     sizes.mem_fraction = params["mem_fraction"].get<double>();
   }
-  const json comm_json = {{"backend", comm.name()}, {"memory_bytes", comm.memory_bytes()}, {"fallback_reason", comm.fallback_reason()}};
+  comm.reset_allreduce_calls();  // this case's calls only: the communicator outlives the case
   CachedGpuEngine* cached = nullptr;
   std::string infeasible;  // this rank's sentence when its pool does not hold the case
   KvPoolSize infeasible_pool;
@@ -443,7 +446,7 @@ json run_gpu_engine_workload(const json& case_spec, WorkerState& state) {
               {"digests", json::object()},
               {"memory", {{"source", device_memory_source()}, {"kv_pool", kv_pool_json(mine, bytes)}}},
               {"metrics", {{"mode", mode}}},
-              {"comm", comm_json}};
+              {"comm", communicator_result(backend, comm)}};
     }
   }
   TPB_CHECK(cached != nullptr, "engine workload: no engine and no infeasible verdict");  // unreachable
@@ -614,7 +617,7 @@ json run_gpu_engine_workload(const json& case_spec, WorkerState& state) {
             {"trace_file", nullptr},
             {"instrumentation", instrumentation},
             {"weights", ce.weights->describe()}}},
-          {"comm", comm_json}};
+          {"comm", communicator_result(backend, comm)}};
 }
 #endif  // TPB_HAVE_CUDA
 
@@ -683,9 +686,9 @@ json run_engine_workload(const json& case_spec, WorkerState& state) {
   const CommOptions options{};
   Communicator& comm = state.communicator(backend, options);
   ObservedCommunicator& observed = observed_communicator(state, backend, options, comm);
-  CachedEngine& ce = engine_for(case_spec, state, observed, tp);
+  CachedEngine& ce = engine_for(case_spec, state, observed, backend, tp);
   Engine& engine = *ce.engine;
-  const json comm_json = {{"backend", comm.name()}, {"memory_bytes", comm.memory_bytes()}, {"fallback_reason", comm.fallback_reason()}};
+  comm.reset_allreduce_calls();  // this case's calls only: the communicator outlives the case
 
   if (mode == "logits") {
     TPB_INPUT_CHECK(params.contains("input_ids"), "case_spec.params.input_ids: required in logits mode");
@@ -699,7 +702,8 @@ json run_engine_workload(const json& case_spec, WorkerState& state) {
     }
     return {{"rank", state.rank()}, {"latency_us", json::array()},
             {"digests", {{"logits", fnv1a64_hex(logits.data(), logits.size() * sizeof(float))}}},
-            {"memory", json::object()}, {"metrics", {{"weight_bytes", engine.weight_bytes()}}}, {"comm", comm_json}};
+            {"memory", json::object()}, {"metrics", {{"weight_bytes", engine.weight_bytes()}}},
+            {"comm", communicator_result(backend, comm)}};
   }
 
   const StepParams sp = step_params(params, measure);
@@ -800,7 +804,7 @@ json run_engine_workload(const json& case_spec, WorkerState& state) {
             {"trace_file", trace_file},
             {"instrumentation", instrumentation},
             {"weights", ce.weights->describe()}}},
-          {"comm", comm_json}};
+          {"comm", communicator_result(backend, comm)}};
 }
 
 }  // namespace tpb

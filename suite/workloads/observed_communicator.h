@@ -45,6 +45,8 @@ class ObservedCommunicator final : public Communicator {
   std::string name() const override { return inner_.name(); }
   std::size_t memory_bytes() const override { return inner_.memory_bytes(); }
   std::string fallback_reason() const override { return inner_.fallback_reason(); }
+  std::vector<AllreduceCalls> allreduce_calls() const override { return inner_.allreduce_calls(); }
+  void reset_allreduce_calls() override { inner_.reset_allreduce_calls(); }
 
  private:
   Communicator& inner_;

@@ -7,13 +7,21 @@
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "fork_group.h"
 #include "reference_engine/comm/auto/auto_communicator.h"
@@ -369,6 +377,54 @@ TEST_P(AllreduceConformance, MemoryBytesMatchesMeasuredFootprint) {
   });
 }
 
+// What ran (reference_engine/comm/allreduce_calls.h): every all_reduce is counted once, under
+// the path that ran it, with its size range; barriers and construction are not counted, and a
+// reset starts afresh. A record's allreduce_ran (suite/allreduce_ran.h) is built from these
+// counts, so a wrong one would misname the backend a case compared.
+std::uint64_t total_calls(const std::vector<AllreduceCalls>& calls) {
+  std::uint64_t n = 0;
+  for (const AllreduceCalls& c : calls) n += c.calls;
+  return n;
+}
+
+TEST_P(AllreduceConformance, CountsEveryCallUnderTheBackendThatRanIt) {
+  const Param p = GetParam();
+  run([&](Bootstrap& bs) {
+    RankSetup s(p.backend, bs, comm_options_for_rank());
+    EXPECT_TRUE(s.comm->allreduce_calls().empty()) << "construction's own collectives were counted";
+    const std::size_t counts[] = {7, 4096, 70001, 3, 262144};  // 14 B to 512 KiB, under the 4 MiB buffer
+    for (std::size_t count : counts)
+      reduce_once(*s.comm, p.world, bs.rank(), 900 + count, count, DType::bf16, true, false, 0, 0, s.stream, nullptr);
+    s.comm->barrier();  // not an allreduce of the caller's: not counted
+    const std::vector<AllreduceCalls> calls = s.comm->allreduce_calls();
+    EXPECT_EQ(total_calls(calls), 5u);
+    if (p.backend != "auto") {
+      ASSERT_EQ(calls.size(), 1u) << "a silent fallback to another path";
+      EXPECT_EQ(calls[0].backend, p.backend);
+      EXPECT_EQ(calls[0].bytes_min, 6u);
+      EXPECT_EQ(calls[0].bytes_max, 262144u * 2);
+    } else {
+      // Each size class is the path auto's thresholds choose for every size in it.
+      const auto* a = dynamic_cast<const AutoCommunicator*>(s.comm.get());
+      ASSERT_NE(a, nullptr);
+      for (const AllreduceCalls& c : calls) {
+        EXPECT_EQ(a->choice_for(c.bytes_min), c.backend) << c.bytes_min << " B";
+        EXPECT_EQ(a->choice_for(c.bytes_max), c.backend) << c.bytes_max << " B";
+      }
+      std::uint64_t expected_on_each = 0;
+      for (const AllreduceCalls& c : calls) {
+        std::uint64_t n = 0;
+        for (std::size_t count : counts) n += a->choice_for(count * 2) == c.backend;
+        EXPECT_EQ(c.calls, n) << c.backend;
+        expected_on_each += n;
+      }
+      EXPECT_EQ(expected_on_each, 5u);
+    }
+    s.comm->reset_allreduce_calls();
+    EXPECT_TRUE(s.comm->allreduce_calls().empty());
+  });
+}
+
 INSTANTIATE_TEST_SUITE_P(Gpu, AllreduceConformance,
                          ::testing::Values(Param{"nccl", 2}, Param{"custom-oneshot", 2}, Param{"custom-twoshot", 2},
                                            Param{"auto", 2}, Param{"nccl", 4}, Param{"custom-oneshot", 4},
@@ -448,6 +504,115 @@ TEST_P(CustomAllreduce, FallsBackToNcclAboveMaxBytesAndSaysWhy) {
     EXPECT_TRUE(comm.custom_path_for(std::size_t{1} << 11));
     EXPECT_NE(comm.fallback_reason().find("1 message(s)"), std::string::npos) << comm.fallback_reason();
     comm.barrier();
+    TPB_CUDA_CHECK(cudaStreamDestroy(stream));
+  }));
+}
+
+// The custom backend counts its kernels' calls per algorithm and its NCCL fallback's as "nccl";
+// a CUDA graph's replays are not host calls and are not counted again.
+TEST_P(CustomAllreduce, CountsEachCallUnderThePathThatRanIt) {
+  const int world = GetParam();
+  expect_all_ranks_passed(run_ranks(world, [&](Bootstrap& bs) {
+    TPB_CUDA_CHECK(cudaSetDevice(rank_device()));
+    cudaStream_t stream;
+    TPB_CUDA_CHECK(cudaStreamCreate(&stream));
+    CustomAllreduceCommunicator comm(AllreduceAlgo::two_shot, bs, comm_options_for_rank(64 << 10));
+    ASSERT_TRUE(comm.custom_available()) << comm.fallback_reason();
+    EXPECT_TRUE(comm.allreduce_calls().empty());
+    for (int i = 0; i < 3; ++i)
+      reduce_once(comm, world, bs.rank(), 10 + i, 1024, DType::bf16, true, false, 0, 0, stream, nullptr);  // 2 KiB
+    for (int i = 0; i < 2; ++i)
+      reduce_once(comm, world, bs.rank(), 20 + i, 1 << 19, DType::bf16, true, false, 0, 0, stream, nullptr);  // 1 MiB > 64 KiB
+    DeviceBuffer buf(8192);
+    TPB_CUDA_CHECK(cudaMemsetAsync(buf.ptr, 0, 8192, stream));
+    comm.all_reduce_with(AllreduceAlgo::one_shot, buf.ptr, buf.ptr, 2048, DType::bf16, stream);  // 4 KiB, one-shot
+    comm.barrier();
+    const std::vector<AllreduceCalls> calls = comm.allreduce_calls();  // smallest messages first
+    ASSERT_EQ(calls.size(), 3u);
+    EXPECT_EQ(calls[0].backend, "custom-twoshot");
+    EXPECT_EQ(calls[0].calls, 3u);
+    EXPECT_EQ(calls[0].bytes_min, 2048u);
+    EXPECT_EQ(calls[0].bytes_max, 2048u);
+    EXPECT_EQ(calls[1].backend, "custom-oneshot");
+    EXPECT_EQ(calls[1].calls, 1u);
+    EXPECT_EQ(calls[1].bytes_max, 4096u);
+    EXPECT_EQ(calls[2].backend, "nccl");
+    EXPECT_EQ(calls[2].calls, 2u);
+    EXPECT_EQ(calls[2].bytes_min, std::size_t{1} << 20);
+    EXPECT_NE(comm.fallback_reason().find("2 message(s) exceeded"), std::string::npos) << comm.fallback_reason();
+    // A reset starts the count and the size-fallback reason afresh (the suite resets per case).
+    comm.reset_allreduce_calls();
+    EXPECT_TRUE(comm.allreduce_calls().empty());
+    EXPECT_TRUE(comm.fallback_reason().empty()) << comm.fallback_reason();
+
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    TPB_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+    comm.all_reduce(buf.ptr, buf.ptr, 1024, DType::bf16, stream);
+    TPB_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+    TPB_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+    for (int replay = 0; replay < 5; ++replay) TPB_CUDA_CHECK(cudaGraphLaunch(exec, stream));
+    TPB_CUDA_CHECK(cudaStreamSynchronize(stream));
+    const std::vector<AllreduceCalls> captured = comm.allreduce_calls();
+    ASSERT_EQ(captured.size(), 1u);
+    EXPECT_EQ(captured[0].backend, "custom-twoshot");
+    EXPECT_EQ(captured[0].calls, 1u) << "replays are not host calls";
+    TPB_CUDA_CHECK(cudaGraphExecDestroy(exec));
+    TPB_CUDA_CHECK(cudaGraphDestroy(graph));
+    comm.barrier();
+    TPB_CUDA_CHECK(cudaStreamDestroy(stream));
+  }));
+}
+
+// Auto with thresholds measured for this GPU and world (a calibration file written here):
+// each message counted under the size class its thresholds pick, NCCL above.
+TEST_P(CustomAllreduce, AutoCountsItsSizeClasses) {
+  const int world = GetParam();
+  expect_all_ranks_passed(run_ranks(world, [&](Bootstrap& bs) {
+    TPB_CUDA_CHECK(cudaSetDevice(rank_device()));
+    std::string gpu;
+    for (const GpuInfo& g : visible_gpus())
+      if (g.ordinal == rank_device()) gpu = g.name;
+    const std::string path = "/tmp/tpb-auto-thresholds-" + std::to_string(::getpid()) + ".json";
+    {
+      std::ofstream f(path);
+      f << nlohmann::json({{"schema", "tpb.allreduce_thresholds.v1"},
+                           {"hardware", {{"gpu", gpu}, {"gpu_count", world}}},
+                           {"world_size", world},
+                           {"oneshot_max_bytes", 16 << 10},
+                           {"twoshot_max_bytes", 256 << 10}})
+               .dump();
+    }
+    ::setenv("TPB_ALLREDUCE_THRESHOLDS", path.c_str(), 1);
+    cudaStream_t stream;
+    TPB_CUDA_CHECK(cudaStreamCreate(&stream));
+    AutoCommunicator comm(bs, comm_options_for_rank(1 << 20));
+    std::remove(path.c_str());
+    ASSERT_EQ(comm.thresholds().twoshot_max_bytes, std::size_t{256} << 10) << comm.fallback_reason();
+    ASSERT_EQ(comm.choice_for(8 << 10), "custom-oneshot") << comm.fallback_reason();
+    // 4 x 8 KiB one-shot, 2 x 128 KiB two-shot, 512 KiB (above two-shot) and 2 MiB (above the
+    // buffer) on NCCL; integers, so every path gives the reference bitwise at any TP.
+    const std::pair<std::size_t, int> plan[] = {{4096, 4}, {65536, 2}, {262144, 1}, {1 << 20, 1}};
+    for (const auto& [count, times] : plan)
+      for (int i = 0; i < times; ++i) {
+        Expected want;
+        auto got = reduce_once(comm, world, bs.rank(), 40 + count + i, count, DType::bf16, true, false, 0, 0, stream, &want);
+        expect_matches(got, want, count, DType::bf16, 0, "auto " + std::to_string(count * 2) + " B");
+      }
+    comm.barrier();
+    const std::vector<AllreduceCalls> calls = comm.allreduce_calls();
+    ASSERT_EQ(calls.size(), 3u);
+    EXPECT_EQ(calls[0].backend, "custom-oneshot");
+    EXPECT_EQ(calls[0].calls, 4u);
+    EXPECT_EQ(calls[0].bytes_min, std::size_t{8} << 10);
+    EXPECT_EQ(calls[0].bytes_max, std::size_t{8} << 10);
+    EXPECT_EQ(calls[1].backend, "custom-twoshot");
+    EXPECT_EQ(calls[1].calls, 2u);
+    EXPECT_EQ(calls[1].bytes_max, std::size_t{128} << 10);
+    EXPECT_EQ(calls[2].backend, "nccl");
+    EXPECT_EQ(calls[2].calls, 2u);
+    EXPECT_EQ(calls[2].bytes_min, std::size_t{512} << 10);
+    EXPECT_EQ(calls[2].bytes_max, std::size_t{2} << 20);
     TPB_CUDA_CHECK(cudaStreamDestroy(stream));
   }));
 }

@@ -549,6 +549,21 @@ TEST_P(GpuEngineTp, BackendsAndTp1Parity) {
           // Routing is recorded on eager runs only: recording syncs, so never in a graph.
           run.logits = gpu_logits(config, r, *comm, graph, &stats, /*count_expert_hits=*/!graph);
           run.routing = stats.routing;
+          // Every engine allreduce counted once, under the path that ran it (allreduce_calls.h):
+          // eager steps call the communicator, a graph's replays do not. What a record says ran
+          // (suite/allreduce_ran.h) comes from these counts.
+          const std::vector<AllreduceCalls> calls = comm->allreduce_calls();
+          std::int64_t counted = 0;
+          for (const AllreduceCalls& c : calls) counted += static_cast<std::int64_t>(c.calls);
+          EXPECT_EQ(counted, stats.all_reduces - stats.graph_replays * (2 * config.num_hidden_layers + 1)) << run.label;
+          if (const auto* a = dynamic_cast<const AutoCommunicator*>(comm.get())) {
+            for (const AllreduceCalls& c : calls)
+              EXPECT_TRUE(a->choice_for(c.bytes_min) == c.backend && a->choice_for(c.bytes_max) == c.backend)
+                  << run.label << ": " << c.backend << " carried " << c.bytes_min << " to " << c.bytes_max << " B";
+          } else {
+            ASSERT_EQ(calls.size(), 1u) << run.label << ": a path other than " << backend << " ran";
+            EXPECT_EQ(calls[0].backend, backend) << run.label;
+          }
           comm->barrier();
           runs.push_back(std::move(run));
         }

@@ -63,5 +63,24 @@ TEST(Progress, InPlaceLineOnATerminal) {
   EXPECT_EQ(out.back(), '\n');
 }
 
+// An ok case with a note (allreduces partly on another backend, a failed check) stays on a
+// terminal's screen with its note, as a case not ok does.
+TEST(Progress, OkCaseWithANoteStaysOnATerminal) {
+  std::FILE* f = std::tmpfile();
+  ASSERT_NE(f, nullptr);
+  {
+    Progress p(2, f, true);
+    p.start(0, "00000000000000aa", "tp2 custom-oneshot");
+    p.finish("ok", 0.5, "custom-oneshot requested: nccl ran 7 of 31 allreduce calls");
+    p.start(1, "00000000000000bb", "tp2 nccl");
+    p.finish("ok", 0.5, "");
+    p.done();
+  }
+  const std::string out = captured(f);
+  std::fclose(f);
+  EXPECT_NE(out.find("tp2 custom-oneshot  ok (500ms)"), std::string::npos) << out;
+  EXPECT_NE(out.find("\n    custom-oneshot requested: nccl ran 7 of 31 allreduce calls\n"), std::string::npos) << out;
+}
+
 }  // namespace
 }  // namespace tpb

@@ -6,7 +6,9 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <cmath>
 #include <condition_variable>
 #include <cstdint>
@@ -304,6 +306,68 @@ TEST(ShmCommunicator, SegmentNameIsRemovedOnceMapped) {
   for (const auto& entry : std::filesystem::directory_iterator("/dev/shm")) {
     EXPECT_EQ(entry.path().filename().string().find(group_id), std::string::npos) << entry.path();
   }
+}
+
+// The shm backend counts every all_reduce as its own (chunking a large message is still one
+// call), barriers and all_gathers not at all, and starts afresh on reset.
+TEST(ShmCommunicator, CountsItsAllreduceCallsPerCase) {
+  std::vector<std::vector<AllreduceCalls>> seen(2), after_reset(2);
+  run_ranks(2, [&](int rank, Bootstrap& bootstrap) {
+    CommOptions options;
+    options.max_bytes = 256;  // a 1 KiB message goes in 4 chunks
+    auto comm = make_communicator("shm", bootstrap, options);
+    std::vector<float> buf(256, 1.0f), gathered(512);
+    comm->all_reduce(buf.data(), buf.data(), 256, DType::f32, nullptr);  // 1 KiB
+    comm->all_reduce(buf.data(), buf.data(), 3, DType::f32, nullptr);    // 12 B
+    comm->all_reduce(buf.data(), buf.data(), 100, DType::f32, nullptr);  // 400 B
+    comm->barrier();
+    comm->all_gather(buf.data(), gathered.data(), 256, DType::f32, nullptr);
+    seen[static_cast<std::size_t>(rank)] = comm->allreduce_calls();
+    comm->reset_allreduce_calls();
+    after_reset[static_cast<std::size_t>(rank)] = comm->allreduce_calls();
+  });
+  for (int r = 0; r < 2; ++r) {
+    const auto& calls = seen[static_cast<std::size_t>(r)];
+    ASSERT_EQ(calls.size(), 1u) << "rank " << r;
+    EXPECT_EQ(calls[0].backend, "shm");
+    EXPECT_EQ(calls[0].calls, 3u);
+    EXPECT_EQ(calls[0].bytes_min, 12u);
+    EXPECT_EQ(calls[0].bytes_max, 1024u);
+    EXPECT_TRUE(after_reset[static_cast<std::size_t>(r)].empty());
+  }
+}
+
+// TEST-ONLY planted fault (factory.cpp): with TPB_TEST_PLANT_FALLBACK=1, asking for "mpi" gives
+// shm and says so, as a custom backend without peer access gives NCCL; without it, mpi is not
+// in this build.
+TEST(ShmCommunicator, PlantedFallbackRunsShmAndSaysSo) {
+  const std::vector<std::string> without_plant = available_backends();
+  EXPECT_EQ(std::count(without_plant.begin(), without_plant.end(), "mpi"), 0);
+  ::setenv("TPB_TEST_PLANT_FALLBACK", "1", 1);
+  const std::vector<std::string> with_plant = available_backends();
+  std::vector<std::vector<AllreduceCalls>> calls(2);
+  std::vector<std::string> names(2), reasons(2);
+  try {
+    run_ranks(2, [&](int rank, Bootstrap& bootstrap) {
+      auto comm = make_communicator("mpi", bootstrap, CommOptions{});
+      std::vector<float> buf(8, 1.0f);
+      comm->all_reduce(buf.data(), buf.data(), buf.size(), DType::f32, nullptr);
+      calls[static_cast<std::size_t>(rank)] = comm->allreduce_calls();
+      names[static_cast<std::size_t>(rank)] = comm->name();
+      reasons[static_cast<std::size_t>(rank)] = comm->fallback_reason();
+    });
+  } catch (...) {
+    ::unsetenv("TPB_TEST_PLANT_FALLBACK");
+    throw;
+  }
+  ::unsetenv("TPB_TEST_PLANT_FALLBACK");
+  EXPECT_EQ(std::count(with_plant.begin(), with_plant.end(), "mpi"), 1);
+  EXPECT_EQ(names[0], "shm");
+  EXPECT_NE(reasons[0].find("planted by TPB_TEST_PLANT_FALLBACK"), std::string::npos) << reasons[0];
+  ASSERT_EQ(calls[1].size(), 1u);
+  EXPECT_EQ(calls[1][0].backend, "shm");
+  EXPECT_EQ(calls[1][0].calls, 1u);
+  run_ranks(1, [&](int, Bootstrap& bootstrap) { EXPECT_THROW(make_communicator("mpi", bootstrap, CommOptions{}), InputError); });
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "reference_engine/comm/bootstrap.h"
 #include "reference_engine/comm/communicator.h"
@@ -43,6 +44,10 @@ class AutoCommunicator final : public Communicator {
   std::size_t memory_bytes() const override { return custom_.memory_bytes(); }
   // Which thresholds auto uses and where they came from (and the custom path's fallback).
   std::string fallback_reason() const override;
+  // Calls per path as choice_for() sent them: custom-oneshot, custom-twoshot and nccl, each
+  // with its message-size range (the size classes), counted where each one ran.
+  std::vector<AllreduceCalls> allreduce_calls() const override { return custom_.allreduce_calls(); }
+  void reset_allreduce_calls() override { custom_.reset_allreduce_calls(); }
 
   // "custom-oneshot" | "custom-twoshot" | "nccl" for a message of `bytes`.
   std::string choice_for(std::size_t bytes) const;

@@ -225,12 +225,30 @@ void CustomAllreduceCommunicator::all_reduce_with(AllreduceAlgo algo, const void
 #endif
   }
   check_errors();
+  custom_calls_.add(algo == AllreduceAlgo::one_shot ? "custom-oneshot" : "custom-twoshot", bytes);
   AllreduceLaunch a = launch_;
   a.in = in;
   a.out = out;
   a.count = count;
   a.dtype = dtype;
   launch_custom_allreduce(algo, a, stream);
+}
+
+std::vector<AllreduceCalls> CustomAllreduceCommunicator::allreduce_calls() const {
+#if TPB_HAVE_NCCL
+  return merge_allreduce_calls(custom_calls_.entries(), nccl_->allreduce_calls());
+#else
+  return custom_calls_.entries();
+#endif
+}
+
+void CustomAllreduceCommunicator::reset_allreduce_calls() {
+  custom_calls_.clear();
+  size_fallbacks_ = 0;  // fallback_reason() then speaks of the calls since this reset
+  largest_fallback_bytes_ = 0;
+#if TPB_HAVE_NCCL
+  nccl_->reset_allreduce_calls();
+#endif
 }
 
 std::string CustomAllreduceCommunicator::fallback_reason() const {

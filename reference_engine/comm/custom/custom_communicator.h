@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "reference_engine/comm/bootstrap.h"
 #include "reference_engine/comm/communicator.h"
@@ -40,9 +41,14 @@ class CustomAllreduceCommunicator final : public Communicator {
   // IPC allocation (signal + 2 x max_bytes) plus the fallback NCCL communicator's memory.
   std::size_t memory_bytes() const override;
   // Why the custom path is off (set at construction, never cleared), else how many messages
-  // since construction were too large for the registered buffer and ran on NCCL; empty when
-  // every message ran on the custom kernels.
+  // since construction (or the last reset_allreduce_calls) were too large for the registered
+  // buffer and ran on NCCL; empty when every message ran on the custom kernels.
   std::string fallback_reason() const override;
+  // Calls on the custom kernels ("custom-oneshot" / "custom-twoshot", as all_reduce_with ran
+  // them) and on the NCCL fallback ("nccl": no peer access, or a message above max_bytes).
+  std::vector<AllreduceCalls> allreduce_calls() const override;
+  // Also restarts fallback_reason()'s count of messages too large for the buffer.
+  void reset_allreduce_calls() override;
 
   // The same allreduce with an explicit algorithm (auto picks per message size).
   void all_reduce_with(AllreduceAlgo algo, const void* in, void* out, std::size_t count, DType dtype, void* stream);
@@ -68,6 +74,7 @@ class CustomAllreduceCommunicator final : public Communicator {
   std::string unavailable_reason_;       // why the custom path is off (custom_ok_ false)
   std::size_t size_fallbacks_ = 0;       // messages above buffer_bytes_ that ran on NCCL
   std::size_t largest_fallback_bytes_ = 0;
+  AllreduceCallTally custom_calls_;      // calls the custom kernels ran (NCCL's are counted there)
   std::size_t buffer_bytes_ = 0;   // capacity of one data half, bytes
   std::size_t alloc_bytes_ = 0;    // this rank's IPC allocation, bytes
   void* local_alloc_ = nullptr;    // this rank's allocation (signal at offset 0)

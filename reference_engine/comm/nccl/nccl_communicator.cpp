@@ -152,6 +152,11 @@ void NcclCommunicator::wait_ready(const char* what) {
 }
 
 void NcclCommunicator::all_reduce(const void* in, void* out, std::size_t count, DType dtype, void* stream) {
+  calls_.add("nccl", count * dtype_size(dtype));
+  enqueue_all_reduce(in, out, count, dtype, stream);
+}
+
+void NcclCommunicator::enqueue_all_reduce(const void* in, void* out, std::size_t count, DType dtype, void* stream) {
   check_async_error("all_reduce");
   ncclResult_t r = ncclAllReduce(in, out, count, nccl_type(dtype), ncclSum, comm_, static_cast<cudaStream_t>(stream));
   if (r == ncclInProgress)
@@ -195,7 +200,7 @@ void NcclCommunicator::barrier() {
   TPB_CUDA_CHECK(sync.get());
   // Then a one-element collective that every rank must join.
   auto stream = static_cast<cudaStream_t>(barrier_stream_);
-  all_reduce(scratch_, scratch_, 1, DType::f32, stream);
+  enqueue_all_reduce(scratch_, scratch_, 1, DType::f32, stream);  // not a caller's allreduce: not counted
   while (true) {
     cudaError_t e = cudaStreamQuery(stream);
     if (e == cudaSuccess) break;

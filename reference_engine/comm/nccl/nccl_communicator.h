@@ -10,6 +10,7 @@
 
 #include <cstddef>
 #include <string>
+#include <vector>
 
 #include "reference_engine/comm/bootstrap.h"
 #include "reference_engine/comm/communicator.h"
@@ -33,6 +34,9 @@ class NcclCommunicator final : public Communicator {
   // Device memory NCCL took for this communicator: free memory before init minus after init
   // and one warm-up collective (NCCL allocates its channel buffers lazily), bytes.
   std::size_t memory_bytes() const override { return memory_bytes_; }
+  // Every call runs here: one entry, "nccl" (barrier()'s own collective is not counted).
+  std::vector<AllreduceCalls> allreduce_calls() const override { return calls_.entries(); }
+  void reset_allreduce_calls() override { calls_.clear(); }
 
   // Throws if NCCL reported an asynchronous error (a peer failed, a network error).
   void check_async_error(const char* what);
@@ -41,6 +45,8 @@ class NcclCommunicator final : public Communicator {
 
  private:
   [[noreturn]] void abort_and_fail(const std::string& why);
+  // ncclAllReduce with the async-error checks, uncounted (all_reduce counts, then calls it).
+  void enqueue_all_reduce(const void* in, void* out, std::size_t count, DType dtype, void* stream);
 
   ncclComm_t comm_ = nullptr;
   int rank_ = 0;
@@ -51,6 +57,7 @@ class NcclCommunicator final : public Communicator {
   void* scratch_ = nullptr;         // 16 bytes of device memory for barrier()
   std::size_t memory_bytes_ = 0;
   bool aborted_ = false;
+  AllreduceCallTally calls_;  // all_reduce calls since construction or the last reset
 };
 
 // "2.28.9" for the NCCL library loaded at run time.

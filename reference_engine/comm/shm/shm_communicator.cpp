@@ -216,6 +216,7 @@ void ShmCommunicator::all_reduce(const void* in, void* out, std::size_t count, D
                                  void* /*stream*/) {
   const std::size_t elem = dtype_size(dtype);
   const std::size_t chunk_elems = slot_bytes_ / elem;
+  calls_.add("shm", count * elem);
   const auto* src = static_cast<const unsigned char*>(in);
   auto* dst = static_cast<unsigned char*>(out);
   // Every chunk is read into this rank's slot before `out` is written, so in == out is safe.

@@ -43,6 +43,9 @@ class ShmCommunicator final : public Communicator {
   int size() const override { return size_; }
   std::string name() const override { return "shm"; }
   std::size_t memory_bytes() const override { return segment_bytes_; }
+  // Every call runs here: one entry, "shm".
+  std::vector<AllreduceCalls> allreduce_calls() const override { return calls_.entries(); }
+  void reset_allreduce_calls() override { calls_.clear(); }
 
   std::size_t slot_bytes() const { return slot_bytes_; }
 
@@ -59,6 +62,7 @@ class ShmCommunicator final : public Communicator {
   unsigned char* base_ = nullptr; // start of the mapping
   std::vector<unsigned char*> slots_;  // slot(r) for r in 0..size-1, in rank order
   std::uint64_t epoch_ = 0;       // barriers this rank has entered (same on every rank)
+  AllreduceCallTally calls_;      // all_reduce calls since construction or the last reset
 };
 
 }  // namespace tpb
