@@ -28,6 +28,8 @@ std::string host_allocation_source() {
 
 MemoryMeter::MemoryMeter(MemorySource source) : source_(source) {
   if (source_ == MemorySource::host_allocations && host_allocated_bytes() < 0) source_ = MemorySource::accounting;
+  // The meter's own samples are allocated up front, so a host reading does not see them.
+  samples_.reserve(kReservedSamples);
 }
 
 void MemoryMeter::mark(const std::string& phase, std::int64_t accounted_bytes) {

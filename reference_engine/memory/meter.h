@@ -78,6 +78,7 @@ class MemoryMeter {
  private:
   const MemorySample* find(const std::string& phase) const;
 
+  static constexpr std::size_t kReservedSamples = 8;  // phases a case marks, at most (see above)
   MemorySource source_;
   std::vector<MemorySample> samples_;
 };
