@@ -49,7 +49,9 @@ Engine::Engine(const ModelConfig& config, Shard shard, Communicator& comm, Weigh
                       << " needs at least " << need_bytes / (1 << 30) << " GiB of fp32 weights per rank at TP "
                       << shard.tp << " but this machine has " << have_bytes / (1 << 30)
                       << " GiB: use a smaller preset or overrides (num_hidden_layers, n_routed_experts)");
+  if (options_.on_phase) options_.on_phase("before_weights");
   weights_ = load_model_weights(config_, shard_, weights);
+  if (options_.on_phase) options_.on_phase("after_weights");
   rope_ = kernels::make_rope_table(rope_params(config_));
   attention_scale_ = static_cast<float>(config_.attention_scale());
   stats_.expert_hits.assign(config_.n_routed_experts, 0);

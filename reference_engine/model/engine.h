@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "reference_engine/comm/communicator.h"
@@ -31,6 +32,10 @@ struct EngineOptions {
   // router's choices (weights from this engine's own scores); nullptr = route normally.
   const std::vector<std::int32_t>* pinned_routing = nullptr;
   bool record_routing = false;  // keep every MoE call's chosen ids in EngineStats::routing
+  // Called with "before_weights" and "after_weights" around the loading of this rank's
+  // weights, nothing else allocated in between (the workload's MemoryMeter marks there, as
+  // GpuEngineOptions::on_phase); empty = no calls.
+  std::function<void(const char* phase)> on_phase;
 };
 
 struct EngineStats {

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <numeric>
 
@@ -123,7 +125,26 @@ struct CachedEngine {
   ModelConfig config;
   std::unique_ptr<WeightSource> weights;
   std::unique_ptr<Engine> engine;
+  // The process's heap read around the weights' loading (EngineOptions::on_phase): the
+  // measured side of plan_matches_measured's 'weights' term on the CPU.
+  MemoryMeter built{MemorySource::host_allocations};
+  std::vector<char> planted;  // TPB_TEST_PLANT_WEIGHTS_FACTOR's extra allocation (test only)
 };
+
+// TEST ONLY: TPB_TEST_PLANT_WEIGHTS_FACTOR=F (a number >= 1) makes rank 1 of the CPU engine
+// allocate F times its weights while they load (the extra (F - 1) x weights is zero-filled
+// heap kept with the engine), so that plan_matches_measured has a real planted fault to find
+// (tests/cli/plan_matches_measured_can_fail_on_cpu.sh). Unset: factor 1, nothing planted. Never
+// set it in a measurement.
+double planted_weights_factor(int rank) {
+  const char* text = std::getenv("TPB_TEST_PLANT_WEIGHTS_FACTOR");
+  if (rank != 1 || text == nullptr || *text == '\0') return 1.0;
+  char* end = nullptr;
+  const double factor = std::strtod(text, &end);
+  TPB_INPUT_CHECK(end != text && *end == '\0' && std::isfinite(factor) && factor >= 1.0,
+                  "TPB_TEST_PLANT_WEIGHTS_FACTOR: expected a number >= 1, got '" << text << "'");
+  return factor;
+}
 
 // Keyed by the requested backend, not comm.name(): a backend that fell back names the one it
 // runs, and must not be handed the engine built on that other backend's communicator.
@@ -139,7 +160,18 @@ CachedEngine& engine_for(const json& case_spec, WorkerState& state, Communicator
   auto cached = std::make_shared<CachedEngine>();
   cached->config = m.load_config();
   cached->weights = m.open_weights(cached->config);
-  cached->engine = std::make_unique<Engine>(cached->config, Shard{comm.rank(), tp}, comm, *cached->weights);
+  EngineOptions options;
+  CachedEngine* raw = cached.get();
+  const double factor = planted_weights_factor(comm.rank());
+  options.on_phase = [raw, factor](const char* phase) {
+    const std::string p = phase;
+    if (p == "after_weights" && factor > 1.0) {
+      const std::int64_t loaded = host_allocated_bytes() - raw->built.samples().at(0).host_bytes;
+      raw->planted.assign(static_cast<std::size_t>(std::max<double>(0, (factor - 1.0) * double(loaded))), 1);
+    }
+    raw->built.mark(p, 0);
+  };
+  cached->engine = std::make_unique<Engine>(cached->config, Shard{comm.rank(), tp}, comm, *cached->weights, options);
   CachedEngine& ref = *cached;
   cache[key] = cached;
   return ref;
@@ -778,11 +810,16 @@ json run_engine_workload(const json& case_spec, WorkerState& state) {
   }
   if (level == InstrumentationLevel::debug)
     instrumentation["debug"] = debug_logits_summary(logits, debug_snapshot, tokens_per_step, V);
-  // On the CPU the measured side is the engine's own accounting (MemoryMeter without a device).
-  MemoryMeter meter(false);
-  meter.mark("after_weights", static_cast<std::int64_t>(engine.weight_bytes()));
-  json memory = meter.to_json();
-  memory["breakdown"] = {{"weights", engine.weight_bytes()}, {"kv_cache", engine.kv_cache_bytes()}};
+  // On the CPU the measured side is the process's heap growth around the weights' loading
+  // (host allocations; the engine's own accounting only where the allocator cannot say). The
+  // KV cache grows on demand inside the steps and is not planned on the CPU: the engine's
+  // count of it is reported as accounted, not as measured.
+  json memory = ce.built.to_json();
+  const std::optional<std::int64_t> weights_measured = ce.built.growth("before_weights", "after_weights");
+  memory["breakdown"] = {{"weights", ce.built.source() == MemorySource::host_allocations && weights_measured
+                                         ? *weights_measured
+                                         : static_cast<std::int64_t>(engine.weight_bytes())}};
+  memory["accounted"] = {{"weights", engine.weight_bytes()}, {"kv_cache", engine.kv_cache_bytes()}};
   return {{"rank", state.rank()},
           {"outputs", {{"logits", std::vector<float>(logits.begin(), logits.begin() + sample)}}},
           {"latency_us", latency_us},

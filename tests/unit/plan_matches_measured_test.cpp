@@ -1,4 +1,6 @@
-// plan_matches_measured on hand-built records: agreement within max(2 %, 256 MiB) passes,
+// plan_matches_measured on hand-built records: agreement within max(2 %, 256 MiB) passes
+// for device readings and within max(2 %, kPlanHostAbsTolerance) for the CPU's host
+// allocations (the tolerance rule, plan_budget_bytes),
 // a planted difference in one term fails naming that term and rank, and a record without a
 // plan or without measurements is skipped, never passed.
 #include <gtest/gtest.h>
@@ -121,6 +123,63 @@ TEST(PlanMatchesMeasured, ExactKvCacheIsNotComparedWithThePlannedPool) {
   const CheckResult res = check.evaluate({&r});
   EXPECT_EQ(res.status, "pass") << res.detail;
   EXPECT_NE(res.detail.find("not measured: kv_pool_tokens"), std::string::npos) << res.detail;
+}
+
+// The tolerance rule: 2 % of the planned bytes, or the measuring source's floor where that
+// is larger; the floor is 256 MiB for device readings (and unknown sources), the allocator's
+// granularity for host allocations and the accounting.
+TEST(PlanTolerance, FloorDependsOnTheSource) {
+  EXPECT_EQ(plan_abs_tolerance("cudaMemGetInfo"), kPlanAbsTolerance);
+  EXPECT_EQ(plan_abs_tolerance("NVML per-process use, 1/2 of the device"), kPlanAbsTolerance);
+  EXPECT_EQ(plan_abs_tolerance("?"), kPlanAbsTolerance);
+  EXPECT_EQ(plan_abs_tolerance("host allocations (glibc mallinfo2: uordblks + hblkhd)"), kPlanHostAbsTolerance);
+  EXPECT_EQ(plan_abs_tolerance("accounting"), kPlanHostAbsTolerance);
+  EXPECT_LT(kPlanHostAbsTolerance, std::int64_t{1} << 20);  // far below a tiny model's MB of weights
+}
+
+TEST(PlanTolerance, TwoPercentOrTheFloor) {
+  const std::string host = "host allocations (glibc mallinfo2: uordblks + hblkhd)";
+  const double floor = double(kPlanHostAbsTolerance);
+  // Small terms get the floor; from floor / 2 % up, 2 % of the planned bytes.
+  EXPECT_EQ(plan_budget_bytes(0, host), floor);
+  EXPECT_EQ(plan_budget_bytes(floor, host), floor);
+  EXPECT_EQ(plan_budget_bytes(floor / kPlanRelTolerance, host), floor);
+  EXPECT_DOUBLE_EQ(plan_budget_bytes(100 * floor, host), 2 * floor);
+  EXPECT_DOUBLE_EQ(plan_budget_bytes(-100 * floor, host), 2 * floor);  // |planned|
+  EXPECT_EQ(plan_budget_bytes(1 * GiB, "cudaMemGetInfo"), double(kPlanAbsTolerance));
+  EXPECT_DOUBLE_EQ(plan_budget_bytes(60 * GiB, "cudaMemGetInfo"), 0.02 * 60 * GiB);
+}
+
+// A CPU record: rank 1's weights measured by host allocations.
+json cpu_record(double planned_weights, double measured_rank1) {
+  json r = {{"case_id", "cpu"}, {"status", "ok"}};
+  r["plan"] = {{"breakdown", {{"weights", planned_weights}}}};
+  const std::string host = "host allocations (glibc mallinfo2: uordblks + hblkhd)";
+  r["memory"] = json::array({{{"source", host}, {"breakdown", {{"weights", planned_weights + 4096}}}},
+                             {{"source", host}, {"breakdown", {{"weights", measured_rank1}}}}});
+  return r;
+}
+
+TEST(PlanMatchesMeasured, CpuWeightsTripledFailNamingTermRankAndBothNumbers) {
+  const PlanMatchesMeasuredCheck check;
+  const double planned = 3.0 * (1 << 20);  // a tiny model's MB of weights
+  const json clean = cpu_record(planned, planned + 8192);
+  const CheckResult pass = check.evaluate({&clean});
+  EXPECT_EQ(pass.status, "pass") << pass.detail;
+  EXPECT_NE(pass.detail.find("(host allocations"), std::string::npos) << pass.detail;
+  // The old floor (256 MiB) would have passed this; the host floor does not.
+  const json tripled = cpu_record(planned, 3 * planned);
+  const CheckResult res = check.evaluate({&tripled});
+  EXPECT_EQ(res.status, "fail");
+  EXPECT_NE(res.detail.find("term 'weights' on rank 1"), std::string::npos) << res.detail;
+  EXPECT_NE(res.detail.find("planned 3.0 MiB (3145728 B)"), std::string::npos) << res.detail;
+  EXPECT_NE(res.detail.find("measured 9.0 MiB (9437184 B)"), std::string::npos) << res.detail;
+  // Just past the budget fails, just inside passes.
+  const double budget = plan_budget_bytes(planned, "host allocations");
+  const json inside = cpu_record(planned, planned + budget - 1);
+  EXPECT_EQ(check.evaluate({&inside}).status, "pass");
+  const json outside = cpu_record(planned, planned + budget + 1);
+  EXPECT_EQ(check.evaluate({&outside}).status, "fail");
 }
 
 }  // namespace
