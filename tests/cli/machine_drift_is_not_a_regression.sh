@@ -73,7 +73,8 @@ PY
 scale "$R1" "$SCRATCH/fast-one.jsonl" 0.3333333333 one
 expect_rc 1 "$TPBENCH" compare "$SCRATCH/fast-one.jsonl" "$R1"
 cp "$out" "$SCRATCH/compare-regression.out"
-grep -Eq "262144.* regression$" "$out" || { cat "$out" >&2; fail "the slowed case is no regression"; }
+[[ $(grep -Ec "latency_us .* regression$" "$out") -eq 1 ]] || { cat "$out" >&2; fail "expected one latency regression"; }
+grep -E "latency_us .* regression$" "$out" | grep -qv "control" || { cat "$out" >&2; fail "the control reads a regression"; }
 
 # 3. run --baselines: the stored run 10x faster everywhere -> this run reads machine-drift
 # (the control's own verdict too), exit 0.
