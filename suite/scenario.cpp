@@ -607,8 +607,10 @@ Scenario parse_scenario(const json& doc, const std::string& source, const Scenar
       bool informational = false;
       if (b.contains("latency")) {
         if (b["latency"] == "informational") informational = true;
-        else if (b["latency"] != "judged")
+        else if (b["latency"] != "judged") {
           val.expected("$.baseline.latency", "\"judged\" (the default) or \"informational\"", b["latency"]);
+          informational = true;  // unknown intent: the one problem above, not a second below
+        }
       }
       // Judged latency needs the test's sample count on each side: with fewer repetitions
       // every verdict would be insufficient-data, a slowdown of any size included.
