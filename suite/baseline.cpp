@@ -21,6 +21,7 @@ BaselineTolerances tolerances_from_json(const nlohmann::json& s) {
   t.kv_tokens_rel_tol = s.value("kv_tokens_rel_tol", t.kv_tokens_rel_tol);
   t.alpha = s.value("alpha", t.alpha);
   t.min_repetitions = s.value("min_repetitions", t.min_repetitions);
+  t.latency_informational = s.value("latency", std::string("judged")) == "informational";
   return t;
 }
 
@@ -35,6 +36,14 @@ std::vector<double> latency_samples(const nlohmann::json& r) {
   const auto lat = r.value("latency", nlohmann::json());
   if (!lat.is_object() || !lat.contains("repetitions_us") || !lat["repetitions_us"].is_array()) return {};
   return lat["repetitions_us"].get<std::vector<double>>();
+}
+
+// The iteration samples a record holds (latency.samples_us, else latency.count).
+std::size_t iteration_count(const nlohmann::json& r) {
+  const auto lat = r.value("latency", nlohmann::json());
+  if (!lat.is_object()) return 0;
+  if (lat.contains("samples_us") && lat["samples_us"].is_array()) return lat["samples_us"].size();
+  return lat.contains("count") && lat["count"].is_number_unsigned() ? lat["count"].get<std::size_t>() : 0;
 }
 
 double latency_p50(const nlohmann::json& r) {
@@ -62,7 +71,7 @@ MetricVerdict base(const nlohmann::json& rec, std::string metric) {
 }
 
 void compare_latency(const nlohmann::json& o, const nlohmann::json& n, const BaselineTolerances& tol,
-                     std::vector<MetricVerdict>& out) {
+                     const LatencyControl& control, std::vector<MetricVerdict>& out) {
   const auto a = latency_samples(o), b = latency_samples(n);
   const double old_p50 = latency_p50(o), new_p50 = latency_p50(n);
   if (a.empty() && b.empty() && old_p50 == 0 && new_p50 == 0) return;
@@ -70,27 +79,65 @@ void compare_latency(const nlohmann::json& o, const nlohmann::json& n, const Bas
   v.old_value = a.empty() ? old_p50 : median(a);
   v.new_value = b.empty() ? new_p50 : median(b);
   v.ratio = v.old_value > 0 ? v.new_value / v.old_value : 0;
+  v.old_repetitions = a.size();
+  v.new_repetitions = b.size();
+  v.old_iterations = iteration_count(o);
+  v.new_iterations = iteration_count(n);
   if (static_cast<int>(a.size()) < tol.min_repetitions || static_cast<int>(b.size()) < tol.min_repetitions) {
     v.verdict = "insufficient-data";
-    v.detail = std::to_string(a.size()) + " vs " + std::to_string(b.size()) + " repetitions, need " +
-               std::to_string(tol.min_repetitions) + " on each side (measure.repetitions)";
+    // What each side has: a run of one repetition has iteration samples but no
+    // per-repetition medians, which "0 vs 0 repetitions" hid.
+    const auto has = [](std::size_t reps, std::size_t iterations) {
+      return reps > 0 ? std::to_string(reps) + " repetition" + (reps == 1 ? "" : "s")
+                      : std::to_string(iterations) + " iteration sample" + (iterations == 1 ? "" : "s") +
+                            " in no per-repetition medians";
+    };
+    v.detail = "OLD has " + has(a.size(), v.old_iterations) + ", NEW " + has(b.size(), v.new_iterations) +
+               "; the test needs " + std::to_string(tol.min_repetitions) +
+               " repetitions on each side (measure.repetitions)";
+    if (tol.latency_informational) v.verdict = "informational";
     out.push_back(v);
     return;
   }
-  const auto test = mann_whitney_u(a, b);
+  // The new samples in the old run's machine time: divided by how much the control moved.
+  const bool with_control = control.ratio > 0;
+  const double c = with_control ? control.ratio : 1.0;
+  std::vector<double> b_norm = b;
+  for (double& x : b_norm) x /= c;
+  const auto test = mann_whitney_u(a, b_norm);
+  const auto raw_test = with_control ? mann_whitney_u(a, b) : test;
   const auto ci = median_ratio_interval(a, b);
   v.p_value = test.p_value;
   v.ci_low = ci.low;
   v.ci_high = ci.high;
-  const bool beyond = std::abs(v.ratio - 1.0) > tol.latency_rel_tol;
+  if (with_control) {
+    v.control_ratio = c;
+    v.normalised_ratio = v.ratio / c;
+    v.raw_p_value = raw_test.p_value;
+    v.control_case_id = control.case_id;
+  }
+  const double judged = v.ratio / c;
+  const bool beyond = std::abs(judged - 1.0) > tol.latency_rel_tol;
   const bool significant = test.p_value < tol.alpha;
-  if (beyond && significant) v.verdict = v.ratio > 1 ? "regression" : "improvement";
+  const bool raw_moved = std::abs(v.ratio - 1.0) > tol.latency_rel_tol && raw_test.p_value < tol.alpha;
+  if (beyond && significant) v.verdict = judged > 1 ? "regression" : "improvement";
+  else if (with_control && control.moved && raw_moved) v.verdict = "machine-drift";
   else if (beyond) v.verdict = "noise";
   else v.verdict = "ok";
   std::ostringstream d;
-  d << "median " << v.old_value << " -> " << v.new_value << " us, tolerance " << tol.latency_rel_tol * 100
-    << " %, Mann-Whitney p = " << test.p_value << (test.exact ? " (exact)" : " (normal approx.)");
+  d << "median " << v.old_value << " -> " << v.new_value << " us, tolerance " << tol.latency_rel_tol * 100 << " %";
+  if (with_control)
+    d << ", x" << v.ratio << " raw, control " << control.case_id << " x" << c << ", x" << judged
+      << " relative to it";
+  d << ", Mann-Whitney p = " << test.p_value << (test.exact ? " (exact)" : " (normal approx.)");
+  if (with_control) d << " (raw p = " << raw_test.p_value << ")";
+  if (v.verdict == "machine-drift") d << ": the control slowed alike, the machine moved, not this case";
+  else if (!with_control && !control.why_none.empty()) d << "; not relative to a control: " << control.why_none;
   v.detail = d.str();
+  if (tol.latency_informational) {
+    v.detail = "informational (the scenario's baseline.latency), judged " + v.verdict + ": " + v.detail;
+    v.verdict = "informational";
+  }
   out.push_back(v);
 }
 
@@ -151,7 +198,7 @@ void compare_digests(const nlohmann::json& o, const nlohmann::json& n, std::vect
 }  // namespace
 
 std::vector<MetricVerdict> compare_records(const nlohmann::json& o, const nlohmann::json& n,
-                                           const BaselineTolerances& tol) {
+                                           const BaselineTolerances& tol, const LatencyControl& control) {
   std::vector<MetricVerdict> out;
   // Shared placement (ranks packed on a GPU) measures contention, exclusive an interconnect:
   // the two never meet (their case ids differ too; this holds for hand-made files).
@@ -167,7 +214,7 @@ std::vector<MetricVerdict> compare_records(const nlohmann::json& o, const nlohma
     out.push_back(v);
     return out;
   }
-  compare_latency(o, n, tol, out);
+  compare_latency(o, n, tol, control, out);
   compare_memory(o, n, tol, out);
   const auto op = o.value("plan", nlohmann::json()), np = n.value("plan", nlohmann::json());
   if (np.is_object() && np.contains("max_tokens")) {
@@ -184,9 +231,54 @@ std::vector<MetricVerdict> compare_records(const nlohmann::json& o, const nlohma
   return out;
 }
 
+LatencyControl latency_control(const std::vector<nlohmann::json>& old_records,
+                               const std::vector<nlohmann::json>& new_records, const BaselineTolerances& tol) {
+  LatencyControl c;
+  const nlohmann::json* now = nullptr;
+  for (const char* role : {"control-start", "control-end"}) {
+    for (const auto& r : new_records)
+      if (r.value("role", "") == role && r.value("status", "") == "ok") now = &r;
+    if (now) break;
+  }
+  if (!now) {
+    c.why_none = "no control case ran ok";
+    return c;
+  }
+  const std::string id = now->value("case_id", "");
+  const nlohmann::json* stored = nullptr;
+  for (const auto& r : old_records)
+    if (r.value("case_id", "") == id && r.value("status", "") == "ok") stored = &r;
+  if (!stored) {
+    c.why_none = "no ok record of control " + id + " in the baseline";
+    return c;
+  }
+  const auto a = latency_samples(*stored), b = latency_samples(*now);
+  if (static_cast<int>(a.size()) < tol.min_repetitions || static_cast<int>(b.size()) < tol.min_repetitions) {
+    c.why_none = "control " + id + " has " + std::to_string(a.size()) + " vs " + std::to_string(b.size()) +
+                 " repetitions, need " + std::to_string(tol.min_repetitions);
+    return c;
+  }
+  c.case_id = id;
+  c.ratio = median(b) / median(a);
+  if (!(c.ratio > 0) || !std::isfinite(c.ratio)) {
+    c = LatencyControl{};
+    c.why_none = "control " + id + " has no positive median latency";
+    return c;
+  }
+  c.p_value = mann_whitney_u(a, b).p_value;
+  c.moved = std::abs(c.ratio - 1.0) > tol.latency_rel_tol && c.p_value < tol.alpha;
+  return c;
+}
+
 std::vector<MetricVerdict> compare_runs(const std::vector<nlohmann::json>& old_records,
                                         const std::vector<nlohmann::json>& new_records,
                                         const BaselineTolerances& tol) {
+  return compare_runs(old_records, new_records, tol, latency_control(old_records, new_records, tol));
+}
+
+std::vector<MetricVerdict> compare_runs(const std::vector<nlohmann::json>& old_records,
+                                        const std::vector<nlohmann::json>& new_records,
+                                        const BaselineTolerances& tol, const LatencyControl& control) {
   // The last ok record of a case wins (a control case appears twice; a resumed run may repeat).
   std::map<std::string, const nlohmann::json*> old_by_id;
   for (const auto& r : old_records)
@@ -202,7 +294,7 @@ std::vector<MetricVerdict> compare_runs(const std::vector<nlohmann::json>& old_r
       out.push_back(v);
       continue;
     }
-    auto verdicts = compare_records(*it->second, n, tol);
+    auto verdicts = compare_records(*it->second, n, tol, control);
     out.insert(out.end(), verdicts.begin(), verdicts.end());
   }
   return out;
@@ -244,6 +336,15 @@ nlohmann::json to_json(const MetricVerdict& v) {
     j["p_value"] = v.p_value;
     j["ci_low"] = v.ci_low;
     j["ci_high"] = v.ci_high;
+  }
+  if (v.metric == "latency_us") {
+    j["repetitions"] = {{"old", v.old_repetitions}, {"new", v.new_repetitions}};
+    j["iteration_samples"] = {{"old", v.old_iterations}, {"new", v.new_iterations}};
+  }
+  if (v.control_ratio > 0) {
+    j["control"] = {{"case_id", v.control_case_id}, {"ratio", v.control_ratio}};
+    j["normalised_ratio"] = v.normalised_ratio;
+    j["raw_p_value"] = v.raw_p_value;
   }
   return j;
 }

@@ -6,6 +6,19 @@
 //             (latency.repetitions_us) rejects at alpha with >= min_repetitions on both
 //             sides; beyond tolerance without significance is `noise`; fewer repetitions is
 //             `insufficient-data`.
+//             Relative to the control: when both runs hold the control case (it runs first
+//             and last), the ratio judged is the case's divided by the control's (the
+//             normalised ratio) and the test compares the old samples with the new ones
+//             divided by the control's ratio, so a machine that slowed as a whole moves
+//             nothing. A case whose raw ratio is beyond tolerance and significant while the
+//             normalised one is not reads `machine-drift` when the control itself moved
+//             (beyond tolerance, significant): the slowdown is the machine's, not the code's.
+//             The raw ratio stays in the verdict. The control's ratio is taken as exact (its
+//             own noise is not propagated); control_drift judges its first vs last run. A
+//             change of code that slows the control as much as every case reads as drift too:
+//             the control must be a case the change under test does not touch.
+//             Without a control the rule is the plain one above.
+//             A scenario that declares "latency": "informational" records the ratios only.
 //   memory    per rank and phase, used bytes within memory_rel_tol.
 //   kv_tokens the plan's max_tokens within kv_tokens_rel_tol (fewer tokens is a regression).
 //   digests   output digests per rank, exactly.
@@ -33,6 +46,10 @@ struct BaselineTolerances {
   double kv_tokens_rel_tol = 0.01;  // allowed relative loss of KV-cache tokens
   double alpha = 0.05;              // significance level of the Mann–Whitney U test
   int min_repetitions = 9;          // fewer latency samples on either side: insufficient-data
+  // "latency": "informational" (a scenario with fewer repetitions than the test needs):
+  // latency reads verdict `informational` (what it would have been in the detail), never a
+  // regression. Memory, KV tokens and digests are judged as ever.
+  bool latency_informational = false;
 };
 
 // Reads the scenario's "baseline" section (absent keys keep their defaults).
@@ -47,20 +64,51 @@ struct MetricVerdict {
   double ratio = 0;          // new / old (0 where not meaningful)
   double p_value = -1;       // latency only, -1 otherwise
   double ci_low = 0, ci_high = 0;  // latency: bootstrap CI of the ratio
-  std::string verdict;       // ok | regression | improvement | noise | insufficient-data | no-baseline | mismatch
+  // Latency against a control (0 / -1 / "" without one): the control's new/old ratio, the
+  // case's ratio divided by it, and the test on the raw samples (p_value is the normalised one).
+  // Latency: what each side has, per-repetition medians (the test's samples) and iteration
+  // samples (latency.samples_us).
+  std::size_t old_repetitions = 0, new_repetitions = 0;
+  std::size_t old_iterations = 0, new_iterations = 0;
+  double control_ratio = 0;
+  double normalised_ratio = 0;
+  double raw_p_value = -1;
+  std::string control_case_id;
+  std::string verdict;       // ok | regression | improvement | noise | machine-drift | insufficient-data |
+                             // informational | no-baseline | mismatch
   std::string detail;
 };
 
 bool is_regression(const MetricVerdict& v);  // regression or mismatch
 
-// Compares two records of the same case.
+// The control case of the new run against its stored counterpart: how much the machine moved.
+struct LatencyControl {
+  std::string case_id;   // the control case compared ("" when none)
+  double ratio = 0;      // median(new)/median(old) of its per-repetition medians; 0: no control
+  double p_value = -1;   // Mann–Whitney U, old vs new control samples
+  bool moved = false;    // beyond latency_rel_tol and significant at alpha
+  std::string why_none;  // why no control normalises ("" when one does)
+};
+
+// The control of NEW (its ok `control-start` record, else `control-end`) against the ok
+// record of the same case in OLD; none without one, or with fewer than min_repetitions
+// latency samples on a side.
+LatencyControl latency_control(const std::vector<nlohmann::json>& old_records,
+                               const std::vector<nlohmann::json>& new_records, const BaselineTolerances& tol);
+
+// Compares two records of the same case (latency relative to `control` when it has a ratio).
 std::vector<MetricVerdict> compare_records(const nlohmann::json& old_record, const nlohmann::json& new_record,
-                                           const BaselineTolerances& tol);
+                                           const BaselineTolerances& tol, const LatencyControl& control = {});
 // Matches records by case_id (records without status "ok" are not compared); a new case
-// with no old counterpart yields one `no-baseline` verdict.
+// with no old counterpart yields one `no-baseline` verdict. Latency is judged relative to
+// latency_control(old_records, new_records) unless a control is given (the runner judges
+// each record as it completes, against the control that ran first).
 std::vector<MetricVerdict> compare_runs(const std::vector<nlohmann::json>& old_records,
                                         const std::vector<nlohmann::json>& new_records,
                                         const BaselineTolerances& tol);
+std::vector<MetricVerdict> compare_runs(const std::vector<nlohmann::json>& old_records,
+                                        const std::vector<nlohmann::json>& new_records,
+                                        const BaselineTolerances& tol, const LatencyControl& control);
 
 // Why OLD and NEW have nothing to compare, or "" when some case has an ok record on both
 // sides. `old_name` and `new_name` are what the user typed. Reasons, in the order checked:

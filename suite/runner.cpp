@@ -236,14 +236,17 @@ int run_exit_code(const RunSummary& sum, bool with_baselines) {
 }
 
 // A record's "baseline" section: metric -> verdict against the stored record of the same
-// case; counts regressions and missing baselines into `sum`. `stored_provenance` is the
-// .provenance.json's (null for a baseline without one).
+// case, latency relative to `control` (this run's control against its stored record);
+// counts regressions, machine drift and missing baselines into `sum`. `stored_provenance`
+// is the .provenance.json's (null for a baseline without one).
 json baseline_section(const std::vector<json>& stored, const json& stored_provenance, const json& record,
-                      const BaselineTolerances& tol, bool allow_unlike, RunSummary& sum) {
+                      const BaselineTolerances& tol, const LatencyControl& control, bool allow_unlike,
+                      RunSummary& sum) {
   json out = json::object();
-  for (const auto& v : compare_runs(stored, {record}, tol)) {
+  for (const auto& v : compare_runs(stored, {record}, tol, control)) {
     out[v.metric] = to_json(v);
     sum.regressions += is_regression(v);
+    sum.machine_drift += v.verdict == "machine-drift";
     sum.no_baseline += v.verdict == "no-baseline";
   }
   // A baseline from other hardware or software is no baseline: say so next to the verdicts.
@@ -409,6 +412,7 @@ RunSummary run_scenario(const Scenario& s, const std::vector<Case>& cases, const
                          default_cuda_context_bytes()};
   }
 
+  LatencyControl run_control;  // this run's control against the baseline's, once it ran
   for (std::size_t i = 0; i < cases.size(); ++i) {
     const Case& c = cases[i];
     progress.start(static_cast<int>(i), c.id, c.label);
@@ -466,7 +470,16 @@ RunSummary run_scenario(const Scenario& s, const std::vector<Case>& cases, const
       if (auto result = evaluate_group(*checks.checks[k], ids, records))
         record["checks"][checks.checks[k]->name()] = group_result_json(*result, ids);
     }
-    if (!opt.baselines_dir.empty() && record["status"] == "ok") record["baseline"] = baseline_section(baseline_records, stored_provenance, record, tol, opt.allow_unlike_baseline, sum);
+    if (!opt.baselines_dir.empty() && record["status"] == "ok") {
+      // The control ran first (it is this record when this is the control): the machine's
+      // drift since the baseline, measured before any case it normalises.
+      std::vector<json> controls;
+      for (const auto& [id, r] : records)
+        if (r.value("role", "") == "control-start" || r.value("role", "") == "control-end") controls.push_back(r);
+      run_control = latency_control(baseline_records, controls, tol);
+      record["baseline"] = baseline_section(baseline_records, stored_provenance, record, tol, run_control,
+                                            opt.allow_unlike_baseline, sum);
+    }
     records[c.id] = record;
     writer.append(record);
     std::string note;
@@ -592,6 +605,13 @@ RunSummary run_scenario(const Scenario& s, const std::vector<Case>& cases, const
     write_file_atomic(fs::path(sum.baseline_file).replace_extension(".provenance.json").string(),
                       stored_provenance_doc.dump(2) + "\n");
   }
+  sum.control_vs_baseline = run_control;
+  json control_vs_baseline = nullptr;
+  if (run_control.ratio > 0)
+    control_vs_baseline = {{"case_id", run_control.case_id}, {"ratio", run_control.ratio},
+                           {"p_value", run_control.p_value}, {"moved", run_control.moved}};
+  else if (!opt.baselines_dir.empty() && !baseline_records.empty())
+    control_vs_baseline = {{"why_none", run_control.why_none}};
   json build_summary = nullptr;
   if (sum.baseline_build.compared) {
     build_summary = sum.baseline_build.to_json();
@@ -610,6 +630,8 @@ RunSummary run_scenario(const Scenario& s, const std::vector<Case>& cases, const
                          {"baselines", opt.baselines_dir.empty() ? json(nullptr)
                                                                  : json({{"file", sum.baseline_file},
                                                                          {"regressions", sum.regressions},
+                                                                         {"machine_drift", sum.machine_drift},
+                                                                         {"control_vs_baseline", control_vs_baseline},
                                                                          {"no_baseline", sum.no_baseline},
                                                                          {"trusted", !untrusted},
                                                                          {"build", build_summary},

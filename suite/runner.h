@@ -52,7 +52,9 @@ struct RunSummary {
   int retried = 0;         // failed in an earlier invocation and run again (--retry-failed)
   int checks_pass = 0, checks_fail = 0, checks_skipped = 0, checks_not_implemented = 0;  // case x check verdicts
   int regressions = 0;     // baseline verdicts `regression` or `mismatch` (case x metric)
+  int machine_drift = 0;   // latency verdicts `machine-drift`: slowed alike with the control
   int no_baseline = 0;     // cases or metrics with nothing stored to compare with
+  LatencyControl control_vs_baseline;  // this run's control against the stored one (ratio 0: none)
   std::string stability;   // "stable" | "unstable" (the control drifted) | "unknown" (no control judged)
   std::string baseline_file;  // the file compared with / written, when --baselines is given
   BuildComparison baseline_build;          // the stored baseline's build(s) against this one

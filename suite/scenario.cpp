@@ -2,6 +2,8 @@
 // problem with its JSON path; nothing throws until the whole file has been seen.
 #include "suite/scenario.h"
 
+#include "suite/baseline.h"
+
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -12,6 +14,7 @@
 
 #include "reference_engine/comm/factory.h"
 #include "reference_engine/config/model_config.h"
+#include "suite/baseline.h"
 #include "suite/build_info.h"
 #include "suite/checks/check.h"
 #include "tpb/dtype.h"
@@ -592,14 +595,31 @@ Scenario parse_scenario(const json& doc, const std::string& source, const Scenar
     if (!b.is_object()) {
       val.expected("$.baseline", "an object of tolerances", b);
     } else {
-      val.only_keys(b, "$.baseline", {"latency_rel_tol", "memory_rel_tol", "kv_tokens_rel_tol", "alpha", "min_repetitions"});
+      val.only_keys(b, "$.baseline",
+                    {"latency", "latency_rel_tol", "memory_rel_tol", "kv_tokens_rel_tol", "alpha", "min_repetitions"});
       double ignored = 0;
       number_field(val, b, "latency_rel_tol", "$.baseline", 0, false, 1e300, false, ignored);
       number_field(val, b, "memory_rel_tol", "$.baseline", 0, false, 1e300, false, ignored);
       number_field(val, b, "kv_tokens_rel_tol", "$.baseline", 0, false, 1e300, false, ignored);
       number_field(val, b, "alpha", "$.baseline", 0, true, 1, true, ignored);
-      int min_reps = 0;
+      int min_reps = BaselineTolerances{}.min_repetitions;
       int_field(val, b, "min_repetitions", "$.baseline", 2, min_reps);
+      bool informational = false;
+      if (b.contains("latency")) {
+        if (b["latency"] == "informational") informational = true;
+        else if (b["latency"] != "judged") {
+          val.expected("$.baseline.latency", "\"judged\" (the default) or \"informational\"", b["latency"]);
+          informational = true;  // unknown intent: the one problem above, not a second below
+        }
+      }
+      // Judged latency needs the test's sample count on each side: with fewer repetitions
+      // every verdict would be insufficient-data, a slowdown of any size included.
+      if (!informational && s.measure.repetitions < min_reps)
+        val.problem("$.measure.repetitions",
+                    std::to_string(s.measure.repetitions) + " repetitions cannot judge latency against a baseline (" +
+                        "the Mann-Whitney test needs " + std::to_string(min_reps) +
+                        " per side, $.baseline.min_repetitions); raise it to " + std::to_string(min_reps) +
+                        " or declare \"baseline\": {\"latency\": \"informational\"}");
       s.baseline = b;
     }
   }

@@ -1,8 +1,11 @@
 // tpbench compare OLD NEW (run folders or results.jsonl files): every metric of every case
 // present in both, with a verdict; exit 1 on any regression (or digest mismatch), so it can
 // gate a CI job, and 2 when there is nothing to compare, which would otherwise read as a pass.
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <iostream>
+#include <map>
 #include <string>
 
 #include "suite/baseline.h"
@@ -24,7 +27,12 @@ constexpr const char* kUsage =
     "  memory     used bytes per rank and phase within --memory-tol (0.02)\n"
     "  kv_tokens  the plan's max_tokens within --kv-tol (0.01)\n"
     "  digests    output digests, exactly\n"
-    "Cases missing from OLD read no-baseline. Prints a table (or --json: a list of verdicts).\n"
+    "  control    latency relative to the control case (role control-start) of both sides:\n"
+    "             the case's ratio divided by the control's; a case slowed alike with the\n"
+    "             control reads machine-drift, not regression (column 'vs ctl')\n"
+    "Cases missing from OLD read no-baseline. Prints a table by case label (or --json: a list\n"
+    "of verdicts); equal digests are counted, not listed; then the geometric mean of new/old\n"
+    "per metric over the cases compared, as Google Benchmark's compare.py.\n"
     "First the build of each side (version, git sha, +dirty, build type, compiler; from the\n"
     "records' provenance and the .provenance.json or run.json beside the file) and whether they\n"
     "are like-for-like: not when a side is from a dirty tree, or build type, compiler, flags or\n"
@@ -42,6 +50,54 @@ double parse_number(const std::string& flag, const std::string& value) {
   } catch (const std::exception&) {
   }
   TPB_INPUT_FAIL("tpbench compare: " << flag << ": expected a number, got '" << value << "'");
+}
+
+// The case's label, or its id where it has none: a row always names its case.
+std::string row_label(const tpb::MetricVerdict& v) { return v.label.empty() ? v.case_id : v.label; }
+
+bool is_equal_digest(const tpb::MetricVerdict& v) { return v.metric.rfind("digest.", 0) == 0 && v.verdict == "ok"; }
+
+// The geometric mean of new/old per metric over the cases compared (ratio > 0), as Google
+// Benchmark's compare.py prints under its table; for latency also of the ratios relative to
+// the control, where every case has one.
+struct Geomean {
+  std::string metric;
+  double ratio = 1;
+  int count = 0;
+  double normalised = 1;
+  int normalised_count = 0;
+};
+
+std::vector<Geomean> geomeans(const std::vector<tpb::MetricVerdict>& verdicts) {
+  std::vector<std::string> order;
+  std::map<std::string, std::pair<double, int>> log_sum, log_sum_norm;
+  for (const auto& v : verdicts) {
+    if (v.metric.rfind("digest.", 0) == 0 || v.metric == "case" || v.metric == "placement" || !(v.ratio > 0) ||
+        !std::isfinite(v.ratio))
+      continue;
+    if (!log_sum.count(v.metric)) order.push_back(v.metric);
+    auto& [sum, n] = log_sum[v.metric];
+    sum += std::log(v.ratio);
+    ++n;
+    if (v.normalised_ratio > 0) {
+      auto& [sum_norm, n_norm] = log_sum_norm[v.metric];
+      sum_norm += std::log(v.normalised_ratio);
+      ++n_norm;
+    }
+  }
+  std::vector<Geomean> out;
+  for (const auto& metric : order) {
+    Geomean g;
+    g.metric = metric;
+    g.count = log_sum[metric].second;
+    g.ratio = std::exp(log_sum[metric].first / g.count);
+    if (log_sum_norm.count(metric)) {
+      g.normalised_count = log_sum_norm[metric].second;
+      g.normalised = std::exp(log_sum_norm[metric].first / g.normalised_count);
+    }
+    out.push_back(g);
+  }
+  return out;
 }
 
 int run_compare(const std::vector<std::string>& args) {
@@ -87,6 +143,12 @@ int run_compare(const std::vector<std::string>& args) {
     nlohmann::json out = {{"old", files[0]}, {"new", files[1]}, {"regressions", regressions},
                           {"builds", build_json}, {"verdicts", nlohmann::json::array()}};
     for (const auto& v : verdicts) out["verdicts"].push_back(tpb::to_json(v));
+    out["geomeans"] = nlohmann::json::array();
+    for (const auto& g : geomeans(verdicts)) {
+      nlohmann::json j = {{"metric", g.metric}, {"ratio", g.ratio}, {"cases", g.count}};
+      if (g.normalised_count == g.count) j["normalised_ratio"] = g.normalised;
+      out["geomeans"].push_back(j);
+    }
     std::cout << out.dump(2) << "\n";
   } else {
     for (const auto& b : old_builds) std::printf("OLD build: %s\n", tpb::describe_build(b).c_str());
@@ -97,13 +159,40 @@ int run_compare(const std::vector<std::string>& args) {
     else if (builds.like_for_like) std::printf("builds: like-for-like\n");
     else std::printf("not like-for-like: %s\n", builds.why().c_str());
     for (const auto& note : builds.notes()) std::printf("note: %s\n", note.c_str());
-    std::printf("%-18s %-34s %14s %14s %8s %9s  %s\n", "case", "metric", "old", "new", "ratio", "p-value", "verdict");
+    // Rows name cases by label (the id is in --json); equal digests are counted, not listed.
+    std::size_t label_width = 4, metric_width = 6;
     for (const auto& v : verdicts) {
-      char p[16] = "-";
-      if (v.p_value >= 0) std::snprintf(p, sizeof p, "%.3g", v.p_value);
-      std::printf("%-18s %-34s %14.6g %14.6g %8.4f %9s  %s\n", v.case_id.c_str(), v.metric.c_str(), v.old_value,
-                  v.new_value, v.ratio, p, v.verdict.c_str());
+      if (is_equal_digest(v)) continue;
+      label_width = std::max(label_width, row_label(v).size());
+      metric_width = std::max(metric_width, v.metric.size());
     }
+    const int lw = static_cast<int>(label_width), mw = static_cast<int>(metric_width);
+    std::printf("%-*s %-*s %14s %14s %8s %8s %9s  %s\n", lw, "case", mw, "metric", "old", "new", "ratio",
+                "vs ctl", "p-value", "verdict");
+    int equal_digests = 0;
+    for (const auto& v : verdicts) {
+      if (is_equal_digest(v)) {
+        ++equal_digests;
+        continue;
+      }
+      char p[16] = "-", norm[16] = "-";
+      if (v.p_value >= 0) std::snprintf(p, sizeof p, "%.3g", v.p_value);
+      if (v.control_ratio > 0) std::snprintf(norm, sizeof norm, "%.4f", v.normalised_ratio);
+      std::printf("%-*s %-*s %14.6g %14.6g %8.4f %8s %9s  %s\n", lw, row_label(v).c_str(), mw, v.metric.c_str(),
+                  v.old_value, v.new_value, v.ratio, norm, p, v.verdict.c_str());
+    }
+    if (equal_digests > 0) std::printf("%d output digest(s) equal (not listed)\n", equal_digests);
+    // Google Benchmark's compare.py ends with the geometric mean of the ratios per metric.
+    for (const auto& g : geomeans(verdicts)) {
+      std::printf("geomean %s: x%.4f new/old over %d case(s)", g.metric.c_str(), g.ratio, g.count);
+      if (g.normalised_count == g.count) std::printf(", x%.4f relative to the control", g.normalised);
+      std::printf("\n");
+    }
+    int drift = 0;
+    for (const auto& v : verdicts) drift += v.verdict == "machine-drift";
+    if (drift > 0)
+      std::printf("%d latency verdict(s) machine-drift: slowed alike with the control case, not regressions\n",
+                  drift);
     std::printf("%zu metrics compared, %d regression(s)\n", verdicts.size(), regressions);
   }
   return regressions > 0 ? 1 : 0;

@@ -297,9 +297,14 @@ int run_run(const std::vector<std::string>& raw_args) {
       std::printf("FAIL: baseline not like-for-like: %s (--allow-unlike-baseline accepts it)\n", build.why().c_str());
     for (const auto& note : build.notes()) std::printf("note: %s\n", note.c_str());
   }
+  if (!args.baselines.empty() && sum.control_vs_baseline.ratio > 0)
+    std::printf("baseline control %s: x%.3g against the stored run%s; latency judged relative to it\n",
+                sum.control_vs_baseline.case_id.c_str(), sum.control_vs_baseline.ratio,
+                sum.control_vs_baseline.moved ? " (the machine moved)" : "");
   if (!args.baselines.empty())
-    std::printf("baseline %s: %d regression(s)%s, %d no-baseline%s%s\n", sum.baseline_file.c_str(), sum.regressions,
-                sum.stability == "unstable" ? " (untrusted: the control drifted)" : "", sum.no_baseline,
+    std::printf("baseline %s: %d regression(s)%s, %d machine-drift, %d no-baseline%s%s\n", sum.baseline_file.c_str(),
+                sum.regressions, sum.stability == "unstable" ? " (untrusted: the control drifted)" : "",
+                sum.machine_drift, sum.no_baseline,
                 sum.baseline_updated    ? "; updated with this run"
                 : args.update_baselines ? "; not updated: nothing ran"
                                         : "",

@@ -45,6 +45,14 @@ TEST(Baseline, IterationsWithoutRepetitionsAreInsufficientData) {
   const auto& lat = find(verdicts, "latency_us");
   EXPECT_EQ(lat.verdict, "insufficient-data");
   EXPECT_DOUBLE_EQ(lat.ratio, 1.5);
+  // What each side really has (compare's JSON used to say "0 vs 0 repetitions").
+  EXPECT_EQ(lat.detail,
+            "OLD has 12 iteration samples in no per-repetition medians, NEW 12 iteration samples in no "
+            "per-repetition medians; the test needs 9 repetitions on each side (measure.repetitions)");
+  const auto j = to_json(lat);
+  EXPECT_EQ(j["iteration_samples"]["old"], 12);
+  EXPECT_EQ(j["iteration_samples"]["new"], 12);
+  EXPECT_EQ(j["repetitions"]["new"], 0);
 }
 
 TEST(Baseline, FewSamplesAreInsufficientData) {
@@ -82,6 +90,88 @@ TEST(Baseline, NothingComparableSaysWhy) {
             "NEW gpu-run holds no ok record (3 records: 1 failed, 2 skipped)");
   EXPECT_EQ(nothing_comparable({a}, {b, record("c", 1, 0.01, 3)}, "A", "B"),
             "no case id in common: OLD A has 1 ok case, NEW B 2, none the same");
+}
+
+// A run of three cases with the control first and last (fabricated: each latency scaled, 3 %
+// jitter, 12 repetitions).
+std::vector<nlohmann::json> run_of(double control_scale, double case_a_scale, double case_b_scale,
+                                   std::uint64_t seed) {
+  auto role = [](nlohmann::json r, const std::string& role) {
+    r["role"] = role;
+    return r;
+  };
+  return {role(record("ctl", control_scale, 0.03, seed), "control-start"),
+          role(record("a", case_a_scale, 0.03, seed + 1), "sweep"),
+          role(record("b", case_b_scale, 0.03, seed + 2), "sweep"),
+          role(record("ctl-end", control_scale, 0.03, seed + 3), "control-end")};
+}
+
+const MetricVerdict& latency_of(const std::vector<MetricVerdict>& v, const std::string& case_id) {
+  for (const auto& x : v)
+    if (x.case_id == case_id && x.metric == "latency_us") return x;
+  throw std::runtime_error("no latency verdict for " + case_id);
+}
+
+// Issue 15 path 5: the whole machine 3x slower, the control too, is drift, not 3 regressions.
+TEST(BaselineControl, MachineSlowerAcrossTheBoardIsMachineDrift) {
+  const auto old_run = run_of(1, 1, 1, 100), new_run = run_of(3, 3, 3, 200);
+  const LatencyControl control = latency_control(old_run, new_run, {});
+  EXPECT_EQ(control.case_id, "ctl");
+  EXPECT_NEAR(control.ratio, 3.0, 0.3);
+  EXPECT_TRUE(control.moved);
+  const auto verdicts = compare_runs(old_run, new_run, {});
+  for (const std::string id : {"ctl", "a", "b", "ctl-end"}) {
+    const auto& v = latency_of(verdicts, id);
+    EXPECT_EQ(v.verdict, "machine-drift") << id << ": " << v.detail;
+    EXPECT_FALSE(is_regression(v));
+    EXPECT_NEAR(v.ratio, 3.0, 0.3) << "the raw ratio stays in the verdict";
+    EXPECT_NEAR(v.normalised_ratio, 1.0, 0.1);
+    EXPECT_EQ(v.control_case_id, "ctl");
+    EXPECT_LT(v.raw_p_value, 0.05);
+    const auto j = to_json(v);
+    EXPECT_TRUE(j.contains("normalised_ratio") && j.contains("control") && j.contains("ratio"));
+  }
+}
+
+TEST(BaselineControl, OneCaseSlowerWithASteadyControlIsRegression) {
+  const auto verdicts = compare_runs(run_of(1, 1, 1, 300), run_of(1, 3, 1, 400), {});
+  const auto& a = latency_of(verdicts, "a");
+  EXPECT_EQ(a.verdict, "regression") << a.detail;
+  EXPECT_NEAR(a.ratio, 3.0, 0.3);
+  EXPECT_NEAR(a.normalised_ratio, 3.0, 0.3);
+  EXPECT_LT(a.p_value, 0.05);
+  for (const std::string id : {"ctl", "b"}) {
+    const auto& v = latency_of(verdicts, id);
+    EXPECT_TRUE(v.verdict == "ok" || v.verdict == "noise") << id << ": " << v.verdict;
+  }
+}
+
+// A case 3x slower on a machine 3x slower: 9x raw, 3x relative to the control.
+TEST(BaselineControl, ARegressionOnADriftingMachineIsStillARegression) {
+  const auto verdicts = compare_runs(run_of(1, 1, 1, 500), run_of(3, 9, 3, 600), {});
+  EXPECT_EQ(latency_of(verdicts, "a").verdict, "regression");
+  EXPECT_NEAR(latency_of(verdicts, "a").normalised_ratio, 3.0, 0.3);
+  EXPECT_EQ(latency_of(verdicts, "b").verdict, "machine-drift");
+}
+
+TEST(BaselineControl, WithoutAControlTheRuleIsAsBefore) {
+  // No control case: 3x slower everywhere is three regressions, the raw ratio judged.
+  std::vector<nlohmann::json> old_run = {record("a", 1, 0.03, 1), record("b", 1, 0.03, 2)};
+  std::vector<nlohmann::json> new_run = {record("a", 3, 0.03, 3), record("b", 3, 0.03, 4)};
+  const LatencyControl control = latency_control(old_run, new_run, {});
+  EXPECT_EQ(control.ratio, 0);
+  EXPECT_EQ(control.why_none, "no control case ran ok");
+  for (const std::string id : {"a", "b"}) {
+    const auto& v = latency_of(compare_runs(old_run, new_run, {}), id);
+    EXPECT_EQ(v.verdict, "regression");
+    EXPECT_EQ(v.control_ratio, 0);
+    EXPECT_FALSE(to_json(v).contains("normalised_ratio"));
+  }
+  // A control with too few repetitions normalises nothing, and says why.
+  auto old_few = run_of(1, 1, 1, 7), new_few = run_of(3, 3, 3, 8);
+  old_few[0]["latency"]["repetitions_us"] = nlohmann::json::array({100.0, 101.0});
+  EXPECT_EQ(latency_control(old_few, new_few, {}).why_none, "control ctl has 2 vs 12 repetitions, need 9");
+  EXPECT_EQ(latency_of(compare_runs(old_few, new_few, {}), "a").verdict, "regression");
 }
 
 TEST(Baseline, HardwareDirName) {

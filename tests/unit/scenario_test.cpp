@@ -194,8 +194,10 @@ TEST(Scenario, BadMeasureBaselineControlExclude) {
   doc["measure"] = {{"iterations", 0}, {"timeout_s", 5}};
   expect_one_problem(doc, "$.measure.iterations", ">= 1");
   doc = minimal_allreduce();
-  doc["baseline"] = {{"alpha", 1.0}};
+  doc["baseline"] = {{"alpha", 1.0}, {"latency", "informational"}};
   expect_one_problem(doc, "$.baseline.alpha", "(0, 1)");
+  doc["baseline"] = {{"latency", "ignored"}};
+  expect_one_problem(doc, "$.baseline.latency", "informational");
   doc = minimal_allreduce();
   doc["control"] = {{"tpp", 1}};
   expect_one_problem(doc, "$.control.tpp", "unknown axis");
@@ -324,6 +326,26 @@ TEST(Scenario, SyntaxErrorNamesLineAndColumn) {
     EXPECT_NE(e.problems()[0].find(file + ":3:"), std::string::npos) << e.problems()[0];
   }
   std::filesystem::remove_all(dir);
+}
+
+// Issue 15 path 5: tolerances with 3 repetitions made every latency verdict
+// insufficient-data, a 7x slowdown included.
+TEST(Scenario, BaselineToleranceNeedsTheTestsRepetitionsOrInformationalLatency) {
+  json doc = minimal_allreduce();
+  doc["measure"] = {{"repetitions", 3}};
+  doc["baseline"] = {{"latency_rel_tol", 0.1}};
+  expect_one_problem(doc, "$.measure.repetitions", "needs 9 per side");
+  EXPECT_NE(problems_of(doc)[0].find("\"latency\": \"informational\""), std::string::npos);
+  doc["baseline"]["min_repetitions"] = 3;  // the scenario's own minimum counts
+  EXPECT_NO_THROW(parse_scenario(doc, "ok.json", kNoGpu));
+  doc["baseline"] = {{"latency_rel_tol", 0.1}, {"latency", "informational"}};
+  EXPECT_NO_THROW(parse_scenario(doc, "ok.json", kNoGpu));
+  doc["baseline"] = {{"latency_rel_tol", 0.1}};
+  doc["measure"]["repetitions"] = 9;
+  EXPECT_NO_THROW(parse_scenario(doc, "ok.json", kNoGpu));
+  doc.erase("baseline");  // no tolerances: nothing to judge
+  doc["measure"]["repetitions"] = 1;
+  EXPECT_NO_THROW(parse_scenario(doc, "ok.json", kNoGpu));
 }
 
 TEST(Scenario, ShippedScenariosAreValid) {
