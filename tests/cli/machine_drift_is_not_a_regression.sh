@@ -64,6 +64,22 @@ set +e; run --update-baselines --force-dirty-baseline "cli test: the build under
 [[ -s $stored ]] || fail "--update-baselines wrote no $stored"
 R1=$(last_run)/results.jsonl
 
+# The compare steps judge fabricated samples, not this machine's timing: on a loaded 2-core
+# runner a 3.6 us allreduce's per-repetition medians spread over 10x within one run (a
+# preemption is milliseconds), and the U test then rightly cannot tell two sides apart. NEW
+# is the run with each case's repetitions replaced by its median x (1 + 0.01 i).
+python3 - "$R1" "$SCRATCH/steady.jsonl" <<'PY'
+import json, statistics, sys
+recs = [json.loads(l) for l in open(sys.argv[1])]
+for r in recs:
+    if r.get("status") != "ok": continue
+    lat = r["latency"]
+    m = statistics.median(lat["repetitions_us"])
+    lat["repetitions_us"] = [m * (1 + 0.01 * i) for i in range(len(lat["repetitions_us"]))]
+open(sys.argv[2], "w").write("".join(json.dumps(r) + "\n" for r in recs))
+PY
+R1=$SCRATCH/steady.jsonl
+
 # 1. compare, exact: OLD is the run 3x faster everywhere (control included) -> machine-drift.
 scale "$R1" "$SCRATCH/fast-all.jsonl" 0.3333333333 all
 expect_rc 0 "$TPBENCH" compare "$SCRATCH/fast-all.jsonl" "$R1"
