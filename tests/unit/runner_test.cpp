@@ -129,14 +129,20 @@ TEST(NothingRan, ExitCodeDecision) {
   EXPECT_EQ(run_exit_code(some, false), kExitFailed);
 }
 
-// Every case skipped: exit 3, run.json and the JUnit say why; nothing is launched.
-TEST(NothingRan, AllSkippedRunSaysSoEverywhere) {
+// A scenario of the test-only probe workload on the CPU (its cases are made by probe_case).
+Scenario probe_scenario() {
   Scenario s;
   s.source = "probe.json";
   s.name = "probe";
   s.workload = "probe";
   s.device = s.device_requested = "cpu";
   s.document = {{"name", "probe"}};
+  return s;
+}
+
+// Every case skipped: exit 3, run.json and the JUnit say why; nothing is launched.
+TEST(NothingRan, AllSkippedRunSaysSoEverywhere) {
+  const Scenario s = probe_scenario();
   std::vector<Case> cases = {probe_case("00000000000000b1", 2, nullptr), probe_case("00000000000000b2", 4, nullptr)};
   for (auto& c : cases) c.skip_reason = "device cuda: no GPU is visible";
   const fs::path root = fs::temp_directory_path() / ("tpb_runner_nothing_ran_" + std::to_string(::getpid()));
@@ -165,12 +171,7 @@ TEST(NothingRan, AllSkippedRunSaysSoEverywhere) {
 
 // --update-baselines on a run in which nothing ran keeps the stored baseline as it was.
 TEST(NothingRan, StoresNoBaseline) {
-  Scenario s;
-  s.source = "probe.json";
-  s.name = "probe";
-  s.workload = "probe";
-  s.device = s.device_requested = "cpu";
-  s.document = {{"name", "probe"}};
+  const Scenario s = probe_scenario();
   std::vector<Case> cases = {probe_case("00000000000000c1", 2, nullptr)};
   cases[0].skip_reason = "device cuda: no GPU is visible";
   const fs::path root = fs::temp_directory_path() / ("tpb_runner_no_baseline_" + std::to_string(::getpid()));
