@@ -162,7 +162,8 @@ TEST(BaselineControl, WithoutAControlTheRuleIsAsBefore) {
   EXPECT_EQ(control.ratio, 0);
   EXPECT_EQ(control.why_none, "no control case ran ok");
   for (const std::string id : {"a", "b"}) {
-    const auto& v = latency_of(compare_runs(old_run, new_run, {}), id);
+    const auto verdicts = compare_runs(old_run, new_run, {});  // named: latency_of returns into it
+    const auto& v = latency_of(verdicts, id);
     EXPECT_EQ(v.verdict, "regression");
     EXPECT_EQ(v.control_ratio, 0);
     EXPECT_FALSE(to_json(v).contains("normalised_ratio"));
