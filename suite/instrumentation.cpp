@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -52,6 +53,19 @@ nlohmann::json AllocationLedger::to_json() const {
   nlohmann::json j = nlohmann::json::object();
   for (const auto& [what, bytes] : items_) j[what] = j.value(what, std::size_t{0}) + bytes;
   return j;
+}
+
+nlohmann::json AllocationLedger::sequence_json() const {
+  std::uint64_t digest = 0xcbf29ce484222325ull;  // FNV-1a 64 over the byte counts, in order
+  nlohmann::json first = nlohmann::json::array();
+  for (const auto& [what, bytes] : items_) {
+    const std::uint64_t b = bytes;
+    for (int i = 0; i < 8; ++i) digest = (digest ^ ((b >> (8 * i)) & 0xffu)) * 0x100000001b3ull;
+    first.push_back(std::to_string(bytes) + " B " + what);
+  }
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(digest));
+  return {{"count", items_.size()}, {"digest", hex}, {"first", first}};
 }
 
 Instrumentation::Instrumentation(InstrumentationLevel level, std::size_t capacity_marks, AllocationLedger& ledger)

@@ -16,7 +16,13 @@
 //   (metrics.alloc_bytes) must be equal at every level. (The process heap in use, as glibc's
 //   mallinfo2 reports it, is no witness: it counts chunks parked in the thread cache as in
 //   use, so it moves by a few hundred bytes between identical runs.)
-// The observer_invariant check compares outputs, plan and both byte counts across levels.
+// - The order of the case's communicator calls (observed_communicator.h, CallSequence) and
+//   of its ledger's allocations is recorded at every level, `off` included: plain
+//   bookkeeping of op, count and dtype into a buffer sized before the case, never touching
+//   the data, so that observer_invariant can see a debug path that changes control flow
+//   (an extra collective, an allocation moved) while leaving the outputs' digests alone.
+// The observer_invariant check compares outputs, plan, both sequences and the byte counts
+// across levels.
 #pragma once
 
 #include <cstddef>
@@ -48,6 +54,9 @@ class AllocationLedger {
   void add(const std::string& what, std::size_t bytes) { items_.emplace_back(what, bytes); }
   std::size_t total_bytes() const;
   nlohmann::json to_json() const;  // {what: bytes, ...}
+  // The allocations in the order they were made: {"count", "digest" (FNV-1a 64 over the
+  // byte counts, hex), "first": ["<bytes> B <what>", ...] (all of them: a case makes a few)}.
+  nlohmann::json sequence_json() const;
 
  private:
   std::vector<std::pair<std::string, std::size_t>> items_;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <optional>
 
 #include "suite/checks/digests.h"
 #include "suite/checks/tolerance.h"
@@ -39,6 +40,54 @@ std::string per_rank_metric_difference(const json& off, const json& other, const
              " (" + level_of(other) + ")";
   }
   return "";
+}
+
+// metrics[r].sequence.<which> of a record's rank r, or null.
+json rank_sequence(const json& record, std::size_t r, const char* which) {
+  const json metrics = record.value("metrics", json::array());
+  if (!metrics.is_array() || r >= metrics.size() || !metrics[r].is_object()) return nullptr;
+  const json seq = metrics[r].value("sequence", json());
+  return seq.is_object() && seq.contains(which) ? seq[which] : json();
+}
+
+// Where the recorded sequences (`which`: "communicator" or "allocations", entries called
+// `unit`) of `off` and `other` part on some rank: "" when equal on every rank; nullopt when
+// neither side recorded them (a workload that does not, e.g. the allreduce's).
+std::optional<std::string> sequence_difference(const json& off, const json& other, const char* which, const char* unit) {
+  const json mo = off.value("metrics", json::array()), mx = other.value("metrics", json::array());
+  const std::size_t ranks = std::max(mo.is_array() ? mo.size() : 0, mx.is_array() ? mx.size() : 0);
+  bool any = false;
+  const std::string level = level_of(other);
+  for (std::size_t r = 0; r < ranks; ++r) {
+    const json so = rank_sequence(off, r, which), sx = rank_sequence(other, r, which);
+    if (so.is_null() && sx.is_null()) continue;
+    any = true;
+    const std::string on_rank = "rank " + std::to_string(r) + ": ";
+    if (so.is_null() || sx.is_null())
+      return on_rank + "recorded at " + (so.is_null() ? level : std::string("off")) + " only";
+    const auto count_o = so.value("count", std::int64_t{-1}), count_x = sx.value("count", std::int64_t{-1});
+    if (count_o == count_x && so.value("digest", std::string()) == sx.value("digest", std::string())) continue;
+    const json fo = so.value("first", json::array()), fx = sx.value("first", json::array());
+    const std::string counts = "; off made " + std::to_string(count_o) + " " + unit + "s, " + level + " " +
+                               std::to_string(count_x) +
+                               (count_x > count_o ? " (" + std::to_string(count_x - count_o) + " extra)" : std::string());
+    const std::size_t n = std::min(fo.size(), fx.size());
+    for (std::size_t i = 0; i < n; ++i)
+      if (fo[i] != fx[i])
+        return on_rank + "first difference at " + unit + " " + std::to_string(i) + ": off " + fo[i].get<std::string>() +
+               ", " + level + " " + fx[i].get<std::string>() + counts;
+    if (fo.size() != fx.size() && (std::int64_t(fo.size()) == count_o || std::int64_t(fx.size()) == count_x)) {
+      const bool off_ended = fo.size() < fx.size();
+      const json& longer = off_ended ? fx : fo;
+      return on_rank + "first difference at " + unit + " " + std::to_string(n) + ": " +
+             (off_ended ? "off ended, " + level : level + " ended, off") + " went on with " + longer[n].get<std::string>() +
+             counts;
+    }
+    return on_rank + "the first " + std::to_string(n) + " " + unit + "s agree, a later one differs (digests " +
+           so.value("digest", std::string()) + " vs " + sx.value("digest", std::string()) + ")" + counts;
+  }
+  if (!any) return std::nullopt;
+  return std::string();
 }
 
 std::vector<double> numbers(const json& a) {
@@ -128,6 +177,7 @@ CheckResult ObserverInvariantCheck::evaluate(const std::vector<const json*>& gro
   if (ran.size() < 2) return {"skipped", "needs another instrumentation level that ran besides off" + not_compared};
 
   std::string compared, overhead;
+  bool sequences_compared = false;
   for (const auto* r : ran) {
     if (r == off) continue;
     const std::string level = level_of(*r);
@@ -136,6 +186,12 @@ CheckResult ObserverInvariantCheck::evaluate(const std::vector<const json*>& gro
     const json plan_off = off->value("plan", json()), plan = r->value("plan", json());
     if (plan_off != plan)
       return {"fail", "off vs " + level + ": plans differ: " + plan_off.dump().substr(0, 300) + " vs " + plan.dump().substr(0, 300)};
+    const auto calls = sequence_difference(*off, *r, "communicator", "call");
+    if (calls && !calls->empty()) return {"fail", "off vs " + level + ": communicator calls differ on " + *calls};
+    const auto allocations = sequence_difference(*off, *r, "allocations", "allocation");
+    if (allocations && !allocations->empty())
+      return {"fail", "off vs " + level + ": allocation sequences differ on " + *allocations};
+    sequences_compared = sequences_compared || calls.has_value() || allocations.has_value();
     const std::string alloc = per_rank_metric_difference(*off, *r, "alloc_bytes");
     if (!alloc.empty()) return {"fail", "off vs " + level + ": allocations differ: " + alloc};
     compared += (compared.empty() ? "" : ", ") + level;
@@ -149,8 +205,15 @@ CheckResult ObserverInvariantCheck::evaluate(const std::vector<const json*>& gro
   const std::string bytes = m0.is_array() && !m0.empty() && m0[0].is_object() && m0[0].contains("alloc_bytes")
                                 ? m0[0]["alloc_bytes"].dump()
                                 : "?";
+  std::string sequences = "; communicator calls and allocation order not recorded by this workload";
+  if (sequences_compared) {
+    const json c0 = rank_sequence(*off, 0, "communicator"), a0 = rank_sequence(*off, 0, "allocations");
+    sequences = "; same communicator calls (" + (c0.is_object() ? c0.value("count", json()).dump() : std::string("?")) +
+                " on rank 0) and allocations in the same order (" +
+                (a0.is_object() ? a0.value("count", json()).dump() : std::string("?")) + ") on every rank";
+  }
   return {"pass", "off vs " + compared + ": identical digests on every rank, same plan, same alloc_bytes (" + bytes +
-                      " on rank 0)" +
+                      " on rank 0)" + sequences +
                       (overhead.empty() ? std::string("; no timing case") : "; " + overhead) + not_compared};
 }
 

@@ -1,7 +1,11 @@
 // observer_invariant: cases that differ only in the instrumentation level must compute the
 // same thing (ARCHITECTURE.md, "Observer effect"). Against the `off` case, every other
 // level must have bitwise-identical digests on every rank, the same plan, and the same
-// metrics.alloc_bytes on every rank (suite/instrumentation.h).
+// metrics.alloc_bytes on every rank (suite/instrumentation.h), and — where the workload
+// records them (the CPU engine, at every level) — the same sequence of communicator calls
+// (op, element count, dtype) and of allocations (bytes, in order) on every rank
+// (metrics.sequence.{communicator,allocations}: count, digest, the first entries spelled
+// out). A failure names the first call or allocation where the two sides part.
 //
 // The cost of `timing` (<= kTimingOverheadMax of a step) is judged twice:
 // - its own cost, as each rank measured it (metrics.instrumentation.estimated_timing_overhead:

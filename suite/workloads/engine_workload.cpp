@@ -146,6 +146,32 @@ double planted_weights_factor(int rank) {
   return factor;
 }
 
+// TEST ONLY: TPB_TEST_ENGINE_DEBUG_FAULT plants a fault in the CPU engine workload's debug
+// level, so that observer_invariant has real control-flow faults to find
+// (tests/cli/observer_sees_control_flow.sh). Read only by the CPU engine workload, only at
+// level debug; unset or empty: nothing planted. Never set it in a measurement.
+//   value       the debug path writes into the step's input (the first sequence's next
+//               token): the logits change, the control flow does not
+//   allreduce   every step at debug ends with an extra 1-element f32 all_reduce on a scratch
+//               value: the outputs stay bitwise equal, the communicator calls do not
+//   allocation  the debug level allocates its logits snapshot after the timed loop instead of
+//               before it: the same bytes in all, in another order
+enum class PlantedDebugFault { none, value, allreduce, allocation };
+
+PlantedDebugFault planted_debug_fault(InstrumentationLevel level) {
+  const char* text = std::getenv("TPB_TEST_ENGINE_DEBUG_FAULT");
+  if (text == nullptr || *text == '\0') return PlantedDebugFault::none;
+  const std::string v = text;
+  TPB_INPUT_CHECK(v == "value" || v == "allreduce" || v == "allocation",
+                  "TPB_TEST_ENGINE_DEBUG_FAULT: expected value, allreduce or allocation, got '" << v << "'");
+  if (level != InstrumentationLevel::debug) return PlantedDebugFault::none;
+  return v == "value" ? PlantedDebugFault::value : v == "allreduce" ? PlantedDebugFault::allreduce : PlantedDebugFault::allocation;
+}
+
+// How many of a case's first communicator calls its record spells out (CallSequence); the
+// rest count in the digest. 256 cover the prefill and the first steps of the tiny models.
+constexpr std::size_t kCallsSpelledOut = 256;
+
 // Keyed by the requested backend, not comm.name(): a backend that fell back names the one it
 // runs, and must not be handed the engine built on that other backend's communicator.
 CachedEngine& engine_for(const json& case_spec, WorkerState& state, Communicator& comm, const std::string& backend,
@@ -751,19 +777,30 @@ json run_engine_workload(const json& case_spec, WorkerState& state) {
 
   const bool decode = mode == "decode";
   const InstrumentationLevel level = instrumentation_level(params);
+  const PlantedDebugFault fault = planted_debug_fault(level);
+  if (fault == PlantedDebugFault::value) {
+    std::int64_t& token = decode ? next[0] : prompt[0];
+    token = (token + 1) % V;
+  }
   const std::int64_t timed_steps = repetitions * iterations;
   const std::int64_t tokens_per_step = decode ? batch : batch * seq_len;
   // Everything the levels need is allocated here, at every level: the mark ring (step
-  // begin/end + entry/exit of 2L+1 allreduces and one all_gather per step) and the debug
-  // level's snapshot of the logits.
+  // begin/end + entry/exit of 2L+1 allreduces and one all_gather per step), the debug
+  // level's snapshot of the logits and the call sequence's buffer.
   AllocationLedger ledger;
   ledger.add("prompt_tokens", prompt.size() * sizeof(std::int64_t));
   ledger.add("next_tokens", next.size() * sizeof(std::int64_t));
   const std::int64_t marks_per_step = 2 + 2 * (2 * ce.config.num_hidden_layers + 2);
   Instrumentation inst(level, static_cast<std::size_t>(std::min<std::int64_t>(timed_steps * marks_per_step, 1 << 20)), ledger);
-  std::vector<float> debug_snapshot(static_cast<std::size_t>(tokens_per_step * V), 0.0f);
-  ledger.add("debug_snapshot", debug_snapshot.size() * sizeof(float));
-  ObserveScope observe(observed, inst);
+  std::vector<float> debug_snapshot;
+  auto allocate_debug_snapshot = [&] {
+    debug_snapshot.assign(static_cast<std::size_t>(tokens_per_step * V), 0.0f);
+    ledger.add("debug_snapshot", debug_snapshot.size() * sizeof(float));
+  };
+  if (fault != PlantedDebugFault::allocation) allocate_debug_snapshot();
+  CallSequence calls(kCallsSpelledOut);
+  ledger.add("call_sequence", calls.buffer_bytes());
+  ObserveScope observe(observed, inst, &calls);
   if (decode) engine.prefill(prompt, batch);  // fills the KV cache to seq_len, untimed
   auto step = [&] {
     if (decode) {
@@ -771,6 +808,11 @@ json run_engine_workload(const json& case_spec, WorkerState& state) {
       engine.decode(next);
     } else {
       engine.prefill(prompt, batch);
+    }
+    if (fault == PlantedDebugFault::allreduce) {
+      const float probe_in = 1.0f;
+      float probe_out = 0.0f;
+      observed.all_reduce(&probe_in, &probe_out, 1, DType::f32, nullptr);
     }
   };
   for (std::int64_t i = 0; i < warmup; ++i) step();
@@ -788,6 +830,7 @@ json run_engine_workload(const json& case_spec, WorkerState& state) {
     latency_us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
   }
   inst.disarm();
+  if (fault == PlantedDebugFault::allocation) allocate_debug_snapshot();
   const double mean_us = std::accumulate(latency_us.begin(), latency_us.end(), 0.0) / static_cast<double>(latency_us.size());
   const auto& logits = engine.logits();
   // The first values of the last step's logits, for tolerance checks across TP sizes and
@@ -838,6 +881,7 @@ json run_engine_workload(const json& case_spec, WorkerState& state) {
             {"vocab_size", V},
             {"compute_dtype", "f32"},
             {"alloc_bytes", ledger.total_bytes()},
+            {"sequence", {{"communicator", calls.to_json()}, {"allocations", ledger.sequence_json()}}},
             {"trace_file", trace_file},
             {"instrumentation", instrumentation},
             {"weights", ce.weights->describe()}}},

@@ -3,9 +3,22 @@
 // instrumentation level (the engine and its control flow never know the level); the engine
 // workload turns the marks into phases (embed, attention, mlp/moe, allreduce, lm_head),
 // because the engine's collectives sit exactly at its phase boundaries (engine.h).
+//
+// It also records every call, at every level (`off` included), into the case's CallSequence:
+// op, element count and dtype, as a running digest and count plus the first calls spelled
+// out. observer_invariant compares the sequences of `off` and of each level, so a debug path
+// that adds or changes a collective is caught even when the outputs come out the same.
+// Recording is observer-invariant itself: a fixed buffer sized before the case, the same
+// code at every level, and it reads only the call's arguments, never the data.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "reference_engine/comm/communicator.h"
 #include "suite/instrumentation.h"
@@ -22,24 +35,80 @@ enum EngineMark : std::uint32_t {
   kGatherEnd = 6,
 };
 
+// The collective calls of one case, in order.
+class CallSequence {
+ public:
+  enum Op : std::uint32_t { kAllReduce = 0, kAllGather = 1, kBarrier = 2 };
+
+  // `keep`: how many of the first calls are kept spelled out (the rest count in the digest).
+  explicit CallSequence(std::size_t keep) : first_(keep) {}
+
+  void record(Op op, std::size_t count, DType dtype) noexcept {
+    const Call call{op, static_cast<std::uint32_t>(dtype), static_cast<std::uint64_t>(count)};
+    const auto* bytes = reinterpret_cast<const unsigned char*>(&call);
+    for (std::size_t i = 0; i < sizeof call; ++i) digest_ = (digest_ ^ bytes[i]) * 0x100000001b3ull;  // FNV-1a 64
+    if (count_ < first_.size()) first_[count_] = call;
+    ++count_;
+  }
+
+  std::size_t count() const { return count_; }
+  std::size_t buffer_bytes() const { return first_.size() * sizeof(Call); }
+
+  // {"count", "digest" (hex), "first": ["all_reduce 896 f32", ...] (up to `keep`)}.
+  nlohmann::json to_json() const {
+    nlohmann::json first = nlohmann::json::array();
+    for (std::size_t i = 0; i < std::min(count_, first_.size()); ++i) first.push_back(describe(first_[i]));
+    char hex[17];
+    std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(digest_));
+    return {{"count", count_}, {"digest", hex}, {"first", first}};
+  }
+
+ private:
+  struct Call {
+    std::uint32_t op;     // Op
+    std::uint32_t dtype;  // DType
+    std::uint64_t count;  // elements (per rank for all_gather); 0 for a barrier
+  };
+  static_assert(sizeof(Call) == 16, "the digest hashes the struct's bytes: no padding");
+
+  static std::string describe(const Call& c) {
+    if (c.op == kBarrier) return "barrier";
+    return std::string(c.op == kAllReduce ? "all_reduce " : "all_gather ") + std::to_string(c.count) + " " +
+           std::string(dtype_name(static_cast<DType>(c.dtype)));
+  }
+
+  std::vector<Call> first_;
+  std::size_t count_ = 0;
+  std::uint64_t digest_ = 0xcbf29ce484222325ull;
+};
+
 class ObservedCommunicator final : public Communicator {
  public:
   explicit ObservedCommunicator(Communicator& inner) : inner_(inner) {}
 
-  // The case's recorder; nullptr between cases (then nothing is marked).
-  void observe(Instrumentation* instrumentation) { inst_ = instrumentation; }
+  // The case's recorder and call sequence; nullptr between cases (then nothing is marked or
+  // recorded). `calls` may be nullptr for a workload that does not record the sequence.
+  void observe(Instrumentation* instrumentation, CallSequence* calls = nullptr) {
+    inst_ = instrumentation;
+    calls_ = calls;
+  }
 
   void all_reduce(const void* in, void* out, std::size_t count, DType dtype, void* stream) override {
+    if (calls_) calls_->record(CallSequence::kAllReduce, count, dtype);
     if (inst_) inst_->mark(kReduceBegin);
     inner_.all_reduce(in, out, count, dtype, stream);
     if (inst_) inst_->mark(kReduceEnd);
   }
   void all_gather(const void* in, void* out, std::size_t count_per_rank, DType dtype, void* stream) override {
+    if (calls_) calls_->record(CallSequence::kAllGather, count_per_rank, dtype);
     if (inst_) inst_->mark(kGatherBegin);
     inner_.all_gather(in, out, count_per_rank, dtype, stream);
     if (inst_) inst_->mark(kGatherEnd);
   }
-  void barrier() override { inner_.barrier(); }
+  void barrier() override {
+    if (calls_) calls_->record(CallSequence::kBarrier, 0, DType::f32);
+    inner_.barrier();
+  }
   int rank() const override { return inner_.rank(); }
   int size() const override { return inner_.size(); }
   std::string name() const override { return inner_.name(); }
@@ -51,12 +120,15 @@ class ObservedCommunicator final : public Communicator {
  private:
   Communicator& inner_;
   Instrumentation* inst_ = nullptr;
+  CallSequence* calls_ = nullptr;
 };
 
 // Clears the communicator's recorder when the case ends, also on an exception.
 class ObserveScope {
  public:
-  ObserveScope(ObservedCommunicator& comm, Instrumentation& inst) : comm_(comm) { comm_.observe(&inst); }
+  ObserveScope(ObservedCommunicator& comm, Instrumentation& inst, CallSequence* calls = nullptr) : comm_(comm) {
+    comm_.observe(&inst, calls);
+  }
   ~ObserveScope() { comm_.observe(nullptr); }
   ObserveScope(const ObserveScope&) = delete;
   ObserveScope& operator=(const ObserveScope&) = delete;
