@@ -93,6 +93,48 @@ TEST(ObserverInvariant, ADifferentPlanIsCaught) {
   EXPECT_TRUE(has(r.detail, "plans differ")) << r.detail;
 }
 
+// A record whose ranks carry the call and allocation sequences (as the CPU engine's do).
+json with_sequences(json record, const std::vector<std::string>& calls, std::int64_t count_calls,
+                    const std::string& calls_digest, const std::vector<std::string>& allocations) {
+  std::string allocations_digest;  // stands in for the hash: any change of order changes it
+  for (const auto& a : allocations) allocations_digest += a + "|";
+  for (auto& m : record["metrics"])
+    m["sequence"] = {{"communicator", {{"count", count_calls}, {"digest", calls_digest}, {"first", calls}}},
+                     {"allocations", {{"count", allocations.size()}, {"digest", allocations_digest},
+                                      {"first", allocations}}}};
+  return record;
+}
+
+TEST(ObserverInvariant, AnExtraCollectiveIsCaughtWhereTheCallsPart) {
+  const std::vector<std::string> allocs = {"16 B prompt_tokens", "64 B debug_snapshot"};
+  const json off = with_sequences(level_record("off"), {"all_reduce 896 f32", "all_gather 64 f32", "all_reduce 896 f32"}, 3, "d1", allocs);
+  const json same = with_sequences(level_record("timing"), {"all_reduce 896 f32", "all_gather 64 f32", "all_reduce 896 f32"}, 3, "d1", allocs);
+  CheckResult r = judge("observer_invariant", {off, same});
+  EXPECT_EQ(r.status, "pass") << r.detail;
+  EXPECT_TRUE(has(r.detail, "same communicator calls (3 on rank 0)")) << r.detail;
+  const json extra = with_sequences(level_record("debug"),
+                                    {"all_reduce 896 f32", "all_gather 64 f32", "all_reduce 1 f32", "all_reduce 896 f32"}, 4, "d2", allocs);
+  r = judge("observer_invariant", {off, extra});
+  EXPECT_EQ(r.status, "fail");
+  EXPECT_TRUE(has(r.detail, "off vs debug: communicator calls differ on rank 0: first difference at call 2: off all_reduce "
+                            "896 f32, debug all_reduce 1 f32; off made 3 calls, debug 4 (1 extra)")) << r.detail;
+  // Past the calls spelled out only the digests tell: still a failure, saying so.
+  const json late = with_sequences(level_record("debug"), {"all_reduce 896 f32", "all_gather 64 f32", "all_reduce 896 f32"}, 3, "d3", allocs);
+  r = judge("observer_invariant", {off, late});
+  EXPECT_EQ(r.status, "fail");
+  EXPECT_TRUE(has(r.detail, "the first 3 calls agree, a later one differs")) << r.detail;
+}
+
+TEST(ObserverInvariant, AnAllocationMovedIsCaughtThoughTheBytesAgree) {
+  const std::vector<std::string> calls = {"all_reduce 896 f32"};
+  const json off = with_sequences(level_record("off"), calls, 1, "d1", {"16 B prompt_tokens", "64 B debug_snapshot", "32 B latency_samples"});
+  const json moved = with_sequences(level_record("debug"), calls, 1, "d1", {"16 B prompt_tokens", "32 B latency_samples", "64 B debug_snapshot"});
+  const CheckResult r = judge("observer_invariant", {off, moved});
+  EXPECT_EQ(r.status, "fail");
+  EXPECT_TRUE(has(r.detail, "off vs debug: allocation sequences differ on rank 0: first difference at allocation 1: off 64 B "
+                            "debug_snapshot, debug 32 B latency_samples")) << r.detail;
+}
+
 TEST(ObserverInvariant, WithoutTheOffCaseItIsSkippedNotPassed) {
   json off = level_record("off");
   off["status"] = "failed";
