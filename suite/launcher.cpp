@@ -18,6 +18,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -219,6 +220,20 @@ struct Launcher::Group {
       int status = 0;
       while (waitpid(-pgid, &status, 0) > 0 || errno == EINTR) {
       }
+    }
+    remove_shared_memory();
+  }
+
+  // POSIX shared memory that the group's ranks named after the group id (the shm
+  // communicator's segments, reference_engine/comm/shm/shm_communicator.h) and could not
+  // unlink themselves: a rank killed while its peers had not all mapped a segment leaves the
+  // name in /dev/shm (16 MiB each, seen after planted-fault runs). Every rank is dead here.
+  void remove_shared_memory() const {
+    std::error_code ec;
+    const std::string prefix = id + "-";
+    for (const auto& entry : std::filesystem::directory_iterator("/dev/shm", ec)) {
+      const std::string name = entry.path().filename().string();
+      if (name.rfind(prefix, 0) == 0) shm_unlink(("/" + name).c_str());
     }
   }
 

@@ -3,9 +3,12 @@
 // all_gather of a binary payload (its pid and all 256 byte values, NUL and '\n' included),
 // checks what came back, and then the chosen rank misbehaves as asked. See workloads.h for
 // the parameters.
+#include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -91,6 +94,18 @@ json run_probe_workload(const json& case_spec, WorkerState& state) {
   state.bootstrap().barrier();
 
   const json params = case_spec.value("params", json::object());
+  // params.shm_segment: rank 0 leaves a POSIX shared-memory name in /dev/shm, named after the
+  // group as the shm communicator names its segments; the launcher must remove it with the group.
+  json shm_segment = nullptr;
+  if (rank == 0 && params.value("shm_segment", false)) {
+    const char* group = std::getenv("TPB_GROUP_ID");
+    TPB_CHECK(group != nullptr, "probe: TPB_GROUP_ID is not set");
+    const std::string name = "/" + std::string(group) + "-probe-shm";
+    const int fd = shm_open(name.c_str(), O_CREAT | O_RDWR, 0600);
+    TPB_CHECK(fd >= 0, "probe: shm_open(" << name << ") failed: " << std::strerror(errno));
+    close(fd);
+    shm_segment = name;
+  }
   if (params.contains("fault")) {
     const json& fault = params["fault"];
     TPB_INPUT_CHECK(fault.is_object() && fault.contains("rank") && fault["rank"].is_number_integer(),
@@ -102,7 +117,7 @@ json run_probe_workload(const json& case_spec, WorkerState& state) {
           {"digests", json::object()},
           {"memory", json::object()},
           {"metrics", {{"pid", pid}, {"gathered_pids", pids}, {"payload_ok", payload_ok}, {"cases_served", cases_served},
-                       {"environment", placement_environment()}}},
+                       {"environment", placement_environment()}, {"shm_segment", shm_segment}}},
           {"comm", json::object()}};
 }
 

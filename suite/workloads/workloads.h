@@ -22,6 +22,8 @@
 //   params.fault = {"rank": r, "kind": "crash" | "abort" | "hang" | "hang_with_child" | "exit" | "throw",
 //                   "code": exit status for "exit" (default 3),
 //                   "signal": signal for "crash" (default 11, SIGSEGV)}
+//   params.shm_segment = true: rank 0 leaves /dev/shm/<group id>-probe-shm behind (as a rank
+//                   killed mid-setup leaves a shm segment); metrics.shm_segment names it
 //   result metrics: pid, gathered_pids (every rank's pid, via the bootstrap), payload_ok,
 //   cases_served (cases this worker process has run, counting this one).
 #pragma once

@@ -211,6 +211,29 @@ TEST(Launcher, WorkerDeadBetweenCasesIsReplacedByAFreshGroup) {
   expect_nothing_left(b.pids);
 }
 
+// A shared-memory name the group's ranks left in /dev/shm (a rank killed before its peers
+// mapped a shm segment leaves one) goes with the group: after a failed case and at shutdown.
+TEST(Launcher, RemovesTheSharedMemoryItsGroupsLeft) {
+  Launcher launcher(test_options("shm"));
+  json spec = probe_spec();
+  spec["params"]["shm_segment"] = true;
+  const CaseRun run = launcher.run_case("shm", 2, spec, 20);
+  ASSERT_TRUE(run.ok) << run.error;
+  const std::string name = run.ranks[0]["metrics"]["shm_segment"].get<std::string>();
+  const fs::path path = fs::path("/dev/shm") / name.substr(1);
+  EXPECT_TRUE(fs::exists(path)) << path << ": the probe left no segment (the test could not fail)";
+  launcher.shutdown();
+  EXPECT_FALSE(fs::exists(path)) << path << " outlived its group";
+
+  json failing = spec;
+  failing["params"]["fault"] = {{"rank", 1}, {"kind", "crash"}};
+  const CaseRun failed = launcher.run_case("shm", 2, failing, 20);
+  ASSERT_FALSE(failed.ok);
+  for (const auto& entry : fs::directory_iterator("/dev/shm"))
+    EXPECT_NE(entry.path().filename().string().rfind("tpb" + std::to_string(getpid()) + "-g", 0), 0u)
+        << entry.path() << " outlived its failed group";
+}
+
 TEST(Launcher, DestructorReapsTheLiveGroup) {
   std::vector<int> pids;
   {
