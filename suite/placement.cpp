@@ -1,6 +1,5 @@
 #include "suite/placement.h"
 
-#include <algorithm>
 #include <cstdlib>
 
 #include "tpb/check.h"
@@ -69,8 +68,6 @@ int rank_device_from_env(int fallback) {
   if (device >= 0) return device;
   return env_int("LOCAL_RANK", fallback);
 }
-
-int ranks_per_gpu_from_env() { return std::max(1, env_int("TPB_RANKS_PER_GPU", 1)); }
 
 std::string nccl_transport_text(const RankPlacement& p) {
   return p.device_shared() ? "socket (NCCL_HOSTID per rank: ranks share a device)"

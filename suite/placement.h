@@ -48,8 +48,6 @@ std::vector<std::string> rank_environment(const RankPlacement& placement, int ra
 
 // This process's place as its environment says (TPB_DEVICE, else LOCAL_RANK, else `fallback`).
 int rank_device_from_env(int fallback);
-// TPB_RANKS_PER_GPU, 1 when unset.
-int ranks_per_gpu_from_env();
 
 // How NCCL connects a group so placed: "socket (NCCL_HOSTID per rank, device shared)" or
 // "default (NCCL's own choice: NVLink/P2P/SHM)".

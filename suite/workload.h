@@ -13,9 +13,9 @@
 //   measure      object   warmup, iterations, repetitions, min_duration_s, timeout_s
 //   kv_pool      bool     the engine sizes its KV pool from mem_fraction (the scenario sweeps it)
 //   comm         object   optional: custom_max_bytes, the custom allreduce's buffer (scenario "comm")
-// A rank's place on the GPUs is in its environment, not here (suite/placement.h).
 //   trace_dir    string   optional: where instrumentation=trace|debug writes each rank's
 //                         Chrome trace (default $TMPDIR or /tmp; suite/instrumentation.h)
+// A rank's place on the GPUs is in its environment, not here (suite/placement.h).
 //
 // A rank's result, JSON (one per rank, collected by the launcher):
 //   rank         int

@@ -2,8 +2,6 @@
 
 #include <cuda_runtime_api.h>
 
-#include <cstdlib>
-
 #include "tpb/check.h"
 #include "tpb/cuda_check.h"
 
@@ -37,18 +35,6 @@ std::string cuda_driver_version() {
 std::string cuda_runtime_version() {
   int v = 0;
   return cudaRuntimeGetVersion(&v) == cudaSuccess ? format_cuda_version(v) : std::string();
-}
-
-// Ranks sharing this process's GPU (shared placement sets TPB_RANKS_PER_GPU for every rank).
-// A malformed value is an error, never a silent 1 (that would be a device-wide reading).
-static int ranks_sharing_device() {
-  const char* v = std::getenv("TPB_RANKS_PER_GPU");
-  if (v == nullptr || *v == '\0') return 1;
-  char* end = nullptr;
-  const long n = std::strtol(v, &end, 10);
-  TPB_CHECK(end != v && *end == '\0' && n >= 1 && n <= 1024,
-            "environment TPB_RANKS_PER_GPU=" << v << ": expected a whole number of ranks from 1 to 1024");
-  return static_cast<int>(n);
 }
 
 bool current_device_memory(std::size_t* free_bytes, std::size_t* total_bytes) {

@@ -18,6 +18,7 @@
 #include "suite/placement.h"
 #include "suite/workloads/workloads.h"
 #include "tpb/check.h"
+#include "tpb/kernels/device.h"
 
 #if TPB_HAVE_CUDA
 #include "tpb/kernels/allreduce_timing.h"
@@ -216,7 +217,7 @@ json run_allreduce_workload(const json& case_spec, WorkerState& state) {
   options.max_bytes = static_cast<std::size_t>(int_field(params, "comm_max_bytes", static_cast<std::int64_t>(options.max_bytes), "params"));
   if (on_gpu) {
     options.device = rank_device_from_env(state.rank());  // the launcher's placement (suite/placement.h)
-    options.ranks_per_device = ranks_per_gpu_from_env();
+    options.ranks_per_device = ranks_sharing_device();
   }
   Communicator& comm = state.communicator(backend, options);
   comm.reset_allreduce_calls();  // this case's calls only: the communicator outlives the case

@@ -435,7 +435,7 @@ json run_gpu_engine_workload(const json& case_spec, WorkerState& state) {
   TPB_CUDA_CHECK(cudaSetDevice(device));
   CommOptions options;
   options.device = device;
-  options.ranks_per_device = ranks_per_gpu_from_env();
+  options.ranks_per_device = ranks_sharing_device();
   // The scenario's comm.custom_max_bytes (suite/scenario.h), as a serving engine's flag sizes
   // its custom allreduce; CommOptions' default (8 MiB) when the scenario leaves it out.
   const json comm_spec = case_spec.value("comm", json::object());
@@ -444,9 +444,15 @@ json run_gpu_engine_workload(const json& case_spec, WorkerState& state) {
     TPB_INPUT_CHECK(max_bytes >= 1, "case_spec.comm.custom_max_bytes: expected >= 1 bytes, got " << max_bytes);
     options.max_bytes = static_cast<std::size_t>(max_bytes);
   }
-  const bool pool_from_free_memory = case_spec.value("kv_pool", false) && params.contains("mem_fraction") &&
-                                     params["mem_fraction"].is_number() && params["mem_fraction"].get<double>() > 0;
-  if (pool_from_free_memory) {
+  // The KV cache is sized as a serving engine sizes it, from the case's mem_fraction, when the
+  // scenario sweeps mem_fraction (case_spec.kv_pool); otherwise exactly the case's cache (0).
+  double mem_fraction = 0;
+  if (case_spec.value("kv_pool", false) && params.contains("mem_fraction") && !params["mem_fraction"].is_null()) {
+    TPB_INPUT_CHECK(params["mem_fraction"].is_number(),
+                    "case_spec.params.mem_fraction: expected a number, got " << params["mem_fraction"].dump());
+    mem_fraction = params["mem_fraction"].get<double>();
+  }
+  if (mem_fraction > 0) {
     // A serving engine runs one backend: the KV pool is sized from what is free with this
     // case's buffers alone, not with those of a backend an earlier case of the sweep used (a
     // memory-fraction sweep alternating nccl and custom once read the same pool for both).
@@ -473,13 +479,7 @@ json run_gpu_engine_workload(const json& case_spec, WorkerState& state) {
   sizes.last_position_logits =
       gpu_engine_last_position_logits(decode, batch, seq_len, case_model(case_spec).load_config().vocab_size);
   sizes.cuda_graph = cuda_graph;
-  // The KV cache is sized as a serving engine sizes it, from the case's mem_fraction, when the
-  // scenario sweeps mem_fraction (case_spec.kv_pool); otherwise exactly the case's cache.
-  if (case_spec.value("kv_pool", false) && params.contains("mem_fraction") && !params["mem_fraction"].is_null()) {
-    TPB_INPUT_CHECK(params["mem_fraction"].is_number(),
-                    "case_spec.params.mem_fraction: expected a number, got " << params["mem_fraction"].dump());
-    sizes.mem_fraction = params["mem_fraction"].get<double>();
-  }
+  sizes.mem_fraction = mem_fraction;
   comm.reset_allreduce_calls();  // this case's calls only: the communicator outlives the case
   CachedGpuEngine* cached = nullptr;
   std::string infeasible;  // this rank's sentence when its pool does not hold the case

@@ -18,6 +18,7 @@
 #include <gtest/gtest.h>
 
 #include "tpb/check.h"
+#include "tpb/kernels/device.h"
 
 namespace tpb::test {
 
@@ -133,7 +134,7 @@ CommOptions comm_options_for_rank(std::size_t max_bytes, double timeout_s) {
   o.device = rank_device();
   o.max_bytes = max_bytes;
   o.timeout_s = timeout_s;
-  o.ranks_per_device = ranks_per_gpu_from_env();
+  o.ranks_per_device = ranks_sharing_device();
   return o;
 }
 
