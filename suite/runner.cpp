@@ -318,7 +318,6 @@ RunSummary run_scenario(const Scenario& s, const std::vector<Case>& cases, const
 
   const json provenance = collect_provenance(start_time);
   const json compact = compact_provenance(provenance);
-  const bool dirty = provenance.value("git_dirty", true);
   json case_list = json::array();
   for (const auto& c : cases)
     case_list.push_back({{"case_id", c.id}, {"label", c.label}, {"role", c.role}, {"params", c.params},
@@ -575,14 +574,15 @@ RunSummary run_scenario(const Scenario& s, const std::vector<Case>& cases, const
   const bool untrusted = sum.stability == "unstable";
   const bool unlike = sum.baseline_build.compared && !sum.baseline_build.like_for_like;
   sum.unlike_baseline_fails = unlike && !opt.allow_unlike_baseline;
-  const bool forced_dirty = opt.update_baselines && dirty;  // the input check above saw a reason
-  if (forced_dirty) sum.forced_dirty_reason = opt.force_dirty_baseline_reason;
   sum.nothing_ran = nothing_ran_reason(sum.ok + sum.failed + sum.fallback + sum.infeasible, skip_reasons);
   sum.exit_code = run_exit_code(sum, !opt.baselines_dir.empty());
 
   // A run in which nothing ran stores nothing: an empty baseline would erase what an earlier
   // run on this hardware recorded, and every later comparison would read no-baseline.
   sum.baseline_updated = opt.update_baselines && sum.nothing_ran.empty();
+  // A dirty build stores a baseline only with a reason (check_run_options): it goes with it.
+  const bool forced_dirty = sum.baseline_updated && build_is_dirty();
+  if (forced_dirty) sum.forced_dirty_reason = opt.force_dirty_baseline_reason;
   if (sum.baseline_updated) {
     // The stored baseline is this run's ok records: latency samples, memory, plans, digests
     // and the provenance that says which build and machine produced them. The output samples
@@ -637,7 +637,7 @@ RunSummary run_scenario(const Scenario& s, const std::vector<Case>& cases, const
                                                                          {"build", build_summary},
                                                                          {"updated", sum.baseline_updated},
                                                                          {"forced_dirty_reason",
-                                                                          forced_dirty && sum.baseline_updated ? json(opt.force_dirty_baseline_reason)
+                                                                          forced_dirty ? json(opt.force_dirty_baseline_reason)
                                                                                        : json(nullptr)}})},
                          {"end_time", utc_now_iso8601()}};
   write_file_atomic((fs::path(run_dir) / "run.json").string(), run_json.dump(2) + "\n");

@@ -308,9 +308,7 @@ int run_run(const std::vector<std::string>& raw_args) {
                 sum.baseline_updated    ? "; updated with this run"
                 : args.update_baselines ? "; not updated: nothing ran"
                                         : "",
-                sum.forced_dirty_reason.empty() || !sum.baseline_updated
-                    ? ""
-                    : (" from a dirty tree, forced: " + sum.forced_dirty_reason).c_str());
+                sum.forced_dirty_reason.empty() ? "" : (" from a dirty tree, forced: " + sum.forced_dirty_reason).c_str());
   std::printf("results: %s/results.jsonl\n", sum.run_dir.c_str());
   if (sum.failed > 0)
     std::printf("rerun: each record's `reproduce` reruns its case; `tpbench run --resume %s --retry-failed` the failed ones\n",
