@@ -74,20 +74,27 @@ void CustomAllreduceCommunicator::init_custom(Bootstrap& bootstrap, const CommOp
   const int local_cap = grid_cap(device_, options.ranks_per_device);
   mine += std::to_string(device_) + ":" + std::to_string(local_cap);
   const std::vector<std::string> handles = bootstrap.all_gather(mine);
+  struct Exported {
+    bool ok = false;  // the rank exported its buffer
+    int device = -1;  // its CUDA ordinal
+  };
+  std::vector<Exported> exported(static_cast<std::size_t>(size_));
   int group_cap = local_cap;
-  for (const std::string& h : handles) {
-    const auto colon = h.rfind(':');
-    if (h.size() > sizeof handle + 1 && colon != std::string::npos && colon > sizeof handle)
-      group_cap = std::min(group_cap, std::stoi(h.substr(colon + 1)));
+  for (int r = 0; r < size_; ++r) {
+    const std::string& h = handles[r];
+    const auto colon = h.rfind(':');  // the handle's bytes may hold ':': the last one is ours
+    if (h.size() <= sizeof handle + 1 || colon == std::string::npos || colon <= sizeof handle + 1) continue;
+    exported[r] = {h[sizeof handle] == '1', std::stoi(h.substr(sizeof handle + 1, colon - (sizeof handle + 1)))};
+    group_cap = std::min(group_cap, std::stoi(h.substr(colon + 1)));
   }
 
   for (int r = 0; r < size_ && local_problem.empty(); ++r) {
     const std::string& h = handles[r];
-    if (h.size() < sizeof handle + 1 || h[sizeof handle] != '1') {
+    if (!exported[r].ok) {
       local_problem = "rank " + std::to_string(r) + " could not export its buffer";
       break;
     }
-    const int peer_device = std::stoi(h.substr(sizeof handle + 1, h.rfind(':') - (sizeof handle + 1)));
+    const int peer_device = exported[r].device;
     if (r == rank_) {
       launch_.signals[r] = static_cast<AllreduceSignal*>(local_alloc_);
       continue;
