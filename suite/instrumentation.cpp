@@ -30,7 +30,9 @@ InstrumentationLevel instrumentation_level(const nlohmann::json& params) {
   if (name == "timing") return InstrumentationLevel::timing;
   if (name == "trace") return InstrumentationLevel::trace;
   if (name == "debug") return InstrumentationLevel::debug;
-  TPB_INPUT_FAIL("case_spec.params.instrumentation: expected \"off\", \"timing\", \"trace\" or \"debug\", got " << v.dump());
+  if (name == "digests") return InstrumentationLevel::digests;
+  TPB_INPUT_FAIL("case_spec.params.instrumentation: expected \"off\", \"timing\", \"trace\", \"debug\" or \"digests\", got "
+                 << v.dump());
 }
 
 const char* instrumentation_level_name(InstrumentationLevel level) {
@@ -39,6 +41,7 @@ const char* instrumentation_level_name(InstrumentationLevel level) {
     case InstrumentationLevel::timing: return "timing";
     case InstrumentationLevel::trace: return "trace";
     case InstrumentationLevel::debug: return "debug";
+    case InstrumentationLevel::digests: return "digests";
   }
   return "?";
 }

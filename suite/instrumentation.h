@@ -1,4 +1,4 @@
-// Instrumentation levels (ARCHITECTURE.md, "Observer effect"): off | timing | trace | debug
+// Instrumentation levels (ARCHITECTURE.md, "Observer effect"): off | timing | trace | debug | digests
 // change only what is recorded, never the control flow, the allocations or the numbers.
 //
 // How that is made to hold, rather than hoped for:
@@ -41,7 +41,9 @@
 
 namespace tpb {
 
-enum class InstrumentationLevel { off, timing, trace, debug };
+// digests: timing's marks plus, around every collective, digests of its input and output and
+// a sample of the output (suite/tensor_digests.h): what divergence localization reruns with.
+enum class InstrumentationLevel { off, timing, trace, debug, digests };
 
 // params.instrumentation of a case_spec ("off" when absent); InputError naming the JSON
 // path on anything else.

@@ -17,6 +17,7 @@
 #include "suite/case_plan.h"
 #include "suite/case_selection.h"
 #include "suite/checks/check.h"
+#include "suite/checks/divergence.h"
 #include "suite/junit.h"
 #include "suite/launcher.h"
 #include "suite/progress.h"
@@ -122,6 +123,13 @@ std::string first_line(const std::string& s) {
   const auto nl = s.find('\n');
   return nl == std::string::npos ? s : s.substr(0, nl);
 }
+
+// The checks whose failure names two records whose outputs part (CheckResult::diverging).
+bool localizes(const std::string& check) {
+  return check == "equal_across_allreduce" || check == "deterministic" || check == "tp_invariant";
+}
+
+std::string localization_key(const std::string& check, const std::string& group_key) { return check + "|" + group_key; }
 
 }  // namespace
 
@@ -490,6 +498,68 @@ RunSummary run_scenario(const Scenario& s, const std::vector<Case>& cases, const
     progress.finish(record["status"].get<std::string>(), wall_s, note);
   }
   progress.done();
+
+  // Divergence localization: a failing check that names two records whose outputs part has
+  // both cases rerun at instrumentation=digests (role "localize", case id <id>.digests, in
+  // results.jsonl), and the first collective where they part goes into its verdict.
+  std::map<std::string, json> localized;  // localization_key -> Divergence::to_json + the reruns' ids
+  for (std::size_t k = 0; k < checks.checks.size() && opt.localize; ++k) {
+    const Check& check = *checks.checks[k];
+    if (!localizes(check.name())) continue;
+    for (const auto& [key, ids] : checks.groups[k]) {
+      const auto result = evaluate_group(check, ids, records);
+      if (!result || result->status != "fail" || result->diverging.size() != 2) continue;
+      std::vector<json> reruns;
+      std::vector<std::string> names;
+      for (const std::string& id : result->diverging) {
+        const auto c = std::find_if(cases.begin(), cases.end(), [&](const Case& x) { return x.id == id; });
+        if (c == cases.end()) break;
+        json record = base_record(s, *c, run_id, compact, opt.case_options);
+        record["case_id"] = c->id + ".digests";
+        record["role"] = "localize";
+        record["params"]["instrumentation"] = "digests";
+        record["localizes"] = {{"check", check.name()}, {"case_id", c->id}, {"group", ids}};
+        try {
+          json spec = case_spec(s, *c);
+          spec["params"]["instrumentation"] = "digests";
+          const CaseRun run = launcher.run_case(c->group_key, c->tp, spec, s.measure.timeout_s,
+                                                c->placement.device_of_rank.empty() ? nullptr : &c->placement);
+          record["wall_s"] = run.wall_s;
+          if (run.ok) {
+            record.update(case_record_from_ranks(s, *c, run.ranks));
+          } else {
+            record["status"] = "failed";
+            record["error"] = run.error;
+          }
+        } catch (const std::exception& e) {
+          record["status"] = "failed";
+          record["error"] = std::string("launcher: ") + e.what();
+        }
+        record.erase("checks");
+        writer.append(record);
+        reruns.push_back(record);
+        names.push_back(c->label + (c->role == "sweep" ? std::string() : " [" + c->role + "]"));
+      }
+      if (reruns.size() != 2) continue;
+      json where;
+      if (reruns[0].value("status", "") != "ok" || reruns[1].value("status", "") != "ok") {
+        where = {{"compared", false},
+                 {"found", false},
+                 {"sentence", "not localized: the digests rerun did not complete (" +
+                                  first_line(reruns[0].value("status", "") != "ok" ? reruns[0].value("error", std::string("?"))
+                                                                                  : reruns[1].value("error", std::string("?"))) +
+                                  ")"}};
+      } else {
+        where = locate_divergence(reruns[0], reruns[1], names[0], names[1], result->diverging_budget).to_json();
+        sum.localized += where.value("found", false);
+      }
+      where["reruns"] = {reruns[0]["case_id"], reruns[1]["case_id"]};
+      std::printf("localize: %s (%s vs %s): %s\n", check.name().c_str(), names[0].c_str(), names[1].c_str(),
+                  where["sentence"].get<std::string>().c_str());
+      std::fflush(stdout);
+      localized[localization_key(check.name(), key)] = where;
+    }
+  }
   launcher.shutdown();
 
   // Final verdicts over the whole run (records of earlier invocations included).
@@ -529,7 +599,10 @@ RunSummary run_scenario(const Scenario& s, const std::vector<Case>& cases, const
     for (const auto& [key, ids] : checks.groups[k]) {
       auto result = evaluate_group(check, ids, records);
       CheckResult res = result ? *result : CheckResult{"fail", "cases of this group have no record"};
+      const auto where = localized.find(localization_key(check.name(), key));
+      if (where != localized.end()) res.detail += "\nlocalized: " + where->second["sentence"].get<std::string>();
       per_check.push_back(group_result_json(res, ids));
+      if (where != localized.end()) per_check.back()["localization"] = where->second;
       for (const auto& id : ids) {
         const Case& c = *std::find_if(cases.begin(), cases.end(), [&](const Case& x) { return x.id == id; });
         JunitCase jc{s.name + "." + c.label + " [" + c.id + "]", check.name(), 0, "pass", "", res.detail};
@@ -624,7 +697,7 @@ RunSummary run_scenario(const Scenario& s, const std::vector<Case>& cases, const
                          {"failed", sum.failed},     {"skipped", sum.skipped},
                          {"infeasible", sum.infeasible}, {"fallback", sum.fallback},
                          {"resumed", sum.resumed},
-                         {"checks", check_summary},  {"exit_code", sum.exit_code},
+                         {"checks", check_summary},  {"localized", sum.localized},  {"exit_code", sum.exit_code},
                          {"nothing_ran", sum.nothing_ran.empty() ? json(nullptr) : json(sum.nothing_ran)},
                          {"control", control},       {"stability", sum.stability},
                          {"baselines", opt.baselines_dir.empty() ? json(nullptr)

@@ -40,6 +40,10 @@ struct RunOptions {
                                          // invocation was started, for run.json
   nlohmann::json selection;              // --case/--filter (suite/case_selection.h) with the counts
                                          // selected and expanded; null: every case. For run.json
+  bool localize = true;                  // a failing equal_across_allreduce, deterministic or
+                                         // tp_invariant group has its two sides rerun at
+                                         // instrumentation=digests and says where they part
+                                         // (suite/checks/divergence.h); --no-localize: not
 };
 
 struct RunSummary {
@@ -51,6 +55,7 @@ struct RunSummary {
   int resumed = 0;         // finished in an earlier invocation, not run again
   int retried = 0;         // failed in an earlier invocation and run again (--retry-failed)
   int checks_pass = 0, checks_fail = 0, checks_skipped = 0, checks_not_implemented = 0;  // case x check verdicts
+  int localized = 0;       // failing check groups whose divergence was located by a digests rerun
   int regressions = 0;     // baseline verdicts `regression` or `mismatch` (case x metric)
   int machine_drift = 0;   // latency verdicts `machine-drift`: slowed alike with the control
   int no_baseline = 0;     // cases or metrics with nothing stored to compare with

@@ -116,7 +116,7 @@ void number_field(Validator& val, const json& obj, const char* key, const std::s
 bool is_cpu_backend(const std::string& b) { return b == "shm" || b == "mpi"; }
 
 const std::vector<std::string>& instrumentation_levels() {
-  static const std::vector<std::string> levels = {"off", "timing", "trace", "debug"};
+  static const std::vector<std::string> levels = {"off", "timing", "trace", "debug", "digests"};
   return levels;
 }
 

@@ -18,6 +18,11 @@ namespace tpb {
 struct CheckResult {
   std::string status;  // "pass" | "fail" | "skipped" | "not-implemented"
   std::string detail;  // what was compared, and on failure where the first difference is
+  // A failure whose two records' outputs part names them (case ids), with the rel-L2 budget
+  // they were held to (0: bitwise), so that the runner can rerun both at the digests level
+  // and say where they part (suite/checks/divergence.h).
+  std::vector<std::string> diverging = {};
+  double diverging_budget = 0;
   nlohmann::json to_json() const { return {{"status", status}, {"detail", detail}}; }
 };
 

@@ -16,7 +16,9 @@ CheckResult DeterministicCheck::evaluate(const std::vector<const nlohmann::json*
     return {"skipped", "needs the case to have run twice; it ran " + std::to_string(ran.size()) + " time(s)"};
   for (std::size_t i = 1; i < ran.size(); ++i) {
     const std::string diff = digest_difference(*ran.front(), *ran[i]);
-    if (!diff.empty()) return {"fail", "run 1 vs run " + std::to_string(i + 1) + ": " + diff};
+    if (!diff.empty())
+      return {"fail", "run 1 vs run " + std::to_string(i + 1) + ": " + diff,
+              {ran.front()->value("case_id", ""), ran[i]->value("case_id", "")}};
   }
   return {"pass", "identical digests on every rank over " + std::to_string(ran.size()) + " runs"};
 }

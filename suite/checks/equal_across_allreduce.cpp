@@ -99,12 +99,14 @@ CheckResult compare_sides(const std::vector<Side>& sides) {
       identical += ", " + name;
       continue;
     }
-    if (!within_tolerance_allowed(ref)) return {"fail", ref_name + " vs " + name + ": " + diff};
+    const std::vector<std::string> pair = {ref.value("case_id", ""), got.value("case_id", "")};
+    if (!within_tolerance_allowed(ref)) return {"fail", ref_name + " vs " + name + ": " + diff, pair};
     double worst = 0;
     const std::string why = tolerance_difference(ref, got, ref_name, name, worst);
     if (!why.empty())
-      return {"fail", ref_name + " vs " + name + " (TP " + std::to_string(record_tp(ref)) +
-                          ": not bitwise, and not within tolerance): " + why};
+      return {"fail",
+              ref_name + " vs " + name + " (TP " + std::to_string(record_tp(ref)) + ": not bitwise, and not within tolerance): " + why,
+              pair, kTpRelL2Bf16};
     char buf[160];
     std::snprintf(buf, sizeof buf, " (rel-L2 %.3g, %.3g%% of %.0e)", worst, 100.0 * worst / kTpRelL2Bf16, kTpRelL2Bf16);
     tolerated += (tolerated.empty() ? "" : ", ") + name + buf;

@@ -65,9 +65,12 @@ CheckResult TpInvariantCheck::evaluate(const std::vector<const json*>& group) co
       const std::string got_name = side(*r) + " rank " + std::to_string(k);
       if (!got) return {"fail", got_name + " recorded no outputs.logits"};
       const FloatComparison c = compare_rel_l2(*ref_logits, *got, budget);
+      const std::vector<std::string> pair = {ref->value("case_id", ""), r->value("case_id", "")};
       if (!c.pass)
-        return {"fail", describe_comparison(std::string("tp_invariant logits (") + (fp32 ? "fp32" : "bf16") + ")", c,
-                                            *ref_logits, *got, side(*ref), got_name)};
+        return {"fail",
+                describe_comparison(std::string("tp_invariant logits (") + (fp32 ? "fp32" : "bf16") + ")", c, *ref_logits,
+                                    *got, side(*ref), got_name),
+                pair, budget};
       const std::vector<std::int64_t> tokens = greedy_tokens(*got, V);
       for (std::size_t row = 0; row < std::min(tokens.size(), ref_tokens.size()); ++row)
         if (tokens[row] != ref_tokens[row]) {
@@ -77,7 +80,8 @@ CheckResult TpInvariantCheck::evaluate(const std::vector<const json*>& group) co
                               std::to_string(ref_tokens[row]) + " (logit " + std::to_string((*ref_logits)[a]) + " vs " +
                               std::to_string((*got)[a]) + "), " + got_name + " picks " + std::to_string(tokens[row]) +
                               " (logit " + std::to_string((*got)[b]) + " vs " + std::to_string((*ref_logits)[b]) +
-                              "); " + describe_comparison("logits", c, *ref_logits, *got, side(*ref), got_name)};
+                              "); " + describe_comparison("logits", c, *ref_logits, *got, side(*ref), got_name),
+                  pair, budget};
         }
       if (k == 0 || c.rel_l2 > worst.rel_l2) worst = c;
     }

@@ -27,7 +27,7 @@ constexpr const char* kUsage =
     "                   [--case ID[,ID...]] [--filter KEY=VALUE]...\n"
     "                   [--junit FILE] [--no-report] [--baselines DIR [--update-baselines]\n"
     "                   [--allow-unlike-baseline] [--force-dirty-baseline REASON]]\n"
-    "                   [--placement exclusive|shared] [--mps auto|off|require]\n"
+    "                   [--placement exclusive|shared] [--mps auto|off|require] [--no-localize]\n"
     "Run a scenario: validate it, expand its sweep, run every case, check, record.\n"
     "\n"
     "  SCENARIO          a file, or a name looked up as scenarios/<name>.json in the working\n"
@@ -67,6 +67,9 @@ constexpr const char* kUsage =
     "                    nothing ran leaves the stored baseline as it was\n"
     "  --force-dirty-baseline REASON  store a baseline from a dirty tree anyway; REASON goes into\n"
     "                    its .provenance.json (it still compares as not like-for-like)\n"
+    "  --no-localize     a failing equal_across_allreduce, deterministic or tp_invariant check\n"
+    "                    reruns its two sides at instrumentation=digests (records with role\n"
+    "                    `localize`) and names the layer and op where they part; this skips that\n"
     "  --placement P     where GPU ranks run, overriding the scenario's \"placement\": exclusive\n"
     "                    (one rank per GPU; a group larger than the GPUs is skipped) or shared\n"
     "                    (ranks packed onto the visible GPUs, ceil(tp / gpus) per GPU: every TP\n"
@@ -104,6 +107,7 @@ struct Args {
   std::string placement;  // empty: the scenario's
   std::string mps;        // empty: auto
   bool retry_failed = false;
+  bool no_localize = false;
   tpb::CaseSelection selection;  // --case, --filter
 };
 
@@ -143,6 +147,8 @@ Args parse_args(const std::vector<std::string>& args) {
       (void)tpb::parse_mps_mode(a.mps, "run: --mps");
     } else if (arg == "--retry-failed") {
       a.retry_failed = true;
+    } else if (arg == "--no-localize") {
+      a.no_localize = true;
     } else if (arg == "--case") {
       for (auto& id : tpb::split_case_ids(value("--case"))) a.selection.ids.push_back(std::move(id));
     } else if (arg == "--filter") {
@@ -250,6 +256,7 @@ int run_run(const std::vector<std::string>& raw_args) {
   opt.update_baselines = args.update_baselines;
   opt.mps_mode = tpb::parse_mps_mode(args.mps.empty() ? "auto" : args.mps, "run: --mps");
   opt.retry_failed = args.retry_failed;
+  opt.localize = !args.no_localize;
   // The options that changed the cases, for every record's `reproduce`: this invocation's,
   // else (resuming) the ones the run was started with.
   const std::string placement = !args.placement.empty() ? args.placement : recorded_option(earlier_run, "--placement");
@@ -282,6 +289,9 @@ int run_run(const std::vector<std::string>& raw_args) {
                 "allreduce_ran says what ran)\n", sum.fallback);
   std::printf("checks (case x check): %d pass, %d fail, %d skipped, %d not implemented\n", sum.checks_pass,
               sum.checks_fail, sum.checks_skipped, sum.checks_not_implemented);
+  if (sum.localized > 0)
+    std::printf("localized: %d failing check group(s) rerun at instrumentation=digests; the first collective where "
+                "the sides part is in the check's detail (localize: lines above)\n", sum.localized);
   if (!sum.nothing_ran.empty()) std::printf("nothing ran: %s\n", sum.nothing_ran.c_str());
   if (sum.stability != "unknown") std::printf("control: %s\n", sum.stability.c_str());
   if (!args.baselines.empty() && sum.baseline_build.compared) {

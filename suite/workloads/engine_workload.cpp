@@ -8,6 +8,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <numeric>
+#include <optional>
+#include <utility>
 
 #include "reference_engine/config/model_config.h"
 #include "reference_engine/memory/meter.h"
@@ -18,10 +20,12 @@
 #include "suite/case_plan.h"
 #include "suite/instrumentation.h"
 #include "suite/placement.h"
+#include "suite/tensor_digests.h"
 #include "suite/workloads/observed_communicator.h"
 #include "suite/workloads/workloads.h"
 #include "tpb/check.h"
 #include "tpb/kernels/device.h"
+#include "tpb/kernels/tensor_digest.h"
 
 #if TPB_HAVE_CUDA
 #include <cuda_runtime_api.h>
@@ -171,6 +175,88 @@ PlantedDebugFault planted_debug_fault(InstrumentationLevel level) {
 // How many of a case's first communicator calls its record spells out (CallSequence); the
 // rest count in the digest. 256 cover the prefill and the first steps of the tiny models.
 constexpr std::size_t kCallsSpelledOut = 256;
+
+// The collectives of one forward pass of either engine, in order (engine.h): the embedding's
+// all_reduce, each layer's attention and MLP/MoE all_reduces, the lm_head's all_gather.
+std::size_t collectives_per_forward(const ModelConfig& config) {
+  return static_cast<std::size_t>(2 * config.num_hidden_layers + 2);
+}
+
+// Where collective `j` (< collectives_per_forward) of a forward pass sits: {layer or -1, name}.
+std::pair<std::int64_t, std::string> collective_site(const ModelConfig& config, std::size_t j) {
+  const std::size_t last = collectives_per_forward(config) - 1;
+  if (j == 0) return {-1, "embedding all_reduce"};
+  if (j == last) return {-1, "lm_head all_gather"};
+  const auto layer = static_cast<std::int64_t>((j - 1) / 2);
+  const bool attention = (j - 1) % 2 == 0;
+  return {layer, "layer " + std::to_string(layer) + " " +
+                     (attention ? "attention" : config.is_moe_layer(layer) ? "moe" : "mlp") + " all_reduce"};
+}
+
+// TEST ONLY: TPB_TEST_PLANT_DIVERGENCE="layer=L[,backend=B][,tp=N]" makes the engine's
+// communicator return a wrong sum (scaled by kPlantedDivergenceFactor) at layer L's MLP/MoE
+// all_reduce, in every forward pass of each case whose requested backend is B and whose TP
+// is N (any when left out): a backend bug at one layer, for divergence localization to find
+// (tests/cli/divergence_is_located.sh). Read by both engines at every instrumentation level;
+// unset or empty: nothing planted. Never set it in a measurement.
+std::optional<PlantedDivergence> planted_divergence(const std::string& backend, int tp, const ModelConfig& config,
+                                                    void (*scale)(void*, std::size_t, DType, float, void*)) {
+  const char* text = std::getenv("TPB_TEST_PLANT_DIVERGENCE");
+  if (text == nullptr || *text == '\0') return std::nullopt;
+  const std::string spec = text;
+  std::int64_t layer = -1;
+  std::string want_backend;
+  int want_tp = 0;
+  std::size_t at = 0;
+  while (at <= spec.size()) {
+    const std::size_t comma = std::min(spec.find(',', at), spec.size());
+    const std::string item = spec.substr(at, comma - at);
+    const std::size_t eq = item.find('=');
+    const std::string key = item.substr(0, eq), value = eq == std::string::npos ? "" : item.substr(eq + 1);
+    char* end = nullptr;
+    if (key == "layer") {
+      layer = std::strtoll(value.c_str(), &end, 10);
+      TPB_INPUT_CHECK(!value.empty() && *end == '\0' && layer >= 0 && layer < config.num_hidden_layers,
+                      "TPB_TEST_PLANT_DIVERGENCE: layer: expected 0.." << config.num_hidden_layers - 1 << ", got '" << value << "'");
+    } else if (key == "backend" && !value.empty()) {
+      want_backend = value;
+    } else if (key == "tp") {
+      want_tp = static_cast<int>(std::strtol(value.c_str(), &end, 10));
+      TPB_INPUT_CHECK(!value.empty() && *end == '\0' && want_tp >= 1, "TPB_TEST_PLANT_DIVERGENCE: tp: expected >= 1, got '" << value << "'");
+    } else {
+      TPB_INPUT_FAIL("TPB_TEST_PLANT_DIVERGENCE: expected layer=L[,backend=B][,tp=N], got '" << spec << "'");
+    }
+    at = comma + 1;
+  }
+  TPB_INPUT_CHECK(layer >= 0, "TPB_TEST_PLANT_DIVERGENCE: layer=L is required, got '" << spec << "'");
+  if ((!want_backend.empty() && want_backend != backend) || (want_tp != 0 && want_tp != tp)) return std::nullopt;
+  PlantedDivergence plant;
+  plant.calls_per_forward = collectives_per_forward(config);
+  plant.call_in_forward = static_cast<std::size_t>(2 + 2 * layer);
+  plant.scale = scale;
+  return plant;
+}
+
+void scale_host_values(void* data, std::size_t count, DType dtype, float factor, void* /*stream*/) {
+  kernels::scale_values_ref(data, count, dtype, factor);
+}
+
+// The digests level's record (TensorDigests::to_json) with each call placed: its forward pass
+// (0, 1, ... in the order the case ran them: `forwards` says what they are) and its site.
+json engine_tensor_digests(TensorDigests& digests, const ModelConfig& config, const std::string& forwards) {
+  json j = digests.to_json();
+  const std::size_t per = collectives_per_forward(config);
+  for (auto& e : j["entries"]) {
+    const std::size_t call = e["call"].get<std::size_t>();
+    const auto [layer, site] = collective_site(config, call % per);
+    e["forward"] = call / per;
+    e["layer"] = layer >= 0 ? json(layer) : json(nullptr);
+    e["site"] = site;
+  }
+  j["collectives_per_forward"] = per;
+  j["forwards"] = forwards;
+  return j;
+}
 
 // Keyed by the requested backend, not comm.name(): a backend that fell back names the one it
 // runs, and must not be handed the engine built on that other backend's communicator.
@@ -800,7 +886,13 @@ json run_engine_workload(const json& case_spec, WorkerState& state) {
   if (fault != PlantedDebugFault::allocation) allocate_debug_snapshot();
   CallSequence calls(kCallsSpelledOut);
   ledger.add("call_sequence", calls.buffer_bytes());
-  ObserveScope observe(observed, inst, &calls);
+  // The digests level's slots: every collective of the prefill, the warm-ups and the timed steps.
+  const std::int64_t forwards = (decode ? 1 : 0) + warmup + timed_steps;
+  TensorDigests digests(std::min<std::size_t>(collectives_per_forward(ce.config) * static_cast<std::size_t>(forwards), 1 << 16),
+                        /*on_device=*/false, ledger);
+  std::optional<PlantedDivergence> plant = planted_divergence(backend, tp, ce.config, scale_host_values);
+  ObserveScope observe(observed, inst, &calls, level == InstrumentationLevel::digests ? &digests : nullptr,
+                       plant ? &*plant : nullptr);
   if (decode) engine.prefill(prompt, batch);  // fills the KV cache to seq_len, untimed
   auto step = [&] {
     if (decode) {
@@ -853,6 +945,10 @@ json run_engine_workload(const json& case_spec, WorkerState& state) {
   }
   if (level == InstrumentationLevel::debug)
     instrumentation["debug"] = debug_logits_summary(logits, debug_snapshot, tokens_per_step, V);
+  if (level == InstrumentationLevel::digests)
+    instrumentation["tensor_digests"] = engine_tensor_digests(
+        digests, ce.config, std::string(decode ? "forward 0 is the prefill that fills the cache, then " : "") +
+                                std::to_string(warmup) + " warm-up step(s), then " + std::to_string(timed_steps) + " timed step(s)");
   // On the CPU the measured side is the process's heap growth around the weights' loading
   // (host allocations; the engine's own accounting only where the allocator cannot say). The
   // KV cache grows on demand inside the steps and is not planned on the CPU: the engine's

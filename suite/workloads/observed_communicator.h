@@ -10,6 +10,9 @@
 // that adds or changes a collective is caught even when the outputs come out the same.
 // Recording is observer-invariant itself: a fixed buffer sized before the case, the same
 // code at every level, and it reads only the call's arguments, never the data.
+//
+// At the `digests` level it also hands each call's input and output to the case's
+// TensorDigests (suite/tensor_digests.h), which reads them and writes nothing the case uses.
 #pragma once
 
 #include <algorithm>
@@ -22,6 +25,7 @@
 
 #include "reference_engine/comm/communicator.h"
 #include "suite/instrumentation.h"
+#include "suite/tensor_digests.h"
 
 namespace tpb {
 
@@ -82,28 +86,54 @@ class CallSequence {
   std::uint64_t digest_ = 0xcbf29ce484222325ull;
 };
 
+// TEST ONLY: one collective of every forward pass returns a wrong result — its output scaled
+// by kPlantedDivergenceFactor after the call, as a backend bug at one layer would — so that
+// divergence localization (suite/checks/divergence.h) has a real divergence to find
+// (tests/cli/divergence_is_located.sh). The engine workload builds it from
+// TPB_TEST_PLANT_DIVERGENCE; never set in a measurement.
+constexpr float kPlantedDivergenceFactor = 1.0625f;
+struct PlantedDivergence {
+  std::size_t call_in_forward = 0;    // which collective of a forward pass (all_gather included)
+  std::size_t calls_per_forward = 1;  // collectives per forward pass
+  // Scales `count` values of `dtype` in place, on `stream` for device memory.
+  void (*scale)(void* data, std::size_t count, DType dtype, float factor, void* stream) = nullptr;
+  std::size_t seen = 0;  // collectives so far
+  bool hits() { return seen++ % calls_per_forward == call_in_forward; }
+};
+
 class ObservedCommunicator final : public Communicator {
  public:
   explicit ObservedCommunicator(Communicator& inner) : inner_(inner) {}
 
   // The case's recorder and call sequence; nullptr between cases (then nothing is marked or
-  // recorded). `calls` may be nullptr for a workload that does not record the sequence.
-  void observe(Instrumentation* instrumentation, CallSequence* calls = nullptr) {
+  // recorded). `calls` may be nullptr for a workload that does not record the sequence;
+  // `digests` is given at the digests level only; `plant` only in planted-fault tests.
+  void observe(Instrumentation* instrumentation, CallSequence* calls = nullptr, TensorDigests* digests = nullptr,
+               PlantedDivergence* plant = nullptr) {
     inst_ = instrumentation;
     calls_ = calls;
+    digests_ = digests;
+    plant_ = plant;
   }
 
   void all_reduce(const void* in, void* out, std::size_t count, DType dtype, void* stream) override {
     if (calls_) calls_->record(CallSequence::kAllReduce, count, dtype);
+    if (digests_) digests_->before(in, count, dtype, stream);
     if (inst_) inst_->mark(kReduceBegin);
     inner_.all_reduce(in, out, count, dtype, stream);
     if (inst_) inst_->mark(kReduceEnd);
+    if (plant_ && plant_->hits()) plant_->scale(out, count, dtype, kPlantedDivergenceFactor, stream);
+    if (digests_) digests_->after("all_reduce", out, count, dtype, stream);
   }
   void all_gather(const void* in, void* out, std::size_t count_per_rank, DType dtype, void* stream) override {
     if (calls_) calls_->record(CallSequence::kAllGather, count_per_rank, dtype);
+    if (digests_) digests_->before(in, count_per_rank, dtype, stream);
     if (inst_) inst_->mark(kGatherBegin);
     inner_.all_gather(in, out, count_per_rank, dtype, stream);
     if (inst_) inst_->mark(kGatherEnd);
+    const std::size_t gathered = count_per_rank * static_cast<std::size_t>(inner_.size());
+    if (plant_ && plant_->hits()) plant_->scale(out, gathered, dtype, kPlantedDivergenceFactor, stream);
+    if (digests_) digests_->after("all_gather", out, gathered, dtype, stream);
   }
   void barrier() override {
     if (calls_) calls_->record(CallSequence::kBarrier, 0, DType::f32);
@@ -121,13 +151,17 @@ class ObservedCommunicator final : public Communicator {
   Communicator& inner_;
   Instrumentation* inst_ = nullptr;
   CallSequence* calls_ = nullptr;
+  TensorDigests* digests_ = nullptr;
+  PlantedDivergence* plant_ = nullptr;
 };
 
 // Clears the communicator's recorder when the case ends, also on an exception.
 class ObserveScope {
  public:
-  ObserveScope(ObservedCommunicator& comm, Instrumentation& inst, CallSequence* calls = nullptr) : comm_(comm) {
-    comm_.observe(&inst, calls);
+  ObserveScope(ObservedCommunicator& comm, Instrumentation& inst, CallSequence* calls = nullptr,
+               TensorDigests* digests = nullptr, PlantedDivergence* plant = nullptr)
+      : comm_(comm) {
+    comm_.observe(&inst, calls, digests, plant);
   }
   ~ObserveScope() { comm_.observe(nullptr); }
   ObserveScope(const ObserveScope&) = delete;
