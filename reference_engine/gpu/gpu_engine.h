@@ -142,6 +142,10 @@ class GpuEngine {
   void forget_communicator();
   // Turns CUDA-graph decode on or off (graphs already captured are kept for later use).
   void set_cuda_graph(bool on) { options_.cuda_graph = on; }
+  // Drops the captured graphs: the next graph decode of each batch size runs eagerly once,
+  // then captures again. A workload that must see every step's calls (or whose captured
+  // kernels write case-owned buffers, as the digests level's do) starts and ends with it.
+  void drop_graphs();
   // The KV sizing of the next resize() (GpuEngineOptions::mem_fraction: 0 or in (0, 1]).
   void set_mem_fraction(double mem_fraction);
   // The prefill logits of the steps after the next resize() (GpuEngineOptions::last_position_logits).
@@ -204,7 +208,6 @@ class GpuEngine {
   void all_reduce_bf16(__nv_bfloat16* buf, std::int64_t tokens);
   void allocate_buffers();
   std::int64_t size_kv_pool_now();
-  void drop_graphs();
 
   ModelConfig config_;
   Shard shard_;

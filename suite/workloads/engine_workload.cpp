@@ -35,6 +35,7 @@
 #include "reference_engine/gpu/gpu_engine.h"
 #include "tpb/cuda_check.h"
 #include "tpb/kernels/event_timing.h"
+#include "tpb/kernels/gpu/tensor_digest.h"
 #include "tpb/kernels/hw_probes.h"
 #endif
 
@@ -150,26 +151,34 @@ double planted_weights_factor(int rank) {
   return factor;
 }
 
-// TEST ONLY: TPB_TEST_ENGINE_DEBUG_FAULT plants a fault in the CPU engine workload's debug
-// level, so that observer_invariant has real control-flow faults to find
-// (tests/cli/observer_sees_control_flow.sh). Read only by the CPU engine workload, only at
-// level debug; unset or empty: nothing planted. Never set it in a measurement.
+// TEST ONLY: TPB_TEST_ENGINE_DEBUG_FAULT plants a fault in the engine workload's debug level
+// (CPU and GPU), so that observer_invariant has real control-flow faults to find
+// (tests/cli/observer_sees_control_flow.sh; on a GPU scripts/gpu_issue15_demo.sh). It acts
+// only at level debug; unset or empty: nothing planted. Never set it in a measurement.
 //   value       the debug path writes into the step's input (the first sequence's next
 //               token): the logits change, the control flow does not
 //   allreduce   every step at debug ends with an extra 1-element f32 all_reduce on a scratch
-//               value: the outputs stay bitwise equal, the communicator calls do not
+//               value (host, or device memory on the GPU, allocated at every level): the
+//               outputs stay bitwise equal, the communicator calls do not
 //   allocation  the debug level allocates its logits snapshot after the timed loop instead of
 //               before it: the same bytes in all, in another order
 enum class PlantedDebugFault { none, value, allreduce, allocation };
 
-PlantedDebugFault planted_debug_fault(InstrumentationLevel level) {
+// The fault TPB_TEST_ENGINE_DEBUG_FAULT asks for, whatever the level (a fault's scratch is
+// allocated at every level, so that only what the fault does differs at debug).
+PlantedDebugFault requested_debug_fault() {
   const char* text = std::getenv("TPB_TEST_ENGINE_DEBUG_FAULT");
   if (text == nullptr || *text == '\0') return PlantedDebugFault::none;
   const std::string v = text;
   TPB_INPUT_CHECK(v == "value" || v == "allreduce" || v == "allocation",
                   "TPB_TEST_ENGINE_DEBUG_FAULT: expected value, allreduce or allocation, got '" << v << "'");
-  if (level != InstrumentationLevel::debug) return PlantedDebugFault::none;
   return v == "value" ? PlantedDebugFault::value : v == "allreduce" ? PlantedDebugFault::allreduce : PlantedDebugFault::allocation;
+}
+
+// The fault acting in this case: the requested one at level debug, none elsewhere.
+PlantedDebugFault planted_debug_fault(InstrumentationLevel level) {
+  const PlantedDebugFault requested = requested_debug_fault();
+  return level == InstrumentationLevel::debug ? requested : PlantedDebugFault::none;
 }
 
 // How many of a case's first communicator calls its record spells out (CallSequence); the
@@ -492,6 +501,28 @@ double worker_copy_GBps() {
   return measured;
 }
 
+// Device memory a case owns (nullptr when 0 bytes), counted in its ledger.
+class DeviceScratch {
+ public:
+  DeviceScratch(std::size_t bytes, AllocationLedger& ledger) {
+    if (bytes == 0) return;
+    TPB_CUDA_CHECK(cudaMalloc(&p_, bytes));
+    TPB_CUDA_CHECK(cudaMemset(p_, 0, bytes));
+    ledger.add("fault_probe", bytes);
+  }
+  ~DeviceScratch() { cudaFree(p_); }
+  DeviceScratch(const DeviceScratch&) = delete;
+  DeviceScratch& operator=(const DeviceScratch&) = delete;
+  float* data() const { return static_cast<float*>(p_); }
+
+ private:
+  void* p_ = nullptr;
+};
+
+void scale_device_values(void* data, std::size_t count, DType dtype, float factor, void* stream) {
+  gpu::scale_values(data, count, dtype, factor, static_cast<cudaStream_t>(stream));
+}
+
 // Device time of `fn` (queued on `stream`), microseconds, from events around it.
 template <class F>
 double device_us(cudaStream_t stream, cudaEvent_t start, cudaEvent_t stop, F&& fn) {
@@ -606,6 +637,9 @@ json run_gpu_engine_workload(const json& case_spec, WorkerState& state) {
   }
   const InstrumentationLevel level = instrumentation_level(params);
   const std::int64_t timed_steps = repetitions * iterations;
+  // A graph is captured on the second decode of a batch size: two warm-up steps at least, so
+  // every timed step is a replay.
+  const std::int64_t warm = std::max<std::int64_t>(warmup, decode && cuda_graph ? 2 : 1);
   const std::int64_t tokens_per_step = decode ? batch : batch * seq_len;
   const bool all_rows = tokens_per_step * V <= kGpuFullLogitsMaxValues;
   const std::int64_t logits_values = (all_rows ? tokens_per_step : batch) * V;
@@ -616,9 +650,32 @@ json run_gpu_engine_workload(const json& case_spec, WorkerState& state) {
   ledger.add("next_tokens", next.size() * sizeof(std::int64_t));
   const std::int64_t marks_per_step = 2 + 2 * (2 * ce.config.num_hidden_layers + 2);
   Instrumentation inst(level, static_cast<std::size_t>(std::min<std::int64_t>(timed_steps * marks_per_step, 1 << 20)), ledger);
-  std::vector<float> debug_snapshot(static_cast<std::size_t>(logits_values), 0.0f);
-  ledger.add("debug_snapshot", debug_snapshot.size() * sizeof(float));
-  ObserveScope observe(observed, inst);
+  const PlantedDebugFault fault = planted_debug_fault(level);
+  if (fault == PlantedDebugFault::value) {
+    std::int64_t& token = decode ? next[0] : prompt[0];
+    token = (token + 1) % V;
+  }
+  std::vector<float> debug_snapshot;
+  auto allocate_debug_snapshot = [&] {
+    debug_snapshot.assign(static_cast<std::size_t>(logits_values), 0.0f);
+    ledger.add("debug_snapshot", debug_snapshot.size() * sizeof(float));
+  };
+  if (fault != PlantedDebugFault::allocation) allocate_debug_snapshot();
+  // The allreduce fault's scratch (one f32 on the device), allocated at every level when asked.
+  DeviceScratch fault_probe(requested_debug_fault() == PlantedDebugFault::allreduce ? sizeof(float) : 0, ledger);
+  CallSequence calls(kCallsSpelledOut);
+  ledger.add("call_sequence", calls.buffer_bytes());
+  // The digests level's slots, on the device: every collective the host issues (the prefill,
+  // the warm-ups, eager steps and a graph's capture; a replay rewrites its capture's slots).
+  const std::int64_t forwards = (decode && real_prefill ? 1 : 0) + warm + timed_steps;
+  TensorDigests digests(std::min<std::size_t>(collectives_per_forward(ce.config) * static_cast<std::size_t>(forwards), 1 << 16),
+                        /*on_device=*/true, ledger);
+  std::optional<PlantedDivergence> plant = planted_divergence(backend, tp, ce.config, scale_device_values);
+  // Every case captures its own graphs: a graph captured by an earlier case would replay that
+  // case's calls unseen (and its digests level's kernels write that case's freed buffers).
+  engine.drop_graphs();
+  ObserveScope observe(observed, inst, &calls, level == InstrumentationLevel::digests ? &digests : nullptr,
+                       plant ? &*plant : nullptr);
 
   if (decode) {
     if (real_prefill)
@@ -633,10 +690,9 @@ json run_gpu_engine_workload(const json& case_spec, WorkerState& state) {
     } else {
       engine.prefill(prompt, batch);
     }
+    if (fault == PlantedDebugFault::allreduce)
+      observed.all_reduce(fault_probe.data(), fault_probe.data(), 1, DType::f32, engine.stream());
   };
-  // A graph is captured on the second decode of a batch size: two warm-up steps at least, so
-  // every timed step is a replay.
-  const std::int64_t warm = std::max<std::int64_t>(warmup, decode && cuda_graph ? 2 : 1);
   for (std::int64_t i = 0; i < warm; ++i) step();
   engine.synchronize();
 
@@ -656,6 +712,7 @@ json run_gpu_engine_workload(const json& case_spec, WorkerState& state) {
     inst.mark(kStepEnd, static_cast<std::uint32_t>(i));
   }
   inst.disarm();
+  if (fault == PlantedDebugFault::allocation) allocate_debug_snapshot();
   const std::int64_t reduces_per_step = (engine.stats().all_reduces - reduces_before) / timed_steps;
   const double expert_reads_per_step =
       static_cast<double>(engine.routed_expert_reads() - expert_reads_before) / static_cast<double>(timed_steps);
@@ -697,6 +754,16 @@ json run_gpu_engine_workload(const json& case_spec, WorkerState& state) {
   json instrumentation = instrumentation_summary(level, inst, ledger, marks_per_step, median_step_us);
   if (level == InstrumentationLevel::debug)
     instrumentation["debug"] = debug_logits_summary(logits, debug_snapshot, static_cast<std::int64_t>(logits.size()) / V, V);
+  if (level == InstrumentationLevel::digests)
+    instrumentation["tensor_digests"] = engine_tensor_digests(
+        digests, ce.config,
+        std::string(decode && real_prefill ? "forward 0 is the prefill that fills the cache, then " : "") +
+            std::to_string(warm) + " warm-up step(s), then " + std::to_string(timed_steps) + " timed step(s)" +
+            (decode && cuda_graph ? "; graph mode: the first warm-up runs eagerly, the second is captured, and the "
+                                    "steps after it are replays that rewrite the captured forward's slots (the last "
+                                    "replay's values stay)"
+                                  : ""));
+  engine.drop_graphs();  // its kernels may write this case's digest slots, freed on return
   const GpuEngineStats& st = engine.stats();
   // Measured memory (the rank's readings around the allocations, current_device_memory): weights when the
   // engine was built (the weights stay loaded across the cases of a sweep), the KV cache and
@@ -758,6 +825,7 @@ json run_gpu_engine_workload(const json& case_spec, WorkerState& state) {
             {"vocab_size", V},
             {"compute_dtype", "bf16"},
             {"alloc_bytes", ledger.total_bytes()},
+            {"sequence", {{"communicator", calls.to_json()}, {"allocations", ledger.sequence_json()}}},
             {"trace_file", nullptr},
             {"instrumentation", instrumentation},
             {"weights", ce.weights->describe()}}},

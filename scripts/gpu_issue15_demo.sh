@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Issue 15 on one GPU, in one device-machine call: the control-flow observer check and
+# divergence localization on the bf16 GPU engine at TP 1 and TP 2 (shared placement).
+#   1. the digest kernels' and the engine's gpu tests (GPU_TESTS regex);
+#   2. gpu-engine-observer-shared clean (every level, digests included, observer-invariant),
+#      then with each planted debug fault (TPB_TEST_ENGINE_DEBUG_FAULT): each must fail
+#      observer_invariant naming what differed;
+#   3. localization: TPB_TEST_PLANT_DIVERGENCE on the TP 1 engine (tp_invariant fails, the
+#      reruns name the layer) and on custom-oneshot at TP 2 (equal_across_allreduce fails
+#      bitwise: "inputs equal, outputs differ" at the planted layer).
+#   usage: scripts/gpu_issue15_demo.sh OUTDIR
+set -u -o pipefail
+OUT=${1:?usage: scripts/gpu_issue15_demo.sh OUTDIR}
+mkdir -p "$OUT"
+cd "$(dirname "$0")/.."
+export NCCL_NVLS_ENABLE=0
+START=$(date +%s)
+step() { echo "== $1 ($(( $(date +%s) - START )) s)"; }
+step build
+{ cmake --preset cuda >/dev/null && cmake --build build-cuda -j "$(nproc)" --target tpbench tpb_gpu_tests; } >"$OUT/build.log" 2>&1 \
+  || { tail -30 "$OUT/build.log"; echo "BUILD FAILED"; exit 1; }
+TPB=build-cuda/suite/tpbench
+step "gpu tests (${GPU_TESTS:-TensorDigest})"
+( cd build-cuda && timeout 240 ctest -L gpu -R "${GPU_TESTS:-TensorDigest}" --timeout 200 --output-on-failure ) >"$OUT/ctest.log" 2>&1
+echo "ctest: rc=$?"; grep -E "Test +#[0-9]+: " "$OUT/ctest.log" | sed -E 's/ +/ /g' | cut -c1-150
+
+# $1 name, then tpbench run arguments; prints the summary lines and the failing checks' details.
+run() {
+  local name=$1; shift
+  timeout 200 "$TPB" run "$@" --results-dir "$OUT/runs/$name" --no-report >"$OUT/$name.log" 2>&1
+  echo "-- $name: rc=$?"
+  grep -E "^(cases|checks|localize|localized|mps):" "$OUT/$name.log" | cut -c1-600
+}
+# The observer_invariant verdicts of a run, one line per group: "<status> <detail>".
+observer_lines() {
+  python3 - "$OUT/runs/$1" <<'PY'
+import glob, json, sys
+run = json.load(open(glob.glob(sys.argv[1] + "/*/run.json")[0]))
+for g in run["summary"]["checks"].get("observer_invariant", []):
+    print(" ", g["status"], g["detail"][:400])
+PY
+}
+step "observer: clean"
+OBS=scenarios/conformance/gpu-engine-observer-shared.json
+run observer-clean "$OBS"
+observer_lines observer-clean
+for fault in value allreduce allocation; do
+  step "observer: planted $fault"
+  TPB_TEST_ENGINE_DEBUG_FAULT=$fault run "observer-$fault" "$OBS" --filter instrumentation=off --filter instrumentation=debug
+  observer_lines "observer-$fault"
+done
+step "localize: TP 1 engine planted at layer 1 (tp_invariant)"
+TINY=scenarios/conformance/gpu-engine-tiny-shared.json
+TPB_TEST_PLANT_DIVERGENCE=layer=1,tp=1 run localize-tp1 "$TINY" --filter batch_size=3 --filter tp=1 --filter tp=2 --filter allreduce=nccl
+step "localize: custom-oneshot at TP 2 planted at layer 2 (equal_across_allreduce)"
+TPB_TEST_PLANT_DIVERGENCE=layer=2,backend=custom-oneshot,tp=2 run localize-tp2 "$TINY" --filter batch_size=3 --filter tp=2 \
+  --filter allreduce=nccl --filter allreduce=custom-oneshot
+ps -eo pid,ppid,stat,comm | grep -E "mps|tpbench" || echo "no MPS daemon or tpbench process left"
+ls /dev/shm | grep -c tpb || true
+tar -czf "$OUT/runs.tgz" --exclude='*/logs' --exclude='*/traces' -C "$OUT" runs 2>/dev/null
+step done
