@@ -138,6 +138,13 @@ def write(path, run, records, figures):
             f"{name}: " + ", ".join(f"{n} {s}" for s, n in sorted(c.items()))
             for name, c in sorted(summary.items()))) + "</p>")
     out.append(render_table(tables.conformance_table(records, run), "no checks recorded"))
+    where = tables.localization_table(run)
+    if where.rows:
+        out.append('<h2 id="localization">Where failing checks\' sides part</h2>'
+                   '<p class="note">Each side rerun at instrumentation=digests (records '
+                   '&lt;case_id&gt;.digests); the first collective whose output differs, with the '
+                   'differences over 64 values sampled across it.</p>')
+        out.append(render_table(where))
     out.append("</body></html>")
     with open(path, "w", encoding="utf-8") as f:
         f.write("\n".join(out) + "\n")

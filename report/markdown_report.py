@@ -95,6 +95,12 @@ def write(path, run, records, figures):
         out += ["", "Checks that did not pass:", "",
                 render_table(tables.conformance_table(records, run, only_failures=True),
                              "every check passed")]
+        where = tables.localization_table(run)
+        if where.rows:
+            out += ["", "## Where failing checks' sides part", "",
+                    "Each side rerun at instrumentation=digests (records `<case_id>.digests`); the first "
+                    "collective whose output differs, with the differences over 64 values sampled across it.", "",
+                    render_table(where, "")]
     else:
         out += ["_no checks recorded_", ""]
     with open(path, "w", encoding="utf-8") as f:

@@ -387,6 +387,30 @@ def conformance_table(records, run=None, only_failures=False):
     return table
 
 
+def localization_table(run=None):
+    """Where failing checks' sides part (run.json summary.checks[].localization, from the
+    digests reruns whose records are in results.jsonl under the ids in "reruns")."""
+    table = Table(["check", "sides", "where", "layer", "forward", "inputs", "max abs diff", "max rel diff",
+                   "rel-L2", "reruns"])
+    summary = (run or {}).get("summary") or {}
+    for name, groups in sorted((summary.get("checks") or {}).items()):
+        for group in groups if isinstance(groups, list) else []:
+            loc = group.get("localization") if isinstance(group, dict) else None
+            if not isinstance(loc, dict):
+                continue
+            sides = " vs ".join(map(str, loc.get("sides") or []))
+            reruns = ", ".join(map(str, loc.get("reruns") or []))
+            if not loc.get("found"):
+                table.add([name, sides, text(loc.get("sentence")), None, None, None, None, None, None, reruns], "warn")
+                continue
+            inputs = loc.get("inputs_equal")
+            table.add([name, sides, text(loc.get("site")), num(loc.get("layer")), num(loc.get("forward")),
+                       "equal" if inputs is True else ("differ" if inputs is False else "-"),
+                       num(loc.get("max_abs_diff")), num(loc.get("max_rel_diff")), num(loc.get("rel_l2")),
+                       reruns], "bad")
+    return table
+
+
 def check_summary(records, run=None):
     """{check name: {status: count}}"""
     out = {}

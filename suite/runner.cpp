@@ -516,6 +516,7 @@ RunSummary run_scenario(const Scenario& s, const std::vector<Case>& cases, const
         if (c == cases.end()) break;
         json record = base_record(s, *c, run_id, compact, opt.case_options);
         record["case_id"] = c->id + ".digests";
+        record["label"] = c->label + " [localize: digests]";
         record["role"] = "localize";
         record["params"]["instrumentation"] = "digests";
         record["localizes"] = {{"check", check.name()}, {"case_id", c->id}, {"group", ids}};
@@ -535,7 +536,6 @@ RunSummary run_scenario(const Scenario& s, const std::vector<Case>& cases, const
           record["status"] = "failed";
           record["error"] = std::string("launcher: ") + e.what();
         }
-        record.erase("checks");
         writer.append(record);
         reruns.push_back(record);
         names.push_back(c->label + (c->role == "sweep" ? std::string() : " [" + c->role + "]"));
