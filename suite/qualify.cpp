@@ -379,7 +379,9 @@ void probe_planner(const Profile& p, const json& pr, std::vector<QualifyRow>& ro
     in.cuda_context_bytes = default_cuda_context_bytes();
     where = "this machine's " + gpus.front().name;
   } else {
-    const GpuSpec& spec = find_gpu(pr.value("gpu", std::string("H200")));
+    // Named first: g++ 13 takes a reference bound through a temporary argument for dangling.
+    const std::string gpu = pr.value("gpu", std::string("H200"));
+    const GpuSpec& spec = find_gpu(gpu);
     in.gpu_total_bytes = spec.total_bytes;
     in.cuda_context_bytes = spec.cuda_context_bytes;
     where = "catalog " + spec.name;
