@@ -20,6 +20,8 @@ step build
 { cmake --preset cuda >/dev/null && cmake --build build-cuda -j "$(nproc)" --target tpbench tpb_gpu_tests; } >"$OUT/build.log" 2>&1 \
   || { tail -30 "$OUT/build.log"; echo "BUILD FAILED"; exit 1; }
 TPB=build-cuda/suite/tpbench
+# Run folders stay off $OUT (the device tool returns a bounded number of files): runs.tgz packs them.
+RUNS=$(mktemp -d /tmp/tpb-issue15-runs.XXXXXX)
 step "gpu tests (${GPU_TESTS:-TensorDigest})"
 ( cd build-cuda && timeout 240 ctest -L gpu -R "${GPU_TESTS:-TensorDigest}" --timeout 200 --output-on-failure ) >"$OUT/ctest.log" 2>&1
 echo "ctest: rc=$?"; grep -E "Test +#[0-9]+: " "$OUT/ctest.log" | sed -E 's/ +/ /g' | cut -c1-150
@@ -27,17 +29,17 @@ echo "ctest: rc=$?"; grep -E "Test +#[0-9]+: " "$OUT/ctest.log" | sed -E 's/ +/ 
 # $1 name, then tpbench run arguments; prints the summary lines and the failing checks' details.
 run() {
   local name=$1; shift
-  timeout 200 "$TPB" run "$@" --results-dir "$OUT/runs/$name" --no-report >"$OUT/$name.log" 2>&1
+  timeout 200 "$TPB" run "$@" --results-dir "$RUNS/$name" --no-report >"$OUT/$name.log" 2>&1
   echo "-- $name: rc=$?"
   grep -E "^(cases|checks|localize|localized|mps):" "$OUT/$name.log" | cut -c1-600
 }
 # The observer_invariant verdicts of a run, one line per group: "<status> <detail>".
 observer_lines() {
-  python3 - "$OUT/runs/$1" <<'PY'
+  python3 - "$RUNS/$1" <<'PY'
 import glob, json, sys
 run = json.load(open(glob.glob(sys.argv[1] + "/*/run.json")[0]))
 for g in run["summary"]["checks"].get("observer_invariant", []):
-    print(" ", g["status"], g["detail"][:400])
+    print(" ", g["status"], g["detail"])
 PY
 }
 step "observer: clean"
@@ -49,13 +51,15 @@ for fault in value allreduce allocation; do
   TPB_TEST_ENGINE_DEBUG_FAULT=$fault run "observer-$fault" "$OBS" --filter instrumentation=off --filter instrumentation=debug
   observer_lines "observer-$fault"
 done
+# bf16's TP budget (rel-L2 2e-2 on the logits) hides a 6 % error in one layer's MoE output: the
+# TP 1 plant doubles it, so that tp_invariant fails and the reruns have something to find.
 step "localize: TP 1 engine planted at layer 1 (tp_invariant)"
 TINY=scenarios/conformance/gpu-engine-tiny-shared.json
-TPB_TEST_PLANT_DIVERGENCE=layer=1,tp=1 run localize-tp1 "$TINY" --filter batch_size=3 --filter tp=1 --filter tp=2 --filter allreduce=nccl
+TPB_TEST_PLANT_DIVERGENCE=layer=1,tp=1,factor=2 run localize-tp1 "$TINY" --filter batch_size=3 --filter tp=1 --filter tp=2 --filter allreduce=nccl
 step "localize: custom-oneshot at TP 2 planted at layer 2 (equal_across_allreduce)"
 TPB_TEST_PLANT_DIVERGENCE=layer=2,backend=custom-oneshot,tp=2 run localize-tp2 "$TINY" --filter batch_size=3 --filter tp=2 \
   --filter allreduce=nccl --filter allreduce=custom-oneshot
 ps -eo pid,ppid,stat,comm | grep -E "mps|tpbench" || echo "no MPS daemon or tpbench process left"
 ls /dev/shm | grep -c tpb || true
-tar -czf "$OUT/runs.tgz" --exclude='*/logs' --exclude='*/traces' -C "$OUT" runs 2>/dev/null
+tar -czf "$OUT/runs.tgz" --exclude='*/logs' --exclude='*/traces' --exclude='*/mps-log' -C "$RUNS" . 2>/dev/null
 step done

@@ -202,8 +202,8 @@ std::pair<std::int64_t, std::string> collective_site(const ModelConfig& config, 
                      (attention ? "attention" : config.is_moe_layer(layer) ? "moe" : "mlp") + " all_reduce"};
 }
 
-// TEST ONLY: TPB_TEST_PLANT_DIVERGENCE="layer=L[,backend=B][,tp=N]" makes the engine's
-// communicator return a wrong sum (scaled by kPlantedDivergenceFactor) at layer L's MLP/MoE
+// TEST ONLY: TPB_TEST_PLANT_DIVERGENCE="layer=L[,backend=B][,tp=N][,factor=F]" makes the
+// engine's communicator return a wrong sum (scaled by F, default 1.0625) at layer L's MLP/MoE
 // all_reduce, in every forward pass of each case whose requested backend is B and whose TP
 // is N (any when left out): a backend bug at one layer, for divergence localization to find
 // (tests/cli/divergence_is_located.sh). Read by both engines at every instrumentation level;
@@ -216,6 +216,7 @@ std::optional<PlantedDivergence> planted_divergence(const std::string& backend, 
   std::int64_t layer = -1;
   std::string want_backend;
   int want_tp = 0;
+  float factor = 1.0625f;
   std::size_t at = 0;
   while (at <= spec.size()) {
     const std::size_t comma = std::min(spec.find(',', at), spec.size());
@@ -232,8 +233,12 @@ std::optional<PlantedDivergence> planted_divergence(const std::string& backend, 
     } else if (key == "tp") {
       want_tp = static_cast<int>(std::strtol(value.c_str(), &end, 10));
       TPB_INPUT_CHECK(!value.empty() && *end == '\0' && want_tp >= 1, "TPB_TEST_PLANT_DIVERGENCE: tp: expected >= 1, got '" << value << "'");
+    } else if (key == "factor") {
+      factor = std::strtof(value.c_str(), &end);
+      TPB_INPUT_CHECK(!value.empty() && *end == '\0' && std::isfinite(factor) && factor > 0 && factor != 1,
+                      "TPB_TEST_PLANT_DIVERGENCE: factor: expected a positive number other than 1, got '" << value << "'");
     } else {
-      TPB_INPUT_FAIL("TPB_TEST_PLANT_DIVERGENCE: expected layer=L[,backend=B][,tp=N], got '" << spec << "'");
+      TPB_INPUT_FAIL("TPB_TEST_PLANT_DIVERGENCE: expected layer=L[,backend=B][,tp=N][,factor=F], got '" << spec << "'");
     }
     at = comma + 1;
   }
@@ -242,6 +247,7 @@ std::optional<PlantedDivergence> planted_divergence(const std::string& backend, 
   PlantedDivergence plant;
   plant.calls_per_forward = collectives_per_forward(config);
   plant.call_in_forward = static_cast<std::size_t>(2 + 2 * layer);
+  plant.factor = factor;
   plant.scale = scale;
   return plant;
 }

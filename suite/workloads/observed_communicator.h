@@ -87,14 +87,14 @@ class CallSequence {
 };
 
 // TEST ONLY: one collective of every forward pass returns a wrong result — its output scaled
-// by kPlantedDivergenceFactor after the call, as a backend bug at one layer would — so that
-// divergence localization (suite/checks/divergence.h) has a real divergence to find
+// by `factor` after the call, as a backend bug at one layer would — so that divergence
+// localization (suite/checks/divergence.h) has a real divergence to find
 // (tests/cli/divergence_is_located.sh). The engine workload builds it from
 // TPB_TEST_PLANT_DIVERGENCE; never set in a measurement.
-constexpr float kPlantedDivergenceFactor = 1.0625f;
 struct PlantedDivergence {
   std::size_t call_in_forward = 0;    // which collective of a forward pass (all_gather included)
   std::size_t calls_per_forward = 1;  // collectives per forward pass
+  float factor = 1.0625f;             // the output is multiplied by it
   // Scales `count` values of `dtype` in place, on `stream` for device memory.
   void (*scale)(void* data, std::size_t count, DType dtype, float factor, void* stream) = nullptr;
   std::size_t seen = 0;  // collectives so far
@@ -122,7 +122,7 @@ class ObservedCommunicator final : public Communicator {
     if (inst_) inst_->mark(kReduceBegin);
     inner_.all_reduce(in, out, count, dtype, stream);
     if (inst_) inst_->mark(kReduceEnd);
-    if (plant_ && plant_->hits()) plant_->scale(out, count, dtype, kPlantedDivergenceFactor, stream);
+    if (plant_ && plant_->hits()) plant_->scale(out, count, dtype, plant_->factor, stream);
     if (digests_) digests_->after("all_reduce", out, count, dtype, stream);
   }
   void all_gather(const void* in, void* out, std::size_t count_per_rank, DType dtype, void* stream) override {
@@ -132,7 +132,7 @@ class ObservedCommunicator final : public Communicator {
     inner_.all_gather(in, out, count_per_rank, dtype, stream);
     if (inst_) inst_->mark(kGatherEnd);
     const std::size_t gathered = count_per_rank * static_cast<std::size_t>(inner_.size());
-    if (plant_ && plant_->hits()) plant_->scale(out, gathered, dtype, kPlantedDivergenceFactor, stream);
+    if (plant_ && plant_->hits()) plant_->scale(out, gathered, dtype, plant_->factor, stream);
     if (digests_) digests_->after("all_gather", out, gathered, dtype, stream);
   }
   void barrier() override {
