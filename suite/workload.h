@@ -19,7 +19,12 @@
 //
 // A rank's result, JSON (one per rank, collected by the launcher):
 //   rank         int
-//   latency_us   [number] one sample per timed iteration, microseconds
+//   latency_us   [number] one sample per timed iteration, microseconds (suite/measure.h's loop;
+//                         with interleaved halves, those recorded: A)
+//   interleaved_off_latency_us  [number] optional: the samples of the halves run with recording
+//                         paused (B), same shape; interleaving: the halves' order ("ABBA...")
+//   work         object   optional: what one step moves or produces, {bytes_per_step, bus_factor}
+//                         or {tokens_per_step}; the record's throughput derives from it (StepWork)
 //   digests      object   name -> hex digest of an output (bitwise comparisons)
 //   memory       object   phase -> {used_bytes, free_bytes, ...} (MemoryMeter)
 //   metrics      object   workload-specific numbers (bytes, tokens/s, comm share, ...)
