@@ -47,8 +47,11 @@ MeasureCounts measure_counts(const json& measure, const MeasureCounts& defaults)
   return c;
 }
 
-bool interleaves_instrumentation(const json& params) {
-  return params.is_object() && params.contains("instrumentation") && !params["instrumentation"].is_null();
+bool interleaves_instrumentation(const json& measure) {
+  if (!measure.is_object() || !measure.contains("interleave_instrumentation")) return false;
+  const json& v = measure["interleave_instrumentation"];
+  TPB_INPUT_CHECK(v.is_boolean(), "case_spec.measure.interleave_instrumentation: expected true or false, got " << v.dump());
+  return v.get<bool>();
 }
 
 double HostTimer::time_us(const std::function<void()>& step) {

@@ -13,8 +13,8 @@
 //             when its slowest rank does) into percentiles and one median per repetition, the
 //             independent samples a Mann-Whitney test needs (latency_summary below).
 //
-// Interleaved A/B (MeasureLoop::interleave): a case that carries params.instrumentation runs
-// each repetition as a pair of halves of counts.iterations samples: A with the
+// Interleaved A/B (MeasureLoop::interleave): a case of an instrumentation sweep runs each
+// repetition as a pair of halves of counts.iterations samples: A with the
 // Instrumentation recording its marks, B with recording paused, in the order AB, BA, AB, BA,
 // ... (ABBA: a drift linear in time adds as much to the A halves as to the B halves over
 // every two repetitions). It does so at EVERY level, `off` included (where neither half
@@ -54,9 +54,12 @@ struct MeasureCounts {
 // InputError naming the JSON path on a value that is not an integer in range.
 MeasureCounts measure_counts(const nlohmann::json& measure, const MeasureCounts& defaults);
 
-// True when the case must interleave recorded and unrecorded halves: its params carry an
-// `instrumentation` key (it is one level of an instrumentation sweep, or asks for a level).
-bool interleaves_instrumentation(const nlohmann::json& params);
+// True when the case must interleave recorded and paused halves: case_spec.measure
+// .interleave_instrumentation, which the runner sets on every case of a scenario that sweeps
+// more than one instrumentation level (suite/sweep.cpp). Not params.instrumentation's presence:
+// every case carries that key ("off" by default), and a case outside such a sweep has no level
+// to be compared with, so it runs its samples once, not twice.
+bool interleaves_instrumentation(const nlohmann::json& measure);
 
 // The clock of one sample.
 class SampleTimer {

@@ -10,7 +10,9 @@
 //                         mem_fraction, instrumentation, cuda_graph (+ workload-specific
 //                         axes such as message_bytes)
 //   model        object   resolved model section: config_path, overrides, weights, seed
-//   measure      object   warmup, iterations, repetitions, min_duration_s, timeout_s
+//   measure      object   warmup, iterations, repetitions, min_duration_s, timeout_s,
+//                         interleave_instrumentation (bool: the scenario sweeps instrumentation
+//                         levels; the harness then runs interleaved A/B halves, suite/measure.h)
 //   kv_pool      bool     the engine sizes its KV pool from mem_fraction (the scenario sweeps it)
 //   comm         object   optional: custom_max_bytes, the custom allreduce's buffer (scenario "comm")
 //   trace_dir    string   optional: where instrumentation=trace|debug writes each rank's

@@ -220,7 +220,7 @@ json run_allreduce_workload(const json& case_spec, WorkerState& state) {
   // Host backends: the harness's loop (warm-up, a barrier before each sample, steady clock,
   // interleaved A/B halves in an instrumentation sweep); two marks per step, in the sample.
   // GPU backends: samples from time_device_collective's batched device timer, no marks.
-  const bool interleave = !on_gpu && interleaves_instrumentation(params);
+  const bool interleave = !on_gpu && interleaves_instrumentation(measure);
   const std::int64_t samples_per_side = repetitions * iterations;
   ledger.add("latency_samples", static_cast<std::size_t>((interleave ? 2 : 1) * samples_per_side) * sizeof(double));
   Measurement measured;

@@ -568,7 +568,7 @@ json run_gpu_engine_workload(const json& case_spec, WorkerState& state) {
   MeasureLoop loop;
   loop.counts = sp.counts;
   loop.counts.warmup = std::max<std::int64_t>(warmup, decode && cuda_graph ? 2 : 1);
-  loop.interleave = interleaves_instrumentation(params);
+  loop.interleave = interleaves_instrumentation(measure);
   loop.barrier = [&] { comm.barrier(); };
   loop.step = [&](std::uint32_t i) {
     inst.mark(kStepBegin, i);
@@ -834,7 +834,7 @@ json run_engine_workload(const json& case_spec, WorkerState& state) {
   // interleaved A/B halves in an instrumentation sweep, at every level (the same steps).
   MeasureLoop loop;
   loop.counts = counts;
-  loop.interleave = interleaves_instrumentation(params);
+  loop.interleave = interleaves_instrumentation(measure);
   loop.barrier = [&] { comm.barrier(); };
   loop.step = [&](std::uint32_t i) {
     inst.mark(kStepBegin, i);

@@ -16,8 +16,8 @@
 //   latency_mean_us, matches_serial_sum, mismatched_elements, first_mismatch, alloc_bytes,
 //   trace_file, instrumentation}, comm.
 //   params.instrumentation: as the engine's (engine_workload.h); phase "allreduce"; debug: stats of a copy of the output.
-//   A case that carries params.instrumentation on a host backend measures in interleaved
-//   halves (suite/measure.h): interleaved_off_latency_us beside latency_us. TEST-ONLY: TPB_TEST_PERTURB_DEBUG=1
+//   A case of an instrumentation sweep (measure.interleave_instrumentation) on a host backend
+//   measures in interleaved halves (suite/measure.h): interleaved_off_latency_us beside latency_us. TEST-ONLY: TPB_TEST_PERTURB_DEBUG=1
 //   makes the debug level flip one output bit, the planted fault observer_invariant catches.
 //
 // "probe" — TEST-ONLY, for the launcher's own tests and fault drills: a bootstrap round

@@ -150,8 +150,9 @@ TEST(Measure, CountsComeFromTheSpecWithDefaultsAndAreChecked) {
     EXPECT_NE(std::string(e.what()).find("case_spec.measure.iterations: expected an integer >= 1, got 0"), std::string::npos)
         << e.what();
   }
-  EXPECT_TRUE(interleaves_instrumentation({{"instrumentation", "off"}}));
-  EXPECT_FALSE(interleaves_instrumentation({{"tp", 2}}));
+  EXPECT_TRUE(interleaves_instrumentation({{"interleave_instrumentation", true}}));
+  EXPECT_FALSE(interleaves_instrumentation({{"iterations", 2}}));
+  EXPECT_THROW(interleaves_instrumentation({{"interleave_instrumentation", "yes"}}), InputError);
 }
 
 TEST(Measure, BusFactorIsNcclTests) {
