@@ -84,11 +84,13 @@ std::int64_t Instrumentation::now_ns() const noexcept { return steady_ns() - ori
 void Instrumentation::arm() {
   arm_ns_ = now_ns();
   arm_ticks_ = clock_ticks();
+  armed_ = true;
   recording_ = level_ != InstrumentationLevel::off;
 }
 
 void Instrumentation::disarm() {
   recording_ = false;
+  armed_ = false;
   const std::uint64_t end_ticks = clock_ticks();
   const std::int64_t end_ns = now_ns();
   // Linear map ticks -> ns over the armed window (the TSC rate is constant: constant_tsc).

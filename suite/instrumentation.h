@@ -21,8 +21,13 @@
 //   bookkeeping of op, count and dtype into a buffer sized before the case, never touching
 //   the data, so that observer_invariant can see a debug path that changes control flow
 //   (an extra collective, an allocation moved) while leaving the outputs' digests alone.
+// - A case of an instrumentation sweep measures in interleaved halves (suite/measure.h): each
+//   repetition is a half with marks recorded (A) and a half with recording paused (B), ABBA,
+//   at every level, `off` included, so the steps, calls and allocations stay the same at every
+//   level while the timing level's cost is measured within one process, on pairs that a drift
+//   over the sweep affects alike.
 // The observer_invariant check compares outputs, plan, both sequences and the byte counts
-// across levels.
+// across levels, and judges timing's cost on those interleaved pairs.
 #pragma once
 
 #include <cstddef>
@@ -84,6 +89,13 @@ class Instrumentation {
   // Call each once per case; disarm() turns the marks' clock ticks into nanoseconds.
   void arm();
   void disarm();
+  // Between the halves of an interleaved A/B measurement (suite/measure.h): pause() stops
+  // storing marks, resume() stores them again (at level >= timing, while armed). Each is one
+  // flag write, made between samples: mark() reads that flag at every level already, so
+  // neither its cost nor its code path changes, and nothing is allocated.
+  void pause() noexcept { recording_ = false; }
+  void resume() noexcept { recording_ = armed_ && level_ != InstrumentationLevel::off; }
+  bool recording() const noexcept { return recording_; }
 
   // The hot path: one branch at `off`; a clock read and a 16-byte store otherwise.
   void mark(std::uint32_t what, std::uint32_t arg = 0) noexcept {
@@ -117,6 +129,7 @@ class Instrumentation {
   std::size_t count_ = 0;
   std::size_t dropped_ = 0;
   bool recording_ = false;
+  bool armed_ = false;          // between arm() and disarm()
   std::int64_t origin_ns_ = 0;  // steady clock at construction, nanoseconds
   std::int64_t arm_ns_ = 0;     // now_ns() at arm()
   std::uint64_t arm_ticks_ = 0; // clock_ticks() at arm()

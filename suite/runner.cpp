@@ -34,8 +34,6 @@ namespace tpb {
 
 namespace {
 
-json number_or_null(double v) { return std::isfinite(v) ? json(v) : json(nullptr); }
-
 // The fields of a record that checks group by, known before the case runs.
 json proto_record(const Scenario& s, const Case& c) {
   return {{"case_id", c.id}, {"label", c.label}, {"role", c.role},     {"workload", s.workload},
@@ -61,22 +59,6 @@ json base_record(const Scenario& s, const Case& c, const std::string& run_id, co
   r["baseline"] = nullptr;  // verdicts come from `tpbench compare` / the baseline issue
   r["provenance"] = provenance;
   return r;
-}
-
-json throughput(const Scenario& s, const Case& c, const json& latency) {
-  if (!latency.is_object() || !latency["p50"].is_number() || latency["p50"].get<double>() <= 0) return nullptr;
-  const double step_s = latency["p50"].get<double>() * 1e-6;
-  if (s.workload == "allreduce" && c.params.contains("message_bytes")) {
-    // nccl-tests' definitions: algbw = bytes / time; busbw = algbw * 2(n-1)/n for allreduce.
-    const double bytes = c.params["message_bytes"].get<double>();
-    const double n = c.tp;
-    const double algbw = bytes / step_s / 1e9;
-    return {{"algbw_GBps", algbw}, {"busbw_GBps", algbw * 2.0 * (n - 1.0) / n}, {"basis", "p50"}};
-  }
-  if (s.workload != "engine" || !c.params.contains("batch_size")) return nullptr;
-  const double tokens = c.params["batch_size"].get<double>() *
-                        (c.params.value("mode", "decode") == "prefill" ? c.params["seq_len"].get<double>() : 1.0);
-  return {{"tokens_per_s", tokens / step_s}, {"tokens_per_step", tokens}, {"basis", "p50"}};
 }
 
 struct CheckSet {
@@ -133,56 +115,14 @@ std::string localization_key(const std::string& check, const std::string& group_
 
 }  // namespace
 
-json latency_summary(const std::vector<std::vector<double>>& per_rank, int repetitions) {
-  if (per_rank.empty()) return nullptr;
-  std::size_t n = per_rank.front().size();
-  for (const auto& r : per_rank) n = std::min(n, r.size());
-  if (n == 0) return nullptr;
-  // Per-iteration maximum across ranks: a tensor-parallel step ends when its slowest rank
-  // does (the ranks meet at every allreduce, so their times differ by the skew only).
-  std::vector<double> merged(n, 0.0);
-  for (std::size_t i = 0; i < n; ++i)
-    for (const auto& r : per_rank) merged[i] = std::max(merged[i], r[i]);
-  double sum = 0;
-  for (double v : merged) sum += v;
-  json lat = {{"unit", "us"},
-              {"merge", "max across ranks per iteration"},
-              {"samples_us", merged},
-              {"count", n},
-              {"p50", number_or_null(percentile(merged, 50))},
-              {"p90", number_or_null(percentile(merged, 90))},
-              {"p99", number_or_null(percentile(merged, 99))},
-              {"mean", sum / static_cast<double>(n)},
-              {"min", *std::min_element(merged.begin(), merged.end())},
-              {"max", *std::max_element(merged.begin(), merged.end())}};
-  // One median per repetition: the independent samples a Mann-Whitney test needs
-  // (iterations within a repetition are not independent of each other).
-  if (repetitions > 1 && n % static_cast<std::size_t>(repetitions) == 0) {
-    const std::size_t per = n / static_cast<std::size_t>(repetitions);
-    json reps = json::array();
-    for (int k = 0; k < repetitions; ++k)
-      reps.push_back(median(std::vector<double>(merged.begin() + static_cast<long>(k * per),
-                                                merged.begin() + static_cast<long>((k + 1) * per))));
-    lat["repetitions_us"] = reps;
-  }
-  return lat;
-}
-
 json case_record_from_ranks(const Scenario& s, const Case& c, const std::vector<json>& ranks) {
   json r = json::object();
   json memory = json::array(), digests = json::array(), comm = json::array(), outputs = json::array();
-  std::vector<std::vector<double>> samples;
   for (const auto& rank : ranks) {
     memory.push_back(rank.value("memory", json::object()));
     digests.push_back(rank.value("digests", json::object()));
     comm.push_back(rank.value("comm", json::object()));
     outputs.push_back(rank.value("outputs", json()));
-    std::vector<double> v;
-    const json lat = rank.value("latency_us", json::array());
-    if (lat.is_array())
-      for (const auto& x : lat)
-        if (x.is_number()) v.push_back(x.get<double>());
-    samples.push_back(std::move(v));
   }
   r["memory"] = memory;
   // The memory plan is the same on every rank (a pure function of the case): rank 0's.
@@ -197,8 +137,8 @@ json case_record_from_ranks(const Scenario& s, const Case& c, const std::vector<
   json metrics = json::array();
   for (const auto& rank : ranks) metrics.push_back(rank.value("metrics", json(nullptr)));
   r["metrics"] = metrics;  // per rank: workload-specific numbers and self-checks
-  r["latency"] = latency_summary(samples, s.measure.repetitions);
-  r["throughput"] = throughput(s, c, r["latency"]);
+  r["latency"] = case_latency(ranks, s.measure.repetitions);
+  r["throughput"] = case_throughput(ranks, r["latency"]);
   // What carried the allreduces (suite/allreduce_ran.h); a case whose requested backend
   // carried none of them measured another backend: status "fallback", never "ok".
   std::vector<json> comm_per_rank(comm.begin(), comm.end());

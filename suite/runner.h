@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "suite/baseline.h"
+#include "suite/measure.h"  // latency_summary, throughput_from_mean: the record's latency and rates
 #include "suite/mps.h"
 #include "suite/scenario.h"
 #include "suite/sweep.h"
@@ -100,10 +101,6 @@ int run_exit_code(const RunSummary& sum, bool with_baselines);
 // Runs the planned `cases` of `scenario`. Throws InputError (before writing anything) when
 // --resume names a folder that is not a run of this scenario.
 RunSummary run_scenario(const Scenario& scenario, const std::vector<Case>& cases, const RunOptions& options);
-
-// Builds a record's latency object from the ranks' per-iteration samples: p50/p90/p99/mean
-// over the per-iteration maximum across ranks (a TP step ends when its slowest rank does).
-nlohmann::json latency_summary(const std::vector<std::vector<double>>& samples_us_per_rank, int repetitions);
 
 // One record from the launcher's answer (ranks' JSON as in suite/workload.h). Its status is
 // "ok", "fallback" (the requested allreduce backend carried none of the allreduces; error says

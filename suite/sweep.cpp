@@ -199,6 +199,12 @@ json case_spec(const Scenario& s, const Case& c) {
                 {{"warmup", s.measure.warmup},
                  {"iterations", s.measure.iterations},
                  {"repetitions", s.measure.repetitions},
+                 // Every case of an instrumentation sweep (its levels, repeats and controls alike)
+                 // measures in interleaved recorded / paused halves (suite/measure.h), so that the
+                 // levels run the same steps and observer_invariant judges timing in one process.
+                 // Every case carries params.instrumentation ("off" by default): the axis varying
+                 // is what makes a sweep of levels.
+                 {"interleave_instrumentation", axis_varies(s, "instrumentation")},
                  {"min_duration_s", s.measure.min_duration_s},
                  {"timeout_s", s.measure.timeout_s}}}};
   if (s.comm.written()) spec["comm"] = comm_json(s.comm);  // the communicator's options (CommOptions)

@@ -10,7 +10,9 @@
 //                         mem_fraction, instrumentation, cuda_graph (+ workload-specific
 //                         axes such as message_bytes)
 //   model        object   resolved model section: config_path, overrides, weights, seed
-//   measure      object   warmup, iterations, repetitions, min_duration_s, timeout_s
+//   measure      object   warmup, iterations, repetitions, min_duration_s, timeout_s,
+//                         interleave_instrumentation (bool: the scenario sweeps instrumentation
+//                         levels; the harness then runs interleaved A/B halves, suite/measure.h)
 //   kv_pool      bool     the engine sizes its KV pool from mem_fraction (the scenario sweeps it)
 //   comm         object   optional: custom_max_bytes, the custom allreduce's buffer (scenario "comm")
 //   trace_dir    string   optional: where instrumentation=trace|debug writes each rank's
@@ -19,7 +21,12 @@
 //
 // A rank's result, JSON (one per rank, collected by the launcher):
 //   rank         int
-//   latency_us   [number] one sample per timed iteration, microseconds
+//   latency_us   [number] one sample per timed iteration, microseconds (suite/measure.h's loop;
+//                         with interleaved halves, those recorded: A)
+//   interleaved_off_latency_us  [number] optional: the samples of the halves run with recording
+//                         paused (B), same shape; interleaving: the halves' order ("ABBA...")
+//   work         object   optional: what one step moves or produces, {bytes_per_step, bus_factor}
+//                         or {tokens_per_step}; the record's throughput derives from it (StepWork)
 //   digests      object   name -> hex digest of an output (bitwise comparisons)
 //   memory       object   phase -> {used_bytes, free_bytes, ...} (MemoryMeter)
 //   metrics      object   workload-specific numbers (bytes, tokens/s, comm share, ...)

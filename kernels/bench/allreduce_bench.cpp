@@ -2,7 +2,7 @@
 // bf16, 1 KiB .. max bytes (x2 steps), eager launches and CUDA-graph replay. Timing follows
 // the GPU recipe (STYLE.md 12): device events around a batch of `ops` collectives, manual
 // time per collective, warm-up first. Counters as nccl-tests defines them:
-//   algbw = bytes / time,  busbw = algbw * 2(n-1)/n  (GB/s, 1e9 bytes).
+//   algbw = bytes / mean time,  busbw = algbw * 2(n-1)/n  (GB/s, 1e9 bytes; tpb/bandwidth.h).
 // Every rank runs the same benchmarks with fixed iterations so the collectives pair up; a
 // bootstrap barrier before each timed loop lines the ranks up on the host.
 #include <cuda_runtime_api.h>
@@ -20,6 +20,7 @@
 #if TPB_HAVE_NCCL
 #include "reference_engine/comm/nccl/nccl_communicator.h"
 #endif
+#include "tpb/bandwidth.h"
 #include "tpb/cuda_check.h"
 #include "tpb/kernels/device.h"
 
@@ -96,13 +97,13 @@ void bm_allreduce(benchmark::State& state, const std::string& backend, std::size
     total_s += per_op_s;
   }
   if (exec != nullptr) TPB_CUDA_CHECK(cudaGraphExecDestroy(exec));
-  const double n = g.ctx->world;
+  const int n = g.ctx->world;
   const double mean_s = total_s / static_cast<double>(state.iterations());
-  const double algbw = static_cast<double>(bytes) / mean_s / 1e9;
+  const double algbw = algbw_GBps(static_cast<double>(bytes), mean_s);  // tpb/bandwidth.h, as the suite's records
   state.counters["bytes"] = static_cast<double>(bytes);
   state.counters["us_per_op"] = mean_s * 1e6;
   state.counters["algbw_GBps"] = algbw;
-  state.counters["busbw_GBps"] = algbw * 2.0 * (n - 1.0) / n;
+  state.counters["busbw_GBps"] = algbw * allreduce_bus_factor(n);
   state.counters["ops_per_batch"] = ops;
   std::string label = comm.name();
   if (!comm.fallback_reason().empty()) label += " (" + comm.fallback_reason() + ")";

@@ -11,12 +11,15 @@
 // - its own cost, as each rank measured it (metrics.instrumentation.estimated_timing_overhead:
 //   marks per step x the cost of one mark / median step): always enforced, because the
 //   neighbours' load on a shared machine cannot blur it;
-// - the A/B ratio of median step latencies timing / off: fails only when the ratio of
-//   per-repetition medians exceeds 1 + kTimingOverheadMax AND a Mann-Whitney U test rejects at
-//   alpha = 0.05, and only with >= kTimingOverheadMinRepetitions repetitions on both sides;
-//   otherwise reported. The two cases run one after the other, so on a shared 2-core CI
-//   machine this measured 0.91-1.69 for identical work (few samples measure the load, not
-//   the marks); on a quiet machine with >= 9 repetitions it is the end-to-end evidence.
+// - the A/B within the timing case: each repetition ran a half with marks recorded (A) and
+//   one with recording paused (B), interleaved ABBA in one process (suite/measure.h); fails
+//   only when the ratio of the medians of their per-repetition medians exceeds
+//   1 + kTimingOverheadMax AND a Mann-Whitney U test rejects at alpha = 0.05, and only with
+//   >= kTimingOverheadMinRepetitions repetitions; otherwise reported. The p50 ratio of the
+//   timing case to the off case is reported beside it, never enforced: the two cases run one
+//   after the other, so a drift over the sweep counts in it (on one H200: 1.024 for marks that
+//   cost 0.02 % of a step, while a later repeat of off alone had moved 1.5 %; on a shared
+//   2-core CI machine 0.91-1.69 for identical work).
 #pragma once
 
 #include "suite/checks/check.h"

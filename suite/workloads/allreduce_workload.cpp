@@ -2,12 +2,12 @@
 // the output checked against the spec (a serial fp32 sum in rank order, rounded once).
 //
 // As in nccl-tests, the workload supplies only what is particular to the collective (byte
-// count, data init, bus-bandwidth factor 2(n-1)/n, the run call); the timing loop is generic
-// and its clock is an IterationTimer, so GPU backends can time with device events.
+// count, data init, bus-bandwidth factor 2(n-1)/n, the run call); the timing loop, its
+// summary and algbw/busbw are the harness's (suite/measure.h). GPU backends take their
+// samples from the batched device timer time_device_collective.
 // Inputs are a pure function of (seed, rank, index), not of the backend: every backend of a
 // sweep reduces the same data, so their output digests are comparable bitwise.
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -15,8 +15,11 @@
 #include <numeric>
 
 #include "suite/instrumentation.h"
+#include "suite/measure.h"
 #include "suite/placement.h"
+#include "suite/stats.h"
 #include "suite/workloads/workloads.h"
+#include "tpb/bandwidth.h"
 #include "tpb/check.h"
 #include "tpb/kernels/device.h"
 
@@ -61,26 +64,6 @@ void store(unsigned char* bytes, std::size_t i, DType dtype, float value) {
     std::memcpy(bytes + 2 * i, &h, 2);
   }
 }
-
-// One timed iteration's clock. Host backends are synchronous, so a steady clock around the
-// call is the whole story; a device backend supplies a timer that records stream events.
-class IterationTimer {
- public:
-  virtual ~IterationTimer() = default;
-  virtual void start() = 0;
-  virtual double stop_us() = 0;  // elapsed since start(), microseconds
-};
-
-class HostTimer final : public IterationTimer {
- public:
-  void start() override { start_ = std::chrono::steady_clock::now(); }
-  double stop_us() override {
-    return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start_).count();
-  }
-
- private:
-  std::chrono::steady_clock::time_point start_;
-};
 
 // Event codes of this workload's marks.
 // Two per timed iteration: the shm backend's copy and reduce happen inside one call and are
@@ -192,17 +175,13 @@ json run_allreduce_workload(const json& case_spec, WorkerState& state) {
   const DType dtype = dtype_from_name(string_field(params, "dtype", "bf16", "params"));
   const std::string backend = string_field(params, "allreduce", "shm", "params");
   const std::string device = string_field(case_spec, "device", "cpu", "");
-  const std::int64_t warmup = int_field(measure, "warmup", 2, "measure");
-  const std::int64_t iterations = int_field(measure, "iterations", 10, "measure");
-  const std::int64_t repetitions = int_field(measure, "repetitions", 1, "measure");
+  const MeasureCounts counts = measure_counts(measure, {/*warmup*/ 2, /*iterations*/ 10, /*repetitions*/ 1});
+  const std::int64_t warmup = counts.warmup, iterations = counts.iterations, repetitions = counts.repetitions;
   const std::size_t elem = dtype_size(dtype);
   TPB_INPUT_CHECK(message_bytes > 0 && static_cast<std::size_t>(message_bytes) % elem == 0,
                   "case_spec.params.message_bytes: expected a positive multiple of " << elem << " (the size of "
                                                                                        << dtype_name(dtype) << "), got "
                                                                                        << message_bytes);
-  TPB_INPUT_CHECK(warmup >= 0, "case_spec.measure.warmup: expected >= 0, got " << warmup);
-  TPB_INPUT_CHECK(iterations >= 1, "case_spec.measure.iterations: expected >= 1, got " << iterations);
-  TPB_INPUT_CHECK(repetitions >= 1, "case_spec.measure.repetitions: expected >= 1, got " << repetitions);
   // GPU backends run on device buffers, one process per GPU (rank r on CUDA device r), timed
   // with device events by time_device_collective (kernels/allreduce/allreduce_timing.cpp).
   const bool on_gpu = device == "cuda";
@@ -237,46 +216,48 @@ json run_allreduce_workload(const json& case_spec, WorkerState& state) {
   Instrumentation inst(level, static_cast<std::size_t>(std::min<std::int64_t>(kMarksPerStep * repetitions * iterations, 1 << 20)), ledger);
   std::vector<float> debug_snapshot(count, 0.0f);
   ledger.add("debug_snapshot", debug_snapshot.size() * sizeof(float));
-  HostTimer host_timer;
-  IterationTimer& timer = host_timer;
 
-  std::vector<double> latency_us_gpu;  // filled on GPU backends
+  // Host backends: the harness's loop (warm-up, a barrier before each sample, steady clock,
+  // interleaved A/B halves in an instrumentation sweep); two marks per step, in the sample.
+  // GPU backends: samples from time_device_collective's batched device timer, no marks.
+  const bool interleave = !on_gpu && interleaves_instrumentation(measure);
+  const std::int64_t samples_per_side = repetitions * iterations;
+  ledger.add("latency_samples", static_cast<std::size_t>((interleave ? 2 : 1) * samples_per_side) * sizeof(double));
+  Measurement measured;
 #if TPB_HAVE_CUDA
   if (on_gpu) {
     DeviceTimingSpec spec;
     spec.device = options.device;
     spec.bytes = static_cast<std::size_t>(message_bytes);
     spec.warmup = static_cast<int>(warmup);
-    spec.samples = static_cast<int>(repetitions * iterations);
+    spec.samples = static_cast<int>(samples_per_side);
     spec.ops_per_sample = message_bytes <= (4 << 20) ? 20 : 2;  // batches >= ~100 us, as tpb_bench
     spec.cuda_graph = cuda_graph;
-    latency_us_gpu = time_device_collective(
+    inst.arm();
+    measured.latency_us = time_device_collective(
         spec, input.data(), output.data(),
         [&](const void* in, void* out, void* stream) { comm.all_reduce(in, out, count, dtype, stream); },
         [&] { comm.barrier(); });
+    inst.disarm();
   }
 #endif
-  for (std::int64_t i = 0; i < warmup && !on_gpu; ++i) comm.all_reduce(input.data(), output.data(), count, dtype, nullptr);
-  // repetitions x iterations samples, in order: the runner takes one median per repetition.
-  // (measure.min_duration_s is not applied here: the ranks would have to agree on a count.)
-  std::vector<double> latency_us = latency_us_gpu;
-  latency_us.reserve(static_cast<std::size_t>(repetitions * iterations));
-  ledger.add("latency_samples", static_cast<std::size_t>(repetitions * iterations) * sizeof(double));
-  inst.arm();
-  for (std::int64_t i = 0; i < repetitions * iterations && !on_gpu; ++i) {
-    comm.barrier();  // every sample starts with all ranks present
-    timer.start();
-    inst.mark(kStepBegin, static_cast<std::uint32_t>(i));
-    comm.all_reduce(input.data(), output.data(), count, dtype, nullptr);
-    inst.mark(kStepEnd, static_cast<std::uint32_t>(i));
-    latency_us.push_back(timer.stop_us());
+  if (!on_gpu) {
+    MeasureLoop loop;
+    loop.counts = counts;
+    loop.interleave = interleave;
+    loop.barrier = [&] { comm.barrier(); };
+    loop.step = [&](std::uint32_t i) {
+      inst.mark(kStepBegin, i);
+      comm.all_reduce(input.data(), output.data(), count, dtype, nullptr);
+      inst.mark(kStepEnd, i);
+    };
+    HostTimer timer;
+    measured = measure_steps(loop, timer, &inst);
   }
-  inst.disarm();
+  const std::vector<double>& latency_us = measured.latency_us;
 
   // The timing level's own cost, estimated at every level (same post-loop work everywhere).
-  std::vector<double> sorted_us = latency_us;
-  std::sort(sorted_us.begin(), sorted_us.end());
-  const double median_step_us = sorted_us.empty() ? 0.0 : sorted_us[sorted_us.size() / 2];
+  const double median_step_us = latency_us.empty() ? 0.0 : median(latency_us);
   const double cost_ns = mark_cost_ns();
   json instrumentation = {{"level", instrumentation_level_name(level)},
                           {"mark_cost_ns", cost_ns},
@@ -317,11 +298,14 @@ json run_allreduce_workload(const json& case_spec, WorkerState& state) {
   }
 
   const double mean_us = std::accumulate(latency_us.begin(), latency_us.end(), 0.0) / static_cast<double>(latency_us.size());
-  const double algbw = static_cast<double>(message_bytes) / (mean_us * 1e-6) / 1e9;
-  const double bus_factor = world_size > 1 ? 2.0 * (world_size - 1) / world_size : 0.0;
-  return {
+  // algbw and busbw are the record's throughput (suite/measure.h, from the merged latency's
+  // mean): the workload says what one step moves and its bus factor, nothing more.
+  StepWork work;
+  work.bytes = static_cast<double>(message_bytes);
+  work.bus_factor = allreduce_bus_factor(world_size);
+  json result = {
       {"rank", rank},
-      {"latency_us", latency_us},
+      {"work", work.to_json()},
       {"digests", {{"output", fnv1a64_hex(output.data(), output.size())}}},
       {"memory", json::object()},
       {"metrics",
@@ -329,8 +313,6 @@ json run_allreduce_workload(const json& case_spec, WorkerState& state) {
         {"count", count},
         {"dtype", std::string(dtype_name(dtype))},
         {"latency_mean_us", mean_us},
-        {"algbw_GBps", algbw},
-        {"busbw_GBps", algbw * bus_factor},
         {"inputs", integer_inputs(world_size) ? "integers |x| <= 128/ranks" : "random mantissas"},
         {"matches_serial_sum", mismatched == 0},
         {"mismatched_elements", mismatched},
@@ -340,6 +322,8 @@ json run_allreduce_workload(const json& case_spec, WorkerState& state) {
         {"instrumentation", instrumentation}}},
       {"comm", communicator_result(backend, comm)},
   };
+  result.update(measurement_result(measured));
+  return result;
 }
 
 }  // namespace tpb

@@ -3,7 +3,6 @@
 #include "suite/workloads/engine_workload.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -19,7 +18,9 @@
 #include "reference_engine/weights/weight_source.h"
 #include "suite/case_plan.h"
 #include "suite/instrumentation.h"
+#include "suite/measure.h"
 #include "suite/placement.h"
+#include "suite/stats.h"
 #include "suite/tensor_digests.h"
 #include "suite/workloads/observed_communicator.h"
 #include "suite/workloads/workloads.h"
@@ -75,21 +76,17 @@ std::string string_param(const json& o, const char* key, const std::string& fall
 
 // The step shape and the measurement counts of a prefill/decode case, validated (both devices).
 struct StepParams {
-  std::int64_t batch = 1, seq_len = 16;                     // sequences, tokens of context (or prompt)
-  std::int64_t warmup = 1, iterations = 5, repetitions = 1; // untimed steps, timed steps per repetition, repetitions
+  std::int64_t batch = 1, seq_len = 16;  // sequences, tokens of context (or prompt)
+  MeasureCounts counts;                  // untimed steps, timed steps per repetition, repetitions
 };
 
 StepParams step_params(const json& params, const json& measure) {
   StepParams p;
   p.batch = int_param(params, "batch_size", 1, "params");
   p.seq_len = int_param(params, "seq_len", 16, "params");
-  p.warmup = int_param(measure, "warmup", 1, "measure");
-  p.iterations = int_param(measure, "iterations", 5, "measure");
-  p.repetitions = int_param(measure, "repetitions", 1, "measure");
+  p.counts = measure_counts(measure, {/*warmup*/ 1, /*iterations*/ 5, /*repetitions*/ 1});
   TPB_INPUT_CHECK(p.batch >= 1, "case_spec.params.batch_size: expected >= 1, got " << p.batch);
   TPB_INPUT_CHECK(p.seq_len >= 1, "case_spec.params.seq_len: expected >= 1, got " << p.seq_len);
-  TPB_INPUT_CHECK(p.warmup >= 0 && p.iterations >= 1 && p.repetitions >= 1,
-                  "case_spec.measure: expected warmup >= 0, iterations >= 1, repetitions >= 1");
   return p;
 }
 
@@ -254,6 +251,13 @@ std::optional<PlantedDivergence> planted_divergence(const std::string& backend, 
 
 void scale_host_values(void* data, std::size_t count, DType dtype, float factor, void* /*stream*/) {
   kernels::scale_values_ref(data, count, dtype, factor);
+}
+
+// "<n> timed step(s)", counting both halves of an interleaved A/B sweep (suite/measure.h).
+std::string timed_steps_text(std::int64_t timed_steps, const json& measure) {
+  return interleaves_instrumentation(measure)
+             ? std::to_string(2 * timed_steps) + " timed step(s) (A and B halves interleaved)"
+             : std::to_string(timed_steps) + " timed step(s)";
 }
 
 // The digests level's record (TensorDigests::to_json) with each call placed: its forward pass
@@ -535,6 +539,18 @@ double device_us(cudaStream_t stream, cudaEvent_t start, cudaEvent_t stop, F&& f
   return 1e3 * event_elapsed_ms(stream, start, stop, fn);
 }
 
+// The GPU engine's sample clock for the harness: device events around the step's work on the
+// engine's stream (the host waits for the stop event).
+class EventTimer final : public SampleTimer {
+ public:
+  EventTimer(cudaStream_t stream, cudaEvent_t start, cudaEvent_t stop) : stream_(stream), start_(start), stop_(stop) {}
+  double time_us(const std::function<void()>& step) override { return device_us(stream_, start_, stop_, step); }
+
+ private:
+  cudaStream_t stream_;
+  cudaEvent_t start_, stop_;
+};
+
 json run_gpu_engine_workload(const json& case_spec, WorkerState& state) {
   const json params = case_spec.value("params", json::object());
   const json measure = case_spec.value("measure", json::object());
@@ -550,7 +566,7 @@ json run_gpu_engine_workload(const json& case_spec, WorkerState& state) {
   const bool cuda_graph = params.contains("cuda_graph") && params["cuda_graph"].is_boolean() && params["cuda_graph"].get<bool>();
   const StepParams sp = step_params(params, measure);
   const std::int64_t batch = sp.batch, seq_len = sp.seq_len;
-  const std::int64_t warmup = sp.warmup, iterations = sp.iterations, repetitions = sp.repetitions;
+  const std::int64_t warmup = sp.counts.warmup, iterations = sp.counts.iterations, repetitions = sp.counts.repetitions;
   const bool decode = mode == "decode";
   const bool real_prefill = !decode || batch * seq_len <= kGpuRealPrefillMaxTokens;
 
@@ -673,7 +689,7 @@ json run_gpu_engine_workload(const json& case_spec, WorkerState& state) {
   ledger.add("call_sequence", calls.buffer_bytes());
   // The digests level's slots, on the device: every collective the host issues (the prefill,
   // the warm-ups, eager steps and a graph's capture; a replay rewrites its capture's slots).
-  const std::int64_t forwards = (decode && real_prefill ? 1 : 0) + warm + timed_steps;
+  const std::int64_t forwards = (decode && real_prefill ? 1 : 0) + warm + (interleaves_instrumentation(measure) ? 2 : 1) * timed_steps;
   TensorDigests digests(std::min<std::size_t>(collectives_per_forward(ce.config) * static_cast<std::size_t>(forwards), 1 << 16),
                         /*on_device=*/true, ledger);
   std::optional<PlantedDivergence> plant = planted_divergence(backend, tp, ce.config, scale_device_values);
@@ -699,29 +715,36 @@ json run_gpu_engine_workload(const json& case_spec, WorkerState& state) {
     if (fault == PlantedDebugFault::allreduce)
       observed.all_reduce(fault_probe.data(), fault_probe.data(), 1, DType::f32, engine.stream());
   };
-  for (std::int64_t i = 0; i < warm; ++i) step();
-  engine.synchronize();
-
+  // The harness's loop (suite/measure.h) with device events as its clock: a barrier before each
+  // sample (all ranks present, the device idle), interleaved A/B halves in an instrumentation
+  // sweep at every level; `warm` warm-up steps (a graph is captured on the second).
   cudaEvent_t start = nullptr, stop = nullptr;
   TPB_CUDA_CHECK(cudaEventCreate(&start));
   TPB_CUDA_CHECK(cudaEventCreate(&stop));
-  const std::int64_t reduces_before = engine.stats().all_reduces;
-  const std::int64_t expert_reads_before = engine.routed_expert_reads();  // the engine is idle: no wait
-  std::vector<double> latency_us;
-  latency_us.reserve(static_cast<std::size_t>(timed_steps));
-  ledger.add("latency_samples", static_cast<std::size_t>(timed_steps) * sizeof(double));
-  inst.arm();
-  for (std::int64_t i = 0; i < timed_steps; ++i) {
-    comm.barrier();  // every sample starts with all ranks present and the device idle
-    inst.mark(kStepBegin, static_cast<std::uint32_t>(i));
-    latency_us.push_back(device_us(engine.stream(), start, stop, step));
-    inst.mark(kStepEnd, static_cast<std::uint32_t>(i));
-  }
-  inst.disarm();
+  EventTimer event_timer(engine.stream(), start, stop);
+  MeasureLoop loop;
+  loop.counts = sp.counts;
+  loop.counts.warmup = warm;
+  loop.interleave = interleaves_instrumentation(measure);
+  loop.barrier = [&] { comm.barrier(); };
+  loop.step = [&](std::uint32_t i) {
+    inst.mark(kStepBegin, i);
+    step();
+    inst.mark(kStepEnd, i);
+  };
+  std::int64_t reduces_before = 0, expert_reads_before = 0;
+  loop.after_warmup = [&] {
+    engine.synchronize();
+    reduces_before = engine.stats().all_reduces;
+    expert_reads_before = engine.routed_expert_reads();  // the engine is idle: no wait
+  };
+  ledger.add("latency_samples", static_cast<std::size_t>((loop.interleave ? 2 : 1) * timed_steps) * sizeof(double));
+  const Measurement steps = measure_steps(loop, event_timer, &inst);
+  const std::vector<double>& latency_us = steps.latency_us;
   if (fault == PlantedDebugFault::allocation) allocate_debug_snapshot();
-  const std::int64_t reduces_per_step = (engine.stats().all_reduces - reduces_before) / timed_steps;
+  const std::int64_t reduces_per_step = (engine.stats().all_reduces - reduces_before) / steps.timed_steps;
   const double expert_reads_per_step =
-      static_cast<double>(engine.routed_expert_reads() - expert_reads_before) / static_cast<double>(timed_steps);
+      static_cast<double>(engine.routed_expert_reads() - expert_reads_before) / static_cast<double>(steps.timed_steps);
 
   // Allreduce share: the step's allreduces (same count, same sizes, same backend, same
   // stream) timed alone, eagerly, back to back, on a scratch buffer; the median over as many
@@ -733,25 +756,22 @@ json run_gpu_engine_workload(const json& case_spec, WorkerState& state) {
   void* scratch = nullptr;
   TPB_CUDA_CHECK(cudaMalloc(&scratch, std::max<std::size_t>(max_count, 1) * 2));
   TPB_CUDA_CHECK(cudaMemsetAsync(scratch, 0, std::max<std::size_t>(max_count, 1) * 2, engine.stream()));
-  std::vector<double> allreduce_us;
-  for (std::int64_t i = 0; i < timed_steps + 1; ++i) {  // the first is a warm-up
-    comm.barrier();
-    const double us = device_us(engine.stream(), start, stop, [&] {
-      for (std::size_t c : counts) comm.all_reduce(scratch, scratch, c, DType::bf16, engine.stream());
-    });
-    if (i > 0) allreduce_us.push_back(us);
-  }
+  MeasureLoop alone;
+  alone.counts = {/*warmup*/ 1, /*iterations*/ timed_steps, /*repetitions*/ 1};
+  alone.barrier = [&] { comm.barrier(); };
+  alone.step = [&](std::uint32_t) {
+    for (std::size_t c : counts) comm.all_reduce(scratch, scratch, c, DType::bf16, engine.stream());
+  };
+  alone.after_warmup = [&] { engine.synchronize(); };
+  const std::vector<double> allreduce_us = measure_steps(alone, event_timer, nullptr).latency_us;
   engine.synchronize();
   TPB_CUDA_CHECK(cudaFree(scratch));
   TPB_CUDA_CHECK(cudaEventDestroy(start));
   TPB_CUDA_CHECK(cudaEventDestroy(stop));
 
   const double mean_us = std::accumulate(latency_us.begin(), latency_us.end(), 0.0) / static_cast<double>(latency_us.size());
-  std::vector<double> sorted_us = latency_us;
-  std::sort(sorted_us.begin(), sorted_us.end());
-  const double median_step_us = sorted_us[sorted_us.size() / 2];
-  std::sort(allreduce_us.begin(), allreduce_us.end());
-  const double median_allreduce_us = allreduce_us.empty() ? 0.0 : allreduce_us[allreduce_us.size() / 2];
+  const double median_step_us = median(latency_us);
+  const double median_allreduce_us = allreduce_us.empty() ? 0.0 : median(allreduce_us);
 
   std::vector<float> last_rows;
   if (!all_rows) last_rows = engine.last_position_logits();
@@ -764,7 +784,7 @@ json run_gpu_engine_workload(const json& case_spec, WorkerState& state) {
     instrumentation["tensor_digests"] = engine_tensor_digests(
         digests, ce.config,
         std::string(decode && real_prefill ? "forward 0 is the prefill that fills the cache, then " : "") +
-            std::to_string(warm) + " warm-up step(s), then " + std::to_string(timed_steps) + " timed step(s)" +
+            std::to_string(warm) + " warm-up step(s), then " + timed_steps_text(timed_steps, measure) +
             (decode && cuda_graph ? "; graph mode: the first warm-up runs eagerly, the second is captured, and the "
                                     "steps after it are replays that rewrite the captured forward's slots (the last "
                                     "replay's values stay)"
@@ -798,16 +818,18 @@ json run_gpu_engine_workload(const json& case_spec, WorkerState& state) {
                                    expert_reads_per_step * static_cast<double>(engine.routed_expert_bytes());
   const double copy_GBps = worker_copy_GBps();
   const double weight_read_us = step_weight_bytes / (copy_GBps * 1e3);
-  return {{"rank", state.rank()},
+  // tokens/s is the record's throughput (suite/measure.h, from the merged latency's mean).
+  StepWork work;
+  work.tokens = static_cast<double>(tokens_per_step);
+  json result = {{"rank", state.rank()},
+          {"work", work.to_json()},
           {"outputs", {{"logits", std::vector<float>(logits.begin(), logits.begin() + sample)}}},
-          {"latency_us", latency_us},
           {"digests", {{"logits", fnv1a64_hex(logits.data(), logits.size() * sizeof(float))}}},
           {"memory", memory},
           {"plan", memory_plan(ce.config, tp, Quantization::bf16, pooled ? 0 : sizes.max_batch * sizes.max_len, 2)},
           {"metrics",
            {{"mode", mode},
             {"tokens_per_step", tokens_per_step},
-            {"tokens_per_s", static_cast<double>(tokens_per_step) / (mean_us * 1e-6)},
             {"latency_mean_us", mean_us},
             {"step_us", median_step_us},
             {"allreduce_us", median_allreduce_us},
@@ -836,6 +858,8 @@ json run_gpu_engine_workload(const json& case_spec, WorkerState& state) {
             {"instrumentation", instrumentation},
             {"weights", ce.weights->describe()}}},
           {"comm", communicator_result(backend, comm)}};
+  result.update(measurement_result(steps));
+  return result;
 }
 #endif  // TPB_HAVE_CUDA
 
@@ -926,7 +950,7 @@ json run_engine_workload(const json& case_spec, WorkerState& state) {
 
   const StepParams sp = step_params(params, measure);
   const std::int64_t batch = sp.batch, seq_len = sp.seq_len;
-  const std::int64_t warmup = sp.warmup, iterations = sp.iterations, repetitions = sp.repetitions;
+  const MeasureCounts counts = sp.counts;
   const auto seed = static_cast<std::uint64_t>(int_param(case_spec.value("model", json::object()), "seed", 1234, "model"));
   const std::int64_t V = ce.config.vocab_size;
   std::vector<std::int64_t> prompt(batch * seq_len), next(batch);
@@ -942,7 +966,7 @@ json run_engine_workload(const json& case_spec, WorkerState& state) {
     std::int64_t& token = decode ? next[0] : prompt[0];
     token = (token + 1) % V;
   }
-  const std::int64_t timed_steps = repetitions * iterations;
+  const std::int64_t timed_steps = counts.repetitions * counts.iterations;  // per side (A, and B when interleaved)
   const std::int64_t tokens_per_step = decode ? batch : batch * seq_len;
   // Everything the levels need is allocated here, at every level: the mark ring (step
   // begin/end + entry/exit of 2L+1 allreduces and one all_gather per step), the debug
@@ -961,7 +985,7 @@ json run_engine_workload(const json& case_spec, WorkerState& state) {
   CallSequence calls(kCallsSpelledOut);
   ledger.add("call_sequence", calls.buffer_bytes());
   // The digests level's slots: every collective of the prefill, the warm-ups and the timed steps.
-  const std::int64_t forwards = (decode ? 1 : 0) + warmup + timed_steps;
+  const std::int64_t forwards = (decode ? 1 : 0) + counts.warmup + (interleaves_instrumentation(measure) ? 2 : 1) * timed_steps;
   TensorDigests digests(std::min<std::size_t>(collectives_per_forward(ce.config) * static_cast<std::size_t>(forwards), 1 << 16),
                         /*on_device=*/false, ledger);
   std::optional<PlantedDivergence> plant = planted_divergence(backend, tp, ce.config, scale_host_values);
@@ -981,21 +1005,23 @@ json run_engine_workload(const json& case_spec, WorkerState& state) {
       observed.all_reduce(&probe_in, &probe_out, 1, DType::f32, nullptr);
     }
   };
-  for (std::int64_t i = 0; i < warmup; ++i) step();
-  const std::int64_t reduces_before = engine.stats().all_reduces;
-  std::vector<double> latency_us;
-  latency_us.reserve(static_cast<std::size_t>(timed_steps));
-  ledger.add("latency_samples", static_cast<std::size_t>(timed_steps) * sizeof(double));
-  inst.arm();
-  for (std::int64_t i = 0; i < timed_steps; ++i) {
-    comm.barrier();  // every sample starts with all ranks present
-    const auto t0 = std::chrono::steady_clock::now();
-    inst.mark(kStepBegin, static_cast<std::uint32_t>(i));
+  // The harness's loop (suite/measure.h): warm-up, a barrier before each sample, steady clock;
+  // interleaved A/B halves in an instrumentation sweep, at every level (the same steps).
+  MeasureLoop loop;
+  loop.counts = counts;
+  loop.interleave = interleaves_instrumentation(measure);
+  loop.barrier = [&] { comm.barrier(); };
+  loop.step = [&](std::uint32_t i) {
+    inst.mark(kStepBegin, i);
     step();
-    inst.mark(kStepEnd, static_cast<std::uint32_t>(i));
-    latency_us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
-  }
-  inst.disarm();
+    inst.mark(kStepEnd, i);
+  };
+  ledger.add("latency_samples", static_cast<std::size_t>((loop.interleave ? 2 : 1) * timed_steps) * sizeof(double));
+  std::int64_t reduces_before = 0;
+  loop.after_warmup = [&] { reduces_before = engine.stats().all_reduces; };
+  HostTimer timer;
+  const Measurement measured = measure_steps(loop, timer, &inst);
+  const std::vector<double>& latency_us = measured.latency_us;
   if (fault == PlantedDebugFault::allocation) allocate_debug_snapshot();
   const double mean_us = std::accumulate(latency_us.begin(), latency_us.end(), 0.0) / static_cast<double>(latency_us.size());
   const auto& logits = engine.logits();
@@ -1003,9 +1029,7 @@ json run_engine_workload(const json& case_spec, WorkerState& state) {
   // devices (digests compare bitwise; these compare within a budget).
   const std::size_t sample = std::min<std::size_t>(logits.size(), kOutputSampleValues);
   // The timing level's own cost, estimated at every level (same post-loop work everywhere).
-  std::vector<double> sorted_us = latency_us;
-  std::sort(sorted_us.begin(), sorted_us.end());
-  const double median_step_us = sorted_us[sorted_us.size() / 2];
+  const double median_step_us = median(latency_us);
   json instrumentation = instrumentation_summary(level, inst, ledger, marks_per_step, median_step_us);
   json trace_file = nullptr;
   if (level != InstrumentationLevel::off) {
@@ -1022,7 +1046,7 @@ json run_engine_workload(const json& case_spec, WorkerState& state) {
   if (level == InstrumentationLevel::digests)
     instrumentation["tensor_digests"] = engine_tensor_digests(
         digests, ce.config, std::string(decode ? "forward 0 is the prefill that fills the cache, then " : "") +
-                                std::to_string(warmup) + " warm-up step(s), then " + std::to_string(timed_steps) + " timed step(s)");
+                                std::to_string(counts.warmup) + " warm-up step(s), then " + timed_steps_text(timed_steps, measure));
   // On the CPU the measured side is the process's heap growth around the weights' loading
   // (host allocations; the engine's own accounting only where the allocator cannot say). The
   // KV cache grows on demand inside the steps and is not planned on the CPU: the engine's
@@ -1033,21 +1057,23 @@ json run_engine_workload(const json& case_spec, WorkerState& state) {
                                          ? *weights_measured
                                          : static_cast<std::int64_t>(engine.weight_bytes())}};
   memory["accounted"] = {{"weights", engine.weight_bytes()}, {"kv_cache", engine.kv_cache_bytes()}};
-  return {{"rank", state.rank()},
+  // tokens/s is the record's throughput (suite/measure.h, from the merged latency's mean).
+  StepWork work;
+  work.tokens = static_cast<double>(tokens_per_step);
+  json result = {{"rank", state.rank()},
+          {"work", work.to_json()},
           {"outputs", {{"logits", std::vector<float>(logits.begin(), logits.begin() + sample)}}},
-          {"latency_us", latency_us},
           {"digests", {{"logits", fnv1a64_hex(logits.data(), logits.size() * sizeof(float))}}},
           {"memory", memory},
           {"plan", memory_plan(ce.config, tp, Quantization::f32, 0, 4)},
           {"metrics",
            {{"mode", mode},
             {"tokens_per_step", tokens_per_step},
-            {"tokens_per_s", static_cast<double>(tokens_per_step) / (mean_us * 1e-6)},
             {"latency_mean_us", mean_us},
             {"kv_tokens", decode ? seq_len + 1 : seq_len},
             {"weight_bytes", engine.weight_bytes()},
             {"kv_cache_bytes", engine.kv_cache_bytes()},
-            {"allreduces_per_step", (engine.stats().all_reduces - reduces_before) / (repetitions * iterations)},
+            {"allreduces_per_step", (engine.stats().all_reduces - reduces_before) / measured.timed_steps},
             {"vocab_size", V},
             {"compute_dtype", "f32"},
             {"alloc_bytes", ledger.total_bytes()},
@@ -1056,6 +1082,8 @@ json run_engine_workload(const json& case_spec, WorkerState& state) {
             {"instrumentation", instrumentation},
             {"weights", ce.weights->describe()}}},
           {"comm", communicator_result(backend, comm)}};
+  result.update(measurement_result(measured));
+  return result;
 }
 
 }  // namespace tpb

@@ -9,8 +9,10 @@
 //   measure.warmup / .iterations / .repetitions (defaults 1 / 5 / 1)
 //   Tokens are a pure function of (seed, sequence, position), so every rank, backend and TP
 //   runs the same inputs. Result: latency_us (one sample per timed step, steady clock, each
-//   after a barrier), digests.logits (FNV-1a 64 of the last step's fp32 logits, identical on
-//   every rank), metrics {tokens_per_step, tokens_per_s (mean), weight_bytes, kv_cache_bytes,
+//   after a barrier: suite/measure.h's loop; interleaved_off_latency_us beside it in a case of
+//   an instrumentation sweep, measure.interleave_instrumentation), work {tokens_per_step} (the
+//   record's throughput.tokens_per_s derives from it and the mean latency), digests.logits (FNV-1a 64 of the last step's fp32
+//   logits, identical on every rank), metrics {tokens_per_step, weight_bytes, kv_cache_bytes,
 //   kv_tokens, allreduces_per_step, ...}, outputs.logits (the first <= 4096 fp32 logits of the
 //   last step, in [batch, tokens, vocab] order, for tolerance checks across TP and devices), comm.
 //   params.instrumentation "off" | "timing" | "trace" | "debug" (suite/instrumentation.h): the

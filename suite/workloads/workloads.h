@@ -11,10 +11,13 @@
 //                         iterations timed ones (defaults 2 / 10 / 1); min_duration_s unused
 //   result: latency_us (repetitions x iterations samples, microseconds, each after a
 //   barrier so all ranks start together), digests.output (FNV-1a 64 of the
-//   last output, hex), metrics {bytes, count, dtype, algbw_GBps, busbw_GBps,
+//   last output, hex), work {bytes_per_step, bus_factor 2(n-1)/n} (the record's throughput
+//   algbw/busbw derive from it, suite/measure.h), metrics {bytes, count, dtype,
 //   latency_mean_us, matches_serial_sum, mismatched_elements, first_mismatch, alloc_bytes,
 //   trace_file, instrumentation}, comm.
-//   params.instrumentation: as the engine's (engine_workload.h); phase "allreduce"; debug: stats of a copy of the output. TEST-ONLY: TPB_TEST_PERTURB_DEBUG=1
+//   params.instrumentation: as the engine's (engine_workload.h); phase "allreduce"; debug: stats of a copy of the output.
+//   A case of an instrumentation sweep (measure.interleave_instrumentation) on a host backend
+//   measures in interleaved halves (suite/measure.h): interleaved_off_latency_us beside latency_us. TEST-ONLY: TPB_TEST_PERTURB_DEBUG=1
 //   makes the debug level flip one output bit, the planted fault observer_invariant catches.
 //
 // "probe" — TEST-ONLY, for the launcher's own tests and fault drills: a bootstrap round

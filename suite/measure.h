@@ -1,0 +1,147 @@
+// The measuring harness: the one timing loop of every workload (STYLE.md 3, as in
+// nccl-tests: the harness owns warm-up, barriers, the clock, the order of the samples, their
+// summary and the derived rates; a workload supplies its setup, one step, its outputs, its
+// bytes or tokens per step and its bus factor).
+//
+// The loop, on every rank:
+//   warm-up:  counts.warmup steps, untimed, no barrier; then after_warmup() (e.g. wait for
+//             the device), then Instrumentation::arm().
+//   samples:  counts.repetitions repetitions of counts.iterations samples, in order; each
+//             sample is barrier() (every rank starts it together) then one step timed by the
+//             SampleTimer (host steady clock, or the caller's: CUDA events for the GPU engine).
+//   summary:  the runner merges the ranks' samples (the slowest rank per sample: a TP step ends
+//             when its slowest rank does) into percentiles and one median per repetition, the
+//             independent samples a Mann-Whitney test needs (latency_summary below).
+//
+// Interleaved A/B (MeasureLoop::interleave): a case of an instrumentation sweep runs each
+// repetition as a pair of halves of counts.iterations samples: A with the
+// Instrumentation recording its marks, B with recording paused, in the order AB, BA, AB, BA,
+// ... (ABBA: a drift linear in time adds as much to the A halves as to the B halves over
+// every two repetitions). It does so at EVERY level, `off` included (where neither half
+// records anything), so that the steps, communicator calls and allocations stay identical
+// across levels (observer_invariant compares them). The samples of A are the case's latency,
+// those of B `interleaved_off_latency_us`; observer_invariant judges the timing level's cost
+// on these pairs, measured in one process, interleaved, never on two cases run one after the
+// other (a drift over the sweep once read as a 2.4 % overhead of marks that cost 0.02 %).
+// Pausing and resuming is a flag write between samples (Instrumentation::pause/resume), outside
+// every timed region.
+//
+// The GPU allreduce's samples come from its own batched device timer (time_device_collective,
+// kernels/allreduce/allreduce_timing.cpp: barrier, one op that absorbs the ranks' launch skew,
+// then events around a batch of ops); it records no marks, so it runs no B halves. Its samples
+// go through the same summary and derived rates.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "suite/instrumentation.h"
+
+namespace tpb {
+
+// case_spec.measure's counts.
+struct MeasureCounts {
+  std::int64_t warmup = 1;       // untimed steps before the first sample, >= 0
+  std::int64_t iterations = 5;   // timed samples per repetition (per half when interleaved), >= 1
+  std::int64_t repetitions = 1;  // repetitions, >= 1; one median each
+};
+
+// case_spec.measure's warmup, iterations and repetitions, each `defaults`' when absent;
+// InputError naming the JSON path on a value that is not an integer in range.
+MeasureCounts measure_counts(const nlohmann::json& measure, const MeasureCounts& defaults);
+
+// True when the case must interleave recorded and paused halves: case_spec.measure
+// .interleave_instrumentation, which the runner sets on every case of a scenario that sweeps
+// more than one instrumentation level (suite/sweep.cpp). Not params.instrumentation's presence:
+// every case carries that key ("off" by default), and a case outside such a sweep has no level
+// to be compared with, so it runs its samples once, not twice.
+bool interleaves_instrumentation(const nlohmann::json& measure);
+
+// The clock of one sample.
+class SampleTimer {
+ public:
+  virtual ~SampleTimer() = default;
+  // Runs `step` once; returns how long it took, microseconds.
+  virtual double time_us(const std::function<void()>& step) = 0;
+};
+
+// std::chrono::steady_clock around the step: the whole story for host work, which is done
+// when the call returns.
+class HostTimer final : public SampleTimer {
+ public:
+  double time_us(const std::function<void()>& step) override;
+};
+
+// What a workload hands the harness.
+struct MeasureLoop {
+  MeasureCounts counts;
+  bool interleave = false;                   // A/B halves per repetition (see the top of this file)
+  std::function<void()> barrier;             // required: all ranks line up before each sample
+  std::function<void(std::uint32_t)> step;   // required: one step; the argument is the sample's
+                                             // index within its side (A or B), for marks;
+                                             // warm-up steps get their own index
+  std::function<void()> after_warmup;        // optional: before the first barrier
+};
+
+struct Measurement {
+  std::vector<double> latency_us;              // A (or all) samples: repetitions x iterations, in order
+  std::vector<double> interleaved_off_us;      // B samples, same shape; empty unless interleaved
+  std::int64_t timed_steps = 0;                // steps run between arm() and disarm() (A + B)
+  std::string halves;                          // the halves in the order they ran: "ABBAAB..."
+                                               // ("A" x repetitions when not interleaved)
+};
+
+// Runs the loop; arms `inst` before the first sample and disarms it after the last (marks are
+// recorded in the A halves only). `inst` may be null: a side measurement that records no marks
+// (the GPU engine's allreduce share), where interleaving has nothing to pause.
+Measurement measure_steps(const MeasureLoop& loop, SampleTimer& timer, Instrumentation* inst);
+
+// The measurement's fields of a rank result: latency_us, and when interleaved
+// interleaved_off_latency_us and interleaving ("ABBA", the halves' order).
+nlohmann::json measurement_result(const Measurement& m);
+
+// What one step of a workload moves or produces, for the derived rates (suite/workload.h:
+// the rank result's "work"). A collective sets bytes and bus_factor, the engine tokens.
+struct StepWork {
+  double bytes = 0;       // bytes per rank per operation (allreduce: the message), 0 = none
+  double bus_factor = 0;  // busbw / algbw (tpb/bandwidth.h: allreduce 2(n-1)/n)
+  double tokens = 0;      // tokens per step (prefill: batch x seq_len, decode: batch), 0 = none
+  nlohmann::json to_json() const;  // {bytes_per_step, bus_factor} | {tokens_per_step}
+  static StepWork from_json(const nlohmann::json& j);  // {} -> nothing to derive
+};
+
+// The record's throughput, from the merged latency's MEAN as nccl-tests does (a rate is work
+// over the average time of one step): {algbw_GBps, busbw_GBps, bus_factor, basis: "mean"} or
+// {tokens_per_s, tokens_per_step, basis: "mean"}; null when there is nothing to derive or no
+// positive mean. The one place a record's rates are computed.
+nlohmann::json throughput_from_mean(const StepWork& work, double mean_us);
+
+// The record's latency summary from each rank's samples: merged per sample by the maximum
+// across ranks, then {unit, merge, samples_us, count, p50, p90, p99, mean, min, max} and, with
+// repetitions > 1, repetitions_us (one median per repetition). null without samples.
+nlohmann::json latency_summary(const std::vector<std::vector<double>>& samples_us_per_rank, int repetitions);
+
+// A record's latency from the ranks' results (suite/workload.h): latency_summary of their
+// latency_us; when they ran interleaved halves, also interleaved_off_repetitions_us (one
+// median per repetition of the B halves, merged across ranks alike), interleaved_off_p50 and
+// interleaving (the halves' order, "ABBA..."). null without samples.
+nlohmann::json case_latency(const std::vector<nlohmann::json>& rank_results, int repetitions);
+
+// A record's throughput: throughput_from_mean of rank 0's "work" (every rank does the same
+// work per step) and the latency's mean; null when the workload reports no work.
+nlohmann::json case_throughput(const std::vector<nlohmann::json>& rank_results, const nlohmann::json& latency);
+
+// TEST ONLY: TPB_TEST_PLANT_DRIFT_NS_PER_STEP=N (a number >= 0) makes every timed step of this
+// process spin N ns x the timed steps this process ran before it (across the cases of a
+// sweep: a worker serves many), after the step and inside its sample: a machine that slows
+// steadily over a sweep, the same for every instrumentation level, so that a later case
+// is slower than an earlier one for no reason of its own
+// (tests/cli/observer_timing_drift_is_not_instrumentation.sh). Unset or empty: 0, nothing
+// planted. Never set it in a measurement.
+double planted_drift_ns_per_step();
+
+}  // namespace tpb
