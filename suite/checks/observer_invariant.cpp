@@ -52,7 +52,7 @@ json rank_sequence(const json& record, std::size_t r, const char* which) {
 
 // Where the recorded sequences (`which`: "communicator" or "allocations", entries called
 // `unit`) of `off` and `other` part on some rank: "" when equal on every rank; nullopt when
-// neither side recorded them (a workload that does not, e.g. the allreduce's).
+// neither side recorded them (a workload that does not, e.g. the probe's).
 std::optional<std::string> sequence_difference(const json& off, const json& other, const char* which, const char* unit) {
   const json mo = off.value("metrics", json::array()), mx = other.value("metrics", json::array());
   const std::size_t ranks = std::max(mo.is_array() ? mo.size() : 0, mx.is_array() ? mx.size() : 0);

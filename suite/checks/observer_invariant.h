@@ -2,7 +2,7 @@
 // same thing (ARCHITECTURE.md, "Observer effect"). Against the `off` case, every other
 // level must have bitwise-identical digests on every rank, the same plan, and the same
 // metrics.alloc_bytes on every rank (suite/instrumentation.h), and — where the workload
-// records them (the CPU engine, at every level) — the same sequence of communicator calls
+// records them (both engines and the allreduce workload, at every level) — the same sequence of communicator calls
 // (op, element count, dtype) and of allocations (bytes, in order) on every rank
 // (metrics.sequence.{communicator,allocations}: count, digest, the first entries spelled
 // out). A failure names the first call or allocation where the two sides part.

@@ -18,6 +18,7 @@
 #include "suite/measure.h"
 #include "suite/placement.h"
 #include "suite/stats.h"
+#include "suite/workloads/observed_communicator.h"
 #include "suite/workloads/workloads.h"
 #include "tpb/bandwidth.h"
 #include "tpb/check.h"
@@ -65,10 +66,9 @@ void store(unsigned char* bytes, std::size_t i, DType dtype, float value) {
   }
 }
 
-// Event codes of this workload's marks.
-// Two per timed iteration: the shm backend's copy and reduce happen inside one call and are
+// Two marks per timed iteration, the engine's step codes (kStepBegin, kStepEnd in
+// observed_communicator.h): the shm backend's copy and reduce happen inside one call and are
 // not visible from here, and a mark costs ~11 ns, ~0.5 % of a 2 us small-message allreduce.
-enum AllreduceMark : std::uint32_t { kStepBegin = 1, kStepEnd = 2 };
 constexpr int kMarksPerStep = 2;
 
 std::vector<Span> allreduce_spans(const Instrumentation& inst) {
@@ -216,6 +216,10 @@ json run_allreduce_workload(const json& case_spec, WorkerState& state) {
   Instrumentation inst(level, static_cast<std::size_t>(std::min<std::int64_t>(kMarksPerStep * repetitions * iterations, 1 << 20)), ledger);
   std::vector<float> debug_snapshot(count, 0.0f);
   ledger.add("debug_snapshot", debug_snapshot.size() * sizeof(float));
+  // The case's all_reduce calls in order (op, count, dtype), at every level, for
+  // observer_invariant (observed_communicator.h): a debug path that adds or changes a call is seen.
+  CallSequence calls(64);
+  ledger.add("call_sequence", calls.buffer_bytes());
 
   // Host backends: the harness's loop (warm-up, a barrier before each sample, steady clock,
   // interleaved A/B halves in an instrumentation sweep); two marks per step, in the sample.
@@ -236,7 +240,10 @@ json run_allreduce_workload(const json& case_spec, WorkerState& state) {
     inst.arm();
     measured.latency_us = time_device_collective(
         spec, input.data(), output.data(),
-        [&](const void* in, void* out, void* stream) { comm.all_reduce(in, out, count, dtype, stream); },
+        [&](const void* in, void* out, void* stream) {
+          calls.record(CallSequence::kAllReduce, count, dtype);
+          comm.all_reduce(in, out, count, dtype, stream);
+        },
         [&] { comm.barrier(); });
     inst.disarm();
   }
@@ -248,6 +255,7 @@ json run_allreduce_workload(const json& case_spec, WorkerState& state) {
     loop.barrier = [&] { comm.barrier(); };
     loop.step = [&](std::uint32_t i) {
       inst.mark(kStepBegin, i);
+      calls.record(CallSequence::kAllReduce, count, dtype);
       comm.all_reduce(input.data(), output.data(), count, dtype, nullptr);
       inst.mark(kStepEnd, i);
     };
@@ -318,6 +326,7 @@ json run_allreduce_workload(const json& case_spec, WorkerState& state) {
         {"mismatched_elements", mismatched},
         {"first_mismatch", first_mismatch},
         {"alloc_bytes", ledger.total_bytes()},
+        {"sequence", {{"communicator", calls.to_json()}, {"allocations", ledger.sequence_json()}}},
         {"trace_file", trace_file},
         {"instrumentation", instrumentation}}},
       {"comm", communicator_result(backend, comm)},
