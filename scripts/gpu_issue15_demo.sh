@@ -59,6 +59,19 @@ TPB_TEST_PLANT_DIVERGENCE=layer=1,tp=1,factor=2 run localize-tp1 "$TINY" --filte
 step "localize: custom-oneshot at TP 2 planted at layer 2 (equal_across_allreduce)"
 TPB_TEST_PLANT_DIVERGENCE=layer=2,backend=custom-oneshot,tp=2 run localize-tp2 "$TINY" --filter batch_size=3 --filter tp=2 \
   --filter allreduce=nccl --filter allreduce=custom-oneshot
+step "allreduce on the GPU through the harness: TP 2 shared, 8 KiB and 2 MiB, eager"
+run allreduce-tp2 scenarios/allreduce-sweep.json --placement shared --filter tp=2 --filter message_bytes=8192 \
+  --filter message_bytes=2097152 --filter cuda_graph=false
+python3 - "$RUNS/allreduce-tp2" <<'PY'
+import glob, json, sys
+for line in open(glob.glob(sys.argv[1] + "/*/results.jsonl")[0]):
+    r = json.loads(line)
+    if r.get("role") != "sweep" or r.get("status") != "ok":
+        continue
+    t, lat = r.get("throughput") or {}, r.get("latency") or {}
+    print(f"  {r['label']}: p50 {lat.get('p50')} us, mean {lat.get('mean')} us, algbw {t.get('algbw_GBps')} GB/s "
+          f"busbw {t.get('busbw_GBps')} ({t.get('basis')}); calls {r['metrics'][0]['sequence']['communicator']['count']}")
+PY
 ps -eo pid,ppid,stat,comm | grep -E "mps|tpbench" || echo "no MPS daemon or tpbench process left"
 ls /dev/shm | grep -c tpb || true
 tar -czf "$OUT/runs.tgz" --exclude='*/logs' --exclude='*/traces' --exclude='*/mps-log' -C "$RUNS" . 2>/dev/null
