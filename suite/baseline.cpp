@@ -195,7 +195,61 @@ void compare_digests(const nlohmann::json& o, const nlohmann::json& n, std::vect
   }
 }
 
+std::string got(const nlohmann::json& v) {
+  const std::string text = v.dump();
+  return text.size() > 60 ? text.substr(0, 57) + "..." : text;
+}
+
 }  // namespace
+
+std::string comparable_record_problem(const nlohmann::json& r) {
+  using nlohmann::json;
+  if (!r.is_object()) return "$: expected a record object, got " + got(r);
+  if (!r.contains("case_id") || !r["case_id"].is_string()) return "$.case_id: expected a string, got " + got(r.value("case_id", json()));
+  for (const char* key : {"status", "label", "role"})
+    if (r.contains(key) && !r[key].is_string() && !r[key].is_null())
+      return std::string("$.") + key + ": expected a string, got " + got(r[key]);
+  for (const char* key : {"params", "placement", "provenance", "plan"})
+    if (r.contains(key) && !r[key].is_object() && !r[key].is_null())
+      return std::string("$.") + key + ": expected an object or null, got " + got(r[key]);
+  if (r.contains("plan") && r["plan"].is_object() && r["plan"].contains("max_tokens") &&
+      !r["plan"]["max_tokens"].is_number() && !r["plan"]["max_tokens"].is_null())
+    return "$.plan.max_tokens: expected a number, got " + got(r["plan"]["max_tokens"]);
+  if (r.contains("latency") && !r["latency"].is_null()) {
+    const json& lat = r["latency"];
+    if (!lat.is_object()) return "$.latency: expected an object or null, got " + got(lat);
+    for (const char* key : {"p50", "p90", "p99", "mean"})
+      if (lat.contains(key) && !lat[key].is_number() && !lat[key].is_null())
+        return std::string("$.latency.") + key + ": expected a number, got " + got(lat[key]);
+    for (const char* key : {"repetitions_us", "samples_us"}) {
+      if (!lat.contains(key) || lat[key].is_null()) continue;
+      if (!lat[key].is_array()) return std::string("$.latency.") + key + ": expected an array of numbers, got " + got(lat[key]);
+      for (std::size_t i = 0; i < lat[key].size(); ++i)
+        if (!lat[key][i].is_number() || !std::isfinite(lat[key][i].get<double>()))
+          return std::string("$.latency.") + key + "[" + std::to_string(i) + "]: expected a finite number, got " +
+                 got(lat[key][i]);
+    }
+    if (lat.contains("count") && !lat["count"].is_number_unsigned() && !lat["count"].is_null())
+      return "$.latency.count: expected a non-negative integer, got " + got(lat["count"]);
+  }
+  for (const char* key : {"memory", "digests"}) {
+    if (!r.contains(key) || r[key].is_null()) continue;
+    const json& field = r[key];
+    if (!field.is_array() && !field.is_object()) return std::string("$.") + key + ": expected per-rank entries, got " + got(field);
+    for (const auto& [rank, entry] : field.items()) {
+      const std::string at = std::string("$.") + key + (field.is_array() ? "[" + rank + "]" : "." + rank);
+      if (!entry.is_object() && !entry.is_null()) return at + ": expected an object, got " + got(entry);
+      if (!entry.is_object()) continue;
+      for (const auto& [name, value] : entry.items()) {
+        if (std::string(key) == "digests" && !value.is_string() && !value.is_null())
+          return at + "." + name + ": expected a digest string, got " + got(value);
+        if (std::string(key) == "memory" && value.is_object() && value.contains("used_bytes") && !value["used_bytes"].is_number())
+          return at + "." + name + ".used_bytes: expected a number, got " + got(value["used_bytes"]);
+      }
+    }
+  }
+  return "";
+}
 
 std::vector<MetricVerdict> compare_records(const nlohmann::json& o, const nlohmann::json& n,
                                            const BaselineTolerances& tol, const LatencyControl& control) {

@@ -116,6 +116,13 @@ std::vector<MetricVerdict> compare_runs(const std::vector<nlohmann::json>& old_r
 //   "NEW results/B/results.jsonl holds no ok record (18 records: 18 skipped)"
 //   "no case id in common: OLD a.jsonl has 4 ok cases, NEW b.jsonl 6, none the same"
 // `tpbench compare` exits 2 with it: "0 metrics compared, 0 regressions" would read as a pass.
+// "" when the fields a comparison reads have the types it reads them as (case_id a string;
+// latency's p50 a number, its repetitions_us and samples_us arrays of finite numbers; memory's
+// used_bytes, plan.max_tokens numbers; digests per rank objects; status, label, role strings;
+// params, placement, provenance objects), else "<json path>: expected ..., got ...". A record
+// that fails is bad input (exit 2), never a silent skip nor a thrown type error.
+std::string comparable_record_problem(const nlohmann::json& record);
+
 std::string nothing_comparable(const std::vector<nlohmann::json>& old_records,
                                const std::vector<nlohmann::json>& new_records, const std::string& old_name,
                                const std::string& new_name);

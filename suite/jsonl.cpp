@@ -6,7 +6,7 @@
 
 namespace tpb {
 
-std::vector<nlohmann::json> read_jsonl(const std::string& path) {
+std::vector<nlohmann::json> read_jsonl(const std::string& path, std::vector<int>* line_numbers) {
   std::ifstream in(path);
   TPB_INPUT_CHECK(in.good(), path << ": cannot open (expected a JSON Lines results file)");
   std::vector<nlohmann::json> records;
@@ -21,6 +21,7 @@ std::vector<nlohmann::json> read_jsonl(const std::string& path) {
     }
     TPB_INPUT_CHECK(record.is_object(), path << ":" << number << ": expected a JSON object per line");
     records.push_back(std::move(record));
+    if (line_numbers) line_numbers->push_back(number);
   }
   return records;
 }

@@ -9,7 +9,8 @@
 namespace tpb {
 
 // Reads every non-empty line; a line that is not a JSON object is an InputError naming
-// the file and the line number. A missing file is an InputError.
-std::vector<nlohmann::json> read_jsonl(const std::string& path);
+// the file and the line number. A missing file is an InputError. `line_numbers`, when given,
+// receives each record's line number (1-based), for messages about a record's content.
+std::vector<nlohmann::json> read_jsonl(const std::string& path, std::vector<int>* line_numbers = nullptr);
 
 }  // namespace tpb

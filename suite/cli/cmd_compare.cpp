@@ -38,18 +38,37 @@ constexpr const char* kUsage =
     "are like-for-like: not when a side is from a dirty tree, or build type, compiler, flags or\n"
     "CUDA architectures differ (a field one side does not record is listed, not judged).\n"
     "Exit status: 0 no regression, 1 a regression or digest mismatch, 2 bad input (a folder\n"
-    "without results.jsonl, e.g. an empty one) or nothing comparable: a side with no ok record\n"
+    "without results.jsonl, e.g. an empty one; a line that is not JSON or a field of the wrong\n"
+    "type, named as file:line: $.path; an option out of range: tolerances finite in [0, 100],\n"
+    "--alpha in (0, 0.5], --min-repetitions an integer >= 2) or nothing comparable: a side with no ok record\n"
     "(/dev/null, an empty file, a run whose cases were all skipped) or no case id in common,\n"
     "said in one line `nothing comparable: <why>`.\n";
 
-double parse_number(const std::string& flag, const std::string& value) {
+// A finite number in [lo, hi]: a NaN tolerance or alpha would turn every comparison false
+// and a detected regression into exit 0.
+double parse_number(const std::string& flag, const std::string& value, double lo, double hi) {
+  double v = std::nan("");
   try {
     std::size_t used = 0;
-    const double v = std::stod(value, &used);
-    if (used == value.size()) return v;
+    v = std::stod(value, &used);
+    if (used != value.size()) v = std::nan("");
   } catch (const std::exception&) {
   }
-  TPB_INPUT_FAIL("tpbench compare: " << flag << ": expected a number, got '" << value << "'");
+  TPB_INPUT_CHECK(std::isfinite(v) && v >= lo && v <= hi,
+                  "tpbench compare: " << flag << ": expected a number in [" << lo << ", " << hi << "], got '" << value << "'");
+  return v;
+}
+
+// The records of one side, each checked for the types the comparison reads (file:line: path).
+std::vector<nlohmann::json> read_side(const std::string& given) {
+  const std::string file = tpb::results_file_of(given);
+  std::vector<int> lines;
+  auto records = tpb::read_jsonl(file, &lines);
+  for (std::size_t i = 0; i < records.size(); ++i) {
+    const std::string problem = tpb::comparable_record_problem(records[i]);
+    TPB_INPUT_CHECK(problem.empty(), file << ":" << lines[i] << ": " << problem);
+  }
+  return records;
 }
 
 // The case's label, or its id where it has none: a row always names its case.
@@ -111,18 +130,22 @@ int run_compare(const std::vector<std::string>& args) {
       return args[++i];
     };
     if (a == "--json") as_json = true;
-    else if (a == "--latency-tol") tol.latency_rel_tol = parse_number(a, value());
-    else if (a == "--memory-tol") tol.memory_rel_tol = parse_number(a, value());
-    else if (a == "--kv-tol") tol.kv_tokens_rel_tol = parse_number(a, value());
-    else if (a == "--alpha") tol.alpha = parse_number(a, value());
-    else if (a == "--min-repetitions") tol.min_repetitions = static_cast<int>(parse_number(a, value()));
+    else if (a == "--latency-tol") tol.latency_rel_tol = parse_number(a, value(), 0, 100);
+    else if (a == "--memory-tol") tol.memory_rel_tol = parse_number(a, value(), 0, 100);
+    else if (a == "--kv-tol") tol.kv_tokens_rel_tol = parse_number(a, value(), 0, 100);
+    else if (a == "--alpha") tol.alpha = parse_number(a, value(), 1e-12, 0.5);
+    else if (a == "--min-repetitions") {
+      const double n = parse_number(a, value(), 2, 1e6);
+      TPB_INPUT_CHECK(n == std::floor(n), "tpbench compare: --min-repetitions: expected an integer, got " << n);
+      tol.min_repetitions = static_cast<int>(n);
+    }
     else if (a.rfind("--", 0) == 0) TPB_INPUT_FAIL("tpbench compare: unknown option " << a << " (see --help)");
     else files.push_back(a);
   }
   TPB_INPUT_CHECK(files.size() == 2, "tpbench compare: expected OLD NEW (run folders or results.jsonl), got "
                                           << files.size() << " paths");
-  const auto old_records = tpb::read_jsonl(tpb::results_file_of(files[0]));
-  const auto new_records = tpb::read_jsonl(tpb::results_file_of(files[1]));
+  const auto old_records = read_side(files[0]);
+  const auto new_records = read_side(files[1]);
   const std::string why = tpb::nothing_comparable(old_records, new_records, files[0], files[1]);
   if (!why.empty()) {
     std::fprintf(stderr, "tpbench compare: nothing comparable: %s\n", why.c_str());

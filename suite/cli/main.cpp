@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "suite/cli/subcommand.h"
 #include "tpb/check.h"
 
@@ -85,8 +87,16 @@ int main(int argc, char** argv) {
   } catch (const tpb::InputError& e) {
     std::fprintf(stderr, "tpbench: error: %s\n", e.what());
     return 2;
+  } catch (const nlohmann::json::exception& e) {
+    // A JSON value of an unexpected shape that no validator caught: it came from an input
+    // file, so it is bad input (2), said plainly, not "failed" (1, which means a failed case).
+    std::fprintf(stderr, "tpbench: error: malformed JSON input: %s\n", e.what());
+    return 2;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "tpbench: failed: %s\n", e.what());
+    return 1;
+  } catch (...) {
+    std::fprintf(stderr, "tpbench: failed: an unknown exception\n");
     return 1;
   }
 }
