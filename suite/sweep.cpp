@@ -1,11 +1,12 @@
 #include "suite/sweep.h"
 
 #include <algorithm>
-#include <cstdio>
 #include <set>
 
 #include "reference_engine/comm/factory.h"
 #include "suite/build_info.h"
+#include "suite/digest.h"
+#include "tpb/fnv1a.h"
 #include "tpb/kernels/device.h"
 
 using nlohmann::json;
@@ -15,12 +16,6 @@ namespace tpb {
 namespace {
 
 bool is_cpu_backend(const std::string& b) { return b == "shm" || b == "mpi"; }
-
-std::string hex16(std::uint64_t v) {
-  char buf[17];
-  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
-  return buf;
-}
 
 std::string format_bytes(long long bytes) {
   if (bytes >= (1LL << 20) && bytes % (1LL << 20) == 0) return std::to_string(bytes >> 20) + "MiB";
@@ -101,15 +96,6 @@ MachineInfo detect_machine() {
   return m;
 }
 
-std::uint64_t fnv1a64(std::string_view bytes) {
-  std::uint64_t h = 0xcbf29ce484222325ULL;  // FNV-1a 64 offset basis
-  for (unsigned char c : bytes) {
-    h ^= c;
-    h *= 0x100000001b3ULL;  // FNV-1a 64 prime
-  }
-  return h;
-}
-
 json model_identity(const Scenario& s) {
   if (!s.model) return nullptr;
   // As written, so that the id does not depend on where the repository is checked out.
@@ -129,7 +115,7 @@ std::string case_id(const Scenario& s, const json& params, const std::string& ro
   if (s.device == "cuda" && s.placement == Placement::shared) identity["placement"] = "shared";
   // Only when written: every case of a scenario without it keeps the id it always had.
   if (s.comm.written()) identity["comm"] = comm_json(s.comm);
-  return hex16(fnv1a64(identity.dump()));  // dump() of nlohmann objects is key-sorted
+  return digest_hex(fnv1a64(identity.dump()));  // dump() of nlohmann objects is key-sorted
 }
 
 std::vector<Case> expand_cases(const Scenario& s, const MachineInfo& machine) {
@@ -145,7 +131,7 @@ std::vector<Case> expand_cases(const Scenario& s, const MachineInfo& machine) {
     combos = std::move(next);
   }
   const json model = model_identity(s);
-  const std::string model_hash = hex16(fnv1a64(model.dump()));
+  const std::string model_hash = digest_hex(fnv1a64(model.dump()));
   auto make = [&](json params, const std::string& role) {
     if (s.workload == "engine") params["mode"] = s.mode;
     Case c;

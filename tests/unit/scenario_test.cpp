@@ -10,6 +10,7 @@
 
 #include "suite/scenario.h"
 #include "suite/sweep.h"
+#include "tpb/fnv1a.h"
 
 namespace tpb {
 namespace {

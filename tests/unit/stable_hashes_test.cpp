@@ -10,11 +10,12 @@
 #include <cstdint>
 #include <string>
 
+#include "suite/digest.h"
 #include "suite/instrumentation.h"
 #include "suite/scenario.h"
 #include "suite/sweep.h"
 #include "suite/workloads/observed_communicator.h"
-#include "suite/workloads/workloads.h"
+#include "tpb/fnv1a.h"
 #include "tpb/kernels/synthetic_weights.h"
 
 namespace tpb {

@@ -5,6 +5,7 @@
 #include <set>
 
 #include "suite/sweep.h"
+#include "tpb/fnv1a.h"
 
 namespace tpb {
 namespace {
