@@ -12,7 +12,7 @@
 #include <set>
 #include <sstream>
 
-#include "reference_engine/comm/factory.h"
+#include "reference_engine/comm/backends.h"
 #include "reference_engine/config/model_config.h"
 #include "suite/baseline.h"
 #include "suite/build_info.h"
@@ -113,8 +113,6 @@ void number_field(Validator& val, const json& obj, const char* key, const std::s
   out = v;
 }
 
-bool is_cpu_backend(const std::string& b) { return b == "shm" || b == "mpi"; }
-
 const std::vector<std::string>& instrumentation_levels() {
   static const std::vector<std::string> levels = {"off", "timing", "trace", "debug", "digests"};
   return levels;
@@ -176,18 +174,17 @@ json axis_value(Validator& val, const std::string& axis, const json& v, const st
     return nullptr;
   }
   if (axis == "allreduce") {
-    const auto& names = known_backend_names();
-    if (!v.is_string() || std::find(names.begin(), names.end(), v.get<std::string>()) == names.end()) {
-      val.expected(path, "an allreduce backend (one of " + join(names) + ")", v);
+    const BackendInfo* backend = v.is_string() ? find_backend(v.get<std::string>()) : nullptr;
+    if (backend == nullptr) {
+      val.expected(path, "an allreduce backend (one of " + backend_list() + ")", v);
       return nullptr;
     }
-    const std::string b = v.get<std::string>();
-    if (device_requested == "cpu" && !is_cpu_backend(b)) {
-      val.expected(path, "a CPU backend (shm, mpi) because device is \"cpu\"", v);
+    if (device_requested == "cpu" && backend->runs_on != BackendDevice::host) {
+      val.expected(path, "a CPU backend (" + backend_list(BackendDevice::host) + ") because device is \"cpu\"", v);
       return nullptr;
     }
-    if (device_requested == "cuda" && is_cpu_backend(b)) {
-      val.expected(path, "a GPU backend (nccl, custom-oneshot, custom-twoshot, auto) because device is \"cuda\"", v);
+    if (device_requested == "cuda" && backend->runs_on != BackendDevice::gpu) {
+      val.expected(path, "a GPU backend (" + backend_list(BackendDevice::gpu) + ") because device is \"cuda\"", v);
       return nullptr;
     }
     return v;
@@ -350,11 +347,6 @@ const std::vector<std::string>& workload_axis_names(const std::string& workload)
   if (workload == "engine") return engine;
   if (workload == "allreduce") return allreduce;
   return none;
-}
-
-const std::vector<std::string>& known_backend_names() {
-  static const std::vector<std::string> names = {"shm", "mpi", "nccl", "custom-oneshot", "custom-twoshot", "auto"};
-  return names;
 }
 
 Scenario parse_scenario(const json& doc, const std::string& source, const ScenarioEnv& env) {

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <set>
 
-#include "reference_engine/comm/factory.h"
+#include "reference_engine/comm/backends.h"
 #include "suite/build_info.h"
 #include "suite/digest.h"
 #include "tpb/fnv1a.h"
@@ -14,8 +14,6 @@ using nlohmann::json;
 namespace tpb {
 
 namespace {
-
-bool is_cpu_backend(const std::string& b) { return b == "shm" || b == "mpi"; }
 
 std::string format_bytes(long long bytes) {
   if (bytes >= (1LL << 20) && bytes % (1LL << 20) == 0) return std::to_string(bytes >> 20) + "MiB";
@@ -65,9 +63,11 @@ std::string skip_reason(const Scenario& s, const json& p, const MachineInfo& m) 
   const int tp = p["tp"].get<int>();
   if (s.device == "cuda" && !m.cuda)
     return build_info().have_cuda ? "device cuda: no GPU is visible" : "device cuda: this tpbench was built without CUDA";
-  if (s.device == "cpu" && !is_cpu_backend(backend))
+  const BackendInfo* row = find_backend(backend);
+  const bool host_backend = row != nullptr && row->runs_on == BackendDevice::host;
+  if (s.device == "cpu" && !host_backend)
     return "backend " + backend + " needs GPUs; device resolved to cpu";
-  if (s.device == "cuda" && is_cpu_backend(backend))
+  if (s.device == "cuda" && host_backend)
     return "backend " + backend + " is a CPU backend; device resolved to cuda";
   if (s.device == "cpu" && p["cuda_graph"].get<bool>()) return "CUDA graphs need device cuda; device resolved to cpu";
   if (std::find(m.backends.begin(), m.backends.end(), backend) == m.backends.end()) {

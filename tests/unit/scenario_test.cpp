@@ -151,6 +151,20 @@ TEST(Scenario, UnknownBackend) {
   expect_one_problem(doc, "$.sweep.allreduce[1]", "allreduce backend");
 }
 
+// No code implements MPI: "mpi" is not a backend (issue 16), and the problem lists the ones there are.
+TEST(Scenario, MpiIsNotABackend) {
+  json doc = minimal_allreduce();
+  doc["sweep"]["allreduce"] = {"shm", "mpi"};
+  const auto problems = problems_of(doc);
+  ASSERT_EQ(problems.size(), 1u);
+  EXPECT_EQ(problems[0],
+            "bad.json: $.sweep.allreduce[1]: expected an allreduce backend (one of shm, nccl, custom-oneshot, "
+            "custom-twoshot, auto), got \"mpi\"");
+  doc["sweep"]["allreduce"] = {"shm"};
+  doc["exclude"] = {{{"allreduce", "mpi"}}};
+  expect_one_problem(doc, "$.exclude[0].allreduce", "allreduce backend (one of shm, nccl,");
+}
+
 TEST(Scenario, GpuBackendOnExplicitCpuIsAnError) {
   json doc = minimal_allreduce();
   doc["sweep"]["allreduce"] = {"nccl"};
