@@ -5,6 +5,7 @@
 
 #include "reference_engine/comm/backends.h"
 #include "suite/build_info.h"
+#include "suite/checks/check.h"
 #include "suite/digest.h"
 #include "tpb/fnv1a.h"
 #include "tpb/kernels/device.h"
@@ -148,7 +149,10 @@ std::vector<Case> expand_cases(const Scenario& s, const MachineInfo& machine) {
     }
     return c;
   };
-  const bool repeat = std::find(s.checks.begin(), s.checks.end(), "deterministic") != s.checks.end();
+  const bool repeat = std::any_of(s.checks.begin(), s.checks.end(), [](const std::string& name) {
+    const CheckInfo* check = find_check(name);
+    return check != nullptr && check->needs_repeat;
+  });
   std::vector<Case> cases;
   if (!s.control.is_null()) cases.push_back(make(s.control, "control-start"));
   for (const auto& params : combos) {
