@@ -70,6 +70,31 @@ TEST(Scenario, MinimalAllreduceGetsDefaultsInFixedAxisOrder) {
   EXPECT_FALSE(s.model.has_value());
 }
 
+// The axis table's order and defaults are part of every case id: pinned here.
+TEST(Scenario, AxisTableOrderAndDefaults) {
+  EXPECT_EQ(workload_axis_names("engine"), (std::vector<std::string>{"tp", "mem_fraction", "cuda_graph", "instrumentation",
+                                                                     "batch_size", "seq_len", "allreduce"}));
+  EXPECT_EQ(workload_axis_names("allreduce"), (std::vector<std::string>{"tp", "mem_fraction", "cuda_graph",
+                                                                        "instrumentation", "dtype", "message_bytes",
+                                                                        "allreduce"}));
+  EXPECT_EQ(common_axis_names(),
+            (std::vector<std::string>{"tp", "mem_fraction", "cuda_graph", "instrumentation", "allreduce"}));
+  EXPECT_TRUE(workload_axis_names("probe").empty());
+  const Scenario cpu = parse_scenario(minimal_engine(), "t.json", kNoGpu);
+  json defaults = json::object();
+  for (const auto& a : cpu.axes)
+    if (!a.written) defaults[a.name] = a.values.at(0);
+  EXPECT_EQ(defaults, json::parse(R"({"mem_fraction": 0.9, "cuda_graph": false, "instrumentation": "off",
+                                      "allreduce": "shm"})"));
+  json doc = minimal_allreduce();
+  doc["device"] = "cuda";
+  doc["sweep"] = json::object();
+  defaults = json::object();
+  for (const auto& a : parse_scenario(doc, "t.json", kNoGpu).axes) defaults[a.name] = a.values.at(0);
+  EXPECT_EQ(defaults, json::parse(R"({"tp": 1, "mem_fraction": 0.9, "cuda_graph": false, "instrumentation": "off",
+                                      "dtype": "bf16", "message_bytes": 65536, "allreduce": "nccl"})"));
+}
+
 TEST(Scenario, EngineWithPresetReadsTheHeads) {
   const Scenario s = parse_scenario(minimal_engine(), "t.json", kNoGpu);
   ASSERT_TRUE(s.model.has_value());
