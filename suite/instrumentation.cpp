@@ -3,13 +3,14 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
 
+#include "suite/digest.h"
 #include "tpb/check.h"
+#include "tpb/fnv1a.h"
 
 namespace tpb {
 
@@ -59,16 +60,14 @@ nlohmann::json AllocationLedger::to_json() const {
 }
 
 nlohmann::json AllocationLedger::sequence_json() const {
-  std::uint64_t digest = 0xcbf29ce484222325ull;  // FNV-1a 64 over the byte counts, in order
+  std::uint64_t digest = kFnv1a64Basis;  // over the byte counts in order, each as 8 bytes little-endian
   nlohmann::json first = nlohmann::json::array();
   for (const auto& [what, bytes] : items_) {
     const std::uint64_t b = bytes;
-    for (int i = 0; i < 8; ++i) digest = (digest ^ ((b >> (8 * i)) & 0xffu)) * 0x100000001b3ull;
+    for (int i = 0; i < 8; ++i) digest = fnv1a64_step(digest, static_cast<std::uint8_t>(b >> (8 * i)));
     first.push_back(std::to_string(bytes) + " B " + what);
   }
-  char hex[17];
-  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(digest));
-  return {{"count", items_.size()}, {"digest", hex}, {"first", first}};
+  return {{"count", items_.size()}, {"digest", digest_hex(digest)}, {"first", first}};
 }
 
 Instrumentation::Instrumentation(InstrumentationLevel level, std::size_t capacity_marks, AllocationLedger& ledger)

@@ -108,7 +108,8 @@ std::string first_line(const std::string& s) {
 
 // The checks whose failure names two records whose outputs part (CheckResult::diverging).
 bool localizes(const std::string& check) {
-  return check == "equal_across_allreduce" || check == "deterministic" || check == "tp_invariant";
+  const CheckInfo* row = find_check(check);
+  return row != nullptr && row->localizes;
 }
 
 std::string localization_key(const std::string& check, const std::string& group_key) { return check + "|" + group_key; }

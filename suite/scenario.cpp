@@ -12,7 +12,7 @@
 #include <set>
 #include <sstream>
 
-#include "reference_engine/comm/factory.h"
+#include "reference_engine/comm/backends.h"
 #include "reference_engine/config/model_config.h"
 #include "suite/baseline.h"
 #include "suite/build_info.h"
@@ -113,99 +113,153 @@ void number_field(Validator& val, const json& obj, const char* key, const std::s
   out = v;
 }
 
-bool is_cpu_backend(const std::string& b) { return b == "shm" || b == "mpi"; }
-
 const std::vector<std::string>& instrumentation_levels() {
   static const std::vector<std::string> levels = {"off", "timing", "trace", "debug", "digests"};
   return levels;
 }
 
-// Validates one axis value at `path`; returns the normalised value or null when invalid.
-json axis_value(Validator& val, const std::string& axis, const json& v, const std::string& path,
-                const std::string& device_requested) {
-  auto positive_int = [&]() -> json {
-    if (!is_int(v) || v.get<long long>() < 1 || v.get<long long>() > (1LL << 40)) {
-      val.expected(path, "a positive integer", v);
-      return nullptr;
-    }
-    return v.get<long long>();
-  };
-  if (axis == "tp") {
-    json r = positive_int();
-    if (!r.is_null() && r.get<long long>() > 1024) {
-      val.expected(path, "a TP size <= 1024", v);
-      return nullptr;
-    }
-    return r;
-  }
-  if (axis == "batch_size" || axis == "seq_len" || axis == "message_bytes") return positive_int();
-  if (axis == "mem_fraction") {
-    if (!v.is_number() || v.get<double>() <= 0.0 || v.get<double>() > 1.0) {
-      val.expected(path, "a fraction in (0, 1]", v);
-      return nullptr;
-    }
-    return v.get<double>();
-  }
-  if (axis == "cuda_graph") {
-    if (!v.is_boolean()) {
-      val.expected(path, "true or false", v);
-      return nullptr;
-    }
-    if (v.get<bool>() && device_requested == "cpu") {
-      val.expected(path, "false (CUDA graphs need device \"cuda\" or \"auto\"; device is \"cpu\")", v);
-      return nullptr;
-    }
-    return v;
-  }
-  if (axis == "instrumentation") {
-    const auto& levels = instrumentation_levels();
-    if (!v.is_string() || std::find(levels.begin(), levels.end(), v.get<std::string>()) == levels.end()) {
-      val.expected(path, "one of " + join(levels), v);
-      return nullptr;
-    }
-    return v;
-  }
-  if (axis == "dtype") {
-    if (v.is_string()) {
-      try {
-        return std::string(dtype_name(dtype_from_name(v.get<std::string>())));
-      } catch (const InputError&) {
-      }
-    }
-    val.expected(path, "one of f32, bf16, f16", v);
+// The value rules of the axis table. Each checks one value written at `path` and returns it
+// normalised (ints as ints, fractions as doubles, canonical dtype names), or reports the
+// problem and returns null. `device` is the scenario's device as requested ("cpu", "cuda" or
+// "auto"; exclude rules pass "auto", since they may name any value).
+using AxisParse = json (*)(Validator& val, const json& v, const std::string& path, const std::string& device);
+
+json positive_int(Validator& val, const json& v, const std::string& path, const std::string&) {
+  if (!is_int(v) || v.get<long long>() < 1 || v.get<long long>() > (1LL << 40)) {
+    val.expected(path, "a positive integer", v);
     return nullptr;
   }
-  if (axis == "allreduce") {
-    const auto& names = known_backend_names();
-    if (!v.is_string() || std::find(names.begin(), names.end(), v.get<std::string>()) == names.end()) {
-      val.expected(path, "an allreduce backend (one of " + join(names) + ")", v);
-      return nullptr;
-    }
-    const std::string b = v.get<std::string>();
-    if (device_requested == "cpu" && !is_cpu_backend(b)) {
-      val.expected(path, "a CPU backend (shm, mpi) because device is \"cpu\"", v);
-      return nullptr;
-    }
-    if (device_requested == "cuda" && is_cpu_backend(b)) {
-      val.expected(path, "a GPU backend (nccl, custom-oneshot, custom-twoshot, auto) because device is \"cuda\"", v);
-      return nullptr;
-    }
-    return v;
+  return v.get<long long>();
+}
+
+json tp_size(Validator& val, const json& v, const std::string& path, const std::string& device) {
+  json r = positive_int(val, v, path, device);
+  if (!r.is_null() && r.get<long long>() > 1024) {
+    val.expected(path, "a TP size <= 1024", v);
+    return nullptr;
   }
-  val.problem(path, "internal: no validator for axis " + axis);
+  return r;
+}
+
+json fraction(Validator& val, const json& v, const std::string& path, const std::string&) {
+  if (!v.is_number() || v.get<double>() <= 0.0 || v.get<double>() > 1.0) {
+    val.expected(path, "a fraction in (0, 1]", v);
+    return nullptr;
+  }
+  return v.get<double>();
+}
+
+json cuda_graph_flag(Validator& val, const json& v, const std::string& path, const std::string& device) {
+  if (!v.is_boolean()) {
+    val.expected(path, "true or false", v);
+    return nullptr;
+  }
+  if (v.get<bool>() && device == "cpu") {
+    val.expected(path, "false (CUDA graphs need device \"cuda\" or \"auto\"; device is \"cpu\")", v);
+    return nullptr;
+  }
+  return v;
+}
+
+json instrumentation_value(Validator& val, const json& v, const std::string& path, const std::string&) {
+  const auto& levels = instrumentation_levels();
+  if (!v.is_string() || std::find(levels.begin(), levels.end(), v.get<std::string>()) == levels.end()) {
+    val.expected(path, "one of " + join(levels), v);
+    return nullptr;
+  }
+  return v;
+}
+
+json dtype_value(Validator& val, const json& v, const std::string& path, const std::string&) {
+  if (v.is_string()) {
+    try {
+      return std::string(dtype_name(dtype_from_name(v.get<std::string>())));
+    } catch (const InputError&) {
+    }
+  }
+  val.expected(path, "one of f32, bf16, f16", v);
   return nullptr;
 }
 
-json default_axis_value(const std::string& axis, const std::string& device) {
-  if (axis == "tp" || axis == "batch_size") return 1;
-  if (axis == "seq_len") return 16;
-  if (axis == "allreduce") return device == "cuda" ? "nccl" : "shm";
-  if (axis == "mem_fraction") return 0.9;
-  if (axis == "instrumentation") return "off";
-  if (axis == "cuda_graph") return false;
-  if (axis == "message_bytes") return 65536;
-  if (axis == "dtype") return "bf16";
-  return nullptr;
+// A row of the backend table (reference_engine/comm/backends.h) that runs on the device.
+json allreduce_backend(Validator& val, const json& v, const std::string& path, const std::string& device) {
+  const BackendInfo* backend = v.is_string() ? find_backend(v.get<std::string>()) : nullptr;
+  if (backend == nullptr) {
+    val.expected(path, "an allreduce backend (one of " + backend_list() + ")", v);
+    return nullptr;
+  }
+  if (device == "cpu" && backend->runs_on != BackendDevice::host) {
+    val.expected(path, "a CPU backend (" + backend_list(BackendDevice::host) + ") because device is \"cpu\"", v);
+    return nullptr;
+  }
+  if (device == "cuda" && backend->runs_on != BackendDevice::gpu) {
+    val.expected(path, "a GPU backend (" + backend_list(BackendDevice::gpu) + ") because device is \"cuda\"", v);
+    return nullptr;
+  }
+  return v;
+}
+
+// TP must divide the model's heads and experts: what a value is expected to be instead, or
+// "" when it does.
+std::string tp_divides_model(const ModelConfig& model, const json& tp) {
+  try {
+    model.validate_tp(static_cast<int>(tp.get<long long>()));
+    return "";
+  } catch (const InputError& e) {
+    return std::string("a TP size that divides the model (") + e.what() + ")";
+  }
+}
+
+// The axis table: one row per sweep axis, in sweep order, outermost first. TP outermost keeps
+// a group of worker processes alive across as many consecutive cases as possible; allreduce
+// innermost puts the cases that equal_across_allreduce compares next to each other.
+// parse_scenario reads every rule of an axis from its row: which workloads sweep it, what a
+// value must be and how it is normalised, the value a scenario that leaves it out sweeps,
+// and any condition the model puts on it. (The one rule across axes, message sizes that hold
+// whole elements of every dtype, stays in parse_scenario.)
+struct AxisRule {
+  std::string name;
+  std::string workload;     // the one workload that sweeps it; "": every workload
+  AxisParse parse;          // what a value must be, normalised
+  json default_value;       // swept by a scenario that leaves the axis out
+  json default_on_cuda;     // instead on the resolved device "cuda"; null: default_value
+  std::string (*fits_model)(const ModelConfig& model, const json& value);  // "" or what is expected
+                                                                           // instead; null: no condition
+};
+
+const std::vector<AxisRule>& axis_table() {
+  static const std::vector<AxisRule> rows = {
+      // name             workload     parse                  default  on cuda  model condition
+      {"tp",              "",          tp_size,               1,       nullptr, tp_divides_model},
+      {"mem_fraction",    "",          fraction,              0.9,     nullptr, nullptr},
+      {"cuda_graph",      "",          cuda_graph_flag,       false,   nullptr, nullptr},
+      {"instrumentation", "",          instrumentation_value, "off",   nullptr, nullptr},
+      {"batch_size",      "engine",    positive_int,          1,       nullptr, nullptr},
+      {"seq_len",         "engine",    positive_int,          16,      nullptr, nullptr},
+      {"dtype",           "allreduce", dtype_value,           "bf16",  nullptr, nullptr},
+      {"message_bytes",   "allreduce", positive_int,          65536,   nullptr, nullptr},
+      {"allreduce",       "",          allreduce_backend,     "shm",   "nccl",  nullptr},
+  };
+  return rows;
+}
+
+const AxisRule& axis_rule(const std::string& name) {
+  for (const auto& rule : axis_table())
+    if (rule.name == name) return rule;
+  TPB_FAIL("no row for axis " << name << " in the axis table");
+}
+
+json default_axis_value(const AxisRule& rule, const std::string& device) {
+  return device == "cuda" && !rule.default_on_cuda.is_null() ? rule.default_on_cuda : rule.default_value;
+}
+
+// The names of the rows `keep` selects, in table order.
+template <class Keep>
+std::vector<std::string> axis_names_where(Keep keep) {
+  std::vector<std::string> names;
+  for (const auto& rule : axis_table())
+    if (keep(rule)) names.push_back(rule.name);
+  return names;
 }
 
 // The model presets folder: ModelConfig's models_dir() when it exists, else models/ beside
@@ -334,27 +388,18 @@ ScenarioError::ScenarioError(std::vector<std::string> problems)
     : InputError(join_lines(problems)), problems_(std::move(problems)) {}
 
 const std::vector<std::string>& common_axis_names() {
-  // Fixed order: the sweep's outermost axis first. TP outermost keeps a group of worker
-  // processes alive across as many consecutive cases as possible; allreduce innermost puts
-  // the cases that equal_across_allreduce compares next to each other.
-  static const std::vector<std::string> names = {"tp", "mem_fraction", "cuda_graph", "instrumentation", "allreduce"};
+  static const std::vector<std::string> names = axis_names_where([](const AxisRule& r) { return r.workload.empty(); });
   return names;
 }
 
 const std::vector<std::string>& workload_axis_names(const std::string& workload) {
-  static const std::vector<std::string> engine = {"tp", "mem_fraction", "cuda_graph", "instrumentation",
-                                                  "batch_size", "seq_len", "allreduce"};
-  static const std::vector<std::string> allreduce = {"tp", "mem_fraction", "cuda_graph", "instrumentation",
-                                                     "dtype", "message_bytes", "allreduce"};
-  static const std::vector<std::string> none;
+  const auto of = [](const std::string& w) {
+    return axis_names_where([&w](const AxisRule& r) { return r.workload.empty() || r.workload == w; });
+  };
+  static const std::vector<std::string> engine = of("engine"), allreduce = of("allreduce"), none;
   if (workload == "engine") return engine;
   if (workload == "allreduce") return allreduce;
   return none;
-}
-
-const std::vector<std::string>& known_backend_names() {
-  static const std::vector<std::string> names = {"shm", "mpi", "nccl", "custom-oneshot", "custom-twoshot", "auto"};
-  return names;
 }
 
 Scenario parse_scenario(const json& doc, const std::string& source, const ScenarioEnv& env) {
@@ -463,10 +508,11 @@ Scenario parse_scenario(const json& doc, const std::string& source, const Scenar
     }
   }
   for (const auto& axis : axis_names) {
+    const AxisRule& rule = axis_rule(axis);
     Axis a{axis, {}};
     const std::string path = "$.sweep." + axis;
     if (!sweep.contains(axis)) {
-      a.values.push_back(default_axis_value(axis, s.device));
+      a.values.push_back(default_axis_value(rule, s.device));
       a.written = false;
     } else if (!sweep[axis].is_array()) {
       val.expected(path, "a list of values", sweep[axis]);
@@ -475,17 +521,15 @@ Scenario parse_scenario(const json& doc, const std::string& source, const Scenar
     } else {
       for (std::size_t i = 0; i < sweep[axis].size(); ++i) {
         const std::string ipath = path + "[" + std::to_string(i) + "]";
-        json v = axis_value(val, axis, sweep[axis][i], ipath, s.device_requested);
+        json v = rule.parse(val, sweep[axis][i], ipath, s.device_requested);
         if (v.is_null()) continue;
         if (std::find(a.values.begin(), a.values.end(), v) != a.values.end()) {
           val.expected(ipath, "a value not already listed", sweep[axis][i]);
           continue;
         }
-        if (axis == "tp" && model_config) {
-          try {
-            model_config->validate_tp(static_cast<int>(v.get<long long>()));
-          } catch (const InputError& e) {
-            val.expected(ipath, std::string("a TP size that divides the model (") + e.what() + ")", sweep[axis][i]);
+        if (rule.fits_model && model_config) {
+          if (const std::string expected = rule.fits_model(*model_config, v); !expected.empty()) {
+            val.expected(ipath, expected, sweep[axis][i]);
             continue;
           }
         }
@@ -543,7 +587,7 @@ Scenario parse_scenario(const json& doc, const std::string& source, const Scenar
           json normalised = json::array();
           for (std::size_t k = 0; k < values.size(); ++k) {
             const std::string vpath = value.is_array() ? rpath + "." + key + "[" + std::to_string(k) + "]" : rpath + "." + key;
-            json v = axis_value(val, key, values[k], vpath, "auto");
+            json v = axis_rule(key).parse(val, values[k], vpath, "auto");
             if (v.is_null()) ok = false;
             normalised.push_back(v);
           }
@@ -638,16 +682,15 @@ Scenario parse_scenario(const json& doc, const std::string& source, const Scenar
           ok = false;
           continue;
         }
-        json v = axis_value(val, key, value, "$.control." + key, s.device_requested);
+        const AxisRule& rule = axis_rule(key);
+        json v = rule.parse(val, value, "$.control." + key, s.device_requested);
         if (v.is_null()) {
           ok = false;
           continue;
         }
-        if (key == "tp" && model_config) {
-          try {
-            model_config->validate_tp(static_cast<int>(v.get<long long>()));
-          } catch (const InputError& e) {
-            val.expected("$.control.tp", std::string("a TP size that divides the model (") + e.what() + ")", value);
+        if (rule.fits_model && model_config) {
+          if (const std::string expected = rule.fits_model(*model_config, v); !expected.empty()) {
+            val.expected("$.control." + key, expected, value);
             ok = false;
             continue;
           }

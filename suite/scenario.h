@@ -120,11 +120,12 @@ struct ScenarioEnv {
 // Whether the scenario's sweep names `axis` (rather than leaving it to its default).
 bool axis_written(const Scenario& s, const std::string& axis);
 
-// The axis names every scenario may sweep, and the ones only a workload has.
+// The axis names every scenario may sweep, and those of one workload (common ones included),
+// in sweep order, outermost first; both read the axis table in scenario.cpp.
 const std::vector<std::string>& common_axis_names();
 const std::vector<std::string>& workload_axis_names(const std::string& workload);
-// Every allreduce backend name tpbench knows (compiled in or not).
-const std::vector<std::string>& known_backend_names();
+// The allreduce backends a scenario may name are the backend table's
+// (reference_engine/comm/backends.h), compiled in or not.
 
 // Parses and validates; throws ScenarioError listing every problem.
 Scenario parse_scenario(const nlohmann::json& document, const std::string& source,

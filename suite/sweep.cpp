@@ -1,11 +1,13 @@
 #include "suite/sweep.h"
 
 #include <algorithm>
-#include <cstdio>
 #include <set>
 
-#include "reference_engine/comm/factory.h"
+#include "reference_engine/comm/backends.h"
 #include "suite/build_info.h"
+#include "suite/checks/check.h"
+#include "suite/digest.h"
+#include "tpb/fnv1a.h"
 #include "tpb/kernels/device.h"
 
 using nlohmann::json;
@@ -13,14 +15,6 @@ using nlohmann::json;
 namespace tpb {
 
 namespace {
-
-bool is_cpu_backend(const std::string& b) { return b == "shm" || b == "mpi"; }
-
-std::string hex16(std::uint64_t v) {
-  char buf[17];
-  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
-  return buf;
-}
 
 std::string format_bytes(long long bytes) {
   if (bytes >= (1LL << 20) && bytes % (1LL << 20) == 0) return std::to_string(bytes >> 20) + "MiB";
@@ -70,9 +64,11 @@ std::string skip_reason(const Scenario& s, const json& p, const MachineInfo& m) 
   const int tp = p["tp"].get<int>();
   if (s.device == "cuda" && !m.cuda)
     return build_info().have_cuda ? "device cuda: no GPU is visible" : "device cuda: this tpbench was built without CUDA";
-  if (s.device == "cpu" && !is_cpu_backend(backend))
+  const BackendInfo* row = find_backend(backend);
+  const bool host_backend = row != nullptr && row->runs_on == BackendDevice::host;
+  if (s.device == "cpu" && !host_backend)
     return "backend " + backend + " needs GPUs; device resolved to cpu";
-  if (s.device == "cuda" && is_cpu_backend(backend))
+  if (s.device == "cuda" && host_backend)
     return "backend " + backend + " is a CPU backend; device resolved to cuda";
   if (s.device == "cpu" && p["cuda_graph"].get<bool>()) return "CUDA graphs need device cuda; device resolved to cpu";
   if (std::find(m.backends.begin(), m.backends.end(), backend) == m.backends.end()) {
@@ -101,15 +97,6 @@ MachineInfo detect_machine() {
   return m;
 }
 
-std::uint64_t fnv1a64(std::string_view bytes) {
-  std::uint64_t h = 0xcbf29ce484222325ULL;  // FNV-1a 64 offset basis
-  for (unsigned char c : bytes) {
-    h ^= c;
-    h *= 0x100000001b3ULL;  // FNV-1a 64 prime
-  }
-  return h;
-}
-
 json model_identity(const Scenario& s) {
   if (!s.model) return nullptr;
   // As written, so that the id does not depend on where the repository is checked out.
@@ -129,7 +116,7 @@ std::string case_id(const Scenario& s, const json& params, const std::string& ro
   if (s.device == "cuda" && s.placement == Placement::shared) identity["placement"] = "shared";
   // Only when written: every case of a scenario without it keeps the id it always had.
   if (s.comm.written()) identity["comm"] = comm_json(s.comm);
-  return hex16(fnv1a64(identity.dump()));  // dump() of nlohmann objects is key-sorted
+  return digest_hex(fnv1a64(identity.dump()));  // dump() of nlohmann objects is key-sorted
 }
 
 std::vector<Case> expand_cases(const Scenario& s, const MachineInfo& machine) {
@@ -145,7 +132,7 @@ std::vector<Case> expand_cases(const Scenario& s, const MachineInfo& machine) {
     combos = std::move(next);
   }
   const json model = model_identity(s);
-  const std::string model_hash = hex16(fnv1a64(model.dump()));
+  const std::string model_hash = digest_hex(fnv1a64(model.dump()));
   auto make = [&](json params, const std::string& role) {
     if (s.workload == "engine") params["mode"] = s.mode;
     Case c;
@@ -162,7 +149,10 @@ std::vector<Case> expand_cases(const Scenario& s, const MachineInfo& machine) {
     }
     return c;
   };
-  const bool repeat = std::find(s.checks.begin(), s.checks.end(), "deterministic") != s.checks.end();
+  const bool repeat = std::any_of(s.checks.begin(), s.checks.end(), [](const std::string& name) {
+    const CheckInfo* check = find_check(name);
+    return check != nullptr && check->needs_repeat;
+  });
   std::vector<Case> cases;
   if (!s.control.is_null()) cases.push_back(make(s.control, "control-start"));
   for (const auto& params : combos) {

@@ -2,14 +2,15 @@
 //
 // Order: the cartesian product with the first axis of workload_axis_names() outermost (TP,
 // so worker groups live across many cases) and allreduce innermost; `exclude` rules drop
-// cases; with the `deterministic` check every case is followed by a repeat of itself; with
-// a control, the control case runs first and last.
+// cases; with a check that needs a repeat (CheckInfo::needs_repeat: deterministic) every
+// case is followed by a repeat of itself; with a control, the control case runs first and
+// last.
 //
-// Case ids are stable: FNV-1a 64 over the canonical (key-sorted) JSON of the workload, the
-// model as written, the resolved device, the params and the role, printed as 16 hex digits;
-// shared placement and the scenario's "comm" section join the identity only when present, so
-// the ids of scenarios without them never changed. Measurement settings are not part of the
-// id: more iterations measure the same case.
+// Case ids are stable: FNV-1a 64 (tpb/fnv1a.h) over the canonical (key-sorted) JSON of the
+// workload, the model as written, the resolved device, the params and the role, printed as
+// 16 hex digits; shared placement and the scenario's "comm" section join the identity only
+// when present, so the ids of scenarios without them never changed. Measurement settings are
+// not part of the id: more iterations measure the same case.
 //
 // A case the machine cannot run (a GPU backend on the CPU, more ranks than GPUs in exclusive
 // placement, a backend not compiled in) is kept with a skip reason: it is recorded `skipped`,
@@ -19,9 +20,7 @@
 // baselines never meet an exclusive run's. Exclusive ids are those of earlier tpbench versions.
 #pragma once
 
-#include <cstdint>
 #include <string>
-#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -51,7 +50,6 @@ struct Case {
                             // placement and the visible GPUs); CPU cases leave it empty
 };
 
-std::uint64_t fnv1a64(std::string_view bytes);
 // The model as it identifies a case (preset or path as written, overrides, weights, seed); null without a model.
 nlohmann::json model_identity(const Scenario& scenario);
 std::string case_id(const Scenario& scenario, const nlohmann::json& params, const std::string& role);

@@ -165,7 +165,7 @@ void register_allreduce_benchmarks(RankContext& ctx, std::size_t max_bytes, cons
   for (const char* var : {"NCCL_NVLS_ENABLE", "NCCL_ALGO", "NCCL_PROTO", "TPB_ALLREDUCE_THRESHOLDS"})
     if (const char* v = std::getenv(var)) benchmark::AddCustomContext(var, v);
 
-  std::vector<std::string> backends = {"nccl", "custom-oneshot", "custom-twoshot", "auto"};
+  std::vector<std::string> backends = backend_names(BackendDevice::gpu);  // the backend table's GPU rows
   if (const char* only = std::getenv("TPB_BENCH_BACKENDS")) {  // comma-separated subset
     backends.clear();
     std::string s = only;

@@ -15,9 +15,10 @@ namespace tpb {
 namespace {
 
 // TEST-ONLY planted fault, TPB_TEST_PLANT_FALLBACK=1: the CPU stand-in for a custom allreduce
-// that silently became NCCL (no peer access). "mpi", a CPU backend this build does not have,
-// is then offered, and asking for it gives shm, said as the custom backend says it: name()
-// "shm" and a fallback_reason. Lets the CPU tests (tests/cli/backend_fallback_is_not_custom_ok.sh,
+// that silently became NCCL (no peer access). Only then is "mpi" a row of the backend table
+// (no code implements MPI, so otherwise no scenario, flag or planner accepts the name), and
+// asking for it gives shm, said as the custom backend says it: name() "shm" and a
+// fallback_reason. Lets the CPU tests (tests/cli/backend_fallback_is_not_custom_ok.sh,
 // tests/unit/allreduce_ran_test.cpp) show what a run does with a backend that did not run.
 constexpr const char* kPlantedFallbackBackend = "mpi";
 
@@ -50,38 +51,104 @@ class PlantedFallbackCommunicator final : public Communicator {
   ShmCommunicator shm_;
 };
 
+#if TPB_HAVE_CUDA && TPB_HAVE_NCCL
+constexpr bool kGpuBackendsCompiledIn = true;
+std::unique_ptr<Communicator> make_nccl(Bootstrap& bootstrap, const CommOptions& options) {
+  return std::make_unique<NcclCommunicator>(bootstrap, options);
+}
+std::unique_ptr<Communicator> make_custom_oneshot(Bootstrap& bootstrap, const CommOptions& options) {
+  return std::make_unique<CustomAllreduceCommunicator>(AllreduceAlgo::one_shot, bootstrap, options);
+}
+std::unique_ptr<Communicator> make_custom_twoshot(Bootstrap& bootstrap, const CommOptions& options) {
+  return std::make_unique<CustomAllreduceCommunicator>(AllreduceAlgo::two_shot, bootstrap, options);
+}
+std::unique_ptr<Communicator> make_auto(Bootstrap& bootstrap, const CommOptions& options) {
+  return std::make_unique<AutoCommunicator>(bootstrap, options);
+}
+#else
+constexpr bool kGpuBackendsCompiledIn = false;
+constexpr MakeCommunicator make_nccl = nullptr, make_custom_oneshot = nullptr, make_custom_twoshot = nullptr,
+                           make_auto = nullptr;
+#endif
+
+std::unique_ptr<Communicator> make_shm(Bootstrap& bootstrap, const CommOptions& options) {
+  return std::make_unique<ShmCommunicator>(bootstrap, options);
+}
+std::unique_ptr<Communicator> make_planted_fallback(Bootstrap& bootstrap, const CommOptions& options) {
+  return std::make_unique<PlantedFallbackCommunicator>(bootstrap, options);
+}
+
+using enum BackendDevice;
+using enum BackendBuffers;
+
+// The table (backends.h). Host backends first, then the GPU ones in the order `tpbench list`
+// prints them.
+constexpr BackendInfo kBackends[] = {
+    // name                   runs_on compiled_in             buffers          make                   planted
+    {"shm",                   host,   true,                   none,            make_shm,              false},
+    {kPlantedFallbackBackend, host,   true,                   none,            make_planted_fallback, true},
+    {"nccl",                  gpu,    kGpuBackendsCompiledIn, nccl,            make_nccl,             false},
+    {"custom-oneshot",        gpu,    kGpuBackendsCompiledIn, custom_and_nccl, make_custom_oneshot,   false},
+    {"custom-twoshot",        gpu,    kGpuBackendsCompiledIn, custom_and_nccl, make_custom_twoshot,   false},
+    {"auto",                  gpu,    kGpuBackendsCompiledIn, custom_and_nccl, make_auto,             false},
+};
+
+std::string join(const std::vector<std::string>& names) {
+  std::string out;
+  for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
+  return out;
+}
+
 }  // namespace
+
+std::vector<const BackendInfo*> backend_table() {
+  const bool planted = planted_fallback_for_tests();
+  std::vector<const BackendInfo*> rows;
+  for (const auto& row : kBackends)
+    if (!row.planted_for_tests || planted) rows.push_back(&row);
+  return rows;
+}
+
+const BackendInfo* find_backend(std::string_view name) {
+  for (const BackendInfo* row : backend_table())
+    if (name == row->name) return row;
+  return nullptr;
+}
+
+std::vector<std::string> backend_names() {
+  std::vector<std::string> names;
+  for (const BackendInfo* row : backend_table()) names.push_back(row->name);
+  return names;
+}
+
+std::vector<std::string> backend_names(BackendDevice device) {
+  std::vector<std::string> names;
+  for (const BackendInfo* row : backend_table())
+    if (row->runs_on == device) names.push_back(row->name);
+  return names;
+}
+
+std::string backend_list() { return join(backend_names()); }
+std::string backend_list(BackendDevice device) { return join(backend_names(device)); }
 
 std::vector<std::string> available_backends() {
   std::vector<std::string> names;
-  names.push_back("shm");
-  if (planted_fallback_for_tests()) names.push_back(kPlantedFallbackBackend);
-#if TPB_HAVE_CUDA && TPB_HAVE_NCCL
-  for (const char* gpu : {"nccl", "custom-oneshot", "custom-twoshot", "auto"}) names.push_back(gpu);
-#endif
-  // Backends register here as they land; see make_communicator.
+  for (const BackendInfo* row : backend_table())
+    if (row->compiled_in) names.push_back(row->name);
   return names;
 }
 
 bool is_gpu_backend(const std::string& backend) {
-  return backend == "nccl" || backend == "custom-oneshot" || backend == "custom-twoshot" ||
-         backend == "auto";
+  const BackendInfo* row = find_backend(backend);
+  return row != nullptr && row->runs_on == BackendDevice::gpu;
 }
 
 std::unique_ptr<Communicator> make_communicator(const std::string& backend, Bootstrap& bootstrap,
                                                 const CommOptions& options) {
-  if (backend == "shm") return std::make_unique<ShmCommunicator>(bootstrap, options);
-  if (backend == kPlantedFallbackBackend && planted_fallback_for_tests())
-    return std::make_unique<PlantedFallbackCommunicator>(bootstrap, options);
-#if TPB_HAVE_CUDA && TPB_HAVE_NCCL
-  if (backend == "nccl") return std::make_unique<NcclCommunicator>(bootstrap, options);
-  if (backend == "custom-oneshot")
-    return std::make_unique<CustomAllreduceCommunicator>(AllreduceAlgo::one_shot, bootstrap, options);
-  if (backend == "custom-twoshot")
-    return std::make_unique<CustomAllreduceCommunicator>(AllreduceAlgo::two_shot, bootstrap, options);
-  if (backend == "auto") return std::make_unique<AutoCommunicator>(bootstrap, options);
-#endif
-  TPB_INPUT_FAIL("allreduce backend '" << backend << "' is not available in this build");
+  const BackendInfo* row = find_backend(backend);
+  TPB_INPUT_CHECK(row != nullptr && row->compiled_in && row->make != nullptr,
+                  "allreduce backend '" << backend << "' is not available in this build");
+  return row->make(bootstrap, options);
 }
 
 }  // namespace tpb

@@ -1,12 +1,13 @@
-// Makes a Communicator by backend name. Backends that are not compiled in (no CUDA, no
-// NCCL) are an InputError naming what is missing, never a silent substitute.
+// Makes a Communicator by backend name, through the backend table (backends.h). Backends
+// that are not compiled in (no CUDA, no NCCL) are an InputError naming what is missing,
+// never a silent substitute.
 #pragma once
 
 #include <cstddef>
 #include <memory>
 #include <string>
-#include <vector>
 
+#include "reference_engine/comm/backends.h"
 #include "reference_engine/comm/bootstrap.h"
 #include "reference_engine/comm/communicator.h"
 
@@ -21,12 +22,8 @@ struct CommOptions {
                                              // cap their grid so every rank's blocks fit at once
 };
 
-// Names: "shm" (CPU), "nccl", "custom-oneshot", "custom-twoshot", "auto" (GPU).
+// `backend` is a name in the backend table (backends.h).
 std::unique_ptr<Communicator> make_communicator(const std::string& backend, Bootstrap& bootstrap,
                                                 const CommOptions& options);
-
-// Backends compiled into this binary, for `tpbench list` and validation messages.
-std::vector<std::string> available_backends();
-bool is_gpu_backend(const std::string& backend);
 
 }  // namespace tpb

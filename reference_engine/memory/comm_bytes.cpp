@@ -1,6 +1,8 @@
-// Communicator buffer bytes per backend; the model and its sources are in comm_bytes.h.
+// Communicator buffer bytes per backend; the model and its sources are in comm_bytes.h, which
+// buffers each backend allocates in the backend table (reference_engine/comm/backends.h).
 #include "reference_engine/memory/comm_bytes.h"
 
+#include "reference_engine/comm/backends.h"
 #include "tpb/check.h"
 
 namespace tpb {
@@ -33,19 +35,18 @@ CommBytes comm_bytes(const std::string& backend, int world_size, std::int64_t cu
   const auto nccl = [&] {
     return nccl_over_sockets ? nccl_socket_buffer_bytes(world_size) : nccl_buffer_bytes(world_size, nccl_channels);
   };
+  const BackendInfo* row = find_backend(backend);
+  TPB_INPUT_CHECK(row != nullptr, what << ": expected one of " << backend_list() << ", got '" << backend << "'");
   CommBytes b;
-  if (backend == "nccl") {
-    b.nccl_bytes = nccl();
-  } else if (backend == "custom-oneshot" || backend == "custom-twoshot" || backend == "auto") {
-    // The custom backends keep an NCCL communicator beside their IPC buffers (messages above
-    // max_bytes, all_gather, fallback), as SGLang and vLLM do: both sets of buffers.
-    b.custom_bytes = custom_allreduce_bytes(custom_max_bytes, world_size);
-    b.nccl_bytes = nccl();
-  } else if (backend == "shm" || backend == "mpi") {
-    // host memory only
-  } else {
-    TPB_INPUT_FAIL(what << ": expected nccl, custom-oneshot, custom-twoshot, auto, shm or mpi, got '" << backend
-                        << "'");
+  switch (row->buffers) {
+    case BackendBuffers::none: break;  // host memory only
+    case BackendBuffers::nccl: b.nccl_bytes = nccl(); break;
+    case BackendBuffers::custom_and_nccl:
+      // The custom backends keep an NCCL communicator beside their IPC buffers (messages above
+      // max_bytes, all_gather, fallback), as SGLang and vLLM do: both sets of buffers.
+      b.custom_bytes = custom_allreduce_bytes(custom_max_bytes, world_size);
+      b.nccl_bytes = nccl();
+      break;
   }
   return b;
 }

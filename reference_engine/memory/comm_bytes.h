@@ -27,7 +27,9 @@
 // auto: custom below a size threshold, NCCL above, so both sets of buffers. custom-oneshot
 //   and custom-twoshot too: tpbench's custom communicator (like SGLang's and vLLM's) keeps
 //   an NCCL communicator for messages above max_bytes, the all_gather and the fallback.
-// shm, mpi: host memory only, 0 device bytes.
+// shm: host memory only, 0 device bytes.
+// Which of these a backend allocates is its row's `buffers` in the backend table
+// (reference_engine/comm/backends.h).
 #pragma once
 
 #include <cstdint>
@@ -68,8 +70,8 @@ struct CommBytes {
   std::int64_t total() const { return custom_bytes + nccl_bytes; }
 };
 
-// Known backends: nccl, custom-oneshot, custom-twoshot, auto, shm, mpi. Anything else throws
-// InputError naming `what` (e.g. "--allreduce"). `nccl_over_sockets`: NCCL (also the custom
+// `backend`: a name in the backend table (backends.h); anything else throws InputError naming
+// `what` (e.g. "--allreduce") and the table's names. `nccl_over_sockets`: NCCL (also the custom
 // backends' own NCCL communicator) reaches its peers over sockets, so its buffers are
 // nccl_socket_buffer_bytes and `nccl_channels` does not apply.
 CommBytes comm_bytes(const std::string& backend, int world_size, std::int64_t custom_max_bytes,

@@ -9,6 +9,7 @@
 
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -37,11 +38,25 @@ class Check {
   virtual CheckResult evaluate(const std::vector<const nlohmann::json*>& group) const = 0;
 };
 
-// Every check name a scenario may list (implemented or not).
+// The check table (check.cpp): one row per check a scenario may list, with what the rest of
+// the suite must do for it. Scenario validation accepts the names, the sweep adds the cases a
+// check needs, the runner builds each check and knows which failures it can localize.
+struct CheckInfo {
+  const char* name;     // as scenarios and results records spell it
+  const char* summary;  // what it compares, one line
+  bool needs_repeat;    // the sweep follows every case with a repeat of itself (role "repeat")
+  bool localizes;       // a failure names two records whose outputs part (CheckResult::diverging):
+                        // the runner reruns both at the digests level and says where they part
+  // Builds the check; `baseline_section` is the scenario's "baseline" object (tolerances),
+  // for checks that judge latency.
+  std::unique_ptr<Check> (*make)(const nlohmann::json& baseline_section);
+};
+// The row named `name`, or nullptr.
+const CheckInfo* find_check(std::string_view name);
+
+// Every check name a scenario may list, in table order.
 const std::vector<std::string>& known_check_names();
-// The check of that name; a "not-implemented" placeholder for known names without an
-// implementation yet; nullptr for unknown names. `baseline_section` is the scenario's
-// "baseline" object (tolerances), for checks that judge latency.
+// The check of that name (its row's make); nullptr for unknown names.
 std::unique_ptr<Check> make_check(const std::string& name,
                                   const nlohmann::json& baseline_section = nlohmann::json::object());
 

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "reference_engine/comm/factory.h"
+#include "reference_engine/comm/backends.h"
 #include "reference_engine/config/model_config.h"
 #include "suite/checks/check.h"
 #include "suite/cli/subcommand.h"
@@ -47,13 +47,10 @@ int run_list(const std::vector<std::string>& args) {
     for (const auto& n : names) std::printf("  %s\n", n.c_str());
   }
 
-  const auto available = tpb::available_backends();
   std::printf("allreduce backends:\n");
-  for (const auto& b : tpb::known_backend_names()) {
-    const bool in = std::find(available.begin(), available.end(), b) != available.end();
-    std::printf("  %-15s %s%s\n", b.c_str(), tpb::is_gpu_backend(b) ? "gpu" : "cpu",
-                in ? "" : "  (not compiled into this build)");
-  }
+  for (const tpb::BackendInfo* b : tpb::backend_table())
+    std::printf("  %-15s %s%s\n", b->name, b->runs_on == tpb::BackendDevice::gpu ? "gpu" : "cpu",
+                b->compiled_in ? "" : "  (not compiled into this build)");
   std::printf("workloads:\n  engine      the reference engine's prefill or decode\n"
               "  allreduce   communicator only: allreduce of the swept message sizes\n");
   std::printf("checks:\n");

@@ -51,7 +51,7 @@ constexpr const char* kUsage =
     "                          estimate per family)\n"
     "  --gpu-mem-gib X         device total in GiB as cudaMemGetInfo reports it (Hopper context estimate)\n"
     "  --mem-fraction F        mem_fraction_static in (0, 1] (default 0.85)\n"
-    "  --allreduce BACKEND     nccl (default) | custom-oneshot | custom-twoshot | auto | shm | mpi\n"
+    "  --allreduce BACKEND     nccl (default), or another allreduce backend of `tpbench list`\n"
     "  --tokens T              KV tokens the deployment needs (default: at least one)\n"
     "  --overrides JSON        model config overrides, e.g. '{\"num_hidden_layers\": 3}'\n"
     "  --kv-dtype D            bf16 (default) | fp8: bytes of one KV element\n"

@@ -14,6 +14,7 @@
 #include <memory>
 #include <numeric>
 
+#include "suite/digest.h"
 #include "suite/instrumentation.h"
 #include "suite/measure.h"
 #include "suite/placement.h"
@@ -152,18 +153,6 @@ std::vector<unsigned char> serial_sum_in_rank_order(const std::vector<std::vecto
     store(out.data(), i, dtype, acc);
   }
   return out;
-}
-
-std::string fnv1a64_hex(const void* bytes, std::size_t n) {
-  std::uint64_t h = 0xcbf29ce484222325ull;
-  const auto* p = static_cast<const unsigned char*>(bytes);
-  for (std::size_t i = 0; i < n; ++i) {
-    h ^= p[i];
-    h *= 0x100000001b3ull;
-  }
-  char text[17];
-  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(h));
-  return text;
 }
 
 json run_allreduce_workload(const json& case_spec, WorkerState& state) {

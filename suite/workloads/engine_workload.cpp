@@ -17,6 +17,7 @@
 #include "reference_engine/weights/safetensors.h"
 #include "reference_engine/weights/weight_source.h"
 #include "suite/case_plan.h"
+#include "suite/digest.h"
 #include "suite/instrumentation.h"
 #include "suite/measure.h"
 #include "suite/placement.h"

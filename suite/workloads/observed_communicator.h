@@ -17,15 +17,16 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstdio>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "reference_engine/comm/communicator.h"
+#include "suite/digest.h"
 #include "suite/instrumentation.h"
 #include "suite/tensor_digests.h"
+#include "tpb/fnv1a.h"
 
 namespace tpb {
 
@@ -49,8 +50,7 @@ class CallSequence {
 
   void record(Op op, std::size_t count, DType dtype) noexcept {
     const Call call{op, static_cast<std::uint32_t>(dtype), static_cast<std::uint64_t>(count)};
-    const auto* bytes = reinterpret_cast<const unsigned char*>(&call);
-    for (std::size_t i = 0; i < sizeof call; ++i) digest_ = (digest_ ^ bytes[i]) * 0x100000001b3ull;  // FNV-1a 64
+    digest_ = fnv1a64_append(digest_, &call, sizeof call);
     if (count_ < first_.size()) first_[count_] = call;
     ++count_;
   }
@@ -62,9 +62,7 @@ class CallSequence {
   nlohmann::json to_json() const {
     nlohmann::json first = nlohmann::json::array();
     for (std::size_t i = 0; i < std::min(count_, first_.size()); ++i) first.push_back(describe(first_[i]));
-    char hex[17];
-    std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(digest_));
-    return {{"count", count_}, {"digest", hex}, {"first", first}};
+    return {{"count", count_}, {"digest", digest_hex(digest_)}, {"first", first}};
   }
 
  private:
@@ -83,7 +81,7 @@ class CallSequence {
 
   std::vector<Call> first_;
   std::size_t count_ = 0;
-  std::uint64_t digest_ = 0xcbf29ce484222325ull;
+  std::uint64_t digest_ = kFnv1a64Basis;  // FNV-1a 64 over every call's bytes
 };
 
 // TEST ONLY: one collective of every forward pass returns a wrong result — its output scaled

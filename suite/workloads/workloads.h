@@ -62,7 +62,5 @@ std::uint64_t allreduce_seed(const nlohmann::json& case_spec);
 // out[i] = fp32 sum over ranks in order 0..n-1 of inputs[r][i], rounded once to dtype.
 std::vector<unsigned char> serial_sum_in_rank_order(const std::vector<std::vector<unsigned char>>& inputs,
                                                     std::size_t count, DType dtype);
-// FNV-1a 64 of `bytes`, as 16 hex digits: the digest format of every workload output.
-std::string fnv1a64_hex(const void* bytes, std::size_t n);
 
 }  // namespace tpb

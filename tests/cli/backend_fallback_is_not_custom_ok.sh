@@ -6,7 +6,8 @@
 # says so, as a custom backend without peer access runs NCCL (reference_engine/comm/factory.cpp).
 # The sweep asks for shm and mpi; the mpi case must read "fallback", not ok, in the terminal,
 # results.jsonl, JUnit, summary.md and report.html, equal_across_allreduce must fail naming the
-# pair, and the run must exit 1. Without the switch mpi is skipped (not in this build): exit 0.
+# pair, and the run must exit 1. Without the switch no code implements mpi, so the scenario is
+# invalid: exit 2, naming the file, the JSON path and the backends there are.
 source "$(dirname "$0")/common.bash" "$@"
 unset TPB_TEST_PLANT_FALLBACK  # planted below, for one run only
 
@@ -18,9 +19,10 @@ cat >"$scenario" <<'JSON'
  "checks": ["equal_across_allreduce", "matches_reference"]}
 JSON
 
-# Without the planted fault: mpi is not in this build, skipped with the reason; nothing to compare.
-expect_rc 0 "$TPBENCH" run "$scenario" --no-report --results-dir "$SCRATCH/plain"
-grep -q "backend mpi is not compiled into this tpbench" "$SCRATCH/last.out" || fail "mpi not skipped without the switch"
+# Without the planted fault: mpi is not a backend (the backend table has no such row).
+expect_rc 2 "$TPBENCH" run "$scenario" --no-report --results-dir "$SCRATCH/plain"
+grep -qF "$scenario: \$.sweep.allreduce[1]: expected an allreduce backend (one of shm, nccl, custom-oneshot, custom-twoshot, auto), got \"mpi\"" \
+  "$SCRATCH/last.out" || fail "mpi not rejected naming the file, the path and the backends without the switch"
 
 # With it: the mpi case ran shm. Exit 1, and the terminal says so under the case's line.
 TPB_TEST_PLANT_FALLBACK=1 expect_rc 1 "$TPBENCH" run "$scenario" --results-dir "$SCRATCH/results" \

@@ -29,6 +29,7 @@
 #include "reference_engine/comm/factory.h"
 #include "reference_engine/comm/nccl/nccl_communicator.h"
 #include "tpb/cuda_check.h"
+#include "tpb/fnv1a.h"
 #include "tpb/kernels/allreduce_ref.h"
 #include "tpb/kernels/device.h"
 
@@ -256,9 +257,7 @@ TEST_P(AllreduceConformance, EveryRankBitwiseIdentical) {
     for (std::size_t count : {std::size_t{1000}, std::size_t{300000}}) {
       auto got = reduce_once(*s.comm, p.world, bs.rank(), 5 + count, count, DType::bf16, false, false, 0, 0, s.stream, nullptr);
       // Exchange a 64-bit FNV-1a digest of the output bytes (the bootstrap carries small strings).
-      std::uint64_t h = 0xcbf29ce484222325ull;
-      for (std::uint8_t byte : got) h = (h ^ byte) * 0x100000001b3ull;
-      const auto all = bs.all_gather(std::to_string(h));
+      const auto all = bs.all_gather(std::to_string(fnv1a64(got.data(), got.size())));
       for (int r = 1; r < p.world; ++r)
         EXPECT_EQ(all[r], all[0]) << "rank " << r << "'s output digest differs from rank 0's, count " << count;
     }

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "suite/digest.h"
 #include "suite/launcher.h"
 #include "suite/workloads/workloads.h"
 #include "tpb/dtype.h"

@@ -273,5 +273,14 @@ TEST(Checks, EveryKnownCheckIsImplementedAndAnEmptyGroupIsNeverAPass) {
   EXPECT_EQ(make_check("no_such_check"), nullptr);
 }
 
+// The checks whose failures the runner localizes (CheckInfo::localizes): those that compare
+// two records' outputs.
+TEST(Checks, TheTableSaysWhichFailuresAreLocalized) {
+  std::vector<std::string> localized;
+  for (const auto& name : known_check_names())
+    if (find_check(name)->localizes) localized.push_back(name);
+  EXPECT_EQ(localized, (std::vector<std::string>{"equal_across_allreduce", "deterministic", "tp_invariant"}));
+}
+
 }  // namespace
 }  // namespace tpb

@@ -10,6 +10,7 @@
 
 #include "suite/scenario.h"
 #include "suite/sweep.h"
+#include "tpb/fnv1a.h"
 
 namespace tpb {
 namespace {
@@ -67,6 +68,31 @@ TEST(Scenario, MinimalAllreduceGetsDefaultsInFixedAxisOrder) {
   EXPECT_EQ(s.measure.iterations, 10);
   EXPECT_TRUE(s.control.is_null());
   EXPECT_FALSE(s.model.has_value());
+}
+
+// The axis table's order and defaults are part of every case id: pinned here.
+TEST(Scenario, AxisTableOrderAndDefaults) {
+  EXPECT_EQ(workload_axis_names("engine"), (std::vector<std::string>{"tp", "mem_fraction", "cuda_graph", "instrumentation",
+                                                                     "batch_size", "seq_len", "allreduce"}));
+  EXPECT_EQ(workload_axis_names("allreduce"), (std::vector<std::string>{"tp", "mem_fraction", "cuda_graph",
+                                                                        "instrumentation", "dtype", "message_bytes",
+                                                                        "allreduce"}));
+  EXPECT_EQ(common_axis_names(),
+            (std::vector<std::string>{"tp", "mem_fraction", "cuda_graph", "instrumentation", "allreduce"}));
+  EXPECT_TRUE(workload_axis_names("probe").empty());
+  const Scenario cpu = parse_scenario(minimal_engine(), "t.json", kNoGpu);
+  json defaults = json::object();
+  for (const auto& a : cpu.axes)
+    if (!a.written) defaults[a.name] = a.values.at(0);
+  EXPECT_EQ(defaults, json::parse(R"({"mem_fraction": 0.9, "cuda_graph": false, "instrumentation": "off",
+                                      "allreduce": "shm"})"));
+  json doc = minimal_allreduce();
+  doc["device"] = "cuda";
+  doc["sweep"] = json::object();
+  defaults = json::object();
+  for (const auto& a : parse_scenario(doc, "t.json", kNoGpu).axes) defaults[a.name] = a.values.at(0);
+  EXPECT_EQ(defaults, json::parse(R"({"tp": 1, "mem_fraction": 0.9, "cuda_graph": false, "instrumentation": "off",
+                                      "dtype": "bf16", "message_bytes": 65536, "allreduce": "nccl"})"));
 }
 
 TEST(Scenario, EngineWithPresetReadsTheHeads) {
@@ -148,6 +174,20 @@ TEST(Scenario, UnknownBackend) {
   json doc = minimal_allreduce();
   doc["sweep"]["allreduce"] = {"shm", "gloo"};
   expect_one_problem(doc, "$.sweep.allreduce[1]", "allreduce backend");
+}
+
+// No code implements MPI: "mpi" is not a backend (issue 16), and the problem lists the ones there are.
+TEST(Scenario, MpiIsNotABackend) {
+  json doc = minimal_allreduce();
+  doc["sweep"]["allreduce"] = {"shm", "mpi"};
+  const auto problems = problems_of(doc);
+  ASSERT_EQ(problems.size(), 1u);
+  EXPECT_EQ(problems[0],
+            "bad.json: $.sweep.allreduce[1]: expected an allreduce backend (one of shm, nccl, custom-oneshot, "
+            "custom-twoshot, auto), got \"mpi\"");
+  doc["sweep"]["allreduce"] = {"shm"};
+  doc["exclude"] = {{{"allreduce", "mpi"}}};
+  expect_one_problem(doc, "$.exclude[0].allreduce", "allreduce backend (one of shm, nccl,");
 }
 
 TEST(Scenario, GpuBackendOnExplicitCpuIsAnError) {

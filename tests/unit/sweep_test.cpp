@@ -4,7 +4,9 @@
 
 #include <set>
 
+#include "suite/checks/check.h"
 #include "suite/sweep.h"
+#include "tpb/fnv1a.h"
 
 namespace tpb {
 namespace {
@@ -114,6 +116,19 @@ TEST(Sweep, DeterministicCheckRepeatsEveryCaseRightAfterIt) {
     EXPECT_EQ(cases[i].params, cases[i + 1].params);
     EXPECT_EQ(cases[i].group_key, cases[i + 1].group_key);
   }
+}
+
+// The check table says which checks need a repeated case; today only deterministic does.
+TEST(Sweep, RepeatsFollowTheCheckTable) {
+  for (const auto& name : known_check_names()) {
+    json doc = base();
+    doc["checks"] = {name};
+    const CheckInfo* check = find_check(name);
+    ASSERT_NE(check, nullptr) << name;
+    EXPECT_EQ(check->needs_repeat, name == "deterministic") << name;
+    EXPECT_EQ(expand_cases(scenario(doc), cpu_machine()).size(), check->needs_repeat ? 24u : 12u) << name;
+  }
+  EXPECT_EQ(find_check("no_such_check"), nullptr);
 }
 
 TEST(Sweep, CasesTheMachineCannotRunAreSkippedWithAReason) {

@@ -13,24 +13,14 @@
 
 #include <cstdint>
 
-#if defined(__CUDACC__)
-#define TPB_HOST_DEVICE __host__ __device__
-#else
-#define TPB_HOST_DEVICE
-#endif
+#include "tpb/fnv1a.h"
+#include "tpb/host_device.h"
 
 namespace tpb::synthetic {
 
 // FNV-1a 64 of a NUL-terminated name (the global tensor name, e.g.
 // "model.layers.3.mlp.experts.17.gate_proj.weight").
-TPB_HOST_DEVICE inline std::uint64_t name_hash(const char* name) {
-  std::uint64_t h = 0xcbf29ce484222325ull;
-  for (; *name != '\0'; ++name) {
-    h ^= static_cast<std::uint8_t>(*name);
-    h *= 0x100000001b3ull;
-  }
-  return h;
-}
+TPB_HOST_DEVICE inline std::uint64_t name_hash(const char* name) { return fnv1a64(name); }
 
 // SplitMix64 finaliser: a bijective 64-bit mixer with full avalanche.
 TPB_HOST_DEVICE inline std::uint64_t mix64(std::uint64_t z) {

@@ -1,0 +1,17 @@
+#include "suite/digest.h"
+
+#include <cstdio>
+
+#include "tpb/fnv1a.h"
+
+namespace tpb {
+
+std::string digest_hex(std::uint64_t value) {
+  char text[17];
+  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(value));
+  return text;
+}
+
+std::string fnv1a64_hex(const void* bytes, std::size_t n) { return digest_hex(fnv1a64(bytes, n)); }
+
+}  // namespace tpb
