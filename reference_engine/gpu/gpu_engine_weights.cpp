@@ -1,13 +1,17 @@
-// GpuEngine, loading: the constructor loads this rank's shard of the weights onto the device,
-// then sizes the KV cache and the step buffers (gpu_engine_buffers.cpp). Synthetic sources
-// are generated on the device; others are read in fp32 on the host and converted.
+// GpuEngine, loading: the constructor loads this rank's shard of the weights onto the device
+// (the rows of the tensor-layout table, packed as plan_device_weights says, see
+// reference_engine/model/device_weights.h), then sizes the KV cache and the step buffers
+// (gpu_engine_buffers.cpp). Synthetic sources are generated on the device; others are read
+// in fp32 on the host and converted.
 #include "reference_engine/gpu/gpu_engine_impl.h"
 
 #include <algorithm>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "reference_engine/gpu/synthetic_window.h"
+#include "reference_engine/model/device_weights.h"
 #include "reference_engine/model/rope_params.h"
 #include "tpb/kernels/gpu/synthetic_fill.h"
 #include "tpb/kernels/rope_yarn.h"
@@ -18,31 +22,8 @@ using gpu_engine_internal::bf16;
 using gpu_engine_internal::LayerW;
 using gpu_engine_internal::check_mem_fraction;
 using gpu_engine_internal::device_free_bytes;
-using synthetic::InitKind;
 
 namespace {
-
-// The requests load_model_weights (reference_engine/model/model_weights.cpp) makes, built the
-// same way: same names, global shapes, windows, init kinds and fan-ins, so a synthetic source
-// gives both engines the same model.
-WeightRequest full_req(const std::string& name, std::vector<std::int64_t> shape, InitKind kind) {
-  const std::int64_t fan_in = shape.size() == 2 ? shape[1] : 1;
-  return full_tensor(name, std::move(shape), kind, fan_in);
-}
-WeightRequest rows_req(const std::string& name, std::int64_t rows, std::int64_t cols, std::int64_t begin,
-                       std::int64_t count, InitKind kind = InitKind::linear) {
-  WeightRequest r = full_tensor(name, {rows, cols}, kind, cols);
-  r.row_begin = begin;
-  r.row_end = begin + count;
-  return r;
-}
-WeightRequest cols_req(const std::string& name, std::int64_t rows, std::int64_t cols, std::int64_t begin,
-                       std::int64_t count) {
-  WeightRequest r = full_tensor(name, {rows, cols}, InitKind::linear, cols);
-  r.col_begin = begin;
-  r.col_end = begin + count;
-  return r;
-}
 
 // Fills device blocks from a WeightSource: on the device for a synthetic source, else through
 // the host in fp32 and converted on the device (one rounding, as float_to_bf16).
@@ -116,86 +97,81 @@ GpuEngine::GpuEngine(const ModelConfig& config, Shard shard, Communicator& comm,
   free_before_weights_ = device_free_bytes(&device_total_bytes_);
 
   const ModelConfig& c = config_;
-  const std::int64_t H = c.hidden_size, heads_all = c.num_attention_heads, qk = c.qk_head_dim();
-  const std::int64_t lora = c.kv_lora_rank, rope = c.qk_rope_head_dim, width = lora + rope;
-  const std::int64_t nope = c.qk_nope_head_dim, vd = c.v_head_dim, kvr = nope + vd;
-  const std::int64_t heads = dims_.heads, E = c.n_routed_experts, L = c.num_hidden_layers;
+  const std::int64_t H = c.hidden_size, rope = c.qk_rope_head_dim;
 
   TPB_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   impl_ = std::make_unique<Impl>();
   Impl& m = *impl_;
   m.linear.set_one_row_gemv(options_.one_row_gemv);
 
-  // Weights, in load_model_weights' order. The loader's staging buffer is freed before the
-  // weights are measured and the KV pool sized: it is not part of the model's footprint.
+  // Weights: the layout table's tensors in its loading order (load_model_weights' too), in
+  // the buffers plan_device_weights packs them into, each allocated just before its first
+  // tensor is loaded. The loader's staging buffer is freed before the weights are measured
+  // and the KV pool sized: it is not part of the model's footprint.
+  const TensorLayout layout = tensor_layout(c);
+  const DeviceWeightPlan plan = plan_device_weights(layout, shard);
   std::optional<DeviceLoader> loader;
   loader.emplace(weights, stream_);
-  DeviceLoader& load = *loader;
-  auto bf16_tensor = [&](const WeightRequest& r) {
-    bf16* p = m.alloc<bf16>(r.rows() * r.cols());
-    load.bf16_block(r, p);
-    return p;
-  };
-  // Fused gate|up of an MLP shard: gate rows [0, inter_local), up rows [inter_local, 2 inter_local).
-  auto mlp_into = [&](const std::string& prefix, std::int64_t inter, std::int64_t inter_local, std::int64_t begin,
-                      bf16* gate_up, bf16* down) {
-    load.bf16_block(rows_req(prefix + ".gate_proj.weight", inter, H, begin, inter_local), gate_up);
-    load.bf16_block(rows_req(prefix + ".up_proj.weight", inter, H, begin, inter_local), gate_up + inter_local * H);
-    load.bf16_block(cols_req(prefix + ".down_proj.weight", H, inter, begin, inter_local), down);
-  };
   const std::size_t before = m.bytes;
-  std::size_t routed_weight_bytes = 0;  // every routed expert of every MoE layer
-  m.embed = bf16_tensor(rows_req("model.embed_tokens.weight", c.vocab_size, H, dims_.vocab_begin, dims_.vocab,
-                                 InitKind::embedding));
-  m.layers.resize(L);
-  for (std::int64_t l = 0; l < L; ++l) {
-    const std::string p = "model.layers." + std::to_string(l);
-    LayerW& lw = m.layers[l];
-    lw.input_norm = bf16_tensor(full_req(p + ".input_layernorm.weight", {H}, InitKind::norm));
-    lw.post_norm = bf16_tensor(full_req(p + ".post_attention_layernorm.weight", {H}, InitKind::norm));
-    const std::string a = p + ".self_attn";
-    if (c.q_lora_rank > 0) {
-      lw.q_a = bf16_tensor(full_req(a + ".q_a_proj.weight", {c.q_lora_rank, H}, InitKind::linear));
-      lw.q_a_norm = bf16_tensor(full_req(a + ".q_a_layernorm.weight", {c.q_lora_rank}, InitKind::norm));
-      lw.q_b = bf16_tensor(rows_req(a + ".q_b_proj.weight", heads_all * qk, c.q_lora_rank, dims_.head_begin * qk, heads * qk));
-    } else {
-      lw.q_b = bf16_tensor(rows_req(a + ".q_proj.weight", heads_all * qk, H, dims_.head_begin * qk, heads * qk));
-    }
-    lw.kv_a = bf16_tensor(full_req(a + ".kv_a_proj_with_mqa.weight", {width, H}, InitKind::linear));
-    lw.kv_a_norm = bf16_tensor(full_req(a + ".kv_a_layernorm.weight", {lora}, InitKind::norm));
-    lw.kv_b = bf16_tensor(rows_req(a + ".kv_b_proj.weight", heads_all * kvr, lora, dims_.head_begin * kvr, heads * kvr));
-    lw.o = bf16_tensor(cols_req(a + ".o_proj.weight", H, heads_all * vd, dims_.head_begin * vd, heads * vd));
-    lw.moe = c.is_moe_layer(l);
-    const std::string mp = p + ".mlp";
-    if (!lw.moe) {
-      lw.mlp_inter = dims_.intermediate;
-      lw.mlp_gate_up = m.alloc<bf16>(2 * lw.mlp_inter * H);
-      lw.mlp_down = m.alloc<bf16>(H * lw.mlp_inter);
-      mlp_into(mp, c.intermediate_size, lw.mlp_inter, shard.rank * lw.mlp_inter, lw.mlp_gate_up, lw.mlp_down);
-      continue;
-    }
-    lw.router = bf16_tensor(full_req(mp + ".gate.weight", {E, H}, InitKind::linear));
-    lw.router_bias = m.alloc<float>(E);
-    load.f32_block(full_req(mp + ".gate.e_score_correction_bias", {E}, InitKind::bias), lw.router_bias);
-    const std::int64_t I = dims_.moe_intermediate;
-    lw.experts_gate_up = m.alloc<bf16>(E * 2 * I * H);
-    lw.experts_down = m.alloc<bf16>(E * H * I);
-    routed_weight_bytes += static_cast<std::size_t>(E) * routed_expert_bytes();
-    for (std::int64_t e = 0; e < E; ++e)
-      mlp_into(mp + ".experts." + std::to_string(e), c.moe_intermediate_size, I, shard.rank * I,
-               lw.experts_gate_up + e * 2 * I * H, lw.experts_down + e * H * I);
-    if (c.n_shared_experts > 0) {
-      lw.mlp_inter = dims_.shared_intermediate;
-      lw.mlp_gate_up = m.alloc<bf16>(2 * lw.mlp_inter * H);
-      lw.mlp_down = m.alloc<bf16>(H * lw.mlp_inter);
-      mlp_into(mp + ".shared_experts", c.moe_intermediate_size * c.n_shared_experts, lw.mlp_inter,
-               shard.rank * lw.mlp_inter, lw.mlp_gate_up, lw.mlp_down);
-    }
+  std::vector<void*> buffers;  // device address of each of plan.buffers allocated so far
+  for (const DeviceWeightBlock& block : plan.blocks) {
+    const DeviceWeightBuffer& b = plan.buffers[block.buffer];
+    const bool f32 = b.format == WeightFormat::f32;
+    if (block.buffer == buffers.size())
+      buffers.push_back(f32 ? static_cast<void*>(m.alloc<float>(b.elements)) : m.alloc<bf16>(b.elements));
+    if (f32)
+      loader->f32_block(block.tensor.request, static_cast<float*>(buffers[block.buffer]) + block.offset);
+    else
+      loader->bf16_block(block.tensor.request, static_cast<bf16*>(buffers[block.buffer]) + block.offset);
   }
-  m.final_norm = bf16_tensor(full_req("model.norm.weight", {H}, InitKind::norm));
-  m.lm_head = c.tie_word_embeddings
-                  ? m.embed
-                  : bf16_tensor(rows_req("lm_head.weight", c.vocab_size, H, dims_.vocab_begin, dims_.vocab));
+  m.layers.resize(static_cast<std::size_t>(c.num_hidden_layers));
+  for (std::int64_t l = 0; l < c.num_hidden_layers; ++l) m.layers[l].moe = c.is_moe_layer(l);
+  // Points the kernels' weight pointer for buffer b at p.
+  auto place = [&](const DeviceWeightBuffer& b, void* p) {
+    bf16* w = static_cast<bf16*>(p);
+    if (b.layer < 0) {
+      switch (b.slot) {
+        case TensorSlot::embed: m.embed = w; return;
+        case TensorSlot::final_norm: m.final_norm = w; return;
+        case TensorSlot::lm_head: m.lm_head = w; return;
+        default: break;
+      }
+      TPB_FAIL("gpu engine: no model-level weight for slot " << static_cast<int>(b.slot));
+    }
+    LayerW& lw = m.layers[b.layer];
+    const bool routed = b.scope == TensorScope::routed_expert;
+    switch (b.slot) {
+      case TensorSlot::input_norm: lw.input_norm = w; return;
+      case TensorSlot::post_attn_norm: lw.post_norm = w; return;
+      case TensorSlot::q_a: lw.q_a = w; return;
+      case TensorSlot::q_a_norm: lw.q_a_norm = w; return;
+      case TensorSlot::q_b: lw.q_b = w; return;
+      case TensorSlot::kv_a: lw.kv_a = w; return;
+      case TensorSlot::kv_a_norm: lw.kv_a_norm = w; return;
+      case TensorSlot::kv_b: lw.kv_b = w; return;
+      case TensorSlot::o: lw.o = w; return;
+      case TensorSlot::router: lw.router = w; return;
+      case TensorSlot::router_bias: lw.router_bias = static_cast<float*>(p); return;
+      case TensorSlot::gate:  // the fused gate|up
+        if (routed) {
+          lw.experts_gate_up = w;
+        } else {
+          lw.mlp_gate_up = w;
+          lw.mlp_inter = b.scope == TensorScope::dense_layer ? dims_.intermediate : dims_.shared_intermediate;
+        }
+        return;
+      case TensorSlot::down: (routed ? lw.experts_down : lw.mlp_down) = w; return;
+      default: break;
+    }
+    TPB_FAIL("gpu engine: no layer weight for slot " << static_cast<int>(b.slot));
+  };
+  std::size_t routed_weight_bytes = 0;  // every routed expert of every MoE layer
+  for (std::size_t i = 0; i < plan.buffers.size(); ++i) {
+    place(plan.buffers[i], buffers[i]);
+    if (plan.buffers[i].scope == TensorScope::routed_expert)
+      routed_weight_bytes += static_cast<std::size_t>(plan.buffers[i].bytes());
+  }
+  if (c.tie_word_embeddings) m.lm_head = m.embed;
   TPB_CUDA_CHECK(cudaStreamSynchronize(stream_));
   loader.reset();
   weight_bytes_ = m.bytes - before;
