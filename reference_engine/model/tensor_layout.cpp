@@ -2,7 +2,7 @@
 // weight requests.
 #include "reference_engine/model/tensor_layout.h"
 
-#include <algorithm>
+#include <vector>
 
 #include "reference_engine/model/model_weights.h"
 #include "tpb/check.h"
