@@ -196,9 +196,11 @@ class GpuEngine {
   // a benchmark replays alone to measure the step's allreduce time.
   std::vector<std::size_t> step_all_reduce_counts(std::int64_t tokens) const;
 
-  struct Impl;  // device buffers and weights (gpu_engine.cpp)
-
  private:
+  // Device weights and buffers: reference_engine/gpu/gpu_engine_impl.h, private to the files
+  // that implement this class (gpu_engine_{weights,buffers,steps,forward}.cpp).
+  struct Impl;
+
   void check_tokens(const std::vector<std::int64_t>& tokens) const;
   void upload_step_inputs(const std::vector<std::int64_t>& tokens, std::int64_t n);
   void forward(std::int64_t n, bool decode_step);

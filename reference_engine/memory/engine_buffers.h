@@ -4,7 +4,7 @@
 // bytes per rank: the planner's `activations` term for an engine case, which
 // plan_matches_measured holds against the cudaMemGetInfo growth around that allocation.
 //
-// It mirrors GpuEngine::allocate_buffers (reference_engine/gpu/gpu_engine.cpp) buffer by
+// It mirrors GpuEngine::allocate_buffers (reference_engine/gpu/gpu_engine_buffers.cpp) buffer by
 // buffer, because the planner must run without a GPU or CUDA; a buffer added there and not
 // here shows up as a plan_matches_measured failure on the term `activations`. Measured on an
 // H200 (TP1 Kimi-K2.5 slice; tests/unit/engine_buffers_test.cpp): 1898 MiB at 1024 prefill

@@ -1,6 +1,7 @@
 // Weight bytes by family, format and TP shard. See weight_bytes.h for the formats and for
-// which tensors each quantization touches; the families mirror ModelConfig::parameter_count
-// term by term, so their element sum equals it (a unit test holds them together).
+// which tensors each quantization touches. The families are the rows of the tensor-layout
+// table (the engines load the same rows); their element sum equals
+// ModelConfig::parameter_count (a unit test holds them together).
 #include "reference_engine/memory/weight_bytes.h"
 
 #include <array>
@@ -132,63 +133,14 @@ TensorFamily vision_tower_family(const ModelConfig& config, std::string* note) {
 }
 
 std::vector<TensorFamily> tensor_families(const ModelConfig& c, Quantization quant) {
-  const WeightFormat bf16 = WeightFormat::bf16;
-  // Linear layers outside the routed experts: fp8 quantizes them, int4 does not.
-  const WeightFormat linear = quant == Quantization::fp8 ? WeightFormat::fp8_block128 : bf16;
-  const WeightFormat expert = quant == Quantization::fp8    ? WeightFormat::fp8_block128
-                              : quant == Quantization::int4 ? WeightFormat::int4_group32
-                                                            : bf16;
-  const std::int64_t L = c.num_hidden_layers, H = c.hidden_size, heads = c.num_attention_heads;
-  std::int64_t moe_layers = 0;
-  for (std::int64_t l = 0; l < L; ++l) moe_layers += c.is_moe_layer(l) ? 1 : 0;
-  const std::int64_t dense_layers = L - moe_layers;
-
   std::vector<TensorFamily> f;
-  f.push_back({"embed_tokens", "embedding", c.vocab_size, H, 1, TpSplit::column, bf16});
-  // Attention (every layer). q_a / kv_a are small and replicated; q_b / kv_b split by head.
-  if (c.q_lora_rank > 0) {
-    f.push_back({"q_a_proj", "attention", c.q_lora_rank, H, L, TpSplit::replicated, linear});
-    f.push_back({"q_a_layernorm", "norm", c.q_lora_rank, 1, L, TpSplit::replicated, bf16});
-    f.push_back({"q_b_proj", "attention", heads * c.qk_head_dim(), c.q_lora_rank, L, TpSplit::column, linear});
-  } else {
-    f.push_back({"q_proj", "attention", heads * c.qk_head_dim(), H, L, TpSplit::column, linear});
+  for (const TensorLayoutRow& row : tensor_layout(c).rows)
+    f.push_back({row.family, row.group, row.rows, row.cols > 0 ? row.cols : 1, row_instances(c, row), row.split,
+                 storage_format(row.storage, quant)});
+  if (c.has_vision_tower) {
+    f.push_back(vision_tower_family(c, nullptr));
+    if (quant == Quantization::f32) f.back().format = WeightFormat::f32;
   }
-  f.push_back({"kv_a_proj_with_mqa", "attention", c.kv_cache_width(), H, L, TpSplit::replicated, linear});
-  f.push_back({"kv_a_layernorm", "norm", c.kv_lora_rank, 1, L, TpSplit::replicated, bf16});
-  f.push_back({"kv_b_proj", "attention", heads * (c.qk_nope_head_dim + c.v_head_dim), c.kv_lora_rank, L,
-               TpSplit::column, linear});
-  f.push_back({"o_proj", "attention", H, heads * c.v_head_dim, L, TpSplit::row, linear});
-  f.push_back({"input_layernorm", "norm", H, 1, L, TpSplit::replicated, bf16});
-  f.push_back({"post_attention_layernorm", "norm", H, 1, L, TpSplit::replicated, bf16});
-  // Dense MLP layers.
-  if (dense_layers > 0) {
-    const std::int64_t I = c.intermediate_size;
-    f.push_back({"mlp.gate_proj", "dense_mlp", I, H, dense_layers, TpSplit::column, linear});
-    f.push_back({"mlp.up_proj", "dense_mlp", I, H, dense_layers, TpSplit::column, linear});
-    f.push_back({"mlp.down_proj", "dense_mlp", H, I, dense_layers, TpSplit::row, linear});
-  }
-  // MoE layers: router (replicated), shared experts and routed experts (intermediate / tp).
-  if (moe_layers > 0) {
-    const std::int64_t I = c.moe_intermediate_size, E = c.n_routed_experts;
-    f.push_back({"mlp.gate", "router", E, H, moe_layers, TpSplit::replicated, bf16});
-    f.push_back({"mlp.gate.e_score_correction_bias", "router", E, 1, moe_layers, TpSplit::replicated,
-                 WeightFormat::f32});
-    if (c.n_shared_experts > 0) {
-      const std::int64_t n = moe_layers * c.n_shared_experts;
-      f.push_back({"shared_experts.gate_proj", "shared_experts", I, H, n, TpSplit::column, linear});
-      f.push_back({"shared_experts.up_proj", "shared_experts", I, H, n, TpSplit::column, linear});
-      f.push_back({"shared_experts.down_proj", "shared_experts", H, I, n, TpSplit::row, linear});
-    }
-    const std::int64_t n = moe_layers * E;
-    f.push_back({"experts.gate_proj", "routed_experts", I, H, n, TpSplit::column, expert});
-    f.push_back({"experts.up_proj", "routed_experts", I, H, n, TpSplit::column, expert});
-    f.push_back({"experts.down_proj", "routed_experts", H, I, n, TpSplit::row, expert});
-  }
-  f.push_back({"norm", "norm", H, 1, 1, TpSplit::replicated, bf16});
-  if (!c.tie_word_embeddings) f.push_back({"lm_head", "lm_head", c.vocab_size, H, 1, TpSplit::column, bf16});
-  if (c.has_vision_tower) f.push_back(vision_tower_family(c, nullptr));
-  if (quant == Quantization::f32)
-    for (auto& family : f) family.format = WeightFormat::f32;
   return f;
 }
 

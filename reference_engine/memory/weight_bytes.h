@@ -36,22 +36,16 @@
 #include <vector>
 
 #include "reference_engine/config/model_config.h"
+#include "reference_engine/model/tensor_layout.h"
 
 namespace tpb {
 
-enum class Quantization { bf16, fp8, int4, f32 };
+// Quantization, WeightFormat and TpSplit are declared with the tensor-layout table
+// (reference_engine/model/tensor_layout.h), whose rows the families come from.
 const char* quantization_name(Quantization q);
 // "bf16" | "fp8" | "int4" | "f32"; anything else throws InputError naming `what` (e.g. "--quant").
 Quantization parse_quantization(const std::string& name, const std::string& what);
-
-enum class WeightFormat { bf16, f32, fp8_block128, int4_group32 };
 const char* weight_format_name(WeightFormat f);
-
-enum class TpSplit {
-  replicated,  // every rank holds the whole tensor
-  column,      // rows (output features, heads, vocab) split across ranks
-  row,         // cols (input features) split across ranks
-};
 const char* tp_split_name(TpSplit s);
 
 // Constants of the quantized formats (see the file comment).
@@ -73,8 +67,8 @@ struct TensorFamily {
   WeightFormat format = WeightFormat::bf16;
 };
 
-// Every weight tensor family of `config` (text model, plus the vision tower when the config
-// has one) in the formats `quant` gives them.
+// Every weight tensor family of `config` in the formats `quant` gives them: one per row of
+// tensor_layout(config) (count = its tensors), plus the vision tower when the config has one.
 std::vector<TensorFamily> tensor_families(const ModelConfig& config, Quantization quant);
 
 // Shape of one rank's shard of one tensor of the family; throws InputError when tp does not

@@ -1,5 +1,5 @@
 // One rank's shard of the DeepSeek-V3 / Kimi-K2.5 weights, laid out as MODEL.md's TP table
-// says (the layout SGLang and vLLM use):
+// says (the layout SGLang and vLLM use; tensor_layout.h is its one statement, read here):
 //   replicated          q_a_proj, kv_a_proj_with_mqa, every norm, router gate + bias
 //   by head (columns)   q_b_proj (or q_proj), kv_b_proj: heads [rank*H/tp, (rank+1)*H/tp)
 //   row-parallel        o_proj: its input columns of those heads
@@ -12,14 +12,10 @@
 #include <vector>
 
 #include "reference_engine/config/model_config.h"
+#include "reference_engine/model/tensor_layout.h"
 #include "reference_engine/weights/weight_source.h"
 
 namespace tpb {
-
-struct Shard {
-  int rank = 0;  // this rank, 0..tp-1
-  int tp = 1;    // tensor-parallel size
-};
 
 // Per-rank sizes derived from the config and the shard.
 struct ShardDims {
@@ -64,7 +60,10 @@ struct ModelWeights {
   std::size_t bytes = 0;          // total fp32 bytes held by this rank
 };
 
-// Reads this rank's shard from `source`. Throws InputError naming a missing or mis-shaped tensor.
+// Reads this rank's shard from `source`, every row of tensor_layout(config). Throws InputError
+// naming a missing or mis-shaped tensor.
 ModelWeights load_model_weights(const ModelConfig& config, Shard shard, WeightSource& source);
+// ModelWeights::bytes of that shard, without loading it.
+std::size_t model_weights_bytes(const ModelConfig& config, Shard shard);
 
 }  // namespace tpb

@@ -1,0 +1,195 @@
+// The bf16 GPU forward pass (see gpu_engine.h). Buffers are token-major: [tokens, features]
+// with token t = b * n + i for sequence b and new-token index i, as in the CPU engine.
+#include "reference_engine/gpu/gpu_engine_impl.h"
+
+#include "reference_engine/gpu/kv_cache_write.h"
+#include "tpb/kernels/gpu/embedding.h"
+#include "tpb/kernels/gpu/expert_gemm.h"
+#include "tpb/kernels/gpu/mla_decode.h"
+#include "tpb/kernels/gpu/mla_prefill.h"
+#include "tpb/kernels/gpu/moe_dispatch.h"
+#include "tpb/kernels/gpu/moe_router.h"
+#include "tpb/kernels/gpu/rmsnorm.h"
+#include "tpb/kernels/gpu/rope_yarn.h"
+#include "tpb/kernels/gpu/silu_and_mul.h"
+
+namespace tpb {
+
+using gpu_engine_internal::bf16;
+using gpu_engine_internal::kBf16;
+using gpu_engine_internal::LayerW;
+
+void GpuEngine::all_reduce_bf16(__nv_bfloat16* buf, std::int64_t tokens) {
+  const std::size_t count = static_cast<std::size_t>(tokens * config_.hidden_size);
+  comm_->all_reduce(buf, buf, count, DType::bf16, stream_);
+  ++stats_.all_reduces;
+  stats_.all_reduce_bytes += static_cast<std::int64_t>(count * kBf16);
+}
+
+void GpuEngine::forward(std::int64_t n, bool decode_step) {
+  TPB_CHECK(comm_ != nullptr, "gpu engine: no communicator (forget_communicator without set_communicator)");
+  Impl& m = *impl_;
+  const ModelConfig& c = config_;
+  const std::int64_t H = c.hidden_size, T = batch_ * n;
+  const float eps = static_cast<float>(c.rms_norm_eps);
+
+  gpu::embedding_gather(m.ids, T, m.embed, dims_.vocab_begin, dims_.vocab_begin + dims_.vocab, H, m.delta, stream_);
+  all_reduce_bf16(m.delta, T);
+  gpu::residual_from_bf16(m.delta, m.residual, T * H, stream_);
+  for (std::int64_t l = 0; l < c.num_hidden_layers; ++l) {
+    const LayerW& lw = m.layers[l];
+    // Layer 0's residual is the embedding itself; later layers add the previous FFN output.
+    gpu::add_rmsnorm(l == 0 ? nullptr : m.delta, m.residual, lw.input_norm, m.xn, T, H, eps, stream_);
+    if (decode_step)
+      attention_decode(l);
+    else
+      attention_prefill(l, n);
+    all_reduce_bf16(m.delta, T);
+    gpu::add_rmsnorm(m.delta, m.residual, lw.post_norm, m.xn, T, H, eps, stream_);
+    ffn(l, T, decode_step);
+    all_reduce_bf16(m.delta, T);
+  }
+  gpu::add_rmsnorm(m.delta, m.residual, m.final_norm, m.xn, T, H, eps, stream_);
+  const bf16* head_in = m.xn;
+  std::int64_t rows = T;
+  if (options_.last_position_logits && n > 1) {
+    // Each sequence's last row, packed into delta (dead once the final norm has read it).
+    TPB_CUDA_CHECK(cudaMemcpy2DAsync(m.delta, H * sizeof(bf16), m.xn + (n - 1) * H, n * H * sizeof(bf16),
+                                     H * sizeof(bf16), batch_, cudaMemcpyDeviceToDevice, stream_));
+    head_in = m.delta;
+    rows = batch_;
+  }
+  m.linear.f32_out(head_in, H, m.lm_head, m.logits_local, dims_.vocab, rows, H, dims_.vocab, stream_);
+  comm_->all_gather(m.logits_local, m.gathered, static_cast<std::size_t>(rows * dims_.vocab), DType::f32, stream_);
+  ++stats_.all_gathers;
+  stats_.tokens += T;
+  last_tokens_ = rows;
+  logits_valid_ = false;
+}
+
+void GpuEngine::Impl::mla_project(const LayerW& lw, const ModelConfig& c, std::int64_t heads, std::int64_t T,
+                                  std::int64_t n, bf16* cache_layer, std::int64_t max_len, float rope_factor,
+                                  cudaStream_t s) {
+  Impl& m = *this;
+  const std::int64_t H = c.hidden_size, qk = c.qk_head_dim(), lora = c.kv_lora_rank, rope = c.qk_rope_head_dim;
+  const std::int64_t width = lora + rope, ql = c.q_lora_rank;
+  const float eps = static_cast<float>(c.rms_norm_eps);
+  if (ql > 0) {
+    m.linear.bf16_out(m.xn, H, lw.q_a, m.qa, ql, T, H, ql, s);
+    gpu::rmsnorm(m.qa, ql, lw.q_a_norm, m.qa_n, ql, T, ql, eps, s);
+    m.linear.bf16_out(m.qa_n, ql, lw.q_b, m.q, heads * qk, T, ql, heads * qk, s);
+  } else {
+    m.linear.bf16_out(m.xn, H, lw.q_b, m.q, heads * qk, T, H, heads * qk, s);
+  }
+  m.linear.bf16_out(m.xn, H, lw.kv_a, m.ckv, width, T, H, width, s);
+  gpu::rmsnorm(m.ckv, width, lw.kv_a_norm, m.kvrow, width, T, lora, eps, s);
+  TPB_CUDA_CHECK(cudaMemcpy2DAsync(m.kvrow + lora, width * kBf16, m.ckv + lora, width * kBf16, rope * kBf16, T,
+                                   cudaMemcpyDeviceToDevice, s));
+  gpu::rope_interleaved(m.kvrow + lora, T, width, 1, m.positions, m.inv_freq, rope / 2, rope_factor, s);
+  gpu::rope_interleaved(m.q + c.qk_nope_head_dim, T * heads, qk, heads, m.positions, m.inv_freq, rope / 2,
+                        rope_factor, s);
+  gpu::kv_cache_write(m.kvrow, T, n, m.positions, cache_layer, max_len, width, s);
+}
+
+void GpuEngine::attention_prefill(std::int64_t layer, std::int64_t n) {
+  Impl& m = *impl_;
+  const ModelConfig& c = config_;
+  const LayerW& lw = m.layers[layer];
+  const std::int64_t H = c.hidden_size, heads = dims_.heads, T = batch_ * n;
+  const std::int64_t lora = c.kv_lora_rank, rope = c.qk_rope_head_dim, width = lora + rope;
+  const std::int64_t nope = c.qk_nope_head_dim, vd = c.v_head_dim, kvr = nope + vd;
+  TPB_CHECK(length_ == 0, "gpu prefill starts new sequences (chunked prefill is not implemented)");
+  bf16* cache_layer = m.cache + layer * options_.max_batch * options_.max_len * width;
+  m.mla_project(lw, c, heads, T, n, cache_layer, options_.max_len, rope_factor_, stream_);
+
+  // Plain form, as HF: expand the new latents through kv_b_proj into k_nope | v per head.
+  m.linear.bf16_out(m.kvrow, width, lw.kv_b, m.kv, heads * kvr, T, lora, heads * kvr, stream_);
+  TPB_CUDA_CHECK(cudaMemcpy2DAsync(m.k_nope, nope * kBf16, m.kv, kvr * kBf16, nope * kBf16, T * heads,
+                                   cudaMemcpyDeviceToDevice, stream_));
+  TPB_CUDA_CHECK(cudaMemcpy2DAsync(m.v, vd * kBf16, m.kv + nope, kvr * kBf16, vd * kBf16, T * heads,
+                                   cudaMemcpyDeviceToDevice, stream_));
+  TPB_CUDA_CHECK(cudaMemcpy2DAsync(m.k_rot, rope * kBf16, m.kvrow + lora, width * kBf16, rope * kBf16, T,
+                                   cudaMemcpyDeviceToDevice, stream_));
+  const gpu::MlaPrefillShape shape{batch_, n, 0, heads, nope, rope, vd};
+  gpu::mla_prefill_attention(m.q, m.k_nope, m.k_rot, m.v, shape, attention_scale_, m.attn, stream_);
+  m.linear.bf16_out(m.attn, heads * vd, lw.o, m.delta, H, T, heads * vd, H, stream_);
+}
+
+void GpuEngine::attention_decode(std::int64_t layer) {
+  Impl& m = *impl_;
+  const ModelConfig& c = config_;
+  const LayerW& lw = m.layers[layer];
+  const std::int64_t H = c.hidden_size, heads = dims_.heads, B = batch_, qk = c.qk_head_dim();
+  const std::int64_t lora = c.kv_lora_rank, rope = c.qk_rope_head_dim, width = lora + rope;
+  const std::int64_t nope = c.qk_nope_head_dim, vd = c.v_head_dim, kvr = nope + vd;
+  bf16* cache_layer = m.cache + layer * options_.max_batch * options_.max_len * width;
+  m.mla_project(lw, c, heads, B, 1, cache_layer, options_.max_len, rope_factor_, stream_);
+
+  // Absorbed form: q_lat[b, h] = q_nope[b, h] · W_UK_h, W_UK_h = kv_b rows [h*kvr, h*kvr + nope)
+  // stored [nope (in), lora (out)]: w_trans.
+  m.linear.bf16_out_batched(m.q, heads * qk, qk, lw.kv_b, true, lora, kvr * lora, m.qdec, heads * width, width, heads,
+                            B, nope, lora, stream_);
+  TPB_CUDA_CHECK(cudaMemcpy2DAsync(m.qdec + lora, width * kBf16, m.q + nope, qk * kBf16, rope * kBf16, B * heads,
+                                   cudaMemcpyDeviceToDevice, stream_));
+  const gpu::MlaDecodeShape shape{B, heads, lora, rope, options_.max_len};
+  gpu::mla_decode_attention(m.qdec, cache_layer, m.seq_lens, shape, attention_scale_, m.decode_ws, m.o_lat, stream_);
+  // o[b, h] = o_lat[b, h] · W_UV_h^T, W_UV_h = kv_b rows [h*kvr + nope, (h+1)*kvr) stored [v (out), lora (in)].
+  m.linear.bf16_out_batched(m.o_lat, heads * lora, lora, lw.kv_b + nope * lora, false, lora, kvr * lora, m.attn,
+                            heads * vd, vd, heads, B, lora, vd, stream_);
+  m.linear.bf16_out(m.attn, heads * vd, lw.o, m.delta, H, B, heads * vd, H, stream_);
+}
+
+void GpuEngine::ffn(std::int64_t layer, std::int64_t T, bool grouped) {
+  Impl& m = *impl_;
+  const ModelConfig& c = config_;
+  const LayerW& lw = m.layers[layer];
+  const std::int64_t H = c.hidden_size;
+  // Dense MLP, or the shared experts: down(silu(gate) * up) over the fused gate|up GEMM.
+  auto mlp = [&](bf16* out) {
+    const std::int64_t I = lw.mlp_inter;
+    m.linear.bf16_out(m.xn, H, lw.mlp_gate_up, m.gate_up, 2 * I, T, H, 2 * I, stream_);
+    gpu::silu_and_mul(m.gate_up, m.act, T, I, stream_);
+    m.linear.bf16_out(m.act, I, lw.mlp_down, out, H, T, I, H, stream_);
+  };
+  if (!lw.moe) {
+    mlp(m.delta);
+    return;
+  }
+  const std::int64_t E = c.n_routed_experts, K = c.num_experts_per_tok, I = dims_.moe_intermediate, P = T * K;
+  m.linear.f32_out(m.xn, H, lw.router, m.router_logits, E, T, H, E, stream_);
+  const kernels::RouterParams rp{E, K, c.n_group, c.topk_group, c.norm_topk_prob,
+                                 static_cast<float>(c.routed_scaling_factor)};
+  gpu::moe_route_noaux_tc(m.router_logits, lw.router_bias, T, rp, m.topk_idx, m.topk_w, stream_);
+  if (options_.count_expert_hits) {
+    // Diagnostics only (tests comparing routing with the CPU engine): a synchronous copy, so
+    // never inside a captured step.
+    cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+    TPB_CUDA_CHECK(cudaStreamIsCapturing(stream_, &capturing));
+    TPB_CHECK(capturing == cudaStreamCaptureStatusNone, "count_expert_hits cannot run inside a CUDA graph");
+    std::vector<std::int32_t> idx(static_cast<std::size_t>(T * K));
+    TPB_CUDA_CHECK(cudaMemcpyAsync(idx.data(), m.topk_idx, sizeof(std::int32_t) * idx.size(), cudaMemcpyDeviceToHost, stream_));
+    synchronize();
+    if (stats_.expert_hits.empty()) stats_.expert_hits.assign(static_cast<std::size_t>(E), 0);
+    for (std::int32_t e : idx) ++stats_.expert_hits[static_cast<std::size_t>(e)];
+    stats_.routing.insert(stats_.routing.end(), idx.begin(), idx.end());
+  }
+  gpu::moe_dispatch_plan(m.topk_idx, T, K, E, m.offsets, m.sorted_pairs, m.position_of, stream_, m.expert_reads);
+  gpu::moe_gather(m.xn, m.sorted_pairs, P, K, H, m.x_sorted, stream_);
+  if (grouped) {
+    gpu::expert_gemm_grouped(m.x_sorted, m.offsets, E, P, lw.experts_gate_up, 2 * I * H, H, 2 * I, m.gu_sorted,
+                             stream_);
+    gpu::silu_and_mul(m.gu_sorted, m.act_sorted, P, I, stream_);
+    gpu::expert_gemm_grouped(m.act_sorted, m.offsets, E, P, lw.experts_down, H * I, I, H, m.y_sorted, stream_);
+  } else {
+    gpu::expert_gemm_per_expert(m.linear, m.x_sorted, m.offsets, E, lw.experts_gate_up, 2 * I * H, H, 2 * I,
+                                m.gu_sorted, stream_);
+    gpu::silu_and_mul(m.gu_sorted, m.act_sorted, P, I, stream_);
+    gpu::expert_gemm_per_expert(m.linear, m.act_sorted, m.offsets, E, lw.experts_down, H * I, I, H, m.y_sorted,
+                                stream_);
+  }
+  const bool shared = c.n_shared_experts > 0;
+  if (shared) mlp(m.shared_out);
+  gpu::moe_combine(m.y_sorted, m.position_of, m.topk_w, shared ? m.shared_out : nullptr, T, K, H, m.delta, stream_);
+}
+
+}  // namespace tpb

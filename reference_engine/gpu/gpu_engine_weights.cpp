@@ -1,0 +1,213 @@
+// GpuEngine, loading: the constructor loads this rank's shard of the weights onto the device
+// (the rows of the tensor-layout table, packed as plan_device_weights says, see
+// reference_engine/model/device_weights.h), then sizes the KV cache and the step buffers
+// (gpu_engine_buffers.cpp). Synthetic sources are generated on the device; others are read
+// in fp32 on the host and converted.
+#include "reference_engine/gpu/gpu_engine_impl.h"
+
+#include <algorithm>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "reference_engine/gpu/synthetic_window.h"
+#include "reference_engine/model/device_weights.h"
+#include "reference_engine/model/rope_params.h"
+#include "tpb/kernels/gpu/synthetic_fill.h"
+#include "tpb/kernels/rope_yarn.h"
+
+namespace tpb {
+
+using gpu_engine_internal::bf16;
+using gpu_engine_internal::LayerW;
+using gpu_engine_internal::check_mem_fraction;
+using gpu_engine_internal::device_free_bytes;
+
+namespace {
+
+// Fills device blocks from a WeightSource: on the device for a synthetic source, else through
+// the host in fp32 and converted on the device (one rounding, as float_to_bf16).
+class DeviceLoader {
+ public:
+  DeviceLoader(WeightSource& source, cudaStream_t stream)
+      : source_(source), seed_(source.synthetic_seed()), stream_(stream) {}
+  ~DeviceLoader() {
+    if (staging_ != nullptr) cudaFree(staging_);
+  }
+
+  void bf16_block(const WeightRequest& r, bf16* dst) {
+    if (seed_) {
+      gpu::synthetic_fill_bf16(gpu::synthetic_window(r, *seed_), dst, r.cols(), stream_);
+      return;
+    }
+    float* staged = stage(r);
+    gpu::convert_f32_to_bf16(staged, dst, r.rows() * r.cols(), stream_);
+    TPB_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  }
+  void f32_block(const WeightRequest& r, float* dst) {
+    if (seed_) {
+      gpu::synthetic_fill_f32(gpu::synthetic_window(r, *seed_), dst, r.cols(), stream_);
+      return;
+    }
+    float* staged = stage(r);
+    TPB_CUDA_CHECK(cudaMemcpyAsync(dst, staged, sizeof(float) * r.rows() * r.cols(), cudaMemcpyDeviceToDevice, stream_));
+    TPB_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  }
+
+ private:
+  float* stage(const WeightRequest& r) {
+    const std::size_t n = static_cast<std::size_t>(r.rows() * r.cols());
+    host_.resize(n);
+    source_.read(r, host_.data());
+    if (n > staging_count_) {
+      TPB_CUDA_CHECK(cudaStreamSynchronize(stream_));
+      if (staging_ != nullptr) TPB_CUDA_CHECK(cudaFree(staging_));
+      staging_ = nullptr;
+      TPB_CUDA_CHECK(cudaMalloc(&staging_, n * sizeof(float)));
+      staging_count_ = n;
+    }
+    TPB_CUDA_CHECK(cudaMemcpyAsync(staging_, host_.data(), n * sizeof(float), cudaMemcpyHostToDevice, stream_));
+    return staging_;
+  }
+
+  WeightSource& source_;
+  std::optional<std::uint64_t> seed_;
+  cudaStream_t stream_;
+  std::vector<float> host_;
+  float* staging_ = nullptr;
+  std::size_t staging_count_ = 0;
+};
+
+}  // namespace
+
+GpuEngine::GpuEngine(const ModelConfig& config, Shard shard, Communicator& comm, WeightSource& weights,
+                     GpuEngineOptions options)
+    : config_(config), shard_(shard), dims_(shard_dims(config, shard)), comm_(&comm), options_(options) {
+  config_.validate();
+  TPB_CHECK(comm.size() == shard.tp && comm.rank() == shard.rank,
+            "gpu engine shard (rank " << shard.rank << " of " << shard.tp << ") does not match the communicator (rank "
+                                      << comm.rank() << " of " << comm.size() << ")");
+  TPB_INPUT_CHECK(options_.max_batch > 0 && options_.max_len > 0,
+                  "gpu engine: max_batch (" << options_.max_batch << ") and max_len (" << options_.max_len
+                                            << ") must be positive");
+  check_mem_fraction(options_.mem_fraction);
+  if (options_.max_prefill_tokens <= 0) options_.max_prefill_tokens = options_.max_batch * options_.max_len;
+  max_tokens_ = std::max(options_.max_batch, options_.max_prefill_tokens);
+  // The formula's `total`: free device memory before anything of the engine's, weights included.
+  free_before_weights_ = device_free_bytes(&device_total_bytes_);
+
+  const ModelConfig& c = config_;
+  const std::int64_t H = c.hidden_size, rope = c.qk_rope_head_dim;
+
+  TPB_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  impl_ = std::make_unique<Impl>();
+  Impl& m = *impl_;
+  m.linear.set_one_row_gemv(options_.one_row_gemv);
+
+  // Weights: the layout table's tensors in its loading order (load_model_weights' too), in
+  // the buffers plan_device_weights packs them into, each allocated just before its first
+  // tensor is loaded. The loader's staging buffer is freed before the weights are measured
+  // and the KV pool sized: it is not part of the model's footprint.
+  const TensorLayout layout = tensor_layout(c);
+  const DeviceWeightPlan plan = plan_device_weights(layout, shard);
+  std::optional<DeviceLoader> loader;
+  loader.emplace(weights, stream_);
+  const std::size_t before = m.bytes;
+  std::vector<void*> buffers;  // device address of each of plan.buffers allocated so far
+  for (const DeviceWeightBlock& block : plan.blocks) {
+    const DeviceWeightBuffer& b = plan.buffers[block.buffer];
+    const bool f32 = b.format == WeightFormat::f32;
+    if (block.buffer == buffers.size())
+      buffers.push_back(f32 ? static_cast<void*>(m.alloc<float>(b.elements)) : m.alloc<bf16>(b.elements));
+    if (f32)
+      loader->f32_block(block.tensor.request, static_cast<float*>(buffers[block.buffer]) + block.offset);
+    else
+      loader->bf16_block(block.tensor.request, static_cast<bf16*>(buffers[block.buffer]) + block.offset);
+  }
+  m.layers.resize(static_cast<std::size_t>(c.num_hidden_layers));
+  for (std::int64_t l = 0; l < c.num_hidden_layers; ++l) m.layers[l].moe = c.is_moe_layer(l);
+  // Points the kernels' weight pointer for buffer b at p.
+  auto place = [&](const DeviceWeightBuffer& b, void* p) {
+    bf16* w = static_cast<bf16*>(p);
+    if (b.layer < 0) {
+      switch (b.slot) {
+        case TensorSlot::embed: m.embed = w; return;
+        case TensorSlot::final_norm: m.final_norm = w; return;
+        case TensorSlot::lm_head: m.lm_head = w; return;
+        default: break;
+      }
+      TPB_FAIL("gpu engine: no model-level weight for slot " << static_cast<int>(b.slot));
+    }
+    LayerW& lw = m.layers[b.layer];
+    const bool routed = b.scope == TensorScope::routed_expert;
+    switch (b.slot) {
+      case TensorSlot::input_norm: lw.input_norm = w; return;
+      case TensorSlot::post_attn_norm: lw.post_norm = w; return;
+      case TensorSlot::q_a: lw.q_a = w; return;
+      case TensorSlot::q_a_norm: lw.q_a_norm = w; return;
+      case TensorSlot::q_b: lw.q_b = w; return;
+      case TensorSlot::kv_a: lw.kv_a = w; return;
+      case TensorSlot::kv_a_norm: lw.kv_a_norm = w; return;
+      case TensorSlot::kv_b: lw.kv_b = w; return;
+      case TensorSlot::o: lw.o = w; return;
+      case TensorSlot::router: lw.router = w; return;
+      case TensorSlot::router_bias: lw.router_bias = static_cast<float*>(p); return;
+      case TensorSlot::gate:  // the fused gate|up
+        if (routed) {
+          lw.experts_gate_up = w;
+        } else {
+          lw.mlp_gate_up = w;
+          lw.mlp_inter = b.scope == TensorScope::dense_layer ? dims_.intermediate : dims_.shared_intermediate;
+        }
+        return;
+      case TensorSlot::down: (routed ? lw.experts_down : lw.mlp_down) = w; return;
+      default: break;
+    }
+    TPB_FAIL("gpu engine: no layer weight for slot " << static_cast<int>(b.slot));
+  };
+  std::size_t routed_weight_bytes = 0;  // every routed expert of every MoE layer
+  for (std::size_t i = 0; i < plan.buffers.size(); ++i) {
+    place(plan.buffers[i], buffers[i]);
+    if (plan.buffers[i].scope == TensorScope::routed_expert)
+      routed_weight_bytes += static_cast<std::size_t>(plan.buffers[i].bytes());
+  }
+  if (c.tie_word_embeddings) m.lm_head = m.embed;
+  TPB_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  loader.reset();
+  weight_bytes_ = m.bytes - before;
+  // A step gathers rows of the embedding table but reads every other weight except the
+  // routed experts it does not choose (a tied table is read whole as the lm_head).
+  const std::size_t gathered = c.tie_word_embeddings ? 0 : static_cast<std::size_t>(dims_.vocab * H) * sizeof(bf16);
+  step_fixed_weight_bytes_ = weight_bytes_ - routed_weight_bytes - gathered;
+  if (options_.on_phase) options_.on_phase("after_weights");
+
+  const kernels::RopeTable table = kernels::make_rope_table(rope_params(c));
+  TPB_CHECK(static_cast<std::int64_t>(table.inv_freq.size()) * 2 == rope, "rope table of the wrong width");
+  rope_factor_ = table.attention_factor;
+  attention_scale_ = static_cast<float>(c.attention_scale());
+
+  inv_freq_host_ = table.inv_freq;
+  try {
+    allocate_buffers();
+  } catch (...) {
+    // An infeasible pool is an expected outcome (the caller records it): leave nothing behind.
+    impl_.reset();
+    cudaStreamDestroy(stream_);
+    stream_ = nullptr;
+    throw;
+  }
+}
+
+GpuEngine::~GpuEngine() {
+  if (stream_ != nullptr) cudaStreamSynchronize(stream_);
+  for (auto& [b, exec] : graphs_) cudaGraphExecDestroy(exec);  // not drop_graphs(): it may throw
+  impl_.reset();
+  if (stream_ != nullptr) cudaStreamDestroy(stream_);
+}
+
+std::size_t GpuEngine::routed_expert_bytes() const {
+  if (config_.n_routed_experts == 0) return 0;
+  return static_cast<std::size_t>(3 * dims_.moe_intermediate * config_.hidden_size) * sizeof(bf16);  // gate, up, down
+}
+
+}  // namespace tpb
