@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# After a refactor that must not change behaviour (issue 16): on one GPU, in one device call,
+# the gpu tests (GPU_TESTS_EXCLUDE leaves out the slowest NCCL-socket repetitions), then the
+# single-GPU decode and the shared engine conformance scenario against the stored h200x1
+# baselines: every output digest must still match (digest.* verdicts `ok`, none `mismatch`);
+# latencies are printed, not judged (another build, another day). At most 8 files in OUTDIR.
+#   usage: scripts/gpu_refactor_check.sh OUTDIR
+set -u -o pipefail
+OUT=${1:?usage: scripts/gpu_refactor_check.sh OUTDIR}
+mkdir -p "$OUT"
+cd "$(dirname "$0")/.."
+export NCCL_NVLS_ENABLE=0
+START=$(date +%s)
+step() { echo "== $1 ($(( $(date +%s) - START )) s)"; }
+step build
+{ cmake --preset cuda >/dev/null && cmake --build build-cuda -j "$(nproc)" --target tpbench tpb_gpu_tests; } >"$OUT/build.log" 2>&1 \
+  || { tail -30 "$OUT/build.log"; echo "BUILD FAILED"; exit 1; }
+TPB=build-cuda/suite/tpbench
+step "gpu tests (excluding ${GPU_TESTS_EXCLUDE:=Repeated1000TimesFreshInputs/(nccl|auto)_tp[48]})"
+( cd build-cuda && timeout "${CTEST_BUDGET_S:-330}" ctest -L gpu -E "$GPU_TESTS_EXCLUDE" --timeout 200 --output-on-failure ) >"$OUT/ctest.log" 2>&1
+echo "ctest: rc=$?"
+grep -E "tests passed|tests failed|\*\*\*Failed|Not Run|Timeout" "$OUT/ctest.log" | head -20
+RUNS=$(mktemp -d /tmp/tpb-refactor-runs.XXXXXX)
+digests() {  # $1 results root: digest verdicts and latency ratios against the stored baseline
+  python3 - "$1" <<'PY'
+import collections, glob, json, sys
+counts, lat = collections.Counter(), []
+for line in open(glob.glob(sys.argv[1] + "/*/results.jsonl")[0]):
+    r = json.loads(line)
+    for metric, v in (r.get("baseline") or {}).items():
+        if metric.startswith("digest."):
+            counts[v.get("verdict")] += 1
+            if v.get("verdict") != "ok":
+                print("  ", r["label"], metric, v.get("verdict"), v.get("detail", ""))
+        elif metric == "latency_us" and v.get("ratio"):
+            lat.append(v["ratio"])
+print("  digest verdicts:", dict(counts), "| latency ratios new/stored: min %.3f max %.3f over %d" %
+      (min(lat), max(lat), len(lat)) if lat else "")
+PY
+}
+for spec in "decode-1gpu" "conformance/gpu-engine-shared --filter tp=1 --filter tp=2"; do
+  name=${spec%% *}; name=${name##*/}
+  step "$name against baselines/"
+  # shellcheck disable=SC2086
+  timeout 240 "$TPB" run $spec --results-dir "$RUNS/$name" --no-report --baselines baselines --allow-unlike-baseline \
+    >"$RUNS/$name.log" 2>&1
+  echo "tpbench run $name: rc=$?"
+  grep -E "^(cases|checks \(|baseline |builds|not like)" "$RUNS/$name.log" | cut -c1-300
+  digests "$RUNS/$name"
+done
+ls /dev/shm | grep -c tpb || true
+tar -czf "$OUT/runs.tgz" --exclude='*/logs' --exclude='*/traces' --exclude='*/mps-log' -C "$RUNS" . 2>/dev/null
+step done
