@@ -17,7 +17,7 @@ step build
   || { tail -30 "$OUT/build.log"; echo "BUILD FAILED"; exit 1; }
 TPB=build-cuda/suite/tpbench
 step "gpu tests (excluding ${GPU_TESTS_EXCLUDE:=Repeated1000TimesFreshInputs/(nccl|auto)_tp[48]})"
-( cd build-cuda && timeout "${CTEST_BUDGET_S:-330}" ctest -L gpu -E "$GPU_TESTS_EXCLUDE" --timeout 200 --output-on-failure ) >"$OUT/ctest.log" 2>&1
+( cd build-cuda && timeout "${CTEST_BUDGET_S:-270}" ctest -L gpu -E "$GPU_TESTS_EXCLUDE" --timeout 200 --output-on-failure ) >"$OUT/ctest.log" 2>&1
 echo "ctest: rc=$?"
 grep -E "tests passed|tests failed|\*\*\*Failed|Not Run|Timeout" "$OUT/ctest.log" | head -20
 RUNS=$(mktemp -d /tmp/tpb-refactor-runs.XXXXXX)
@@ -42,7 +42,7 @@ for spec in "decode-1gpu" "conformance/gpu-engine-shared --filter tp=1 --filter 
   name=${spec%% *}; name=${name##*/}
   step "$name against baselines/"
   # shellcheck disable=SC2086
-  timeout 240 "$TPB" run $spec --results-dir "$RUNS/$name" --no-report --baselines baselines --allow-unlike-baseline \
+  timeout 120 "$TPB" run $spec --results-dir "$RUNS/$name" --no-report --baselines baselines --allow-unlike-baseline \
     >"$RUNS/$name.log" 2>&1
   echo "tpbench run $name: rc=$?"
   grep -E "^(cases|checks \(|baseline |builds|not like)" "$RUNS/$name.log" | cut -c1-300
