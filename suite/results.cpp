@@ -1,6 +1,7 @@
 #include "suite/results.h"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -61,11 +62,22 @@ ResultsWriter::~ResultsWriter() {
 void ResultsWriter::append(const nlohmann::json& record) {
   // error_handler::replace: a stderr tail with invalid UTF-8 must not lose the record.
   const std::string line = record.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+  // A record is on disk whole or not at all: a write that fails part-way (a full disk) is cut
+  // back to where the line began, so the file never ends in half a record.
+  const off_t start = ::lseek(fd_, 0, SEEK_END);
+  TPB_CHECK(start >= 0, path_ << ": cannot seek: " << std::strerror(errno));
   std::size_t done = 0;
   while (done < line.size()) {
     const ssize_t n = ::write(fd_, line.data() + done, line.size() - done);
     if (n < 0 && errno == EINTR) continue;
-    TPB_CHECK(n > 0, path_ << ": write failed: " << std::strerror(errno));
+    if (n <= 0) {
+      const int err = n < 0 ? errno : EIO;
+      const bool cut = ::ftruncate(fd_, start) == 0;
+      TPB_CHECK(false, path_ << ": writing a record failed after " << done << " of " << line.size()
+                             << " bytes: " << std::strerror(err)
+                             << (cut ? " (the partial line was removed; earlier records are intact)"
+                                     : " (and removing the partial line failed too)"));
+    }
     done += static_cast<std::size_t>(n);
   }
   TPB_CHECK(::fsync(fd_) == 0, path_ << ": fsync failed: " << std::strerror(errno));
@@ -125,14 +137,96 @@ void write_file_atomic(const std::string& path, const std::string& content) {
   const fs::path parent = fs::path(path).parent_path();
   if (!parent.empty()) fs::create_directories(parent);
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    TPB_CHECK(out.good(), tmp << ": cannot write");
-    out << content;
-    out.flush();
-    TPB_CHECK(out.good(), tmp << ": write failed");
+  // Durable: the content is fsync'ed before the rename and the folder after it, so that after
+  // a crash the file is the old one or the new one, whole. Nothing is left behind on error.
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  TPB_CHECK(fd >= 0, tmp << ": cannot create: " << std::strerror(errno));
+  auto fail = [&](const char* what, int err) {
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    TPB_CHECK(false, path << ": " << what << " failed: " << std::strerror(err) << " (" << path << " is unchanged)");
+  };
+  std::size_t done = 0;
+  while (done < content.size()) {
+    const ssize_t n = ::write(fd, content.data() + done, content.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) fail("write", n < 0 ? errno : EIO);
+    done += static_cast<std::size_t>(n);
   }
-  fs::rename(tmp, path);
+  if (::fsync(fd) != 0) fail("fsync", errno);
+  if (::close(fd) != 0) {
+    const int err = errno;
+    ::unlink(tmp.c_str());
+    TPB_CHECK(false, path << ": close failed: " << std::strerror(err) << " (" << path << " is unchanged)");
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int err = errno;
+    ::unlink(tmp.c_str());
+    TPB_CHECK(false, path << ": rename failed: " << std::strerror(err) << " (" << path << " is unchanged)");
+  }
+  const int dir = ::open(parent.empty() ? "." : parent.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir >= 0) {
+    ::fsync(dir);  // best effort: some file systems refuse fsync on a folder
+    ::close(dir);
+  }
+}
+
+int drop_damaged_lines(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in.good()) return 0;
+  std::string line, kept, damaged;
+  int count = 0;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    const auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (j.is_discarded() || !j.is_object()) {
+      damaged += line + "\n";
+      ++count;
+    } else {
+      kept += line + "\n";
+    }
+  }
+  in.close();
+  if (count == 0) return 0;
+  // What is removed is kept beside it (appended: several recoveries keep all they removed).
+  const std::string copy = path + ".damaged";
+  const int fd = ::open(copy.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  TPB_CHECK(fd >= 0, copy << ": cannot open: " << std::strerror(errno));
+  const bool wrote = ::write(fd, damaged.data(), damaged.size()) == static_cast<ssize_t>(damaged.size()) && ::fsync(fd) == 0;
+  const int err = errno;
+  ::close(fd);
+  TPB_CHECK(wrote, copy << ": write failed: " << std::strerror(err) << " (" << path << " left as it was)");
+  write_file_atomic(path, kept);
+  return count;
+}
+
+RunFolderLock::RunFolderLock(const std::string& run_dir) {
+  const std::string path = (fs::path(run_dir) / ".tpbench.lock").string();
+  fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  TPB_CHECK(fd_ >= 0, path << ": cannot open: " << std::strerror(errno));
+  if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+    const int err = errno;
+    char holder[32] = {0};
+    const ssize_t n = ::pread(fd_, holder, sizeof holder - 1, 0);
+    ::close(fd_);
+    fd_ = -1;
+    std::string pid = n > 0 ? std::string(holder, static_cast<std::size_t>(n)) : std::string();
+    while (!pid.empty() && (pid.back() == '\n' || pid.back() == ' ')) pid.pop_back();
+    TPB_INPUT_CHECK(err != EWOULDBLOCK,
+                    run_dir << ": in use by another tpbench (" << (pid.empty() ? std::string("pid unknown") : "pid " + pid)
+                            << ") writing this run; two writers would run cases twice. Wait for it, or resume later");
+    TPB_CHECK(false, path << ": cannot lock: " << std::strerror(err));
+  }
+  const std::string pid = std::to_string(::getpid()) + "\n";
+  if (::ftruncate(fd_, 0) == 0) (void)!::pwrite(fd_, pid.data(), pid.size(), 0);
+}
+
+RunFolderLock::~RunFolderLock() {
+  if (fd_ < 0) return;
+  // The pid goes first, so that a later holder's message never names this finished process;
+  // the file stays (removing it would race a waiter), and closing releases the lock.
+  (void)!::ftruncate(fd_, 0);
+  ::close(fd_);
 }
 
 nlohmann::json read_json_file(const std::string& path) {

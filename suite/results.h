@@ -28,7 +28,8 @@ class ResultsWriter {
   ResultsWriter(const ResultsWriter&) = delete;
   ResultsWriter& operator=(const ResultsWriter&) = delete;
 
-  // One line, then fsync: when this returns the record is on disk.
+  // One line, then fsync: when this returns the record is on disk. A failed write (a full disk)
+// removes what it wrote of the line and throws naming errno: never half a record.
   void append(const nlohmann::json& record);
   const std::string& path() const { return path_; }
 
@@ -53,8 +54,29 @@ std::set<std::string> failed_case_ids(const std::vector<nlohmann::json>& records
 // one, a results root holding many runs) is an InputError saying so.
 std::string results_file_of(const std::string& path);
 
-// Writes `content` to `path` through a temporary file and rename: readers never see half a file.
+// Writes `content` to `path` through a temporary file, fsync and rename, then fsyncs the
+// folder: readers never see half a file, a crash leaves the old or the new one, and an error
+// (naming errno) leaves `path` unchanged and no temporary file behind.
 void write_file_atomic(const std::string& path, const std::string& content);
+
+// Rewrites a results.jsonl without its damaged lines (a record cut short by a crash), after
+// appending them to <path>.damaged; returns how many were removed (0: file untouched). What
+// --resume does first, so that report and compare can read the run afterwards.
+int drop_damaged_lines(const std::string& path);
+
+// An advisory lock on a run folder (<run_dir>/.tpbench.lock, flock), held while a run or a
+// --resume writes it: a second writer is an InputError naming the holder's pid instead of
+// running the same cases again. Released when the object goes (or the process dies).
+class RunFolderLock {
+ public:
+  explicit RunFolderLock(const std::string& run_dir);
+  ~RunFolderLock();
+  RunFolderLock(const RunFolderLock&) = delete;
+  RunFolderLock& operator=(const RunFolderLock&) = delete;
+
+ private:
+  int fd_ = -1;
+};
 nlohmann::json read_json_file(const std::string& path);
 
 }  // namespace tpb

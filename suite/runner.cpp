@@ -242,21 +242,20 @@ RunSummary run_scenario(const Scenario& s, const std::vector<Case>& cases, const
   std::string run_id, run_dir;
   json run_json;
   std::vector<json> earlier;
+  std::optional<RunFolderLock> lock;  // one writer per run folder, for the whole run
+  int damaged = 0;
   if (!opt.resume_dir.empty()) {
     run_dir = opt.resume_dir;
     const std::string rj = (fs::path(run_dir) / "run.json").string();
     TPB_INPUT_CHECK(fs::is_regular_file(rj), "--resume " << run_dir << ": no run.json there (not a tpbench run folder)");
+    lock.emplace(run_dir);  // before reading: a second --resume must not read what the first is writing
     run_json = read_json_file(rj);
     run_id = run_json.value("run_id", "");
     TPB_INPUT_CHECK(!run_id.empty(), rj << ": $.run_id: expected the run id, got nothing");
     const std::string earlier_name = run_json.value("scenario", json::object()).value("name", "");
     TPB_INPUT_CHECK(earlier_name == s.name, "--resume " << run_dir << ": that run is of scenario '" << earlier_name
                                                         << "', not '" << s.name << "'");
-    int damaged = 0;
     earlier = read_results((fs::path(run_dir) / "results.jsonl").string(), &damaged);
-    if (damaged > 0)
-      std::fprintf(stderr, "tpbench: warning: %s/results.jsonl: %d damaged line(s) skipped (a case cut short)\n",
-                   run_dir.c_str(), damaged);
   } else {
     run_id = new_run_id();
     run_dir = (fs::path(opt.results_root) / run_id).string();
@@ -264,6 +263,13 @@ RunSummary run_scenario(const Scenario& s, const std::vector<Case>& cases, const
   }
   CheckSet checks = plan_checks(s, cases);
   sum.run_dir = run_dir;
+  if (damaged > 0) {
+    // A record cut short by a crash: out of results.jsonl (kept in results.jsonl.damaged), so
+    // that report and compare, which refuse a line that is not JSON, can read the run again.
+    const int removed = drop_damaged_lines((fs::path(run_dir) / "results.jsonl").string());
+    std::fprintf(stderr, "tpbench: warning: %s/results.jsonl: %d damaged line(s) (a case cut short) moved to "
+                 "results.jsonl.damaged; their cases run again\n", run_dir.c_str(), removed);
+  }
 
   const json provenance = collect_provenance(start_time);
   const json compact = compact_provenance(provenance);
@@ -301,6 +307,7 @@ RunSummary run_scenario(const Scenario& s, const std::vector<Case>& cases, const
                                    {"retry_failed", opt.retry_failed}, {"retried", retried}});
   }
   fs::create_directories(run_dir);
+  if (!lock) lock.emplace(run_dir);
   write_file_atomic((fs::path(run_dir) / "run.json").string(), run_json.dump(2) + "\n");
 
   // Baselines: stored results of this scenario on this hardware fingerprint.
