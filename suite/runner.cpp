@@ -23,6 +23,7 @@
 #include "suite/progress.h"
 #include "suite/provenance.h"
 #include "suite/results.h"
+#include "suite/safe_paths.h"
 #include "suite/stats.h"
 #include "reference_engine/memory/gpu_catalog.h"
 #include "tpb/kernels/device.h"
@@ -316,7 +317,7 @@ RunSummary run_scenario(const Scenario& s, const std::vector<Case>& cases, const
   if (!opt.baselines_dir.empty()) {
     // Shared placement's timings measure contention: its baselines live apart (h200x1-shared).
     const std::string hw = hardware_dir_name(provenance) + (s.device == "cuda" && s.placement == Placement::shared ? "-shared" : "");
-    sum.baseline_file = (fs::path(opt.baselines_dir) / hw / (s.name + ".jsonl")).string();
+    sum.baseline_file = path_under(opt.baselines_dir, fs::path(hw) / (s.name + ".jsonl"), "baseline file").string();
     if (fs::exists(sum.baseline_file)) baseline_records = read_jsonl(sum.baseline_file);
   }
   // The stored baseline's build(s) against this one, judged before anything runs.

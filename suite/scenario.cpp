@@ -17,6 +17,7 @@
 #include "suite/baseline.h"
 #include "suite/build_info.h"
 #include "suite/checks/check.h"
+#include "suite/safe_paths.h"
 #include "tpb/dtype.h"
 #include "tpb/kernels/device.h"
 
@@ -302,8 +303,8 @@ std::optional<ModelSpec> parse_model(Validator& val, const json& m, const std::s
   bool ok = true;
   if (has_preset) {
     const json& p = m["preset"];
-    if (!p.is_string() || p.get<std::string>().empty()) {
-      val.expected(path + ".preset", "a preset name (a file in scenarios/models/)", p);
+    if (!p.is_string() || !safe_name_problem(p.get<std::string>()).empty()) {
+      val.expected(path + ".preset", "a preset name (a file in scenarios/models/: letters, digits, '.', '_', '-')", p);
       ok = false;
     } else {
       spec.preset = p.get<std::string>();
@@ -420,13 +421,20 @@ Scenario parse_scenario(const json& doc, const std::string& source, const Scenar
   } else if (!is_int(doc["schema"]) || doc["schema"].get<long long>() != 1) {
     val.expected("$.schema", "1 (the only schema this tpbench reads)", doc["schema"]);
   }
+  // The name becomes file names (baselines/<hw>/<name>.jsonl): a safe set of characters only.
+  const std::string name_rule = "a name of letters, digits, '.', '_' and '-', not starting with '.', at most " +
+                                std::to_string(kMaxSafeNameLength) + " characters (it names files)";
   if (doc.contains("name")) {
-    if (!doc["name"].is_string() || doc["name"].get<std::string>().empty())
-      val.expected("$.name", "a non-empty string", doc["name"]);
+    if (!doc["name"].is_string() || !safe_name_problem(doc["name"].get<std::string>()).empty())
+      val.expected("$.name", name_rule, doc["name"]);
     else
       s.name = doc["name"].get<std::string>();
+  } else {
+    s.name = fs::path(source).stem().string();
+    if (!safe_name_problem(s.name).empty())
+      val.problem("$.name", "missing, and the file name '" + s.name + "' cannot stand for it (" +
+                                safe_name_problem(s.name) + "): give \"name\", " + name_rule);
   }
-  if (s.name.empty()) s.name = fs::path(source).stem().string();
   if (doc.contains("description")) {
     if (!doc["description"].is_string())
       val.expected("$.description", "a string", doc["description"]);

@@ -1,0 +1,24 @@
+// Names that become file names, and paths that must stay inside their folder (issue 17):
+// a scenario named "../../escaped-baseline" once wrote its baseline outside --baselines, and
+// a preset "../x" read any .json file.
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <string_view>
+
+namespace tpb {
+
+// The longest name accepted where a name becomes a file name.
+constexpr std::size_t kMaxSafeNameLength = 128;
+
+// "" when `name` is 1..kMaxSafeNameLength characters of [A-Za-z0-9._-] not starting with '.';
+// else what is wrong with it, for a message ("contains '/'", ...).
+std::string safe_name_problem(std::string_view name);
+
+// root / relative, after checking that it stays under root lexically (no "..", no absolute
+// part); an InputError naming `what` otherwise.
+std::filesystem::path path_under(const std::filesystem::path& root, const std::filesystem::path& relative,
+                                 const std::string& what);
+
+}  // namespace tpb
