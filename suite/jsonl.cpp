@@ -16,7 +16,7 @@ std::vector<nlohmann::json> read_jsonl(const std::string& path, std::vector<int>
     nlohmann::json record;
     try {
       record = nlohmann::json::parse(line);
-    } catch (const nlohmann::json::parse_error& e) {
+    } catch (const nlohmann::json::exception& e) {  // parse_error, and out_of_range for a number like 1e400
       TPB_INPUT_FAIL(path << ":" << number << ": not valid JSON (" << e.what() << ")");
     }
     TPB_INPUT_CHECK(record.is_object(), path << ":" << number << ": expected a JSON object per line");

@@ -234,7 +234,7 @@ nlohmann::json read_json_file(const std::string& path) {
   TPB_INPUT_CHECK(in.good(), path << ": cannot open");
   try {
     return nlohmann::json::parse(in);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {  // parse_error, and out_of_range for a number like 1e400
     TPB_INPUT_FAIL(path << ": not valid JSON: " << e.what());
   }
 }

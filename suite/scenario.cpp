@@ -745,6 +745,8 @@ Scenario load_scenario(const std::string& path, const ScenarioEnv& env) {
   json doc;
   try {
     doc = json::parse(in, nullptr, /*allow_exceptions=*/true, /*ignore_comments=*/false);
+  } catch (const json::out_of_range& e) {  // a number like 1e400: no position to report
+    throw ScenarioError({path + ": not valid JSON: " + std::string(e.what())});
   } catch (const json::parse_error& e) {
     // nlohmann reports a byte offset; turn it into line:column for the user.
     std::ifstream again(path);

@@ -4,6 +4,7 @@
 // `rope_scaling` in older files and `rope_parameters` in transformers >= 5.
 #include "reference_engine/config/model_config.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -134,6 +135,7 @@ ModelConfig parse_model_config(const nlohmann::json& config, const std::string& 
                                             "the layout DeepSeek-V3 and Kimi use); false is not supported");
   if (c.num_key_value_heads == 0) c.num_key_value_heads = c.num_attention_heads;
   parse_rope(*text, c, source, prefix);
+  c.name = source;  // what validate() names in its messages; the caller renames it
   c.validate();
   return c;
 }
@@ -143,6 +145,48 @@ void ModelConfig::validate() const {
   auto positive = [&](std::int64_t v, const char* key) {
     TPB_INPUT_CHECK(v > 0, src << ": " << key << ": expected a positive integer, got " << v);
   };
+  // Upper bounds far above any released model (Kimi-K2.5: hidden 7168, vocab 163840, 61
+  // layers, 384 experts) and below what would overflow the element and byte counts every
+  // allocation, the planner and the synthetic generator compute: a config past them was a
+  // heap overflow or a hang, not a model.
+  auto at_most = [&](std::int64_t v, std::int64_t limit, const char* key) {
+    TPB_INPUT_CHECK(v >= 0 && v <= limit, src << ": " << key << ": expected 0.." << limit << " (tpbench's limit), got " << v);
+  };
+  at_most(vocab_size, std::int64_t{1} << 22, "vocab_size");
+  at_most(hidden_size, std::int64_t{1} << 16, "hidden_size");
+  at_most(num_hidden_layers, 1024, "num_hidden_layers");
+  at_most(num_attention_heads, 1024, "num_attention_heads");
+  at_most(kv_lora_rank, std::int64_t{1} << 16, "kv_lora_rank");
+  at_most(q_lora_rank, std::int64_t{1} << 16, "q_lora_rank");
+  at_most(qk_nope_head_dim, 4096, "qk_nope_head_dim");
+  at_most(qk_rope_head_dim, 4096, "qk_rope_head_dim");
+  at_most(v_head_dim, 4096, "v_head_dim");
+  at_most(intermediate_size, std::int64_t{1} << 20, "intermediate_size");
+  at_most(moe_intermediate_size, std::int64_t{1} << 20, "moe_intermediate_size");
+  at_most(n_routed_experts, std::int64_t{1} << 14, "n_routed_experts");
+  at_most(n_shared_experts, 64, "n_shared_experts");
+  at_most(num_experts_per_tok, std::int64_t{1} << 14, "num_experts_per_tok");
+  at_most(max_position_embeddings, std::int64_t{1} << 24, "max_position_embeddings");
+  // Largest tensors, with overflow-checked products: every layer's routed experts and the
+  // embedding, each under 2^44 elements (16 Ti; Kimi-K2.5's experts are ~2^40).
+  auto product_at_most = [&](std::initializer_list<std::int64_t> factors, const char* what) {
+    std::int64_t p = 1;
+    for (std::int64_t f : factors)
+      TPB_INPUT_CHECK(!__builtin_mul_overflow(p, f, &p) && p <= (std::int64_t{1} << 44),
+                      src << ": " << what << ": more than 2^44 elements (tpbench's limit)");
+  };
+  product_at_most({num_hidden_layers, n_routed_experts + n_shared_experts, 3, moe_intermediate_size, hidden_size},
+                  "the experts (num_hidden_layers x experts x 3 x moe_intermediate_size x hidden_size)");
+  product_at_most({vocab_size, hidden_size}, "the embedding (vocab_size x hidden_size)");
+  product_at_most({num_hidden_layers, num_attention_heads, qk_nope_head_dim + qk_rope_head_dim + v_head_dim,
+                   std::max<std::int64_t>(kv_lora_rank, q_lora_rank) + hidden_size},
+                  "the attention weights");
+  // A non-finite or absurd scale makes every logit NaN, which no check may call a pass.
+  TPB_INPUT_CHECK(std::isfinite(routed_scaling_factor) && routed_scaling_factor > 0 && routed_scaling_factor <= 1000,
+                  src << ": routed_scaling_factor: expected a finite number in (0, 1000], got " << routed_scaling_factor);
+  TPB_INPUT_CHECK(std::isfinite(rms_norm_eps) && rms_norm_eps <= 1,
+                  src << ": rms_norm_eps: expected a finite number in (0, 1], got " << rms_norm_eps);
+  TPB_INPUT_CHECK(std::isfinite(rope.theta) && rope.theta > 0, src << ": rope_theta: expected a finite positive number, got " << rope.theta);
   positive(vocab_size, "vocab_size");
   positive(hidden_size, "hidden_size");
   positive(num_hidden_layers, "num_hidden_layers");
@@ -236,7 +280,7 @@ ModelConfig load_model_config(const std::string& path) {
   nlohmann::json j;
   try {
     in >> j;
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {  // parse_error, and out_of_range for a number like 1e400
     TPB_INPUT_FAIL(file.string() << ": not valid JSON: " << e.what());
   }
   ModelConfig c = parse_model_config(j, file.string());

@@ -170,7 +170,7 @@ tpb::ModelConfig load_model(const Args& a) {
     nlohmann::json j;
     try {
       j = nlohmann::json::parse(*o);
-    } catch (const nlohmann::json::parse_error& e) {
+    } catch (const nlohmann::json::exception& e) {  // parse_error, and out_of_range for a number like 1e400
       TPB_INPUT_FAIL("plan: --overrides: not valid JSON: " << e.what());
     }
     tpb::apply_overrides(c, j, "--overrides", "$");
