@@ -9,17 +9,7 @@
 #      reruns name the layer) and on custom-oneshot at TP 2 (equal_across_allreduce fails
 #      bitwise: "inputs equal, outputs differ" at the planted layer).
 #   usage: scripts/gpu_issue15_demo.sh OUTDIR
-set -u -o pipefail
-OUT=${1:?usage: scripts/gpu_issue15_demo.sh OUTDIR}
-mkdir -p "$OUT"
-cd "$(dirname "$0")/.."
-export NCCL_NVLS_ENABLE=0
-START=$(date +%s)
-step() { echo "== $1 ($(( $(date +%s) - START )) s)"; }
-step build
-{ cmake --preset cuda >/dev/null && cmake --build build-cuda -j "$(nproc)" --target tpbench tpb_gpu_tests; } >"$OUT/build.log" 2>&1 \
-  || { tail -30 "$OUT/build.log"; echo "BUILD FAILED"; exit 1; }
-TPB=build-cuda/suite/tpbench
+source "$(dirname "$0")/gpu_call_common.bash" "$@"
 # Run folders stay off $OUT (the device tool returns a bounded number of files): runs.tgz packs them.
 RUNS=$(mktemp -d /tmp/tpb-issue15-runs.XXXXXX)
 step "gpu tests (${GPU_TESTS:-TensorDigest})"

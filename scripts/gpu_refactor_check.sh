@@ -5,17 +5,7 @@
 # baselines: every output digest must still match (digest.* verdicts `ok`, none `mismatch`);
 # latencies are printed, not judged (another build, another day). At most 8 files in OUTDIR.
 #   usage: scripts/gpu_refactor_check.sh OUTDIR
-set -u -o pipefail
-OUT=${1:?usage: scripts/gpu_refactor_check.sh OUTDIR}
-mkdir -p "$OUT"
-cd "$(dirname "$0")/.."
-export NCCL_NVLS_ENABLE=0
-START=$(date +%s)
-step() { echo "== $1 ($(( $(date +%s) - START )) s)"; }
-step build
-{ cmake --preset cuda >/dev/null && cmake --build build-cuda -j "$(nproc)" --target tpbench tpb_gpu_tests; } >"$OUT/build.log" 2>&1 \
-  || { tail -30 "$OUT/build.log"; echo "BUILD FAILED"; exit 1; }
-TPB=build-cuda/suite/tpbench
+source "$(dirname "$0")/gpu_call_common.bash" "$@"
 step "gpu tests (excluding ${GPU_TESTS_EXCLUDE:=Repeated1000TimesFreshInputs/(nccl|auto)_tp[48]})"
 ( cd build-cuda && timeout "${CTEST_BUDGET_S:-270}" ctest -L gpu -E "$GPU_TESTS_EXCLUDE" --timeout 200 --output-on-failure ) >"$OUT/ctest.log" 2>&1
 echo "ctest: rc=$?"
