@@ -8,6 +8,7 @@
 #include <fstream>
 #include <map>
 
+#include "suite/case_spec.h"
 #include "suite/digest.h"
 #include "tpb/check.h"
 #include "tpb/fnv1a.h"
@@ -164,10 +165,10 @@ void write_chrome_trace(const std::string& path, const std::vector<Span>& spans,
   TPB_CHECK(out.good(), "trace: writing '" << path << "' failed");
 }
 
-std::string trace_path(const nlohmann::json& case_spec, int rank) {
+std::string trace_path(const CaseSpec& spec, int rank) {
   std::string dir;
-  if (case_spec.contains("trace_dir") && case_spec["trace_dir"].is_string()) {
-    dir = case_spec["trace_dir"].get<std::string>();
+  if (spec.trace_dir) {
+    dir = *spec.trace_dir;
   } else {
     const char* tmp = std::getenv("TMPDIR");
     dir = tmp && *tmp ? tmp : "/tmp";
@@ -175,7 +176,7 @@ std::string trace_path(const nlohmann::json& case_spec, int rank) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   TPB_CHECK(!ec, "trace: cannot create folder '" << dir << "' (case_spec.trace_dir): " << ec.message());
-  const std::string id = case_spec.value("case_id", std::string("case"));
+  const std::string id = spec.case_id.empty() ? "case" : spec.case_id;
   return (std::filesystem::path(dir) / ("trace-" + id + "-rank" + std::to_string(rank) + ".json")).string();
 }
 

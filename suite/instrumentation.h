@@ -160,9 +160,11 @@ nlohmann::json phase_summary(const std::vector<Span>& spans, std::int64_t steps,
 // Throws tpb::Error naming the path when it cannot be written.
 void write_chrome_trace(const std::string& path, const std::vector<Span>& spans, int rank, const std::string& label);
 
-// Where a rank's trace goes: case_spec.trace_dir when given (created), else $TMPDIR or
-// /tmp; the file is trace-<case_id>-rank<r>.json.
-std::string trace_path(const nlohmann::json& case_spec, int rank);
+struct CaseSpec;  // suite/case_spec.h
+
+// Where a rank's trace goes: spec.trace_dir when given (created), else $TMPDIR or /tmp; the
+// file is trace-<case_id>-rank<r>.json ("case" for a spec without an id).
+std::string trace_path(const CaseSpec& spec, int rank);
 
 // Statistics of `n` floats for the debug level: count, nan, inf, max_abs (finite values),
 // l2 norm (finite values).

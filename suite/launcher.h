@@ -36,7 +36,7 @@ struct CaseRun {
   // then, per blamed rank, "--- last N lines of rank r stderr (<log path>) ---" and the lines.
   std::string error;
   std::vector<int> failed_ranks;    // when !ok: the ranks the error is about (may be several on a timeout)
-  std::vector<nlohmann::json> ranks;  // when ok: one result object per rank, in rank order
+  std::vector<nlohmann::json> ranks;  // when ok: one result per rank, in rank order (RankResult::to_json)
   std::vector<int> pids;            // the rank processes that ran the case, in rank order
   double wall_s = 0;                // controller wall time for the case, seconds
 };
@@ -48,9 +48,9 @@ class Launcher {
   Launcher(const Launcher&) = delete;
   Launcher& operator=(const Launcher&) = delete;
 
-  // Runs `case_spec` (see suite/workload.h) on `world_size` ranks. Reuses the live group
-  // when `group_key` and `world_size` match it; otherwise replaces it. Never throws for a
-  // rank's failure: that is a CaseRun with ok = false. With `placement` (GPU cases), each rank
+  // Runs `case_spec` (CaseSpec::to_json, suite/case_spec.h) on `world_size` ranks. Reuses
+  // the live group when `group_key` and `world_size` match it; otherwise replaces it. Never
+  // throws for a rank's failure: that is a CaseRun with ok = false. With `placement` (GPU cases), each rank
   // of a new group gets its place in its environment (rank_environment: TPB_DEVICE,
   // TPB_RANKS_PER_GPU, and a distinct NCCL_HOSTID where ranks share a device); the group key
   // must then name the placement, since a live group keeps the places it started with.

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdlib>
 
+#include "suite/case_spec.h"
 #include "suite/stats.h"
 #include "tpb/bandwidth.h"
 #include "tpb/check.h"
@@ -17,14 +18,6 @@ using nlohmann::json;
 namespace {
 
 json number_or_null(double v) { return std::isfinite(v) ? json(v) : json(nullptr); }
-
-std::int64_t count_field(const json& measure, const char* key, std::int64_t fallback, std::int64_t least) {
-  if (!measure.is_object() || !measure.contains(key) || measure[key].is_null()) return fallback;
-  const json& v = measure[key];
-  TPB_INPUT_CHECK(v.is_number_integer() && v.get<std::int64_t>() >= least,
-                  "case_spec.measure." << key << ": expected an integer >= " << least << ", got " << v.dump());
-  return v.get<std::int64_t>();
-}
 
 // Spins for `ns` nanoseconds on the steady clock (the planted drift: busy, as a slower machine is).
 void spin_ns(double ns) {
@@ -38,21 +31,6 @@ void spin_ns(double ns) {
 std::int64_t g_process_timed_steps = 0;
 
 }  // namespace
-
-MeasureCounts measure_counts(const json& measure, const MeasureCounts& defaults) {
-  MeasureCounts c;
-  c.warmup = count_field(measure, "warmup", defaults.warmup, 0);
-  c.iterations = count_field(measure, "iterations", defaults.iterations, 1);
-  c.repetitions = count_field(measure, "repetitions", defaults.repetitions, 1);
-  return c;
-}
-
-bool interleaves_instrumentation(const json& measure) {
-  if (!measure.is_object() || !measure.contains("interleave_instrumentation")) return false;
-  const json& v = measure["interleave_instrumentation"];
-  TPB_INPUT_CHECK(v.is_boolean(), "case_spec.measure.interleave_instrumentation: expected true or false, got " << v.dump());
-  return v.get<bool>();
-}
 
 double HostTimer::time_us(const std::function<void()>& step) {
   const auto t0 = std::chrono::steady_clock::now();
@@ -110,15 +88,6 @@ Measurement measure_steps(const MeasureLoop& loop, SampleTimer& timer, Instrumen
   }
   if (inst) inst->disarm();
   return m;
-}
-
-json measurement_result(const Measurement& m) {
-  json j = {{"latency_us", m.latency_us}};
-  if (!m.interleaved_off_us.empty()) {
-    j["interleaved_off_latency_us"] = m.interleaved_off_us;
-    j["interleaving"] = m.halves;
-  }
-  return j;
 }
 
 json StepWork::to_json() const {
@@ -187,40 +156,28 @@ json latency_summary(const std::vector<std::vector<double>>& per_rank, int repet
   return lat;
 }
 
-namespace {
-
-std::vector<std::vector<double>> samples_of(const std::vector<json>& rank_results, const char* key) {
-  std::vector<std::vector<double>> out;
-  for (const auto& rank : rank_results) {
-    std::vector<double> v;
-    const json a = rank.value(key, json::array());
-    if (a.is_array())
-      for (const auto& x : a)
-        if (x.is_number()) v.push_back(x.get<double>());
-    out.push_back(std::move(v));
+json case_latency(const std::vector<RankResult>& rank_results, int repetitions) {
+  std::vector<std::vector<double>> recorded, paused;
+  for (const RankResult& rank : rank_results) {
+    recorded.push_back(rank.latency_us);
+    paused.push_back(rank.interleaved_off_latency_us);
   }
-  return out;
-}
-
-}  // namespace
-
-json case_latency(const std::vector<json>& rank_results, int repetitions) {
-  json lat = latency_summary(samples_of(rank_results, "latency_us"), repetitions);
+  json lat = latency_summary(recorded, repetitions);
   if (!lat.is_object()) return lat;
-  const json off = latency_summary(samples_of(rank_results, "interleaved_off_latency_us"), repetitions);
+  const json off = latency_summary(paused, repetitions);
   if (off.is_object()) {
     lat["interleaved_off_p50"] = off["p50"];
     lat["interleaved_off_mean"] = off["mean"];
     if (off.contains("repetitions_us")) lat["interleaved_off_repetitions_us"] = off["repetitions_us"];
-    lat["interleaving"] = rank_results.front().value("interleaving", std::string());
+    lat["interleaving"] = rank_results.front().interleaving;
   }
   return lat;
 }
 
-json case_throughput(const std::vector<json>& rank_results, const json& latency) {
+json case_throughput(const std::vector<RankResult>& rank_results, const json& latency) {
   if (rank_results.empty() || !latency.is_object() || !latency.contains("mean") || !latency["mean"].is_number())
     return nullptr;
-  return throughput_from_mean(StepWork::from_json(rank_results.front().value("work", json())), latency["mean"].get<double>());
+  return throughput_from_mean(rank_results.front().work, latency["mean"].get<double>());
 }
 
 }  // namespace tpb

@@ -43,23 +43,14 @@
 
 namespace tpb {
 
-// case_spec.measure's counts.
+// A case's counts (CaseSpec::Measure::counts fills them from the spec, suite/case_spec.h).
 struct MeasureCounts {
   std::int64_t warmup = 1;       // untimed steps before the first sample, >= 0
   std::int64_t iterations = 5;   // timed samples per repetition (per half when interleaved), >= 1
   std::int64_t repetitions = 1;  // repetitions, >= 1; one median each
 };
 
-// case_spec.measure's warmup, iterations and repetitions, each `defaults`' when absent;
-// InputError naming the JSON path on a value that is not an integer in range.
-MeasureCounts measure_counts(const nlohmann::json& measure, const MeasureCounts& defaults);
-
-// True when the case must interleave recorded and paused halves: case_spec.measure
-// .interleave_instrumentation, which the runner sets on every case of a scenario that sweeps
-// more than one instrumentation level (suite/sweep.cpp). Not params.instrumentation's presence:
-// every case carries that key ("off" by default), and a case outside such a sweep has no level
-// to be compared with, so it runs its samples once, not twice.
-bool interleaves_instrumentation(const nlohmann::json& measure);
+struct RankResult;  // suite/case_spec.h
 
 // The clock of one sample.
 class SampleTimer {
@@ -100,12 +91,8 @@ struct Measurement {
 // (the GPU engine's allreduce share), where interleaving has nothing to pause.
 Measurement measure_steps(const MeasureLoop& loop, SampleTimer& timer, Instrumentation* inst);
 
-// The measurement's fields of a rank result: latency_us, and when interleaved
-// interleaved_off_latency_us and interleaving ("ABBA", the halves' order).
-nlohmann::json measurement_result(const Measurement& m);
-
-// What one step of a workload moves or produces, for the derived rates (suite/workload.h:
-// the rank result's "work"). A collective sets bytes and bus_factor, the engine tokens.
+// What one step of a workload moves or produces, for the derived rates (the rank result's
+// "work", suite/case_spec.h). A collective sets bytes and bus_factor, the engine tokens.
 struct StepWork {
   double bytes = 0;       // bytes per rank per operation (allreduce: the message), 0 = none
   double bus_factor = 0;  // busbw / algbw (tpb/bandwidth.h: allreduce 2(n-1)/n)
@@ -125,15 +112,15 @@ nlohmann::json throughput_from_mean(const StepWork& work, double mean_us);
 // repetitions > 1, repetitions_us (one median per repetition). null without samples.
 nlohmann::json latency_summary(const std::vector<std::vector<double>>& samples_us_per_rank, int repetitions);
 
-// A record's latency from the ranks' results (suite/workload.h): latency_summary of their
+// A record's latency from the ranks' results (suite/case_spec.h): latency_summary of their
 // latency_us; when they ran interleaved halves, also interleaved_off_repetitions_us (one
 // median per repetition of the B halves, merged across ranks alike), interleaved_off_p50 and
 // interleaving (the halves' order, "ABBA..."). null without samples.
-nlohmann::json case_latency(const std::vector<nlohmann::json>& rank_results, int repetitions);
+nlohmann::json case_latency(const std::vector<RankResult>& rank_results, int repetitions);
 
-// A record's throughput: throughput_from_mean of rank 0's "work" (every rank does the same
+// A record's throughput: throughput_from_mean of rank 0's work (every rank does the same
 // work per step) and the latency's mean; null when the workload reports no work.
-nlohmann::json case_throughput(const std::vector<nlohmann::json>& rank_results, const nlohmann::json& latency);
+nlohmann::json case_throughput(const std::vector<RankResult>& rank_results, const nlohmann::json& latency);
 
 // TEST ONLY: TPB_TEST_PLANT_DRIFT_NS_PER_STEP=N (a number >= 0) makes every timed step of this
 // process spin N ns x the timed steps this process ran before it (across the cases of a

@@ -117,27 +117,27 @@ std::string localization_key(const std::string& check, const std::string& group_
 
 }  // namespace
 
-json case_record_from_ranks(const Scenario& s, const Case& c, const std::vector<json>& ranks) {
+json case_record_from_ranks(const Scenario& s, const Case& c, const std::vector<RankResult>& ranks) {
   json r = json::object();
   json memory = json::array(), digests = json::array(), comm = json::array(), outputs = json::array();
-  for (const auto& rank : ranks) {
-    memory.push_back(rank.value("memory", json::object()));
-    digests.push_back(rank.value("digests", json::object()));
-    comm.push_back(rank.value("comm", json::object()));
-    outputs.push_back(rank.value("outputs", json()));
+  bool any_outputs = false;
+  for (const RankResult& rank : ranks) {
+    memory.push_back(rank.memory);
+    digests.push_back(rank.digests);
+    comm.push_back(rank.comm);
+    outputs.push_back(rank.outputs.empty() ? json(nullptr) : json(rank.outputs));
+    any_outputs = any_outputs || !rank.outputs.empty();
   }
   r["memory"] = memory;
   // The memory plan is the same on every rank (a pure function of the case): rank 0's.
-  if (!ranks.empty() && ranks.front().contains("plan")) r["plan"] = ranks.front()["plan"];
+  if (!ranks.empty() && !ranks.front().plan.is_null()) r["plan"] = ranks.front().plan;
   r["digests"] = digests;
   r["comm"] = comm;
   // Samples of each rank's outputs (e.g. the engine's first logits) for tolerance checks;
   // null when the workload reports none.
-  bool any_outputs = false;
-  for (const auto& o : outputs) any_outputs = any_outputs || !o.is_null();
   r["outputs"] = any_outputs ? outputs : json(nullptr);
   json metrics = json::array();
-  for (const auto& rank : ranks) metrics.push_back(rank.value("metrics", json(nullptr)));
+  for (const RankResult& rank : ranks) metrics.push_back(rank.metrics);
   r["metrics"] = metrics;  // per rank: workload-specific numbers and self-checks
   r["latency"] = case_latency(ranks, s.measure.repetitions);
   r["throughput"] = case_throughput(ranks, r["latency"]);
@@ -152,10 +152,10 @@ json case_record_from_ranks(const Scenario& s, const Case& c, const std::vector<
   }
   // A rank that found the case infeasible as measured (the GPU engine's KV pool on the
   // device's real free memory) says so in its result: recorded as an infeasible plan is.
-  for (const auto& rank : ranks)
-    if (rank.contains("infeasible") && rank["infeasible"].is_string()) {
+  for (const RankResult& rank : ranks)
+    if (!rank.infeasible.empty()) {
       r["status"] = "infeasible";
-      r["error"] = rank["infeasible"];
+      r["error"] = rank.infeasible;
       break;
     }
   return r;
@@ -395,14 +395,15 @@ RunSummary run_scenario(const Scenario& s, const std::vector<Case>& cases, const
       record["plan"] = plan->plan;
     } else {
       try {
-        json spec = case_spec(s, c);
-        spec["trace_dir"] = (fs::path(run_dir) / "traces").string();  // instrumentation=trace|debug writes here
-        const CaseRun run = launcher.run_case(c.group_key, c.tp, spec, s.measure.timeout_s,
+        CaseSpec spec = case_spec(s, c);
+        spec.trace_dir = (fs::path(run_dir) / "traces").string();  // instrumentation=trace|debug writes here
+        const CaseRun run = launcher.run_case(c.group_key, c.tp, spec.to_json(), s.measure.timeout_s,
                                               c.placement.device_of_rank.empty() ? nullptr : &c.placement);
         wall_s = run.wall_s;
         record["wall_s"] = run.wall_s;
         if (run.ok) {
-          record.update(case_record_from_ranks(s, c, run.ranks));  // status ok, or infeasible as measured
+          // status ok, or infeasible as measured
+          record.update(case_record_from_ranks(s, c, rank_results_from_json(run.ranks)));
           if (plan) record["plan"] = plan->plan;  // the serving plan (its breakdown: the same terms)
         } else {
           record["status"] = "failed";
@@ -470,13 +471,13 @@ RunSummary run_scenario(const Scenario& s, const std::vector<Case>& cases, const
         record["params"]["instrumentation"] = "digests";
         record["localizes"] = {{"check", check.name()}, {"case_id", c->id}, {"group", ids}};
         try {
-          json spec = case_spec(s, *c);
-          spec["params"]["instrumentation"] = "digests";
-          const CaseRun run = launcher.run_case(c->group_key, c->tp, spec, s.measure.timeout_s,
+          CaseSpec spec = case_spec(s, *c);
+          spec.params["instrumentation"] = "digests";
+          const CaseRun run = launcher.run_case(c->group_key, c->tp, spec.to_json(), s.measure.timeout_s,
                                                 c->placement.device_of_rank.empty() ? nullptr : &c->placement);
           record["wall_s"] = run.wall_s;
           if (run.ok) {
-            record.update(case_record_from_ranks(s, *c, run.ranks));
+            record.update(case_record_from_ranks(s, *c, rank_results_from_json(run.ranks)));
           } else {
             record["status"] = "failed";
             record["error"] = run.error;

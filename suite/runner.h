@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "suite/baseline.h"
+#include "suite/case_spec.h"
 #include "suite/measure.h"  // latency_summary, throughput_from_mean: the record's latency and rates
 #include "suite/mps.h"
 #include "suite/scenario.h"
@@ -102,11 +103,11 @@ int run_exit_code(const RunSummary& sum, bool with_baselines);
 // --resume names a folder that is not a run of this scenario.
 RunSummary run_scenario(const Scenario& scenario, const std::vector<Case>& cases, const RunOptions& options);
 
-// One record from the launcher's answer (ranks' JSON as in suite/workload.h). Its status is
+// One record from the ranks' results (suite/case_spec.h), in rank order. Its status is
 // "ok", "fallback" (the requested allreduce backend carried none of the allreduces; error says
 // which ran, allreduce_ran the counts) or "infeasible" with the first infeasible rank's
 // sentence as error.
 nlohmann::json case_record_from_ranks(const Scenario& scenario, const Case& c,
-                                      const std::vector<nlohmann::json>& ranks);
+                                      const std::vector<RankResult>& ranks);
 
 }  // namespace tpb

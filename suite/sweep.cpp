@@ -170,34 +170,29 @@ std::vector<Case> expand_cases(const Scenario& s, const MachineInfo& machine) {
   return cases;
 }
 
-json case_spec(const Scenario& s, const Case& c) {
-  json model = nullptr;
-  if (s.model)
-    model = {{"config_path", s.model->config_path}, {"overrides", s.model->overrides},
-             {"weights", s.model->weights}, {"seed", s.model->seed}};
-  json spec = {{"case_id", c.id},
-               {"label", c.label},
-               {"workload", s.workload},
-               {"device", s.device},
-               {"params", c.params},
-               // A serving-style KV pool sized from mem_fraction only when the scenario sweeps
-               // mem_fraction; otherwise the engine allocates exactly the case's cache (and does not
-               // take most of the device from whatever else runs on it).
-               {"kv_pool", axis_written(s, "mem_fraction")},
-               {"model", model},
-               {"measure",
-                {{"warmup", s.measure.warmup},
-                 {"iterations", s.measure.iterations},
-                 {"repetitions", s.measure.repetitions},
-                 // Every case of an instrumentation sweep (its levels, repeats and controls alike)
-                 // measures in interleaved recorded / paused halves (suite/measure.h), so that the
-                 // levels run the same steps and observer_invariant judges timing in one process.
-                 // Every case carries params.instrumentation ("off" by default): the axis varying
-                 // is what makes a sweep of levels.
-                 {"interleave_instrumentation", axis_varies(s, "instrumentation")},
-                 {"min_duration_s", s.measure.min_duration_s},
-                 {"timeout_s", s.measure.timeout_s}}}};
-  if (s.comm.written()) spec["comm"] = comm_json(s.comm);  // the communicator's options (CommOptions)
+CaseSpec case_spec(const Scenario& s, const Case& c) {
+  CaseSpec spec;
+  spec.case_id = c.id;
+  spec.label = c.label;
+  spec.workload = s.workload;
+  spec.device = s.device;
+  spec.params = c.params;
+  // A serving-style KV pool sized from mem_fraction only when the scenario sweeps mem_fraction;
+  // otherwise the engine allocates exactly the case's cache (and does not take most of the
+  // device from whatever else runs on it).
+  spec.kv_pool = axis_written(s, "mem_fraction");
+  if (s.model) spec.model = CaseSpec::Model{s.model->config_path, s.model->overrides, s.model->weights, s.model->seed};
+  spec.measure.warmup = s.measure.warmup;
+  spec.measure.iterations = s.measure.iterations;
+  spec.measure.repetitions = s.measure.repetitions;
+  // Every case of an instrumentation sweep (its levels, repeats and controls alike) measures in
+  // interleaved recorded / paused halves (suite/measure.h), so that the levels run the same
+  // steps and observer_invariant judges timing in one process. Every case carries
+  // params.instrumentation ("off" by default): the axis varying is what makes a sweep of levels.
+  spec.measure.interleave_instrumentation = axis_varies(s, "instrumentation");
+  spec.measure.min_duration_s = s.measure.min_duration_s;
+  spec.measure.timeout_s = s.measure.timeout_s;
+  spec.comm.custom_max_bytes = s.comm.custom_max_bytes;  // the communicator's options (CommOptions)
   return spec;
 }
 

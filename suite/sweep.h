@@ -25,6 +25,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "suite/case_spec.h"
 #include "suite/placement.h"
 #include "suite/scenario.h"
 
@@ -56,7 +57,7 @@ std::string case_id(const Scenario& scenario, const nlohmann::json& params, cons
 
 std::vector<Case> expand_cases(const Scenario& scenario, const MachineInfo& machine);
 
-// The JSON the launcher sends to the ranks (format in suite/workload.h).
-nlohmann::json case_spec(const Scenario& scenario, const Case& c);
+// What the launcher sends to the ranks (suite/case_spec.h); the runner adds trace_dir.
+CaseSpec case_spec(const Scenario& scenario, const Case& c);
 
 }  // namespace tpb

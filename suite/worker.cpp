@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <exception>
 
+#include "suite/case_spec.h"
 #include "suite/workload.h"
 #include "suite/workloads/workloads.h"
 #include "tpb/check.h"
@@ -29,12 +30,12 @@ bool env_int(const char* name, int& value) {
 // fails those cases before their workload runs, as a crash of the case would; the next
 // invocation without the variable runs them (tests/cli/reproduce_any_record.sh retries one
 // with --resume --retry-failed). run.json records the variable with the environment.
-void planted_case_failure_for_tests(const json& spec) {
+void planted_case_failure_for_tests(const std::string& case_id) {
   const char* v = std::getenv("TPB_TEST_FAIL_CASE");
-  if (v == nullptr || *v == '\0' || !spec.contains("case_id") || !spec["case_id"].is_string()) return;
+  if (v == nullptr || *v == '\0' || case_id.empty()) return;
   const std::string list = std::string(",") + v + ",";
-  const std::string id = spec["case_id"].get<std::string>();
-  if (list.find("," + id + ",") != std::string::npos) TPB_FAIL("planted failure of case " << id << " (TPB_TEST_FAIL_CASE)");
+  if (list.find("," + case_id + ",") != std::string::npos)
+    TPB_FAIL("planted failure of case " << case_id << " (TPB_TEST_FAIL_CASE)");
 }
 
 }  // namespace
@@ -79,22 +80,20 @@ int run_worker() {
     const std::string type = message["type"];
     if (type == "exit") break;
     TPB_CHECK(type == "case", "rank " << rank << ": unexpected control message '" << type << "'");
-    const json& spec = message["spec"];
     json reply;
     try {
-      TPB_INPUT_CHECK(spec.is_object() && spec.contains("workload") && spec["workload"].is_string(),
-                      "case_spec: 'workload' must be a string");
-      const std::string name = spec["workload"];
-      const WorkloadFn fn = find_workload(name);
+      // Parsed once: the workload reads typed fields (suite/case_spec.h).
+      const CaseSpec spec = CaseSpec::from_json(message["spec"]);
+      const WorkloadFn fn = find_workload(spec.workload);
       if (fn == nullptr) {
         std::string known;
         for (const auto& n : workload_names()) known += (known.empty() ? "" : ", ") + n;
-        TPB_INPUT_FAIL("case_spec: unknown workload '" << name << "' (known: " << known << ")");
+        TPB_INPUT_FAIL("case_spec: unknown workload '" << spec.workload << "' (known: " << known << ")");
       }
-      planted_case_failure_for_tests(spec);
-      json result = fn(spec, state);
-      result["rank"] = rank;
-      reply = {{"type", "result"}, {"result", std::move(result)}};
+      planted_case_failure_for_tests(spec.case_id);
+      RankResult result = fn(spec, state);
+      result.rank = rank;
+      reply = {{"type", "result"}, {"result", result.to_json()}};
     } catch (const InputError& e) {
       reply = {{"type", "error"}, {"message", e.what()}, {"input_error", true}};
     } catch (const std::exception& e) {

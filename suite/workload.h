@@ -2,39 +2,10 @@
 // name ("allreduce": a communicator-only sweep; "engine": the reference engine's prefill or
 // decode). It runs in a rank process, with the state that outlives one case in WorkerState.
 //
-// case_spec (built by the runner, sent by the launcher), JSON:
-//   case_id      string   stable id of the case
-//   workload     string   "allreduce" | "engine"
-//   device       string   "cpu" | "cuda"
-//   params       object   the swept values: mode, tp, batch_size, seq_len, allreduce,
-//                         mem_fraction, instrumentation, cuda_graph (+ workload-specific
-//                         axes such as message_bytes)
-//   model        object   resolved model section: config_path, overrides, weights, seed
-//   measure      object   warmup, iterations, repetitions, min_duration_s, timeout_s,
-//                         interleave_instrumentation (bool: the scenario sweeps instrumentation
-//                         levels; the harness then runs interleaved A/B halves, suite/measure.h)
-//   kv_pool      bool     the engine sizes its KV pool from mem_fraction (the scenario sweeps it)
-//   comm         object   optional: custom_max_bytes, the custom allreduce's buffer (scenario "comm")
-//   trace_dir    string   optional: where instrumentation=trace|debug writes each rank's
-//                         Chrome trace (default $TMPDIR or /tmp; suite/instrumentation.h)
-// A rank's place on the GPUs is in its environment, not here (suite/placement.h).
-//
-// A rank's result, JSON (one per rank, collected by the launcher):
-//   rank         int
-//   latency_us   [number] one sample per timed iteration, microseconds (suite/measure.h's loop;
-//                         with interleaved halves, those recorded: A)
-//   interleaved_off_latency_us  [number] optional: the samples of the halves run with recording
-//                         paused (B), same shape; interleaving: the halves' order ("ABBA...")
-//   work         object   optional: what one step moves or produces, {bytes_per_step, bus_factor}
-//                         or {tokens_per_step}; the record's throughput derives from it (StepWork)
-//   digests      object   name -> hex digest of an output (bitwise comparisons)
-//   memory       object   phase -> {used_bytes, free_bytes, ...} (MemoryMeter)
-//   metrics      object   workload-specific numbers (bytes, tokens/s, comm share, ...)
-//   comm         object   backend, memory_bytes, fallback_reason, requested, allreduce_calls
-//                         (communicator_result: what carried the case's allreduces)
-//   outputs      object   optional: name -> small float array for tolerance checks
-//   infeasible   string   optional: the case cannot run as sized (e.g. the GPU engine's KV pool
-//                         does not hold it): the sentence; the record's status is "infeasible"
+// The case spec a workload gets and the result it returns are structs with their fields
+// documented in suite/case_spec.h (the one place they are converted to and from JSON); the
+// worker parses the spec once and serialises the result. A rank's place on the GPUs is in its
+// environment, not in the spec (suite/placement.h).
 #pragma once
 
 #include <map>
@@ -46,6 +17,7 @@
 #include "reference_engine/comm/bootstrap.h"
 #include "reference_engine/comm/communicator.h"
 #include "reference_engine/comm/factory.h"
+#include "suite/case_spec.h"
 
 namespace tpb {
 
@@ -75,9 +47,10 @@ class WorkerState {
   std::map<std::string, std::shared_ptr<void>> cache_;
 };
 
-using WorkloadFn = nlohmann::json (*)(const nlohmann::json& case_spec, WorkerState& state);
+// Runs one case on this rank. The worker sets the result's rank.
+using WorkloadFn = RankResult (*)(const CaseSpec& spec, WorkerState& state);
 
-// A rank's "comm" result for the communicator a case ran on, read when the case ends (the
+// A rank's result's comm (RankResult::comm) for the communicator a case ran on, read when the case ends (the
 // workload calls comm.reset_allreduce_calls() when it starts):
 //   backend          string  comm.name(): the backend running ("nccl" for a custom one that fell back)
 //   requested        string  the case's params.allreduce

@@ -15,6 +15,7 @@
 #include "reference_engine/model/engine.h"
 #include "reference_engine/weights/safetensors.h"
 #include "reference_engine/weights/weight_source.h"
+#include "suite/case_spec.h"
 #include "suite/cli/subcommand.h"
 #include "suite/launcher.h"
 #include "suite/workloads/engine_workload.h"
@@ -144,19 +145,21 @@ int run_logits(const std::vector<std::string>& args) {
     lo.worker_binary = self;
     lo.log_dir = (fs::temp_directory_path() / ("tpbench-logits-" + std::to_string(::getpid()))).string();
     fs::create_directories(lo.log_dir);
-    const json spec = {{"case_id", "logits"},
-                       {"workload", "engine"},
-                       {"device", "cpu"},
-                       {"params", {{"mode", "logits"}, {"tp", tp}, {"allreduce", "shm"}, {"input_ids", ids_json},
-                                   {"prefill", prefill}, {"out", fs::absolute(out).string()}}},
-                       {"model", {{"config_path", config_path}, {"overrides", json::object()}, {"weights", weights}, {"seed", seed}}},
-                       {"measure", {{"timeout_s", 600}}}};
+    tpb::CaseSpec spec;
+    spec.case_id = "logits";
+    spec.workload = "engine";
+    spec.device = "cpu";
+    spec.params = {{"mode", "logits"},   {"tp", tp},           {"allreduce", "shm"},
+                   {"input_ids", ids_json}, {"prefill", prefill}, {"out", fs::absolute(out).string()}};
+    spec.model = tpb::CaseSpec::Model{config_path, json::object(), weights, static_cast<std::uint64_t>(seed)};
+    spec.measure.timeout_s = 600;
     tpb::Launcher launcher(lo);
-    const tpb::CaseRun run = launcher.run_case("logits", tp, spec, 600.0);
+    const tpb::CaseRun run = launcher.run_case("logits", tp, spec.to_json(), spec.measure.timeout_s);
     launcher.shutdown();
     TPB_CHECK(run.ok, "logits: the rank processes failed: " << run.error << " (logs in " << lo.log_dir << ")");
+    const std::vector<tpb::RankResult> ranks = tpb::rank_results_from_json(run.ranks);
     for (int r = 1; r < tp; ++r)
-      TPB_CHECK(run.ranks[r]["digests"] == run.ranks[0]["digests"],
+      TPB_CHECK(ranks[r].digests == ranks[0].digests,
                 "logits: rank " << r << " computed other logits than rank 0 (digests differ)");
     fs::remove_all(lo.log_dir, ec);
   }

@@ -107,11 +107,9 @@ std::string string_field(const json& object, const char* key, const std::string&
 
 }  // namespace
 
-std::uint64_t allreduce_seed(const json& case_spec) {
-  const json params = case_spec.value("params", json::object());
-  const json model = case_spec.value("model", json::object());
-  const std::int64_t model_seed = int_field(model, "seed", 0, "model");
-  return static_cast<std::uint64_t>(int_field(params, "seed", model_seed, "params"));
+std::uint64_t allreduce_seed(const CaseSpec& spec) {
+  const std::uint64_t model_seed = spec.model && spec.model->seed ? *spec.model->seed : 0;
+  return static_cast<std::uint64_t>(int_field(spec.params, "seed", static_cast<std::int64_t>(model_seed), "params"));
 }
 
 // The inputs' kind: up to 2 ranks any value's single rounding is the serial sum's, so the
@@ -155,16 +153,15 @@ std::vector<unsigned char> serial_sum_in_rank_order(const std::vector<std::vecto
   return out;
 }
 
-json run_allreduce_workload(const json& case_spec, WorkerState& state) {
-  const json params = case_spec.value("params", json::object());
-  const json measure = case_spec.value("measure", json::object());
+RankResult run_allreduce_workload(const CaseSpec& spec, WorkerState& state) {
+  const json& params = spec.params;
   TPB_INPUT_CHECK(params.is_object() && params.contains("message_bytes"),
                   "case_spec.params.message_bytes: required by the allreduce workload (bytes per rank)");
   const std::int64_t message_bytes = int_field(params, "message_bytes", 0, "params");
   const DType dtype = dtype_from_name(string_field(params, "dtype", "bf16", "params"));
   const std::string backend = string_field(params, "allreduce", "shm", "params");
-  const std::string device = string_field(case_spec, "device", "cpu", "");
-  const MeasureCounts counts = measure_counts(measure, {/*warmup*/ 2, /*iterations*/ 10, /*repetitions*/ 1});
+  const std::string& device = spec.device;
+  const MeasureCounts counts = spec.measure.counts({/*warmup*/ 2, /*iterations*/ 10, /*repetitions*/ 1});
   const std::int64_t warmup = counts.warmup, iterations = counts.iterations, repetitions = counts.repetitions;
   const std::size_t elem = dtype_size(dtype);
   TPB_INPUT_CHECK(message_bytes > 0 && static_cast<std::size_t>(message_bytes) % elem == 0,
@@ -192,7 +189,7 @@ json run_allreduce_workload(const json& case_spec, WorkerState& state) {
   const int rank = state.rank();
   const int world_size = state.world_size();
   const std::size_t count = static_cast<std::size_t>(message_bytes) / elem;
-  const std::uint64_t seed = allreduce_seed(case_spec);
+  const std::uint64_t seed = allreduce_seed(spec);
 
   const InstrumentationLevel level = instrumentation_level(params);
   const std::vector<unsigned char> input = allreduce_input(seed, rank, world_size, count, dtype);
@@ -213,22 +210,22 @@ json run_allreduce_workload(const json& case_spec, WorkerState& state) {
   // Host backends: the harness's loop (warm-up, a barrier before each sample, steady clock,
   // interleaved A/B halves in an instrumentation sweep); two marks per step, in the sample.
   // GPU backends: samples from time_device_collective's batched device timer, no marks.
-  const bool interleave = !on_gpu && interleaves_instrumentation(measure);
+  const bool interleave = !on_gpu && spec.measure.interleave_instrumentation;
   const std::int64_t samples_per_side = repetitions * iterations;
   ledger.add("latency_samples", static_cast<std::size_t>((interleave ? 2 : 1) * samples_per_side) * sizeof(double));
   Measurement measured;
 #if TPB_HAVE_CUDA
   if (on_gpu) {
-    DeviceTimingSpec spec;
-    spec.device = options.device;
-    spec.bytes = static_cast<std::size_t>(message_bytes);
-    spec.warmup = static_cast<int>(warmup);
-    spec.samples = static_cast<int>(samples_per_side);
-    spec.ops_per_sample = message_bytes <= (4 << 20) ? 20 : 2;  // batches >= ~100 us, as tpb_bench
-    spec.cuda_graph = cuda_graph;
+    DeviceTimingSpec timing;
+    timing.device = options.device;
+    timing.bytes = static_cast<std::size_t>(message_bytes);
+    timing.warmup = static_cast<int>(warmup);
+    timing.samples = static_cast<int>(samples_per_side);
+    timing.ops_per_sample = message_bytes <= (4 << 20) ? 20 : 2;  // batches >= ~100 us, as tpb_bench
+    timing.cuda_graph = cuda_graph;
     inst.arm();
     measured.latency_us = time_device_collective(
-        spec, input.data(), output.data(),
+        timing, input.data(), output.data(),
         [&](const void* in, void* out, void* stream) {
           calls.record(CallSequence::kAllReduce, count, dtype);
           comm.all_reduce(in, out, count, dtype, stream);
@@ -269,8 +266,8 @@ json run_allreduce_workload(const json& case_spec, WorkerState& state) {
     const std::vector<Span> spans = allreduce_spans(inst);
     instrumentation["phases"] = phase_summary(spans, repetitions * iterations, "allreduce");
     if (level == InstrumentationLevel::trace || level == InstrumentationLevel::debug) {
-      const std::string path = trace_path(case_spec, rank);
-      write_chrome_trace(path, spans, rank, case_spec.value("label", std::string()));
+      const std::string path = trace_path(spec, rank);
+      write_chrome_trace(path, spans, rank, spec.label);
       trace_file = path;
     }
   }
@@ -300,27 +297,23 @@ json run_allreduce_workload(const json& case_spec, WorkerState& state) {
   StepWork work;
   work.bytes = static_cast<double>(message_bytes);
   work.bus_factor = allreduce_bus_factor(world_size);
-  json result = {
-      {"rank", rank},
-      {"work", work.to_json()},
-      {"digests", {{"output", fnv1a64_hex(output.data(), output.size())}}},
-      {"memory", json::object()},
-      {"metrics",
-       {{"bytes", message_bytes},
-        {"count", count},
-        {"dtype", std::string(dtype_name(dtype))},
-        {"latency_mean_us", mean_us},
-        {"inputs", integer_inputs(world_size) ? "integers |x| <= 128/ranks" : "random mantissas"},
-        {"matches_serial_sum", mismatched == 0},
-        {"mismatched_elements", mismatched},
-        {"first_mismatch", first_mismatch},
-        {"alloc_bytes", ledger.total_bytes()},
-        {"sequence", {{"communicator", calls.to_json()}, {"allocations", ledger.sequence_json()}}},
-        {"trace_file", trace_file},
-        {"instrumentation", instrumentation}}},
-      {"comm", communicator_result(backend, comm)},
-  };
-  result.update(measurement_result(measured));
+  RankResult result;
+  result.set_samples(measured);
+  result.work = work;
+  result.digests["output"] = fnv1a64_hex(output.data(), output.size());
+  result.metrics = {{"bytes", message_bytes},
+                    {"count", count},
+                    {"dtype", std::string(dtype_name(dtype))},
+                    {"latency_mean_us", mean_us},
+                    {"inputs", integer_inputs(world_size) ? "integers |x| <= 128/ranks" : "random mantissas"},
+                    {"matches_serial_sum", mismatched == 0},
+                    {"mismatched_elements", mismatched},
+                    {"first_mismatch", first_mismatch},
+                    {"alloc_bytes", ledger.total_bytes()},
+                    {"sequence", {{"communicator", calls.to_json()}, {"allocations", ledger.sequence_json()}}},
+                    {"trace_file", trace_file},
+                    {"instrumentation", instrumentation}};
+  result.comm = communicator_result(backend, comm);
   return result;
 }
 

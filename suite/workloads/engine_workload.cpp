@@ -81,18 +81,18 @@ struct StepParams {
   MeasureCounts counts;                  // untimed steps, timed steps per repetition, repetitions
 };
 
-StepParams step_params(const json& params, const json& measure) {
+StepParams step_params(const CaseSpec& spec) {
   StepParams p;
-  p.batch = int_param(params, "batch_size", 1, "params");
-  p.seq_len = int_param(params, "seq_len", 16, "params");
-  p.counts = measure_counts(measure, {/*warmup*/ 1, /*iterations*/ 5, /*repetitions*/ 1});
+  p.batch = int_param(spec.params, "batch_size", 1, "params");
+  p.seq_len = int_param(spec.params, "seq_len", 16, "params");
+  p.counts = spec.measure.counts({/*warmup*/ 1, /*iterations*/ 5, /*repetitions*/ 1});
   TPB_INPUT_CHECK(p.batch >= 1, "case_spec.params.batch_size: expected >= 1, got " << p.batch);
   TPB_INPUT_CHECK(p.seq_len >= 1, "case_spec.params.seq_len: expected >= 1, got " << p.seq_len);
   return p;
 }
 
-// A case's model section: where its config and weights come from, and the key an engine
-// built from them is cached under.
+// A case's model section with the engine's defaults: where its config and weights come from,
+// and the key an engine built from them is cached under.
 struct CaseModel {
   std::string config_path;
   json overrides;
@@ -111,16 +111,10 @@ struct CaseModel {
   }
 };
 
-CaseModel case_model(const json& case_spec) {
-  const json model = case_spec.value("model", json());
-  TPB_INPUT_CHECK(model.is_object(), "case_spec.model: the engine workload needs a model section");
-  CaseModel m;
-  m.config_path = string_param(model, "config_path", "", "model");
-  TPB_INPUT_CHECK(!m.config_path.empty(), "case_spec.model.config_path: required");
-  m.overrides = model.value("overrides", json::object());
-  m.weights = string_param(model, "weights", "synthetic", "model");
-  m.seed = static_cast<std::uint64_t>(int_param(model, "seed", 1234, "model"));
-  return m;
+CaseModel case_model(const CaseSpec& spec) {
+  TPB_INPUT_CHECK(spec.model.has_value(), "case_spec.model: the engine workload needs a model section");
+  TPB_INPUT_CHECK(!spec.model->config_path.empty(), "case_spec.model.config_path: required");
+  return {spec.model->config_path, spec.model->overrides, spec.model->weights, spec.model->seed.value_or(1234)};
 }
 
 // The engine and what it was built from, kept in WorkerState::cache() across cases.
@@ -255,8 +249,8 @@ void scale_host_values(void* data, std::size_t count, DType dtype, float factor,
 }
 
 // "<n> timed step(s)", counting both halves of an interleaved A/B sweep (suite/measure.h).
-std::string timed_steps_text(std::int64_t timed_steps, const json& measure) {
-  return interleaves_instrumentation(measure)
+std::string timed_steps_text(std::int64_t timed_steps, const CaseSpec::Measure& measure) {
+  return measure.interleave_instrumentation
              ? std::to_string(2 * timed_steps) + " timed step(s) (A and B halves interleaved)"
              : std::to_string(timed_steps) + " timed step(s)";
 }
@@ -280,9 +274,9 @@ json engine_tensor_digests(TensorDigests& digests, const ModelConfig& config, co
 
 // Keyed by the requested backend, not comm.name(): a backend that fell back names the one it
 // runs, and must not be handed the engine built on that other backend's communicator.
-CachedEngine& engine_for(const json& case_spec, WorkerState& state, Communicator& comm, const std::string& backend,
+CachedEngine& engine_for(const CaseSpec& spec, WorkerState& state, Communicator& comm, const std::string& backend,
                          int tp) {
-  const CaseModel m = case_model(case_spec);
+  const CaseModel m = case_model(spec);
   const std::string key = "engine|" + m.key() + "|" + backend + "|tp=" + std::to_string(tp);
   auto& cache = state.cache();
   auto it = cache.find(key);
@@ -436,9 +430,9 @@ struct CachedGpuEngine {
 // The launcher's placement (suite/placement.h): TPB_DEVICE, else LOCAL_RANK, else the rank.
 int local_device(const WorkerState& state) { return rank_device_from_env(state.rank()); }
 
-CachedGpuEngine& gpu_engine_for(const json& case_spec, WorkerState& state, Communicator& comm, int tp,
+CachedGpuEngine& gpu_engine_for(const CaseSpec& spec, WorkerState& state, Communicator& comm, int tp,
                                 const GpuEngineOptions& sizes) {
-  const CaseModel m = case_model(case_spec);
+  const CaseModel m = case_model(spec);
   const std::string key = "gpu-engine|" + m.key() + "|tp=" + std::to_string(tp);
   auto& cache = state.cache();
   auto it = cache.find(key);
@@ -552,9 +546,8 @@ class EventTimer final : public SampleTimer {
   cudaEvent_t start_, stop_;
 };
 
-json run_gpu_engine_workload(const json& case_spec, WorkerState& state) {
-  const json params = case_spec.value("params", json::object());
-  const json measure = case_spec.value("measure", json::object());
+RankResult run_gpu_engine_workload(const CaseSpec& spec, WorkerState& state) {
+  const json& params = spec.params;
   const std::string mode = string_param(params, "mode", "decode", "params");
   TPB_INPUT_CHECK(mode == "prefill" || mode == "decode",
                   "case_spec.params.mode: device cuda runs \"prefill\" or \"decode\" (logits mode is the CPU "
@@ -565,7 +558,7 @@ json run_gpu_engine_workload(const json& case_spec, WorkerState& state) {
   TPB_INPUT_CHECK(is_gpu_backend(backend), "case_spec.params.allreduce: device cuda needs a GPU backend (nccl, "
                                            "custom-oneshot, custom-twoshot, auto), got '" << backend << "'");
   const bool cuda_graph = params.contains("cuda_graph") && params["cuda_graph"].is_boolean() && params["cuda_graph"].get<bool>();
-  const StepParams sp = step_params(params, measure);
+  const StepParams sp = step_params(spec);
   const std::int64_t batch = sp.batch, seq_len = sp.seq_len;
   const std::int64_t warmup = sp.counts.warmup, iterations = sp.counts.iterations, repetitions = sp.counts.repetitions;
   const bool decode = mode == "decode";
@@ -578,16 +571,11 @@ json run_gpu_engine_workload(const json& case_spec, WorkerState& state) {
   options.ranks_per_device = ranks_sharing_device();
   // The scenario's comm.custom_max_bytes (suite/scenario.h), as a serving engine's flag sizes
   // its custom allreduce; CommOptions' default (8 MiB) when the scenario leaves it out.
-  const json comm_spec = case_spec.value("comm", json::object());
-  if (comm_spec.is_object() && comm_spec.contains("custom_max_bytes")) {
-    const std::int64_t max_bytes = int_param(comm_spec, "custom_max_bytes", 0, "comm");
-    TPB_INPUT_CHECK(max_bytes >= 1, "case_spec.comm.custom_max_bytes: expected >= 1 bytes, got " << max_bytes);
-    options.max_bytes = static_cast<std::size_t>(max_bytes);
-  }
+  if (spec.comm.custom_max_bytes) options.max_bytes = static_cast<std::size_t>(*spec.comm.custom_max_bytes);
   // The KV cache is sized as a serving engine sizes it, from the case's mem_fraction, when the
   // scenario sweeps mem_fraction (case_spec.kv_pool); otherwise exactly the case's cache (0).
   double mem_fraction = 0;
-  if (case_spec.value("kv_pool", false) && params.contains("mem_fraction") && !params["mem_fraction"].is_null()) {
+  if (spec.kv_pool && params.contains("mem_fraction") && !params["mem_fraction"].is_null()) {
     TPB_INPUT_CHECK(params["mem_fraction"].is_number(),
                     "case_spec.params.mem_fraction: expected a number, got " << params["mem_fraction"].dump());
     mem_fraction = params["mem_fraction"].get<double>();
@@ -617,7 +605,7 @@ json run_gpu_engine_workload(const json& case_spec, WorkerState& state) {
   sizes.max_len = decode ? seq_len + 1 : seq_len;
   sizes.max_prefill_tokens = gpu_engine_prefill_tokens(decode, batch, seq_len);
   sizes.last_position_logits =
-      gpu_engine_last_position_logits(decode, batch, seq_len, case_model(case_spec).load_config().vocab_size);
+      gpu_engine_last_position_logits(decode, batch, seq_len, case_model(spec).load_config().vocab_size);
   sizes.cuda_graph = cuda_graph;
   sizes.mem_fraction = mem_fraction;
   comm.reset_allreduce_calls();  // this case's calls only: the communicator outlives the case
@@ -625,7 +613,7 @@ json run_gpu_engine_workload(const json& case_spec, WorkerState& state) {
   std::string infeasible;  // this rank's sentence when its pool does not hold the case
   KvPoolSize infeasible_pool;
   try {
-    cached = &gpu_engine_for(case_spec, state, observed, tp, sizes);
+    cached = &gpu_engine_for(spec, state, observed, tp, sizes);
   } catch (const KvPoolInfeasible& e) {
     infeasible = e.what();
     infeasible_pool = e.size();
@@ -638,20 +626,19 @@ json run_gpu_engine_workload(const json& case_spec, WorkerState& state) {
       if (verdicts[r].empty()) continue;
       const KvPoolSize& mine = cached != nullptr ? cached->engine->kv_pool_size() : infeasible_pool;
       const std::int64_t bytes = cached != nullptr ? static_cast<std::int64_t>(cached->engine->kv_cache_bytes()) : 0;
-      return {{"rank", state.rank()},
-              {"infeasible", "rank " + std::to_string(r) + ": " + verdicts[r]},
-              {"latency_us", json::array()},
-              {"digests", json::object()},
-              {"memory", {{"source", device_memory_source()}, {"kv_pool", kv_pool_json(mine, bytes)}}},
-              {"metrics", {{"mode", mode}}},
-              {"comm", communicator_result(backend, comm)}};
+      RankResult result;
+      result.infeasible = "rank " + std::to_string(r) + ": " + verdicts[r];
+      result.memory = {{"source", device_memory_source()}, {"kv_pool", kv_pool_json(mine, bytes)}};
+      result.metrics = {{"mode", mode}};
+      result.comm = communicator_result(backend, comm);
+      return result;
     }
   }
   TPB_CHECK(cached != nullptr, "engine workload: no engine and no infeasible verdict");  // unreachable
   CachedGpuEngine& ce = *cached;
   GpuEngine& engine = *ce.engine;
 
-  const auto seed = static_cast<std::uint64_t>(int_param(case_spec.value("model", json::object()), "seed", 1234, "model"));
+  const std::uint64_t seed = case_model(spec).seed;
   const std::int64_t V = ce.config.vocab_size;
   std::vector<std::int64_t> prompt(real_prefill ? batch * seq_len : 0), next(batch);
   for (std::int64_t b = 0; b < batch; ++b) {
@@ -690,7 +677,7 @@ json run_gpu_engine_workload(const json& case_spec, WorkerState& state) {
   ledger.add("call_sequence", calls.buffer_bytes());
   // The digests level's slots, on the device: every collective the host issues (the prefill,
   // the warm-ups, eager steps and a graph's capture; a replay rewrites its capture's slots).
-  const std::int64_t forwards = (decode && real_prefill ? 1 : 0) + warm + (interleaves_instrumentation(measure) ? 2 : 1) * timed_steps;
+  const std::int64_t forwards = (decode && real_prefill ? 1 : 0) + warm + (spec.measure.interleave_instrumentation ? 2 : 1) * timed_steps;
   TensorDigests digests(std::min<std::size_t>(collectives_per_forward(ce.config) * static_cast<std::size_t>(forwards), 1 << 16),
                         /*on_device=*/true, ledger);
   std::optional<PlantedDivergence> plant = planted_divergence(backend, tp, ce.config, scale_device_values);
@@ -726,7 +713,7 @@ json run_gpu_engine_workload(const json& case_spec, WorkerState& state) {
   MeasureLoop loop;
   loop.counts = sp.counts;
   loop.counts.warmup = warm;
-  loop.interleave = interleaves_instrumentation(measure);
+  loop.interleave = spec.measure.interleave_instrumentation;
   loop.barrier = [&] { comm.barrier(); };
   loop.step = [&](std::uint32_t i) {
     inst.mark(kStepBegin, i);
@@ -785,7 +772,7 @@ json run_gpu_engine_workload(const json& case_spec, WorkerState& state) {
     instrumentation["tensor_digests"] = engine_tensor_digests(
         digests, ce.config,
         std::string(decode && real_prefill ? "forward 0 is the prefill that fills the cache, then " : "") +
-            std::to_string(warm) + " warm-up step(s), then " + timed_steps_text(timed_steps, measure) +
+            std::to_string(warm) + " warm-up step(s), then " + timed_steps_text(timed_steps, spec.measure) +
             (decode && cuda_graph ? "; graph mode: the first warm-up runs eagerly, the second is captured, and the "
                                     "steps after it are replays that rewrite the captured forward's slots (the last "
                                     "replay's values stay)"
@@ -822,44 +809,43 @@ json run_gpu_engine_workload(const json& case_spec, WorkerState& state) {
   // tokens/s is the record's throughput (suite/measure.h, from the merged latency's mean).
   StepWork work;
   work.tokens = static_cast<double>(tokens_per_step);
-  json result = {{"rank", state.rank()},
-          {"work", work.to_json()},
-          {"outputs", {{"logits", std::vector<float>(logits.begin(), logits.begin() + sample)}}},
-          {"digests", {{"logits", fnv1a64_hex(logits.data(), logits.size() * sizeof(float))}}},
-          {"memory", memory},
-          {"plan", memory_plan(ce.config, tp, Quantization::bf16, pooled ? 0 : sizes.max_batch * sizes.max_len, 2)},
-          {"metrics",
-           {{"mode", mode},
-            {"tokens_per_step", tokens_per_step},
-            {"latency_mean_us", mean_us},
-            {"step_us", median_step_us},
-            {"allreduce_us", median_allreduce_us},
-            {"allreduce_share", median_allreduce_us / median_step_us},
-            {"allreduce_method", "the step's allreduce calls alone, eager, same sizes/backend/stream; median vs median step"},
-            {"kv_tokens", decode ? seq_len + 1 : seq_len},
-            {"kv_fill", decode ? (real_prefill ? "prefill" : "synthetic") : "none"},
-            {"logits_rows", all_rows ? "all" : "last"},
-            {"weight_bytes", engine.weight_bytes()},
-            {"kv_cache_bytes", engine.kv_cache_bytes()},
-            {"kv_pool_tokens", engine.kv_pool_tokens()},
-            {"activation_bytes", engine.activation_bytes()},
-            {"allreduces_per_step", reduces_per_step},
-            {"routed_expert_reads_per_step", expert_reads_per_step},
-            {"step_weight_bytes", step_weight_bytes},
-            {"copy_GBps", copy_GBps},
-            {"weight_read_us", weight_read_us},
-            {"x_weight_read_time", median_step_us / weight_read_us},
-            {"cuda_graph", cuda_graph},
-            {"graph_replays", st.graph_replays},
-            {"vocab_size", V},
-            {"compute_dtype", "bf16"},
-            {"alloc_bytes", ledger.total_bytes()},
-            {"sequence", {{"communicator", calls.to_json()}, {"allocations", ledger.sequence_json()}}},
-            {"trace_file", nullptr},
-            {"instrumentation", instrumentation},
-            {"weights", ce.weights->describe()}}},
-          {"comm", communicator_result(backend, comm)}};
-  result.update(measurement_result(steps));
+  RankResult result;
+  result.set_samples(steps);
+  result.work = work;
+  result.outputs["logits"].assign(logits.begin(), logits.begin() + static_cast<std::ptrdiff_t>(sample));
+  result.digests["logits"] = fnv1a64_hex(logits.data(), logits.size() * sizeof(float));
+  result.memory = memory;
+  result.plan = memory_plan(ce.config, tp, Quantization::bf16, pooled ? 0 : sizes.max_batch * sizes.max_len, 2);
+  result.metrics = {{"mode", mode},
+                    {"tokens_per_step", tokens_per_step},
+                    {"latency_mean_us", mean_us},
+                    {"step_us", median_step_us},
+                    {"allreduce_us", median_allreduce_us},
+                    {"allreduce_share", median_allreduce_us / median_step_us},
+                    {"allreduce_method", "the step's allreduce calls alone, eager, same sizes/backend/stream; median vs median step"},
+                    {"kv_tokens", decode ? seq_len + 1 : seq_len},
+                    {"kv_fill", decode ? (real_prefill ? "prefill" : "synthetic") : "none"},
+                    {"logits_rows", all_rows ? "all" : "last"},
+                    {"weight_bytes", engine.weight_bytes()},
+                    {"kv_cache_bytes", engine.kv_cache_bytes()},
+                    {"kv_pool_tokens", engine.kv_pool_tokens()},
+                    {"activation_bytes", engine.activation_bytes()},
+                    {"allreduces_per_step", reduces_per_step},
+                    {"routed_expert_reads_per_step", expert_reads_per_step},
+                    {"step_weight_bytes", step_weight_bytes},
+                    {"copy_GBps", copy_GBps},
+                    {"weight_read_us", weight_read_us},
+                    {"x_weight_read_time", median_step_us / weight_read_us},
+                    {"cuda_graph", cuda_graph},
+                    {"graph_replays", st.graph_replays},
+                    {"vocab_size", V},
+                    {"compute_dtype", "bf16"},
+                    {"alloc_bytes", ledger.total_bytes()},
+                    {"sequence", {{"communicator", calls.to_json()}, {"allocations", ledger.sequence_json()}}},
+                    {"trace_file", nullptr},
+                    {"instrumentation", instrumentation},
+                    {"weights", ce.weights->describe()}};
+  result.comm = communicator_result(backend, comm);
   return result;
 }
 #endif  // TPB_HAVE_CUDA
@@ -906,15 +892,14 @@ std::vector<float> engine_logits(Engine& engine, const std::vector<std::vector<s
   return out;
 }
 
-json run_engine_workload(const json& case_spec, WorkerState& state) {
-  const json params = case_spec.value("params", json::object());
-  const json measure = case_spec.value("measure", json::object());
-  const std::string device = string_param(case_spec, "device", "cpu", "");
+RankResult run_engine_workload(const CaseSpec& spec, WorkerState& state) {
+  const json& params = spec.params;
+  const std::string& device = spec.device;
   TPB_INPUT_CHECK(device == "cpu" || device == "cuda",
                   "case_spec.device: the engine runs on \"cpu\" (fp32 reference) or \"cuda\" (bf16), got '" << device << "'");
   if (device == "cuda") {
 #if TPB_HAVE_CUDA
-    return run_gpu_engine_workload(case_spec, state);
+    return run_gpu_engine_workload(spec, state);
 #else
     TPB_INPUT_CHECK(false, "device cuda: this tpbench was built without CUDA");
 #endif
@@ -929,7 +914,7 @@ json run_engine_workload(const json& case_spec, WorkerState& state) {
   const CommOptions options{};
   Communicator& comm = state.communicator(backend, options);
   ObservedCommunicator& observed = observed_communicator(state, backend, options, comm);
-  CachedEngine& ce = engine_for(case_spec, state, observed, backend, tp);
+  CachedEngine& ce = engine_for(spec, state, observed, backend, tp);
   Engine& engine = *ce.engine;
   comm.reset_allreduce_calls();  // this case's calls only: the communicator outlives the case
 
@@ -943,16 +928,17 @@ json run_engine_workload(const json& case_spec, WorkerState& state) {
                                                ce.config.vocab_size};
       write_safetensors_f32(out, {{"logits", shape, logits.data()}});
     }
-    return {{"rank", state.rank()}, {"latency_us", json::array()},
-            {"digests", {{"logits", fnv1a64_hex(logits.data(), logits.size() * sizeof(float))}}},
-            {"memory", json::object()}, {"metrics", {{"weight_bytes", engine.weight_bytes()}}},
-            {"comm", communicator_result(backend, comm)}};
+    RankResult result;
+    result.digests["logits"] = fnv1a64_hex(logits.data(), logits.size() * sizeof(float));
+    result.metrics = {{"weight_bytes", engine.weight_bytes()}};
+    result.comm = communicator_result(backend, comm);
+    return result;
   }
 
-  const StepParams sp = step_params(params, measure);
+  const StepParams sp = step_params(spec);
   const std::int64_t batch = sp.batch, seq_len = sp.seq_len;
   const MeasureCounts counts = sp.counts;
-  const auto seed = static_cast<std::uint64_t>(int_param(case_spec.value("model", json::object()), "seed", 1234, "model"));
+  const std::uint64_t seed = case_model(spec).seed;
   const std::int64_t V = ce.config.vocab_size;
   std::vector<std::int64_t> prompt(batch * seq_len), next(batch);
   for (std::int64_t b = 0; b < batch; ++b) {
@@ -986,7 +972,7 @@ json run_engine_workload(const json& case_spec, WorkerState& state) {
   CallSequence calls(kCallsSpelledOut);
   ledger.add("call_sequence", calls.buffer_bytes());
   // The digests level's slots: every collective of the prefill, the warm-ups and the timed steps.
-  const std::int64_t forwards = (decode ? 1 : 0) + counts.warmup + (interleaves_instrumentation(measure) ? 2 : 1) * timed_steps;
+  const std::int64_t forwards = (decode ? 1 : 0) + counts.warmup + (spec.measure.interleave_instrumentation ? 2 : 1) * timed_steps;
   TensorDigests digests(std::min<std::size_t>(collectives_per_forward(ce.config) * static_cast<std::size_t>(forwards), 1 << 16),
                         /*on_device=*/false, ledger);
   std::optional<PlantedDivergence> plant = planted_divergence(backend, tp, ce.config, scale_host_values);
@@ -1010,7 +996,7 @@ json run_engine_workload(const json& case_spec, WorkerState& state) {
   // interleaved A/B halves in an instrumentation sweep, at every level (the same steps).
   MeasureLoop loop;
   loop.counts = counts;
-  loop.interleave = interleaves_instrumentation(measure);
+  loop.interleave = spec.measure.interleave_instrumentation;
   loop.barrier = [&] { comm.barrier(); };
   loop.step = [&](std::uint32_t i) {
     inst.mark(kStepBegin, i);
@@ -1037,8 +1023,8 @@ json run_engine_workload(const json& case_spec, WorkerState& state) {
     const std::vector<Span> spans = engine_spans(inst, ce.config);
     instrumentation["phases"] = phase_summary(spans, timed_steps, "step");
     if (level == InstrumentationLevel::trace || level == InstrumentationLevel::debug) {
-      const std::string path = trace_path(case_spec, state.rank());
-      write_chrome_trace(path, spans, state.rank(), case_spec.value("label", std::string()));
+      const std::string path = trace_path(spec, state.rank());
+      write_chrome_trace(path, spans, state.rank(), spec.label);
       trace_file = path;
     }
   }
@@ -1047,7 +1033,7 @@ json run_engine_workload(const json& case_spec, WorkerState& state) {
   if (level == InstrumentationLevel::digests)
     instrumentation["tensor_digests"] = engine_tensor_digests(
         digests, ce.config, std::string(decode ? "forward 0 is the prefill that fills the cache, then " : "") +
-                                std::to_string(counts.warmup) + " warm-up step(s), then " + timed_steps_text(timed_steps, measure));
+                                std::to_string(counts.warmup) + " warm-up step(s), then " + timed_steps_text(timed_steps, spec.measure));
   // On the CPU the measured side is the process's heap growth around the weights' loading
   // (host allocations; the engine's own accounting only where the allocator cannot say). The
   // KV cache grows on demand inside the steps and is not planned on the CPU: the engine's
@@ -1061,29 +1047,28 @@ json run_engine_workload(const json& case_spec, WorkerState& state) {
   // tokens/s is the record's throughput (suite/measure.h, from the merged latency's mean).
   StepWork work;
   work.tokens = static_cast<double>(tokens_per_step);
-  json result = {{"rank", state.rank()},
-          {"work", work.to_json()},
-          {"outputs", {{"logits", std::vector<float>(logits.begin(), logits.begin() + sample)}}},
-          {"digests", {{"logits", fnv1a64_hex(logits.data(), logits.size() * sizeof(float))}}},
-          {"memory", memory},
-          {"plan", memory_plan(ce.config, tp, Quantization::f32, 0, 4)},
-          {"metrics",
-           {{"mode", mode},
-            {"tokens_per_step", tokens_per_step},
-            {"latency_mean_us", mean_us},
-            {"kv_tokens", decode ? seq_len + 1 : seq_len},
-            {"weight_bytes", engine.weight_bytes()},
-            {"kv_cache_bytes", engine.kv_cache_bytes()},
-            {"allreduces_per_step", (engine.stats().all_reduces - reduces_before) / measured.timed_steps},
-            {"vocab_size", V},
-            {"compute_dtype", "f32"},
-            {"alloc_bytes", ledger.total_bytes()},
-            {"sequence", {{"communicator", calls.to_json()}, {"allocations", ledger.sequence_json()}}},
-            {"trace_file", trace_file},
-            {"instrumentation", instrumentation},
-            {"weights", ce.weights->describe()}}},
-          {"comm", communicator_result(backend, comm)}};
-  result.update(measurement_result(measured));
+  RankResult result;
+  result.set_samples(measured);
+  result.work = work;
+  result.outputs["logits"].assign(logits.begin(), logits.begin() + static_cast<std::ptrdiff_t>(sample));
+  result.digests["logits"] = fnv1a64_hex(logits.data(), logits.size() * sizeof(float));
+  result.memory = memory;
+  result.plan = memory_plan(ce.config, tp, Quantization::f32, 0, 4);
+  result.metrics = {{"mode", mode},
+                    {"tokens_per_step", tokens_per_step},
+                    {"latency_mean_us", mean_us},
+                    {"kv_tokens", decode ? seq_len + 1 : seq_len},
+                    {"weight_bytes", engine.weight_bytes()},
+                    {"kv_cache_bytes", engine.kv_cache_bytes()},
+                    {"allreduces_per_step", (engine.stats().all_reduces - reduces_before) / measured.timed_steps},
+                    {"vocab_size", V},
+                    {"compute_dtype", "f32"},
+                    {"alloc_bytes", ledger.total_bytes()},
+                    {"sequence", {{"communicator", calls.to_json()}, {"allocations", ledger.sequence_json()}}},
+                    {"trace_file", trace_file},
+                    {"instrumentation", instrumentation},
+                    {"weights", ce.weights->describe()}};
+  result.comm = communicator_result(backend, comm);
   return result;
 }
 

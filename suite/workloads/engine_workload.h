@@ -53,7 +53,7 @@
 
 namespace tpb {
 
-nlohmann::json run_engine_workload(const nlohmann::json& case_spec, WorkerState& state);
+RankResult run_engine_workload(const CaseSpec& spec, WorkerState& state);
 
 // Logits [batch, seq, vocab] for ids [batch][seq]: the first `prefill` tokens (0 or >= seq:
 // all) in one prefill, the rest decoded one at a time. Identical on every rank.

@@ -73,7 +73,7 @@ json placement_environment() {
 
 }  // namespace
 
-json run_probe_workload(const json& case_spec, WorkerState& state) {
+RankResult run_probe_workload(const CaseSpec& spec, WorkerState& state) {
   const int rank = state.rank();
   const int pid = static_cast<int>(getpid());
   auto& served = state.cache()["probe.cases_served"];
@@ -93,7 +93,7 @@ json run_probe_workload(const json& case_spec, WorkerState& state) {
   }
   state.bootstrap().barrier();
 
-  const json params = case_spec.value("params", json::object());
+  const json& params = spec.params;
   // params.shm_segment: rank 0 leaves a POSIX shared-memory name in /dev/shm, named after the
   // group as the shm communicator names its segments; the launcher must remove it with the group.
   json shm_segment = nullptr;
@@ -112,13 +112,14 @@ json run_probe_workload(const json& case_spec, WorkerState& state) {
                     "case_spec.params.fault: expected an object with an integer 'rank'");
     if (fault["rank"].get<int>() == rank) inject(fault, rank);
   }
-  return {{"rank", rank},
-          {"latency_us", json::array()},
-          {"digests", json::object()},
-          {"memory", json::object()},
-          {"metrics", {{"pid", pid}, {"gathered_pids", pids}, {"payload_ok", payload_ok}, {"cases_served", cases_served},
-                       {"environment", placement_environment()}, {"shm_segment", shm_segment}}},
-          {"comm", json::object()}};
+  RankResult result;
+  result.metrics = {{"pid", pid},
+                    {"gathered_pids", pids},
+                    {"payload_ok", payload_ok},
+                    {"cases_served", cases_served},
+                    {"environment", placement_environment()},
+                    {"shm_segment", shm_segment}};
+  return result;
 }
 
 }  // namespace tpb

@@ -43,8 +43,8 @@
 
 namespace tpb {
 
-nlohmann::json run_allreduce_workload(const nlohmann::json& case_spec, WorkerState& state);
-nlohmann::json run_probe_workload(const nlohmann::json& case_spec, WorkerState& state);
+RankResult run_allreduce_workload(const CaseSpec& spec, WorkerState& state);
+RankResult run_probe_workload(const CaseSpec& spec, WorkerState& state);
 
 // Names in the workload table, for error messages.
 std::vector<std::string> workload_names();
@@ -58,7 +58,7 @@ std::vector<std::string> workload_names();
 std::vector<unsigned char> allreduce_input(std::uint64_t seed, int rank, int world_size, std::size_t count,
                                            DType dtype);
 // The spec's input seed (params.seed, else model.seed, else 0).
-std::uint64_t allreduce_seed(const nlohmann::json& case_spec);
+std::uint64_t allreduce_seed(const CaseSpec& spec);
 // out[i] = fp32 sum over ranks in order 0..n-1 of inputs[r][i], rounded once to dtype.
 std::vector<unsigned char> serial_sum_in_rank_order(const std::vector<std::vector<unsigned char>>& inputs,
                                                     std::size_t count, DType dtype);

@@ -144,13 +144,13 @@ TEST(AllreduceRan, CaseRecordOfAFallbackIsNotOk) {
   c.params = {{"tp", 2}, {"allreduce", "custom-oneshot"}, {"message_bytes", 1024}};
   json rank = {{"rank", 0}, {"latency_us", {10.0, 12.0}}, {"digests", {{"output", "aa"}}},
                {"comm", comm("custom-oneshot", "nccl", json::array({calls("nccl", 12, 1024, 1024)}), "no peer access")}};
-  const json r = case_record_from_ranks(s, c, {rank, rank});
+  const json r = case_record_from_ranks(s, c, rank_results_from_json({rank, rank}));
   EXPECT_EQ(r["status"], "fallback");
   EXPECT_EQ(r["error"], "custom-oneshot requested, nccl ran all 12 allreduce calls [nccl 12 calls (1 KiB)] (no peer access)");
   EXPECT_EQ(r["allreduce_ran"]["verdict"], "fallback");
   rank["comm"] = comm("custom-oneshot", "custom-oneshot",
                       json::array({calls("custom-oneshot", 10, 1024, 1024), calls("nccl", 2, 1 << 24, 1 << 24)}));
-  const json partial = case_record_from_ranks(s, c, {rank, rank});
+  const json partial = case_record_from_ranks(s, c, rank_results_from_json({rank, rank}));
   EXPECT_EQ(partial["status"], "ok");
   EXPECT_EQ(partial["allreduce_ran"]["verdict"], "partial-fallback");
 }

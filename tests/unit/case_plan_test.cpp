@@ -49,7 +49,7 @@ TEST(CasePlan, DecodeSweepFitsAnH200PairAndTheKvTermIsTheCasesCache) {
     EXPECT_EQ(p->plan["breakdown"]["kv_cache"].get<std::int64_t>(), 3 * 576 * 2 * batch * (seq + 1)) << c.label;
     EXPECT_FALSE(p->plan["breakdown"].contains("kv_pool")) << c.label;
     EXPECT_GE(p->plan["max_tokens"].get<std::int64_t>(), batch * (seq + 1));
-    EXPECT_FALSE(case_spec(s, c)["kv_pool"].get<bool>());
+    EXPECT_FALSE(case_spec(s, c).kv_pool);
   }
 }
 
@@ -64,7 +64,7 @@ TEST(CasePlan, SweptFractionMakesTheKvTermThePool) {
     EXPECT_EQ(p->plan["breakdown"]["kv_pool"].get<std::int64_t>(), 3 * 576 * 2 * max_tokens) << c.label;
     EXPECT_FALSE(p->plan["breakdown"].contains("kv_cache")) << c.label;
     EXPECT_EQ(p->plan["mem_fraction"].get<double>(), c.params["mem_fraction"].get<double>());
-    EXPECT_TRUE(case_spec(s, c)["kv_pool"].get<bool>());
+    EXPECT_TRUE(case_spec(s, c).kv_pool);
   }
 }
 

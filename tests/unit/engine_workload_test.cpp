@@ -30,39 +30,44 @@ nlohmann::json spec(const std::string& mode, int batch, int seq_len) {
           {"measure", {{"warmup", 1}, {"iterations", 3}, {"repetitions", 2}}}};
 }
 
+// The workload as the worker runs it: the spec parsed once, the result typed.
+RankResult run(const nlohmann::json& case_spec, WorkerState& state) {
+  return run_engine_workload(CaseSpec::from_json(case_spec), state);
+}
+
 TEST(EngineWorkload, DecodeStepsAtAFixedContext) {
   OneRankBootstrap boot;
   WorkerState state(boot);
-  const auto a = run_engine_workload(spec("decode", 2, 9), state);
-  EXPECT_EQ(a["latency_us"].size(), 6u);
-  for (const auto& v : a["latency_us"]) EXPECT_GT(v.get<double>(), 0.0);
-  const auto& m = a["metrics"];
+  const auto a = run(spec("decode", 2, 9), state);
+  EXPECT_EQ(a.latency_us.size(), 6u);
+  for (double v : a.latency_us) EXPECT_GT(v, 0.0);
+  const auto& m = a.metrics;
   EXPECT_EQ(m["tokens_per_step"], 2);
   EXPECT_EQ(m["kv_tokens"], 10);
   EXPECT_EQ(m["allreduces_per_step"], 2 * 3 + 1);  // 2 per layer + the embedding
-  EXPECT_EQ(a["work"]["tokens_per_step"], 2);  // the record's tokens/s derives from it (suite/measure.h)
+  EXPECT_EQ(a.work.tokens, 2);  // the record's tokens/s derives from it (suite/measure.h)
   EXPECT_FALSE(m.contains("tokens_per_s")) << "one tokens/s per record: the throughput's";
-  EXPECT_EQ(a["outputs"]["logits"].size(), 2u * 256u);  // one decode step of 2 sequences, vocab 256
+  EXPECT_EQ(a.outputs.at("logits").size(), 2u * 256u);  // one decode step of 2 sequences, vocab 256
   // The cache is rewound before every step, so a second case (engine reused) gives the
   // same logits, and a longer context gives other logits.
-  const auto b = run_engine_workload(spec("decode", 2, 9), state);
-  EXPECT_EQ(a["digests"], b["digests"]);
-  const auto c = run_engine_workload(spec("decode", 2, 10), state);
-  EXPECT_NE(a["digests"], c["digests"]);
-  EXPECT_EQ(c["metrics"]["kv_tokens"], 11);
+  const auto b = run(spec("decode", 2, 9), state);
+  EXPECT_EQ(a.digests, b.digests);
+  const auto c = run(spec("decode", 2, 10), state);
+  EXPECT_NE(a.digests, c.digests);
+  EXPECT_EQ(c.metrics["kv_tokens"], 11);
 }
 
 TEST(EngineWorkload, PrefillAndLogitsModes) {
   OneRankBootstrap boot;
   WorkerState state(boot);
-  const auto p = run_engine_workload(spec("prefill", 2, 6), state);
-  EXPECT_EQ(p["metrics"]["tokens_per_step"], 12);
+  const auto p = run(spec("prefill", 2, 6), state);
+  EXPECT_EQ(p.metrics["tokens_per_step"], 12);
   auto s = spec("logits", 1, 1);
   const auto out = std::filesystem::temp_directory_path() / ("tpb_engine_workload_" + std::to_string(::getpid()) + ".st");
   s["params"]["input_ids"] = {{1, 2, 3}, {4, 5, 6}};
   s["params"]["prefill"] = 1;
   s["params"]["out"] = out.string();
-  run_engine_workload(s, state);
+  run(s, state);
   SafetensorsFile f(out.string());
   EXPECT_EQ(f.info("logits").shape, (std::vector<std::int64_t>{2, 3, 256}));
   std::filesystem::remove(out);
@@ -73,17 +78,17 @@ TEST(EngineWorkload, BadCasesAreInputErrors) {
   WorkerState state(boot);
   auto s = spec("decode", 1, 4);
   s["device"] = "cuda";
-  EXPECT_THROW(run_engine_workload(s, state), InputError);
+  EXPECT_THROW(run(s, state), InputError);
   s = spec("sideways", 1, 4);
-  EXPECT_THROW(run_engine_workload(s, state), InputError);
+  EXPECT_THROW(run(s, state), InputError);
   s = spec("decode", 0, 4);
-  EXPECT_THROW(run_engine_workload(s, state), InputError);
+  EXPECT_THROW(run(s, state), InputError);
   s = spec("decode", 1, 4);
   s["params"]["tp"] = 2;
-  EXPECT_THROW(run_engine_workload(s, state), InputError);
+  EXPECT_THROW(run(s, state), InputError);
   s = spec("logits", 1, 4);
   s["params"]["input_ids"] = {{1, 2}, {3}};
-  EXPECT_THROW(run_engine_workload(s, state), InputError);
+  EXPECT_THROW(run(s, state), InputError);
 }
 
 }  // namespace

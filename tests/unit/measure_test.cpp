@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "suite/case_spec.h"
 #include "suite/measure.h"
 #include "tpb/bandwidth.h"
 #include "tpb/check.h"
@@ -66,9 +67,12 @@ TEST(Measure, WarmupThenABarrierBeforeEverySampleRepetitionsTimesIterationsInOrd
   EXPECT_EQ(timer.calls, 6) << "warm-up steps are not timed";
   ASSERT_EQ(inst.mark_count(), 6u) << "one mark per timed step, none in the warm-up";
   for (std::uint32_t i = 0; i < 6; ++i) EXPECT_EQ(inst.marks()[i].arg, i);
-  const json r = measurement_result(m);
+  RankResult result;
+  result.set_samples(m);
+  const json r = result.to_json();
   EXPECT_EQ(r["latency_us"].size(), 6u);
   EXPECT_FALSE(r.contains("interleaved_off_latency_us"));
+  EXPECT_FALSE(r.contains("interleaving"));
 }
 
 TEST(Measure, InterleavedHalvesRunAbbaAndMarksAreRecordedInTheAHalvesOnly) {
@@ -87,7 +91,9 @@ TEST(Measure, InterleavedHalvesRunAbbaAndMarksAreRecordedInTheAHalvesOnly) {
   ASSERT_EQ(inst.mark_count(), 8u) << "marks only while recording: the A halves";
   for (std::uint32_t i = 0; i < 8; ++i) EXPECT_EQ(inst.marks()[i].arg, i);
   EXPECT_FALSE(inst.recording()) << "disarmed after the last sample";
-  const json r = measurement_result(m);
+  RankResult result;
+  result.set_samples(m);
+  const json r = result.to_json();
   EXPECT_EQ(r["interleaved_off_latency_us"].size(), 8u);
   EXPECT_EQ(r["interleaving"], "ABBAABBA");
 }
@@ -135,24 +141,25 @@ TEST(Measure, WithoutInstrumentationTheLoopStillRuns) {
 }
 
 TEST(Measure, CountsComeFromTheSpecWithDefaultsAndAreChecked) {
-  const MeasureCounts d = measure_counts(json::object(), {2, 10, 1});
+  const auto measure = [](const json& m) { return CaseSpec::from_json({{"workload", "allreduce"}, {"measure", m}}).measure; };
+  const MeasureCounts d = measure(json::object()).counts({2, 10, 1});
   EXPECT_EQ(d.warmup, 2);
   EXPECT_EQ(d.iterations, 10);
   EXPECT_EQ(d.repetitions, 1);
-  const MeasureCounts c = measure_counts({{"warmup", 0}, {"iterations", 3}, {"repetitions", 9}}, {2, 10, 1});
+  const MeasureCounts c = measure({{"warmup", 0}, {"iterations", 3}, {"repetitions", 9}}).counts({2, 10, 1});
   EXPECT_EQ(c.warmup, 0);
   EXPECT_EQ(c.iterations, 3);
   EXPECT_EQ(c.repetitions, 9);
   try {
-    measure_counts({{"iterations", 0}}, {2, 10, 1});
+    measure({{"iterations", 0}});
     FAIL() << "iterations 0 accepted";
   } catch (const InputError& e) {
     EXPECT_NE(std::string(e.what()).find("case_spec.measure.iterations: expected an integer >= 1, got 0"), std::string::npos)
         << e.what();
   }
-  EXPECT_TRUE(interleaves_instrumentation({{"interleave_instrumentation", true}}));
-  EXPECT_FALSE(interleaves_instrumentation({{"iterations", 2}}));
-  EXPECT_THROW(interleaves_instrumentation({{"interleave_instrumentation", "yes"}}), InputError);
+  EXPECT_TRUE(measure({{"interleave_instrumentation", true}}).interleave_instrumentation);
+  EXPECT_FALSE(measure({{"iterations", 2}}).interleave_instrumentation);
+  EXPECT_THROW(measure({{"interleave_instrumentation", "yes"}}), InputError);
 }
 
 TEST(Measure, BusFactorIsNcclTests) {
@@ -167,8 +174,10 @@ TEST(Measure, AlgbwIsBytesOverTheMeanAndBusbwIsAlgbwTimesTwoNMinusOneOverN) {
   StepWork work;
   work.bytes = 1e6;
   work.bus_factor = allreduce_bus_factor(4);
-  const json one_rank = {{"latency_us", {10.0, 10.0, 40.0}}, {"work", work.to_json()}};
-  const std::vector<json> ranks = {one_rank, one_rank};
+  RankResult one_rank;
+  one_rank.latency_us = {10.0, 10.0, 40.0};
+  one_rank.work = work;
+  const std::vector<RankResult> ranks = {one_rank, one_rank};
   const json latency = case_latency(ranks, 1);
   EXPECT_EQ(latency["p50"], 10.0);
   EXPECT_EQ(latency["mean"], 20.0);
@@ -188,15 +197,20 @@ TEST(Measure, AlgbwIsBytesOverTheMeanAndBusbwIsAlgbwTimesTwoNMinusOneOverN) {
 
 TEST(Measure, CaseLatencyMergesTheInterleavedHalvesAsTheRecordedOnes) {
   // Two ranks, 2 repetitions x 2 iterations per side; the merge takes the slower rank per sample.
-  const json r0 = {{"latency_us", {1.0, 3.0, 5.0, 7.0}}, {"interleaved_off_latency_us", {2.0, 2.0, 9.0, 9.0}},
-                   {"interleaving", "ABBA"}};
-  const json r1 = {{"latency_us", {2.0, 2.0, 5.0, 5.0}}, {"interleaved_off_latency_us", {1.0, 4.0, 8.0, 8.0}},
-                   {"interleaving", "ABBA"}};
+  RankResult r0, r1;
+  r0.latency_us = {1.0, 3.0, 5.0, 7.0};
+  r0.interleaved_off_latency_us = {2.0, 2.0, 9.0, 9.0};
+  r0.interleaving = "ABBA";
+  r1.latency_us = {2.0, 2.0, 5.0, 5.0};
+  r1.interleaved_off_latency_us = {1.0, 4.0, 8.0, 8.0};
+  r1.interleaving = "ABBA";
   const json lat = case_latency({r0, r1}, 2);
   EXPECT_EQ(lat["repetitions_us"], json({2.5, 6.0}));
   EXPECT_EQ(lat["interleaved_off_repetitions_us"], json({3.0, 9.0}));
   EXPECT_EQ(lat["interleaving"], "ABBA");
-  EXPECT_FALSE(case_latency({{{"latency_us", {1.0, 2.0}}}}, 2).contains("interleaved_off_repetitions_us"));
+  RankResult plain;
+  plain.latency_us = {1.0, 2.0};
+  EXPECT_FALSE(case_latency({plain}, 2).contains("interleaved_off_repetitions_us"));
 }
 
 }  // namespace

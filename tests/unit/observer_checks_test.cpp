@@ -328,15 +328,15 @@ std::vector<json> run_records(const json& doc, const fs::path& dir) {
   Launcher launcher(lo);
   std::vector<json> records;
   for (const Case& c : cases) {
-    json spec = case_spec(s, c);
-    spec["trace_dir"] = (dir / "traces").string();
-    const CaseRun run = launcher.run_case(c.group_key, c.tp, spec, s.measure.timeout_s);
+    CaseSpec spec = case_spec(s, c);
+    spec.trace_dir = (dir / "traces").string();
+    const CaseRun run = launcher.run_case(c.group_key, c.tp, spec.to_json(), s.measure.timeout_s);
     EXPECT_TRUE(run.ok) << c.label << ": " << run.error;
     json r = {{"case_id", c.id}, {"label", c.label}, {"role", c.role}, {"workload", s.workload},
               {"device", s.device}, {"model", model_identity(s)}, {"params", c.params}, {"plan", nullptr},
               {"status", run.ok ? "ok" : "failed"}};
     if (run.ok) {
-      r.update(case_record_from_ranks(s, c, run.ranks));
+      r.update(case_record_from_ranks(s, c, rank_results_from_json(run.ranks)));
       if (!r.contains("outputs")) {
         json outputs = json::array();
         for (const auto& rank : run.ranks) outputs.push_back(rank.value("outputs", json(nullptr)));

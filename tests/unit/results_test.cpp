@@ -146,13 +146,13 @@ TEST(CaseRecordFromRanks, InfeasibleRankMakesAnInfeasibleRecordWithItsSentence) 
   Case c;
   c.params = {{"mode", "decode"}, {"batch_size", 2}, {"seq_len", 8}};
   const json ok_rank = {{"rank", 0}, {"latency_us", {10.0, 12.0}}, {"memory", json::object()}};
-  const json ok = case_record_from_ranks(s, c, {ok_rank, ok_rank});
+  const json ok = case_record_from_ranks(s, c, rank_results_from_json({ok_rank, ok_rank}));
   EXPECT_EQ(ok["status"], "ok");
   EXPECT_FALSE(ok.contains("error"));
   const std::string sentence = "rank 1: gpu engine: the KV cache ... Not enough memory: ...";
   const json stopped = {{"rank", 0}, {"infeasible", sentence}, {"latency_us", json::array()},
                         {"memory", {{"kv_pool", {{"tokens", 5}}}}}};
-  const json r = case_record_from_ranks(s, c, {stopped, stopped});
+  const json r = case_record_from_ranks(s, c, rank_results_from_json({stopped, stopped}));
   EXPECT_EQ(r["status"], "infeasible");
   EXPECT_EQ(r["error"], sentence);
   EXPECT_TRUE(r["latency"].is_null());

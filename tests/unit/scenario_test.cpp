@@ -335,7 +335,7 @@ TEST(ScenarioComm, CaseIdsChangeOnlyWhenWritten) {
     char id[17];
     std::snprintf(id, sizeof id, "%016llx", static_cast<unsigned long long>(fnv1a64(identity.dump())));
     EXPECT_EQ(c.id, id) << c.label;
-    EXPECT_FALSE(case_spec(plain, c).contains("comm")) << c.label;
+    EXPECT_FALSE(case_spec(plain, c).to_json().contains("comm")) << c.label;
   }
   json doc = gpu_engine();
   doc["comm"] = {{"custom_max_bytes", 64 << 20}};
@@ -345,7 +345,7 @@ TEST(ScenarioComm, CaseIdsChangeOnlyWhenWritten) {
   for (std::size_t i = 0; i < after.size(); ++i) {
     EXPECT_EQ(after[i].params, before[i].params);
     EXPECT_NE(after[i].id, before[i].id) << after[i].label;
-    EXPECT_EQ(case_spec(with, after[i])["comm"], json({{"custom_max_bytes", 64 << 20}})) << after[i].label;
+    EXPECT_EQ(case_spec(with, after[i]).to_json()["comm"], json({{"custom_max_bytes", 64 << 20}})) << after[i].label;
   }
   doc["comm"] = {{"custom_max_bytes", 32 << 20}};
   EXPECT_NE(expand_cases(parse_scenario(doc, "t.json", kNoGpu), two_gpus).front().id, after.front().id);
