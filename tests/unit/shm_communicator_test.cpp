@@ -1,101 +1,32 @@
 // The shm communicator against its spec: a serial fp32 sum in rank order 0..n-1, rounded
-// once to the dtype, bitwise. Ranks are threads of this process with an in-process
-// bootstrap (the segment logic is the same as between processes); the launcher tests run
-// the same backend across real rank processes.
+// once to the dtype, bitwise. Ranks are threads of this process with the rank-group kit's
+// bootstrap (tests/support/test_ranks.h; the segment logic is the same as between processes);
+// the launcher tests run the same backend across real rank processes.
 #include <gtest/gtest.h>
 
-#include <unistd.h>
-
 #include <algorithm>
-#include <atomic>
 #include <cstdlib>
 #include <cmath>
-#include <condition_variable>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <functional>
-#include <mutex>
 #include <random>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "reference_engine/comm/factory.h"
 #include "reference_engine/comm/shm/shm_communicator.h"
+#include "tests/support/test_ranks.h"
 #include "tpb/check.h"
 #include "tpb/dtype.h"
 
 namespace tpb {
 namespace {
 
-// Bootstrap for ranks that are threads: all_gather is a generation-counted rendezvous.
-class ThreadGroup {
- public:
-  explicit ThreadGroup(int size) : size_(size), slots_(static_cast<std::size_t>(size)) {
-    static std::atomic<int> counter{0};
-    group_id_ = "tpbtest" + std::to_string(getpid()) + "-" + std::to_string(counter++);
-  }
-  std::vector<std::string> all_gather(int rank, const std::string& mine) {
-    std::unique_lock lock(mutex_);
-    const std::uint64_t generation = generation_;
-    slots_[static_cast<std::size_t>(rank)] = mine;
-    if (++arrived_ == size_) {
-      result_ = slots_;
-      arrived_ = 0;
-      ++generation_;
-      cv_.notify_all();
-    } else {
-      cv_.wait(lock, [&] { return generation_ != generation; });
-    }
-    return result_;
-  }
-  int size() const { return size_; }
-  const std::string& group_id() const { return group_id_; }
-
- private:
-  int size_;
-  std::string group_id_;
-  std::mutex mutex_;
-  std::condition_variable cv_;
-  std::vector<std::string> slots_, result_;
-  int arrived_ = 0;
-  std::uint64_t generation_ = 0;
-};
-
-class ThreadBootstrap : public Bootstrap {
- public:
-  ThreadBootstrap(ThreadGroup& group, int rank) : group_(group), rank_(rank) {}
-  int rank() const override { return rank_; }
-  int size() const override { return group_.size(); }
-  std::vector<std::string> all_gather(const std::string& mine) override { return group_.all_gather(rank_, mine); }
-  void barrier() override { all_gather(""); }
-  std::string group_id() const override { return group_.group_id(); }
-
- private:
-  ThreadGroup& group_;
-  int rank_;
-};
-
-// Runs fn(rank, bootstrap) on `world_size` threads; rethrows the first exception.
+// Runs fn(rank, bootstrap) on `world_size` rank threads; a rank that throws fails the test.
 void run_ranks(int world_size, const std::function<void(int, Bootstrap&)>& fn) {
-  ThreadGroup group(world_size);
-  std::vector<std::thread> threads;
-  std::vector<std::exception_ptr> errors(static_cast<std::size_t>(world_size));
-  for (int r = 0; r < world_size; ++r) {
-    threads.emplace_back([&, r] {
-      ThreadBootstrap bootstrap(group, r);
-      try {
-        fn(r, bootstrap);
-      } catch (...) {
-        errors[static_cast<std::size_t>(r)] = std::current_exception();
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
-  for (auto& e : errors) {
-    if (e) std::rethrow_exception(e);
-  }
+  test::expect_all_ranks_passed(test::run_thread_ranks(world_size, [&](Bootstrap& bootstrap) { fn(bootstrap.rank(), bootstrap); }));
 }
 
 // Random values of `dtype` (stored as its bits) with exponents spread over 2^-20..2^6, so fp32
