@@ -1,7 +1,10 @@
 // The shm communicator against its spec: a serial fp32 sum in rank order 0..n-1, rounded
 // once to the dtype, bitwise. Ranks are threads of this process with the rank-group kit's
 // bootstrap (tests/support/test_ranks.h; the segment logic is the same as between processes);
-// the launcher tests run the same backend across real rank processes.
+// the launcher tests run the same backend across real rank processes. shm is also one
+// instance of the allreduce conformance cases every backend runs
+// (tests/support/allreduce_conformance.h), host memory on the CPU; the cases here are shm's
+// own (small slots, so messages go in chunks; inputs whose sums round; timeouts, names).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -11,12 +14,14 @@
 #include <cstring>
 #include <filesystem>
 #include <functional>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "reference_engine/comm/factory.h"
 #include "reference_engine/comm/shm/shm_communicator.h"
+#include "tests/support/allreduce_conformance.h"
 #include "tests/support/test_ranks.h"
 #include "tpb/check.h"
 #include "tpb/dtype.h"
@@ -300,6 +305,50 @@ TEST(ShmCommunicator, PlantedFallbackRunsShmAndSaysSo) {
   EXPECT_EQ(calls[1][0].calls, 1u);
   run_ranks(1, [&](int, Bootstrap& bootstrap) { EXPECT_THROW(make_communicator("mpi", bootstrap, CommOptions{}), InputError); });
 }
+
+// ---- shm as one instance of the allreduce conformance cases ---------------------------------
+
+// Host memory: the transfers are copies, done when they return; shm takes no stream.
+class HostMemory final : public test::RankMemory {
+ public:
+  void* stream() override { return nullptr; }
+  std::shared_ptr<void> allocate(std::size_t bytes) override {
+    return std::shared_ptr<void>(new unsigned char[bytes == 0 ? 16 : bytes], std::default_delete<unsigned char[]>());
+  }
+  void upload(void* dst, const void* host, std::size_t bytes) override { std::memcpy(dst, host, bytes); }
+  void download(void* host, const void* src, std::size_t bytes) override { std::memcpy(host, src, bytes); }
+  void fill(void* dst, int byte, std::size_t bytes) override { std::memset(dst, byte, bytes); }
+  void synchronize() override {}
+};
+
+// Ranks as threads, buffers in host memory, the GPU cases' 4 MiB buffer and 60 s timeout.
+const test::ConformanceTarget kHostTarget = {
+    /*skip_reason=*/[](int) { return std::string(); },
+    /*run=*/
+    [](int world, const std::function<void(Bootstrap&)>& body, double timeout_s) {
+      test::expect_all_ranks_passed(test::run_thread_ranks(world, body, timeout_s));
+    },
+    /*options=*/
+    [] {
+      CommOptions o;
+      o.max_bytes = 4u << 20;
+      o.timeout_s = 60;
+      return o;
+    },
+    /*select_device=*/[](const CommOptions&) {},
+    /*memory=*/[](const CommOptions&) -> std::unique_ptr<test::RankMemory> { return std::make_unique<HostMemory>(); },
+    /*min_memory_bytes=*/[](const std::string&) -> std::size_t { return 0; },
+    /*auto_choice=*/nullptr,
+};
+
+using test::AllreduceConformance;
+
+test::ConformanceParam on_host(const char* backend, int world) { return {backend, world, &kHostTarget}; }
+
+// TP 2 and 4, as the GPU instances; TP 8 would be 8 spinning rank threads on a CI machine's
+// few cores, and shm's TP 3 and world 1 are covered by ShmAllReduce above.
+INSTANTIATE_TEST_SUITE_P(Cpu, AllreduceConformance, ::testing::Values(on_host("shm", 2), on_host("shm", 4)),
+                         test::conformance_param_name);
 
 }  // namespace
 }  // namespace tpb
