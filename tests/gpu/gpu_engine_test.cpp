@@ -46,10 +46,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Budget of GPU bf16 vs CPU fp32, and of bf16 TP1 vs TP2: the numerics policy's kTpRelL2Bf16
-// (suite/checks/tolerance.h), not loosened here. Every weight and activation is rounded to
-// bf16 (relative error 2^-9 each), through 3 layers of ~10 GEMMs.
-
 std::vector<std::int64_t> test_tokens(std::int64_t count, std::int64_t vocab, std::uint64_t salt) {
   std::vector<std::int64_t> t(count);
   for (std::size_t i = 0; i < t.size(); ++i)
@@ -158,7 +154,10 @@ std::vector<float> gpu_logits(const ModelConfig& config, const RunSpec& r, Commu
 }
 
 // rel-L2 within budget, no NaN/Inf, and the same argmax at every position; prints the
-// measured error, the worst element and the share of the budget used.
+// measured error, the worst element and the share of the budget used. The budget (GPU bf16 vs
+// CPU fp32, and bf16 TP1 vs TP2) is the numerics policy's kTpRelL2Bf16 (suite/checks/
+// tolerance.h), not loosened here: every weight and activation is rounded to bf16 (relative
+// error 2^-9 each), through 3 layers of ~10 GEMMs.
 void expect_close(const std::vector<float>& got, const std::vector<float>& want, std::int64_t vocab,
                   const std::string& what, bool same_greedy = true) {
   ASSERT_EQ(got.size(), want.size()) << what;
@@ -174,7 +173,7 @@ void expect_close(const std::vector<float>& got, const std::vector<float>& want,
   std::printf("[ measured ] %s: rel-L2 %.3g (%.0f%% of %.0e), max abs %.3g at token %zu vocab %zu\n", what.c_str(),
               err, 100.0 * err / kTpRelL2Bf16, kTpRelL2Bf16, max_abs, worst / vocab, worst % vocab);
   EXPECT_LE(err, kTpRelL2Bf16) << what << ": max abs " << max_abs << " at flat index " << worst << " (got "
-                             << got[worst] << ", want " << want[worst] << ")";
+                               << got[worst] << ", want " << want[worst] << ")";
   if (err > kTpRelL2Bf16) {
     // Where the error sits: a few rows far off (a routing choice flipped by bf16 rounding)
     // reads differently from every row a little off (an arithmetic bug).
