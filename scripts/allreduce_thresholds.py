@@ -64,7 +64,7 @@ def main(argv):
         "oneshot_max_bytes": oneshot_max,
         "twoshot_max_bytes": twoshot_max,
         "measured_at": ctx.get("date", datetime.now(timezone.utc).isoformat()),
-        "measured_by": "tpb_bench (kernels/bench/allreduce_bench.cpp) via scripts/gpu_run.sh; scripts/allreduce_thresholds.py",
+        "measured_by": "tpb_bench (bench/allreduce_bench.cpp) via scripts/gpu_run.sh; scripts/allreduce_thresholds.py",
         "samples_us_per_op": [
             {"bytes": s, "nccl": times[("nccl", s)], "custom-oneshot": times[("custom-oneshot", s)],
              "custom-twoshot": times[("custom-twoshot", s)]}

@@ -92,7 +92,7 @@ if [ "$TESTS_BUILT" = 1 ] && [ "${GPU_RUN_SKIP_TESTS:-0}" != 1 ]; then
   grep -E "tests passed|tests failed|\*\*\*Failed|Timeout|Not Run|Passed|Skipped" "$OUTDIR/ctest.log" | grep -v "tp4\|tp8" | tail -60
 fi
 
-BENCH=build-cuda/kernels/bench/tpb_bench
+BENCH=build-cuda/bench/tpb_bench
 MAX_MIB=${GPU_RUN_MAX_MIB:-256}
 if [ "${GPU_RUN_SKIP_BENCH:-0}" != 1 ] && [ -n "${GPU_RUN_BENCH_FILTER:-}" ]; then
   # One pass of the named benchmarks only (e.g. the engine's GEMM, expert and attention ones

@@ -26,7 +26,7 @@
 #include "tpb/kernels/device.h"
 
 #if TPB_HAVE_CUDA
-#include "tpb/kernels/allreduce_timing.h"
+#include "suite/gpu/allreduce_timing.h"
 #endif
 
 namespace tpb {

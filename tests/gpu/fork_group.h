@@ -1,9 +1,7 @@
-// Runs a test body in one forked process per rank (CUDA IPC needs one process per rank, and a
-// CUDA context must not cross fork, so the parent never touches CUDA). The ranks share a
-// MAP_SHARED anonymous region that carries a Bootstrap (all_gather of small strings, barrier
-// with a timeout); the parent collects each rank's verdict (exit status) and turns failures
-// into GoogleTest failures naming the rank. GoogleTest assertions inside the body work as
-// usual: the child prints them and its exit status says whether any fired.
+// Runs a test body in one forked process per rank, placed on the GPUs (CUDA IPC needs one
+// process per rank, and a CUDA context must not cross fork, so the parent never touches CUDA).
+// The forking and the Bootstrap between the ranks are the rank-group kit's
+// (tests/support/rank_group.h); the verdicts, one per rank, are tests/support/test_ranks.h's.
 //
 // Placement (suite/placement.h): the ranks run one per GPU (exclusive) or packed onto the
 // visible GPUs (shared: rank r on device r / ranks_per_gpu), so a machine with one GPU runs
@@ -22,6 +20,7 @@
 #include "reference_engine/comm/bootstrap.h"
 #include "reference_engine/comm/factory.h"
 #include "suite/placement.h"
+#include "tests/support/test_ranks.h"
 
 namespace tpb::test {
 
@@ -50,18 +49,9 @@ int rank_device();
 // device, with ranks_per_device from its placement (the custom kernels cap their grid by it).
 CommOptions comm_options_for_rank(std::size_t max_bytes = 4u << 20, double timeout_s = 60);
 
-struct RankOutcome {
-  int rank = 0;
-  bool passed = false;
-  std::string detail;  // exit status / signal / exception text / timeout
-};
-
 // Forks `world` ranks placed by test_rank_placement(world) (which must have no skip reason);
 // rank r runs body(bootstrap) with bootstrap.rank() == r, its place in its environment. Prints
 // one "[ placement ]" line saying how the group runs. Kills ranks that outlive `timeout_s`.
 std::vector<RankOutcome> run_ranks(int world, const std::function<void(Bootstrap&)>& body, double timeout_s = 300);
-
-// ADD_FAILURE for every rank that did not pass.
-void expect_all_ranks_passed(const std::vector<RankOutcome>& outcomes);
 
 }  // namespace tpb::test

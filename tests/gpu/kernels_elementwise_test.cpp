@@ -64,7 +64,9 @@ struct Compared {
 }
 
 // bf16 outputs: the rounding alone has a relative rms near 2^-9 / sqrt(3); 2^-8 leaves room
-// for the order noise, while a layout or indexing bug gives O(1).
+// for the order noise, while a layout or indexing bug gives O(1). One op against its fp32
+// reference, so tighter than the policy's kTpRelL2Bf16 (suite/checks/tolerance.h), which
+// covers a whole model's rounding.
 constexpr double kBf16RelL2 = 0x1p-8;
 
 constexpr std::uint16_t kSentinel = 0x7f7f;  // a finite bf16 no kernel writes here

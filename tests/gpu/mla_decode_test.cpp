@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "gpu_test_support.h"
+#include "suite/checks/tolerance.h"
 #include "tpb/cuda_check.h"
 #include "tpb/dtype.h"
 #include "tpb/kernels/device.h"
@@ -290,7 +291,7 @@ TEST(MlaDecode, AbsorbedFormMatchesCpuReference) {
     }
   }
   ASSERT_GT(den, 0.0);
-  EXPECT_LE(std::sqrt(num / den), 2e-2) << "absorbed decode vs CPU absorbed reference, rel-L2";
+  EXPECT_LE(std::sqrt(num / den), kTpRelL2Bf16) << "absorbed decode vs CPU absorbed reference, rel-L2";
 }
 
 }  // namespace

@@ -1,101 +1,37 @@
 // The shm communicator against its spec: a serial fp32 sum in rank order 0..n-1, rounded
-// once to the dtype, bitwise. Ranks are threads of this process with an in-process
-// bootstrap (the segment logic is the same as between processes); the launcher tests run
-// the same backend across real rank processes.
+// once to the dtype, bitwise. Ranks are threads of this process with the rank-group kit's
+// bootstrap (tests/support/test_ranks.h; the segment logic is the same as between processes);
+// the launcher tests run the same backend across real rank processes. shm is also one
+// instance of the allreduce conformance cases every backend runs
+// (tests/support/allreduce_conformance.h), host memory on the CPU; the cases here are shm's
+// own (small slots, so messages go in chunks; inputs whose sums round; timeouts, names).
 #include <gtest/gtest.h>
 
-#include <unistd.h>
-
 #include <algorithm>
-#include <atomic>
 #include <cstdlib>
 #include <cmath>
-#include <condition_variable>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <functional>
-#include <mutex>
+#include <memory>
 #include <random>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "reference_engine/comm/factory.h"
 #include "reference_engine/comm/shm/shm_communicator.h"
+#include "tests/support/allreduce_conformance.h"
+#include "tests/support/test_ranks.h"
 #include "tpb/check.h"
 #include "tpb/dtype.h"
 
 namespace tpb {
 namespace {
 
-// Bootstrap for ranks that are threads: all_gather is a generation-counted rendezvous.
-class ThreadGroup {
- public:
-  explicit ThreadGroup(int size) : size_(size), slots_(static_cast<std::size_t>(size)) {
-    static std::atomic<int> counter{0};
-    group_id_ = "tpbtest" + std::to_string(getpid()) + "-" + std::to_string(counter++);
-  }
-  std::vector<std::string> all_gather(int rank, const std::string& mine) {
-    std::unique_lock lock(mutex_);
-    const std::uint64_t generation = generation_;
-    slots_[static_cast<std::size_t>(rank)] = mine;
-    if (++arrived_ == size_) {
-      result_ = slots_;
-      arrived_ = 0;
-      ++generation_;
-      cv_.notify_all();
-    } else {
-      cv_.wait(lock, [&] { return generation_ != generation; });
-    }
-    return result_;
-  }
-  int size() const { return size_; }
-  const std::string& group_id() const { return group_id_; }
-
- private:
-  int size_;
-  std::string group_id_;
-  std::mutex mutex_;
-  std::condition_variable cv_;
-  std::vector<std::string> slots_, result_;
-  int arrived_ = 0;
-  std::uint64_t generation_ = 0;
-};
-
-class ThreadBootstrap : public Bootstrap {
- public:
-  ThreadBootstrap(ThreadGroup& group, int rank) : group_(group), rank_(rank) {}
-  int rank() const override { return rank_; }
-  int size() const override { return group_.size(); }
-  std::vector<std::string> all_gather(const std::string& mine) override { return group_.all_gather(rank_, mine); }
-  void barrier() override { all_gather(""); }
-  std::string group_id() const override { return group_.group_id(); }
-
- private:
-  ThreadGroup& group_;
-  int rank_;
-};
-
-// Runs fn(rank, bootstrap) on `world_size` threads; rethrows the first exception.
+// Runs fn(rank, bootstrap) on `world_size` rank threads; a rank that throws fails the test.
 void run_ranks(int world_size, const std::function<void(int, Bootstrap&)>& fn) {
-  ThreadGroup group(world_size);
-  std::vector<std::thread> threads;
-  std::vector<std::exception_ptr> errors(static_cast<std::size_t>(world_size));
-  for (int r = 0; r < world_size; ++r) {
-    threads.emplace_back([&, r] {
-      ThreadBootstrap bootstrap(group, r);
-      try {
-        fn(r, bootstrap);
-      } catch (...) {
-        errors[static_cast<std::size_t>(r)] = std::current_exception();
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
-  for (auto& e : errors) {
-    if (e) std::rethrow_exception(e);
-  }
+  test::expect_all_ranks_passed(test::run_thread_ranks(world_size, [&](Bootstrap& bootstrap) { fn(bootstrap.rank(), bootstrap); }));
 }
 
 // Random values of `dtype` (stored as its bits) with exponents spread over 2^-20..2^6, so fp32
@@ -369,6 +305,50 @@ TEST(ShmCommunicator, PlantedFallbackRunsShmAndSaysSo) {
   EXPECT_EQ(calls[1][0].calls, 1u);
   run_ranks(1, [&](int, Bootstrap& bootstrap) { EXPECT_THROW(make_communicator("mpi", bootstrap, CommOptions{}), InputError); });
 }
+
+// ---- shm as one instance of the allreduce conformance cases ---------------------------------
+
+// Host memory: the transfers are copies, done when they return; shm takes no stream.
+class HostMemory final : public test::RankMemory {
+ public:
+  void* stream() override { return nullptr; }
+  std::shared_ptr<void> allocate(std::size_t bytes) override {
+    return std::shared_ptr<void>(new unsigned char[bytes == 0 ? 16 : bytes], std::default_delete<unsigned char[]>());
+  }
+  void upload(void* dst, const void* host, std::size_t bytes) override { std::memcpy(dst, host, bytes); }
+  void download(void* host, const void* src, std::size_t bytes) override { std::memcpy(host, src, bytes); }
+  void fill(void* dst, int byte, std::size_t bytes) override { std::memset(dst, byte, bytes); }
+  void synchronize() override {}
+};
+
+// Ranks as threads, buffers in host memory, the GPU cases' 4 MiB buffer and 60 s timeout.
+const test::ConformanceTarget kHostTarget = {
+    /*skip_reason=*/[](int) { return std::string(); },
+    /*run=*/
+    [](int world, const std::function<void(Bootstrap&)>& body, double timeout_s) {
+      test::expect_all_ranks_passed(test::run_thread_ranks(world, body, timeout_s));
+    },
+    /*options=*/
+    [] {
+      CommOptions o;
+      o.max_bytes = 4u << 20;
+      o.timeout_s = 60;
+      return o;
+    },
+    /*select_device=*/[](const CommOptions&) {},
+    /*memory=*/[](const CommOptions&) -> std::unique_ptr<test::RankMemory> { return std::make_unique<HostMemory>(); },
+    /*min_memory_bytes=*/[](const std::string&) -> std::size_t { return 0; },
+    /*auto_choice=*/nullptr,
+};
+
+using test::AllreduceConformance;
+
+test::ConformanceParam on_host(const char* backend, int world) { return {backend, world, &kHostTarget}; }
+
+// TP 2 and 4, as the GPU instances; TP 8 would be 8 spinning rank threads on a CI machine's
+// few cores, and shm's TP 3 and world 1 are covered by ShmAllReduce above.
+INSTANTIATE_TEST_SUITE_P(Cpu, AllreduceConformance, ::testing::Values(on_host("shm", 2), on_host("shm", 4)),
+                         test::conformance_param_name);
 
 }  // namespace
 }  // namespace tpb

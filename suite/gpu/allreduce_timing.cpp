@@ -1,5 +1,5 @@
-// time_device_collective (see tpb/kernels/allreduce_timing.h).
-#include "tpb/kernels/allreduce_timing.h"
+// time_device_collective (see suite/gpu/allreduce_timing.h).
+#include "suite/gpu/allreduce_timing.h"
 
 #include <cuda_runtime_api.h>
 

@@ -15,10 +15,10 @@
 
 #include <benchmark/benchmark.h>
 
-#include "kernels/bench/attention_bench.h"
-#include "kernels/bench/bench_ranks.h"
-#include "kernels/bench/gemm_bench.h"
-#include "kernels/bench/layer_bench.h"
+#include "bench/attention_bench.h"
+#include "bench/bench_ranks.h"
+#include "bench/gemm_bench.h"
+#include "bench/layer_bench.h"
 
 namespace {
 

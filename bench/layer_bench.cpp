@@ -36,8 +36,8 @@
 
 #include <benchmark/benchmark.h>
 
-#include "kernels/bench/gemm_bench.h"
-#include "kernels/bench/layer_bench.h"
+#include "bench/gemm_bench.h"
+#include "bench/layer_bench.h"
 #include "reference_engine/comm/local/local_communicator.h"
 #include "reference_engine/config/model_config.h"
 #include "reference_engine/gpu/gpu_engine.h"

@@ -1,6 +1,7 @@
-// Device-event timing of a collective for the suite's allreduce workload (GPU backends): the
-// workload owns the maths and the checks, this owns device buffers, warm-up, CUDA graphs and
-// events (STYLE.md 3 and 12). CUDA builds only.
+// Device-event timing of a collective for the suite's allreduce workload (GPU backends), the
+// device sample source of the measurement (suite/measure.h): the workload owns the maths and
+// the checks, this owns device buffers, warm-up, CUDA graphs and events (STYLE.md 3 and 12).
+// CUDA builds only (suite/CMakeLists.txt globs suite/gpu/ with CUDA).
 #pragma once
 
 #include <cstddef>

@@ -2,7 +2,7 @@
 // Kimi-K2.5 TP2 shapes over batch x seq_len, against the device copy bandwidth.
 #pragma once
 
-#include "kernels/bench/bench_ranks.h"
+#include "bench/bench_ranks.h"
 
 namespace tpb::bench {
 

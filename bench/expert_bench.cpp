@@ -22,8 +22,8 @@
 
 #include <benchmark/benchmark.h>
 
-#include "kernels/bench/device_timing.h"
-#include "kernels/bench/gemm_bench.h"
+#include "bench/device_timing.h"
+#include "bench/gemm_bench.h"
 #include "tpb/cuda_check.h"
 #include "tpb/kernels/gpu/expert_gemm.h"
 #include "tpb/kernels/gpu/expert_gemm_tuning.h"

@@ -21,8 +21,8 @@
 
 #include <benchmark/benchmark.h>
 
-#include "kernels/bench/device_timing.h"
-#include "kernels/bench/gemm_bench.h"
+#include "bench/device_timing.h"
+#include "bench/gemm_bench.h"
 #include "tpb/cuda_check.h"
 #include "tpb/dtype.h"
 #include "tpb/kernels/gpu/gemv.h"

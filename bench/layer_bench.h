@@ -2,7 +2,7 @@
 // (layer_bench.cpp): the layer's time against the time to read the weights it touches.
 #pragma once
 
-#include "kernels/bench/bench_ranks.h"
+#include "bench/bench_ranks.h"
 
 namespace tpb::bench {
 

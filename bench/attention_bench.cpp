@@ -11,8 +11,8 @@
 // (scores and the weighted sum, the algorithm's count; the kernel does the weighted sum twice,
 // for P = hi + lo, on the tensor cores). Calls rotate over cache copies totalling
 // >= 256 MiB so small caches stream from HBM as in a real step, not from the 50 MiB L2.
-#include "kernels/bench/device_timing.h"
-#include "kernels/bench/attention_bench.h"
+#include "bench/device_timing.h"
+#include "bench/attention_bench.h"
 
 #include <cuda_bf16.h>
 #include <cuda_runtime_api.h>

@@ -1,5 +1,6 @@
-// Multi-process plumbing for tpb_bench: a GPU-count probe, fork-per-rank with a shared-memory
-// Bootstrap, and the allreduce benchmark registration each rank performs.
+// Multi-process plumbing for tpb_bench: a GPU-count probe and fork-per-rank with a shared-memory
+// Bootstrap (both the rank-group kit's, tests/support/rank_group.h), and the allreduce
+// benchmark registration each rank performs.
 #pragma once
 
 #include <cstddef>

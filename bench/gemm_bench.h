@@ -5,7 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "kernels/bench/bench_ranks.h"
+#include "bench/bench_ranks.h"
 
 namespace tpb::bench {
 

@@ -15,7 +15,7 @@
 
 #include <benchmark/benchmark.h>
 
-#include "kernels/bench/bench_ranks.h"
+#include "bench/bench_ranks.h"
 #include "reference_engine/comm/factory.h"
 #if TPB_HAVE_NCCL
 #include "reference_engine/comm/nccl/nccl_communicator.h"
