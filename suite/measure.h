@@ -27,7 +27,7 @@
 // every timed region.
 //
 // The GPU allreduce's samples come from its own batched device timer (time_device_collective,
-// kernels/allreduce/allreduce_timing.cpp: barrier, one op that absorbs the ranks' launch skew,
+// suite/gpu/allreduce_timing.cpp: barrier, one op that absorbs the ranks' launch skew,
 // then events around a batch of ops); it records no marks, so it runs no B halves. Its samples
 // go through the same summary and derived rates.
 #pragma once

@@ -169,7 +169,7 @@ RankResult run_allreduce_workload(const CaseSpec& spec, WorkerState& state) {
                                                                                        << dtype_name(dtype) << "), got "
                                                                                        << message_bytes);
   // GPU backends run on device buffers, one process per GPU (rank r on CUDA device r), timed
-  // with device events by time_device_collective (kernels/allreduce/allreduce_timing.cpp).
+  // with device events by time_device_collective (suite/gpu/allreduce_timing.cpp).
   const bool on_gpu = device == "cuda";
   TPB_INPUT_CHECK(on_gpu == is_gpu_backend(backend),
                   "allreduce backend '" << backend << "' does not run on device '" << device
