@@ -19,9 +19,9 @@ echo "ctest: rc=$?"; grep -E "Test +#[0-9]+: " "$OUT/ctest.log" | sed -E 's/ +/ 
 # $1 name, then tpbench run arguments; prints the summary lines and the failing checks' details.
 run() {
   local name=$1; shift
-  timeout 200 "$TPB" run "$@" --results-dir "$RUNS/$name" --no-report >"$OUT/$name.log" 2>&1
+  timeout 200 "$TPB" run "$@" --results-dir "$RUNS/$name" --no-report >"$RUNS/$name.log" 2>&1
   echo "-- $name: rc=$?"
-  grep -E "^(cases|checks|localize|localized|mps):" "$OUT/$name.log" | cut -c1-600
+  grep -E "^(cases|checks \(case|localize|localized):" "$RUNS/$name.log" | cut -c1-600
 }
 # The observer_invariant verdicts of a run, one line per group: "<status> <detail>".
 observer_lines() {
