@@ -15,6 +15,7 @@
 #include <numeric>
 
 #include "suite/digest.h"
+#include "reference_engine/comm/backends.h"
 #include "suite/instrumentation.h"
 #include "suite/measure.h"
 #include "suite/placement.h"
@@ -173,7 +174,8 @@ RankResult run_allreduce_workload(const CaseSpec& spec, WorkerState& state) {
   const bool on_gpu = device == "cuda";
   TPB_INPUT_CHECK(on_gpu == is_gpu_backend(backend),
                   "allreduce backend '" << backend << "' does not run on device '" << device
-                                        << "' (host backends: shm; GPU backends: nccl, custom-oneshot, custom-twoshot, auto)");
+                                        << "' (host backends: " << backend_list(BackendDevice::host)
+                                        << "; GPU backends: " << backend_list(BackendDevice::gpu) << ")");
   TPB_INPUT_CHECK(!on_gpu || TPB_HAVE_CUDA, "device cuda: this tpbench was built without CUDA");
   const bool cuda_graph = params.contains("cuda_graph") && params["cuda_graph"].is_boolean() && params["cuda_graph"].get<bool>();
   (void)cuda_graph;  // read only in CUDA builds

@@ -6,10 +6,12 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <numeric>
 #include <optional>
 #include <utility>
 
+#include "reference_engine/comm/backends.h"
 #include "reference_engine/config/model_config.h"
 #include "reference_engine/memory/meter.h"
 #include "reference_engine/memory/planner.h"
@@ -319,6 +321,16 @@ ObservedCommunicator& observed_communicator(WorkerState& state, const std::strin
   return *static_cast<ObservedCommunicator*>(it->second.get());
 }
 
+// The harness's step for either engine: the step between its begin and end marks (index i).
+template <class Step>
+std::function<void(std::uint32_t)> marked_step(Instrumentation& inst, Step& step) {
+  return [&inst, &step](std::uint32_t i) {
+    inst.mark(kStepBegin, i);
+    step();
+    inst.mark(kStepEnd, i);
+  };
+}
+
 // The record's instrumentation section, the same on the CPU and the GPU: the level, what a
 // mark costs on this host, the marks per step and the share of the median step they would
 // take, what was recorded and dropped, and what the levels allocated (the same at every level).
@@ -555,8 +567,8 @@ RankResult run_gpu_engine_workload(const CaseSpec& spec, WorkerState& state) {
   const int tp = static_cast<int>(int_param(params, "tp", state.world_size(), "params"));
   TPB_INPUT_CHECK(tp == state.world_size(), "case_spec.params.tp: " << tp << " but the group has " << state.world_size() << " ranks");
   const std::string backend = string_param(params, "allreduce", "nccl", "params");
-  TPB_INPUT_CHECK(is_gpu_backend(backend), "case_spec.params.allreduce: device cuda needs a GPU backend (nccl, "
-                                           "custom-oneshot, custom-twoshot, auto), got '" << backend << "'");
+  TPB_INPUT_CHECK(is_gpu_backend(backend), "case_spec.params.allreduce: device cuda needs a GPU backend ("
+                                               << backend_list(BackendDevice::gpu) << "), got '" << backend << "'");
   const bool cuda_graph = params.contains("cuda_graph") && params["cuda_graph"].is_boolean() && params["cuda_graph"].get<bool>();
   const StepParams sp = step_params(spec);
   const std::int64_t batch = sp.batch, seq_len = sp.seq_len;
@@ -715,11 +727,7 @@ RankResult run_gpu_engine_workload(const CaseSpec& spec, WorkerState& state) {
   loop.counts.warmup = warm;
   loop.interleave = spec.measure.interleave_instrumentation;
   loop.barrier = [&] { comm.barrier(); };
-  loop.step = [&](std::uint32_t i) {
-    inst.mark(kStepBegin, i);
-    step();
-    inst.mark(kStepEnd, i);
-  };
+  loop.step = marked_step(inst, step);
   std::int64_t reduces_before = 0, expert_reads_before = 0;
   loop.after_warmup = [&] {
     engine.synchronize();
@@ -998,11 +1006,7 @@ RankResult run_engine_workload(const CaseSpec& spec, WorkerState& state) {
   loop.counts = counts;
   loop.interleave = spec.measure.interleave_instrumentation;
   loop.barrier = [&] { comm.barrier(); };
-  loop.step = [&](std::uint32_t i) {
-    inst.mark(kStepBegin, i);
-    step();
-    inst.mark(kStepEnd, i);
-  };
+  loop.step = marked_step(inst, step);
   ledger.add("latency_samples", static_cast<std::size_t>((loop.interleave ? 2 : 1) * timed_steps) * sizeof(double));
   std::int64_t reduces_before = 0;
   loop.after_warmup = [&] { reduces_before = engine.stats().all_reduces; };
