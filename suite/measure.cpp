@@ -10,6 +10,7 @@
 #include "suite/stats.h"
 #include "tpb/bandwidth.h"
 #include "tpb/check.h"
+#include "tpb/test_hooks.h"
 
 namespace tpb {
 
@@ -39,7 +40,7 @@ double HostTimer::time_us(const std::function<void()>& step) {
 }
 
 double planted_drift_ns_per_step() {
-  const char* text = std::getenv("TPB_TEST_PLANT_DRIFT_NS_PER_STEP");
+  const char* text = test_hook("TPB_TEST_PLANT_DRIFT_NS_PER_STEP");
   if (text == nullptr || *text == '\0') return 0.0;
   char* end = nullptr;
   const double ns = std::strtod(text, &end);

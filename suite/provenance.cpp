@@ -13,6 +13,7 @@
 
 #include "suite/build_info.h"
 #include "tpb/kernels/device.h"
+#include "tpb/test_hooks.h"
 
 extern char** environ;
 
@@ -78,7 +79,7 @@ std::string utc_now_iso8601() {
 bool build_is_dirty() {
   // TPB_PRETEND_DIRTY=1 makes a clean build report a dirty tree (the CLI tests of the dirty
   // rules run on clean CI clones); it can never make a dirty build look clean.
-  const char* pretend = std::getenv("TPB_PRETEND_DIRTY");
+  const char* pretend = test_hook("TPB_PRETEND_DIRTY");
   return build_info().git_dirty || (pretend && std::string_view(pretend) == "1");
 }
 

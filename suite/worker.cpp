@@ -10,6 +10,7 @@
 #include "suite/workload.h"
 #include "suite/workloads/workloads.h"
 #include "tpb/check.h"
+#include "tpb/test_hooks.h"
 
 namespace tpb {
 namespace {
@@ -31,7 +32,7 @@ bool env_int(const char* name, int& value) {
 // invocation without the variable runs them (tests/cli/reproduce_any_record.sh retries one
 // with --resume --retry-failed). run.json records the variable with the environment.
 void planted_case_failure_for_tests(const std::string& case_id) {
-  const char* v = std::getenv("TPB_TEST_FAIL_CASE");
+  const char* v = test_hook("TPB_TEST_FAIL_CASE");
   if (v == nullptr || *v == '\0' || case_id.empty()) return;
   const std::string list = std::string(",") + v + ",";
   if (list.find("," + case_id + ",") != std::string::npos)

@@ -55,7 +55,9 @@ struct WorkloadEntry {
 constexpr WorkloadEntry kWorkloads[] = {
     {"allreduce", run_allreduce_workload},
     {"engine", run_engine_workload},
+#if TPB_TEST_HOOKS
     {"probe", run_probe_workload},  // test-only: bootstrap round trip and fault injection
+#endif
 };
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include "reference_engine/comm/nccl/nccl_communicator.h"
 #endif
 #include "tpb/check.h"
+#include "tpb/test_hooks.h"
 
 namespace tpb {
 
@@ -23,7 +24,7 @@ namespace {
 constexpr const char* kPlantedFallbackBackend = "mpi";
 
 bool planted_fallback_for_tests() {
-  const char* v = std::getenv("TPB_TEST_PLANT_FALLBACK");
+  const char* v = test_hook("TPB_TEST_PLANT_FALLBACK");
   return v != nullptr && std::string(v) == "1";
 }
 

@@ -24,6 +24,7 @@
 #include "suite/workloads/workloads.h"
 #include "tpb/bandwidth.h"
 #include "tpb/check.h"
+#include "tpb/test_hooks.h"
 #include "tpb/kernels/device.h"
 
 #if TPB_HAVE_CUDA
@@ -88,7 +89,7 @@ std::vector<Span> allreduce_spans(const Instrumentation& inst) {
 // output instead of only reading its copy, so observer_invariant has something to catch
 // end to end (tests/unit/observer_checks_test.cpp).
 bool perturb_debug_for_tests() {
-  const char* v = std::getenv("TPB_TEST_PERTURB_DEBUG");
+  const char* v = test_hook("TPB_TEST_PERTURB_DEBUG");
   return v && std::string(v) == "1";
 }
 

@@ -28,6 +28,7 @@
 #include "suite/workloads/observed_communicator.h"
 #include "suite/workloads/workloads.h"
 #include "tpb/check.h"
+#include "tpb/test_hooks.h"
 #include "tpb/kernels/device.h"
 #include "tpb/kernels/tensor_digest.h"
 
@@ -136,7 +137,7 @@ struct CachedEngine {
 // (tests/cli/plan_matches_measured_can_fail_on_cpu.sh). Unset: factor 1, nothing planted. Never
 // set it in a measurement.
 double planted_weights_factor(int rank) {
-  const char* text = std::getenv("TPB_TEST_PLANT_WEIGHTS_FACTOR");
+  const char* text = test_hook("TPB_TEST_PLANT_WEIGHTS_FACTOR");
   if (rank != 1 || text == nullptr || *text == '\0') return 1.0;
   char* end = nullptr;
   const double factor = std::strtod(text, &end);
@@ -161,7 +162,7 @@ enum class PlantedDebugFault { none, value, allreduce, allocation };
 // The fault TPB_TEST_ENGINE_DEBUG_FAULT asks for, whatever the level (a fault's scratch is
 // allocated at every level, so that only what the fault does differs at debug).
 PlantedDebugFault requested_debug_fault() {
-  const char* text = std::getenv("TPB_TEST_ENGINE_DEBUG_FAULT");
+  const char* text = test_hook("TPB_TEST_ENGINE_DEBUG_FAULT");
   if (text == nullptr || *text == '\0') return PlantedDebugFault::none;
   const std::string v = text;
   TPB_INPUT_CHECK(v == "value" || v == "allreduce" || v == "allocation",
@@ -204,7 +205,7 @@ std::pair<std::int64_t, std::string> collective_site(const ModelConfig& config, 
 // unset or empty: nothing planted. Never set it in a measurement.
 std::optional<PlantedDivergence> planted_divergence(const std::string& backend, int tp, const ModelConfig& config,
                                                     void (*scale)(void*, std::size_t, DType, float, void*)) {
-  const char* text = std::getenv("TPB_TEST_PLANT_DIVERGENCE");
+  const char* text = test_hook("TPB_TEST_PLANT_DIVERGENCE");
   if (text == nullptr || *text == '\0') return std::nullopt;
   const std::string spec = text;
   std::int64_t layer = -1;
