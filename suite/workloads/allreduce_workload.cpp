@@ -164,7 +164,7 @@ RankResult run_allreduce_workload(const CaseSpec& spec, WorkerState& state) {
   const std::string backend = string_field(params, "allreduce", "shm", "params");
   const std::string& device = spec.device;
   const MeasureCounts counts = spec.measure.counts({/*warmup*/ 2, /*iterations*/ 10, /*repetitions*/ 1});
-  const std::int64_t warmup = counts.warmup, iterations = counts.iterations, repetitions = counts.repetitions;
+  const std::int64_t iterations = counts.iterations, repetitions = counts.repetitions;
   const std::size_t elem = dtype_size(dtype);
   TPB_INPUT_CHECK(message_bytes > 0 && static_cast<std::size_t>(message_bytes) % elem == 0,
                   "case_spec.params.message_bytes: expected a positive multiple of " << elem << " (the size of "
@@ -222,7 +222,7 @@ RankResult run_allreduce_workload(const CaseSpec& spec, WorkerState& state) {
     DeviceTimingSpec timing;
     timing.device = options.device;
     timing.bytes = static_cast<std::size_t>(message_bytes);
-    timing.warmup = static_cast<int>(warmup);
+    timing.warmup = static_cast<int>(counts.warmup);
     timing.samples = static_cast<int>(samples_per_side);
     timing.ops_per_sample = message_bytes <= (4 << 20) ? 20 : 2;  // batches >= ~100 us, as tpb_bench
     timing.cuda_graph = cuda_graph;
