@@ -177,6 +177,7 @@ json RankResult::to_json() const {
   if (!plan.is_null()) j["plan"] = plan;
   if (!outputs.empty()) j["outputs"] = outputs;
   if (!infeasible.empty()) j["infeasible"] = infeasible;
+  if (!nonfinite.empty()) j["nonfinite"] = nonfinite;
   return j;
 }
 
@@ -204,6 +205,7 @@ RankResult RankResult::from_json(const json& j) {
     for (double v : outputs.numbers(name.c_str())) out.push_back(static_cast<float>(v));  // float values, exactly
   }
   r.infeasible = f.string("infeasible", "");
+  r.nonfinite = f.string("nonfinite", "");
   return r;
 }
 

@@ -97,6 +97,8 @@ struct RankResult {
                                                       // checks; empty: none
   std::string infeasible;  // non-empty: the case cannot run as sized (the GPU engine's KV pool does
                            // not hold it), the sentence; the record's status is then "infeasible"
+  std::string nonfinite;   // non-empty: an output holds NaN or Inf (nonfinite_values(), which the
+                           // workload runs over its whole outputs), the sentence; the case fails
 
   // Takes the harness's samples: latency_us, and when interleaved the B samples and the order.
   void set_samples(const Measurement& m);

@@ -16,4 +16,9 @@ std::string digest_hex(std::uint64_t value);
 // The output digest: FNV-1a 64 of `n` bytes at `bytes`, as 16 hex digits.
 std::string fnv1a64_hex(const void* bytes, std::size_t n);
 
+// "" when every value is finite; else "output '<name>': <count> of <n> values are NaN or Inf, the
+// first at index <i> (<value>)". A conformance suite never calls NaN a pass: a digest of NaN
+// logits is as reproducible as any other, so equality checks alone would.
+std::string nonfinite_values(const std::string& name, const float* values, std::size_t n);
+
 }  // namespace tpb

@@ -158,6 +158,12 @@ json case_record_from_ranks(const Scenario& s, const Case& c, const std::vector<
       r["error"] = rank.infeasible;
       break;
     }
+  // An output with NaN or Inf fails the case, whatever the checks would say of its digests.
+  for (const RankResult& rank : ranks)
+    if (!rank.nonfinite.empty() && r.value("status", "") == "ok") {
+      r["status"] = "failed";
+      r["error"] = "rank " + std::to_string(rank.rank) + ": " + rank.nonfinite;
+    }
   return r;
 }
 

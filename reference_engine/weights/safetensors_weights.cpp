@@ -4,6 +4,7 @@
 // `mlp.experts.gate_up_proj` [E, 2I, H] (gate rows first, then up) and `mlp.experts.down_proj`
 // [E, H, I]. Every block is read row by row from the mmap, so a rank touches only its slice.
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -125,7 +126,13 @@ class SafetensorsWeights : public WeightSource {
     for (std::int64_t r = 0; r < req.rows(); ++r) {
       const std::uint64_t first =
           base + static_cast<std::uint64_t>((req.row_begin + row_offset + r) * stored_cols + req.col_begin);
-      f.read_f32(name, first, static_cast<std::uint64_t>(req.cols()), out + r * req.cols());
+      float* row = out + r * req.cols();
+      f.read_f32(name, first, static_cast<std::uint64_t>(req.cols()), row);
+      // A NaN or Inf weight makes every logit NaN: refused at load, naming where it is.
+      for (std::int64_t c = 0; c < req.cols(); ++c)
+        TPB_INPUT_CHECK(std::isfinite(row[c]), f.path() << ": tensor " << name << ": non-finite value " << row[c]
+                                                        << " at element " << first + static_cast<std::uint64_t>(c)
+                                                        << " (a checkpoint with NaN or Inf weights computes nothing)");
     }
   }
 

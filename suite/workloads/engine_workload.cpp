@@ -823,6 +823,7 @@ RankResult run_gpu_engine_workload(const CaseSpec& spec, WorkerState& state) {
   result.work = work;
   result.outputs["logits"].assign(logits.begin(), logits.begin() + static_cast<std::ptrdiff_t>(sample));
   result.digests["logits"] = fnv1a64_hex(logits.data(), logits.size() * sizeof(float));
+  result.nonfinite = nonfinite_values("logits", logits.data(), logits.size());
   result.memory = memory;
   result.plan = memory_plan(ce.config, tp, Quantization::bf16, pooled ? 0 : sizes.max_batch * sizes.max_len, 2);
   result.metrics = {{"mode", mode},
@@ -939,6 +940,7 @@ RankResult run_engine_workload(const CaseSpec& spec, WorkerState& state) {
     }
     RankResult result;
     result.digests["logits"] = fnv1a64_hex(logits.data(), logits.size() * sizeof(float));
+    result.nonfinite = nonfinite_values("logits", logits.data(), logits.size());
     result.metrics = {{"weight_bytes", engine.weight_bytes()}};
     result.comm = communicator_result(backend, comm);
     return result;
@@ -1057,6 +1059,7 @@ RankResult run_engine_workload(const CaseSpec& spec, WorkerState& state) {
   result.work = work;
   result.outputs["logits"].assign(logits.begin(), logits.begin() + static_cast<std::ptrdiff_t>(sample));
   result.digests["logits"] = fnv1a64_hex(logits.data(), logits.size() * sizeof(float));
+  result.nonfinite = nonfinite_values("logits", logits.data(), logits.size());
   result.memory = memory;
   result.plan = memory_plan(ce.config, tp, Quantization::f32, 0, 4);
   result.metrics = {{"mode", mode},
