@@ -76,15 +76,11 @@ python3 - "$SCRATCH/drift.jsonl" <<'PY' || fail "a drift over the sweep was judg
 import json, re, sys
 recs = {r["level"]: r for r in map(json.loads, open(sys.argv[1]))}
 off, timing = recs["off"], recs["timing"]
-# The drift is real: the off case slowed over its own repetitions (most pairs of repetitions
-# are in increasing order: a trend that a load spike on a repetition or two, seen here under
-# ctest -j 2, does not undo), and the timing case, run after it, is far more than 1 % slower:
-# what the old cross-case rule failed on. (300 ns x ~95 steps per case: ~28 us against a step
-# of 40-90 us.)
+# The drift is real where it matters: the timing case, run after off, is far more than 1 %
+# slower, what the old cross-case rule failed on. (300 ns x ~95 steps per case: ~28 us against
+# a step of 40-90 us.) Within the off case the trend is not asserted: on a loaded runner a
+# worker's first repetitions stalled for 3.5 ms (54 us after), which no order statistic survives.
 from statistics import median
-reps = off["reps"]
-pairs = [(i, j) for i in range(len(reps)) for j in range(i + 1, len(reps))]
-assert sum(reps[j] > reps[i] for i, j in pairs) > 0.6 * len(pairs), reps
 assert median(timing["reps"]) > 1.05 * median(off["reps"]), (off["reps"], timing["reps"])
 ratio = float(re.search(r"cross-case p50 ratio timing/off ([0-9.]+)", timing["detail"]).group(1))
 assert ratio > 1.05, ratio
