@@ -363,6 +363,8 @@ struct DaemonSlot {
 DaemonSlot g_daemon_slots[kMaxDaemonSlots];
 std::atomic<int> g_cleanup_pgids[kMaxCleanupGroups];
 std::atomic<int> g_handler_running{0};
+std::atomic<int> g_graceful{0};     // set_graceful_interrupts
+std::atomic<int> g_interrupted{0};  // the first signal received while graceful
 std::atomic<int> g_handlers_installed{0};
 
 bool copy_bounded(char* dst, std::size_t capacity, const std::string& text) {
@@ -434,6 +436,16 @@ void release_daemon_slot(int index) {
 }
 
 void cleanup_handler(int sig) {
+  // Graceful (a run's case loop): stop the ranks of the case in flight, remember the signal,
+  // return; the runner finishes the run's summary. A second signal takes the path below.
+  int none = 0;
+  if (g_graceful.load() != 0 && g_interrupted.compare_exchange_strong(none, sig)) {
+    for (auto& slot : g_cleanup_pgids) {
+      const int pgid = slot.load();
+      if (pgid > 1 && pgid != getpgrp()) kill(-pgid, SIGKILL);
+    }
+    return;
+  }
   if (g_handler_running.exchange(1) != 0) return;  // another thread cleans up, then re-raises its signal
   const int saved_errno = errno;
   // Ranks first: a daemon's "quit" waits for its clients.
@@ -1024,6 +1036,10 @@ void install_cleanup_signal_handlers() {
     sigaction(sig, &sa, nullptr);
   }
 }
+
+void set_graceful_interrupts(bool on) { g_graceful.store(on ? 1 : 0); }
+
+int interrupt_requested() { return g_interrupted.load(); }
 
 void register_cleanup_process_group(int pgid) {
   TPB_CHECK(pgid > 1, "register_cleanup_process_group: bad process group " << pgid);

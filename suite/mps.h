@@ -140,6 +140,14 @@ MpsCommandResult query_mps_daemon(const MpsOptions& options, const std::string& 
 // Each wait is bounded by MpsOptions::timeout_s, at most 5 s. Only async-signal-safe calls;
 // all it needs is prebuilt in fixed-size static tables. Idempotent.
 void install_cleanup_signal_handlers();
+
+// While a run's case loop is on (graceful), the first SIGINT/SIGTERM/SIGHUP only kills the
+// registered rank groups and is remembered: the runner stops after the case in flight, leaves
+// it unrecorded (a --resume runs it), writes run.json's summary as interrupted and prints the
+// resume command. A second signal, or one outside the loop, cleans up and ends the process as
+// before. interrupt_requested(): the signal, 0 when none.
+void set_graceful_interrupts(bool on);
+int interrupt_requested();
 // Process groups (the launcher's rank groups) the handler kills first. At most 256 at once;
 // registering more is an Error.
 void register_cleanup_process_group(int pgid);

@@ -7,7 +7,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -101,6 +103,14 @@ json group_result_json(const CheckResult& r, const std::vector<std::string>& ids
   j["cases"] = ids;
   return j;
 }
+
+}  // namespace
+
+const char* signal_name(int sig) {
+  return sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : sig == SIGHUP ? "SIGHUP" : "a signal";
+}
+
+namespace {
 
 std::string first_line(const std::string& s) {
   const auto nl = s.find('\n');
@@ -348,6 +358,13 @@ RunSummary run_scenario(const Scenario& s, const std::vector<Case>& cases, const
   // Ranks sharing a GPU run at once under an MPS server (or time-slice without one): one for
   // the whole run, stopped when it ends (also on SIGINT/SIGTERM: the handlers below).
   install_cleanup_signal_handlers();
+  // The first Ctrl-C in the case loop stops the case in flight and ends the run with its
+  // summary (suite/mps.h); outside the loop signals act at once, as before.
+  struct GracefulScope {
+    GracefulScope() { set_graceful_interrupts(true); }
+    ~GracefulScope() { set_graceful_interrupts(false); }
+  };
+  std::optional<GracefulScope> graceful(std::in_place);
   std::unique_ptr<MpsSession> mps;
   if (std::any_of(cases.begin(), cases.end(), [](const Case& c) { return c.skip_reason.empty() && c.placement.device_shared(); })) {
     MpsOptions mo;
@@ -377,6 +394,7 @@ RunSummary run_scenario(const Scenario& s, const std::vector<Case>& cases, const
   LatencyControl run_control;  // this run's control against the baseline's, once it ran
   for (std::size_t i = 0; i < cases.size(); ++i) {
     const Case& c = cases[i];
+    if ((sum.interrupted = interrupt_requested()) != 0) break;
     progress.start(static_cast<int>(i), c.id, c.label);
     if (finished.count(c.id)) {
       ++sum.resumed;
@@ -423,6 +441,12 @@ RunSummary run_scenario(const Scenario& s, const std::vector<Case>& cases, const
         record["error"] = std::string("launcher: ") + e.what();
       }
     }
+    if ((sum.interrupted = interrupt_requested()) != 0 && c.skip_reason.empty()) {
+      // The signal cut this case short: no record (a --resume runs it), and no further case.
+      sum.interrupted_case = c.id + " (" + c.label + ")";
+      progress.finish("interrupted", wall_s, "");
+      break;
+    }
     wall_by_id[c.id] = wall_s;
     records[c.id] = record;
     // Checks whose group this case completes.
@@ -454,12 +478,13 @@ RunSummary run_scenario(const Scenario& s, const std::vector<Case>& cases, const
     progress.finish(record["status"].get<std::string>(), wall_s, note);
   }
   progress.done();
+  graceful.reset();
 
   // Divergence localization: a failing check that names two records whose outputs part has
   // both cases rerun at instrumentation=digests (role "localize", case id <id>.digests, in
   // results.jsonl), and the first collective where they part goes into its verdict.
   std::map<std::string, json> localized;  // localization_key -> Divergence::to_json + the reruns' ids
-  for (std::size_t k = 0; k < checks.checks.size() && opt.localize; ++k) {
+  for (std::size_t k = 0; k < checks.checks.size() && opt.localize && sum.interrupted == 0; ++k) {
     const Check& check = *checks.checks[k];
     if (!localizes(check.name())) continue;
     for (const auto& [key, ids] : checks.groups[k]) {
@@ -527,7 +552,9 @@ RunSummary run_scenario(const Scenario& s, const std::vector<Case>& cases, const
     const json* r = it == records.end() ? nullptr : &it->second;
     const std::string status = r ? r->value("status", "") : "missing";
     sum.ok += status == "ok";
-    sum.failed += status == "failed" || status == "missing";
+    // A case an interruption left unrun is not a failure: --resume runs it.
+    sum.failed += status == "failed" || (status == "missing" && sum.interrupted == 0);
+    sum.not_run += status == "missing" && sum.interrupted != 0;
     sum.skipped += status == "skipped";
     sum.infeasible += status == "infeasible";
     if (status == "skipped") skip_reasons.push_back(r->value("error", std::string()));
@@ -554,7 +581,10 @@ RunSummary run_scenario(const Scenario& s, const std::vector<Case>& cases, const
     json per_check = json::array();
     for (const auto& [key, ids] : checks.groups[k]) {
       auto result = evaluate_group(check, ids, records);
-      CheckResult res = result ? *result : CheckResult{"fail", "cases of this group have no record"};
+      CheckResult res = result                ? *result
+                        : sum.interrupted != 0 ? CheckResult{"skipped", "not judged: the run was interrupted before "
+                                                                        "cases of this group ran (--resume runs them)"}
+                                               : CheckResult{"fail", "cases of this group have no record"};
       const auto where = localized.find(localization_key(check.name(), key));
       if (where != localized.end()) res.detail += "\nlocalized: " + where->second["sentence"].get<std::string>();
       per_check.push_back(group_result_json(res, ids));
@@ -605,10 +635,11 @@ RunSummary run_scenario(const Scenario& s, const std::vector<Case>& cases, const
   sum.unlike_baseline_fails = unlike && !opt.allow_unlike_baseline;
   sum.nothing_ran = nothing_ran_reason(sum.ok + sum.failed + sum.fallback + sum.infeasible, skip_reasons);
   sum.exit_code = run_exit_code(sum, !opt.baselines_dir.empty());
+  if (sum.interrupted != 0) sum.exit_code = 128 + sum.interrupted;  // as the shell reports a signal
 
   // A run in which nothing ran stores nothing: an empty baseline would erase what an earlier
   // run on this hardware recorded, and every later comparison would read no-baseline.
-  sum.baseline_updated = opt.update_baselines && sum.nothing_ran.empty();
+  sum.baseline_updated = opt.update_baselines && sum.nothing_ran.empty() && sum.interrupted == 0;
   // A dirty build stores a baseline only with a reason (check_run_options): it goes with it.
   const bool forced_dirty = sum.baseline_updated && build_is_dirty();
   if (forced_dirty) sum.forced_dirty_reason = opt.force_dirty_baseline_reason;
@@ -668,6 +699,13 @@ RunSummary run_scenario(const Scenario& s, const std::vector<Case>& cases, const
                                                                          {"forced_dirty_reason",
                                                                           forced_dirty ? json(opt.force_dirty_baseline_reason)
                                                                                        : json(nullptr)}})},
+                         {"interrupted", sum.interrupted == 0 ? json(nullptr)
+                                                               : json({{"signal", signal_name(sum.interrupted)},
+                                                                       {"case_cut_short", sum.interrupted_case.empty()
+                                                                                              ? json(nullptr)
+                                                                                              : json(sum.interrupted_case)},
+                                                                       {"not_run", sum.not_run},
+                                                                       {"resume", "tpbench run --resume " + run_dir}})},
                          {"end_time", utc_now_iso8601()}};
   write_file_atomic((fs::path(run_dir) / "run.json").string(), run_json.dump(2) + "\n");
   if (!opt.junit_path.empty()) {

@@ -72,8 +72,14 @@ struct RunSummary {
   bool unlike_baseline_fails = false;      // a baseline not like-for-like without --allow-unlike-baseline
   bool baseline_updated = false;  // --update-baselines wrote it (never when nothing ran)
   std::string nothing_ran;  // non-empty when no case ran on this machine: why (one line)
-  int exit_code = 0;       // see run_exit_code
+  int interrupted = 0;      // the signal (SIGINT, SIGTERM, SIGHUP) that stopped the case loop; 0: none
+  std::string interrupted_case;  // the case it cut short (not recorded: --resume runs it)
+  int not_run = 0;          // planned cases an interruption left without a record (not failures)
+  int exit_code = 0;       // see run_exit_code; 128 + the signal when interrupted
 };
+
+// "SIGINT", "SIGTERM", "SIGHUP" (the signals that interrupt a run).
+const char* signal_name(int sig);
 
 // Throws InputError for options this build cannot honour: --update-baselines from a dirty
 // tree without --force-dirty-baseline REASON. run_scenario checks it too.

@@ -2,6 +2,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -289,6 +290,11 @@ int run_run(const std::vector<std::string>& raw_args) {
                 "allreduce_ran says what ran)\n", sum.fallback);
   std::printf("checks (case x check): %d pass, %d fail, %d skipped, %d not implemented\n", sum.checks_pass,
               sum.checks_fail, sum.checks_skipped, sum.checks_not_implemented);
+  if (sum.interrupted != 0)
+    std::printf("interrupted by %s: %s%d case(s) not run; run.json's summary says so. Resume with: tpbench run --resume %s\n",
+                tpb::signal_name(sum.interrupted),
+                sum.interrupted_case.empty() ? "" : ("case " + sum.interrupted_case + " cut short and not recorded, ").c_str(),
+                sum.not_run, sum.run_dir.c_str());
   if (sum.localized > 0)
     std::printf("localized: %d failing check group(s) rerun at instrumentation=digests; the first collective where "
                 "the sides part is in the check's detail (localize: lines above)\n", sum.localized);
