@@ -155,8 +155,11 @@ int run_logits(const std::vector<std::string>& args) {
     spec.measure.timeout_s = 600;
     tpb::Launcher launcher(lo);
     const tpb::CaseRun run = launcher.run_case("logits", tp, spec.to_json(), spec.measure.timeout_s);
-    launcher.shutdown();
-    TPB_CHECK(run.ok, "logits: the rank processes failed: " << run.error << " (logs in " << lo.log_dir << ")");
+    launcher.shutdown();  // also removes the shared memory its group made
+    // The rank logs' folder goes whatever happened: a failure's message carries their tails
+    // (run.error), and each failed run left a folder in /tmp before.
+    if (!run.ok) fs::remove_all(lo.log_dir, ec);
+    TPB_CHECK(run.ok, "logits: the rank processes failed: " << run.error);
     const std::vector<tpb::RankResult> ranks = tpb::rank_results_from_json(run.ranks);
     for (int r = 1; r < tp; ++r)
       TPB_CHECK(ranks[r].digests == ranks[0].digests,
