@@ -14,6 +14,7 @@
 #include <map>
 #include <random>
 
+#include "reference_engine/config/json_text.h"
 #include "tpb/check.h"
 
 namespace fs = std::filesystem;
@@ -83,6 +84,18 @@ void ResultsWriter::append(const nlohmann::json& record) {
   TPB_CHECK(::fsync(fd_) == 0, path_ << ": fsync failed: " << std::strerror(errno));
 }
 
+namespace {
+
+// A line of results.jsonl as --resume reads it: a JSON object (strict and bounded, json_text.h);
+// anything else is damaged (null).
+nlohmann::json whole_record(const std::string& line) {
+  JsonText j = parse_json_text(line);
+  if (!j.problem.empty() || !j.value.is_object()) return nullptr;
+  return std::move(j.value);
+}
+
+}  // namespace
+
 std::vector<nlohmann::json> read_results(const std::string& path, int* damaged_lines) {
   std::vector<nlohmann::json> records;
   if (damaged_lines) *damaged_lines = 0;
@@ -91,8 +104,8 @@ std::vector<nlohmann::json> read_results(const std::string& path, int* damaged_l
   std::string line;
   while (std::getline(in, line)) {
     if (line.empty()) continue;
-    auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-    if (j.is_discarded() || !j.is_object()) {
+    nlohmann::json j = whole_record(line);
+    if (j.is_null()) {
       if (damaged_lines) ++*damaged_lines;
       continue;
     }
@@ -178,8 +191,7 @@ int drop_damaged_lines(const std::string& path) {
   int count = 0;
   while (std::getline(in, line)) {
     if (line.empty()) continue;
-    const auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-    if (j.is_discarded() || !j.is_object()) {
+    if (whole_record(line).is_null()) {  // the rule read_results reads by
       damaged += line + "\n";
       ++count;
     } else {
@@ -229,14 +241,6 @@ RunFolderLock::~RunFolderLock() {
   ::close(fd_);
 }
 
-nlohmann::json read_json_file(const std::string& path) {
-  std::ifstream in(path);
-  TPB_INPUT_CHECK(in.good(), path << ": cannot open");
-  try {
-    return nlohmann::json::parse(in);
-  } catch (const nlohmann::json::exception& e) {  // parse_error, and out_of_range for a number like 1e400
-    TPB_INPUT_FAIL(path << ": not valid JSON: " << e.what());
-  }
-}
+nlohmann::json read_json_file(const std::string& path) { return read_json_text_file(path); }
 
 }  // namespace tpb

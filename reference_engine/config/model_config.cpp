@@ -11,6 +11,7 @@
 #include <fstream>
 #include <vector>
 
+#include "reference_engine/config/json_text.h"
 #include "tpb/check.h"
 
 namespace tpb {
@@ -277,12 +278,9 @@ ModelConfig load_model_config(const std::string& path) {
   if (fs::is_directory(file)) file /= "config.json";
   std::ifstream in(file);
   TPB_INPUT_CHECK(in.good(), file.string() << ": cannot open model config (expected an HF config.json or a folder holding one)");
-  nlohmann::json j;
-  try {
-    in >> j;
-  } catch (const nlohmann::json::exception& e) {  // parse_error, and out_of_range for a number like 1e400
-    TPB_INPUT_FAIL(file.string() << ": not valid JSON: " << e.what());
-  }
+  in.close();
+  // Strict and bounded (json_text.h): syntax, nesting depth, duplicate keys, NUL, 1e400.
+  const nlohmann::json j = read_json_text_file(file.string());
   ModelConfig c = parse_model_config(j, file.string());
   c.name = path;
   return c;
