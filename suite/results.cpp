@@ -86,12 +86,20 @@ void ResultsWriter::append(const nlohmann::json& record) {
 
 namespace {
 
-// A line of results.jsonl as --resume reads it: a JSON object (strict and bounded, json_text.h);
-// anything else is damaged (null).
+// A line of results.jsonl as --resume reads it: a JSON object (strict and bounded, json_text.h)
+// whose case_id and status, where present, are strings; anything else is damaged (null).
 nlohmann::json whole_record(const std::string& line) {
   JsonText j = parse_json_text(line);
   if (!j.problem.empty() || !j.value.is_object()) return nullptr;
+  for (const char* key : {"case_id", "status"})
+    if (j.value.contains(key) && !j.value[key].is_string()) return nullptr;
   return std::move(j.value);
+}
+
+// A record's status, "" where it has none (or, in a vector not read by read_results, not a string).
+std::string status_of(const nlohmann::json& r) {
+  const auto it = r.find("status");
+  return it != r.end() && it->is_string() ? it->get<std::string>() : std::string();
 }
 
 }  // namespace
@@ -130,7 +138,7 @@ bool is_final_status(const std::string& status) {
 std::set<std::string> finished_case_ids(const std::vector<nlohmann::json>& records) {
   std::set<std::string> ids;
   for (const auto& r : records)
-    if (r.contains("case_id") && r["case_id"].is_string() && is_final_status(r.value("status", "")))
+    if (r.contains("case_id") && r["case_id"].is_string() && is_final_status(status_of(r)))
       ids.insert(r["case_id"].get<std::string>());
   return ids;
 }
@@ -138,8 +146,8 @@ std::set<std::string> finished_case_ids(const std::vector<nlohmann::json>& recor
 std::set<std::string> failed_case_ids(const std::vector<nlohmann::json>& records) {
   std::map<std::string, std::string> last_status;
   for (const auto& r : records)
-    if (r.contains("case_id") && r["case_id"].is_string() && is_final_status(r.value("status", "")))
-      last_status[r["case_id"].get<std::string>()] = r["status"].get<std::string>();
+    if (r.contains("case_id") && r["case_id"].is_string() && is_final_status(status_of(r)))
+      last_status[r["case_id"].get<std::string>()] = status_of(r);
   std::set<std::string> ids;
   for (const auto& [id, status] : last_status)
     if (status == "failed") ids.insert(id);

@@ -312,9 +312,12 @@ std::optional<ModelSpec> parse_model(Validator& val, const json& m, const std::s
       spec.preset = p.get<std::string>();
       const std::string dir = presets_dir();
       const fs::path file = fs::path(dir) / (spec.preset + ".json");
-      if (!fs::is_regular_file(file)) {
+      // error_code overloads here and below: a path the OS refuses (ENAMETOOLONG, found by
+      // fuzz/scenario_fuzzer with a 300-byte "weights") is a missing file, not a filesystem_error.
+      std::error_code ec;
+      if (!fs::is_regular_file(file, ec)) {
         std::vector<std::string> known;
-        if (fs::is_directory(dir))
+        if (fs::is_directory(dir, ec))
           for (const auto& e : fs::directory_iterator(dir))
             if (e.path().extension() == ".json") known.push_back(e.path().stem().string());
         std::sort(known.begin(), known.end());
@@ -332,8 +335,9 @@ std::optional<ModelSpec> parse_model(Validator& val, const json& m, const std::s
     } else {
       spec.path = p.get<std::string>();
       fs::path file = resolve_relative(scenario_dir(source), spec.path);
-      if (fs::is_directory(file)) file /= "config.json";
-      if (!fs::is_regular_file(file)) {
+      std::error_code ec;
+      if (fs::is_directory(file, ec)) file /= "config.json";
+      if (!fs::is_regular_file(file, ec)) {
         val.expected(path + ".path", "an existing config.json or folder holding one (looked for " + file.string() + ")", p);
         ok = false;
       } else {
@@ -357,7 +361,8 @@ std::optional<ModelSpec> parse_model(Validator& val, const json& m, const std::s
       spec.weights = "synthetic";
     } else {
       const std::string dir = resolve_relative(scenario_dir(source), w.get<std::string>());
-      if (!fs::is_directory(dir))
+      std::error_code ec;
+      if (!fs::is_directory(dir, ec))
         val.expected(path + ".weights", "\"synthetic\" or an existing checkpoint folder (looked for " + dir + ")", w);
       else
         spec.weights = dir;

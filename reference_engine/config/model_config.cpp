@@ -275,7 +275,8 @@ double ModelConfig::attention_scale() const {
 
 ModelConfig load_model_config(const std::string& path) {
   fs::path file = path;
-  if (fs::is_directory(file)) file /= "config.json";
+  std::error_code ec;  // a path the OS refuses (ENAMETOOLONG) is one that cannot be opened
+  if (fs::is_directory(file, ec)) file /= "config.json";
   std::ifstream in(file);
   TPB_INPUT_CHECK(in.good(), file.string() << ": cannot open model config (expected an HF config.json or a folder holding one)");
   in.close();
@@ -299,13 +300,14 @@ std::string models_dir() {
 }
 
 ModelConfig load_model_config_by_name(const std::string& name_or_path) {
-  if (fs::exists(name_or_path)) return load_model_config(name_or_path);
+  std::error_code ec;
+  if (fs::exists(name_or_path, ec)) return load_model_config(name_or_path);
   // Not a path: a preset name, which must stay a file name in the presets folder ("../x"
   // would read any .json file).
   TPB_INPUT_CHECK(!name_or_path.empty() && name_or_path.find('/') == std::string::npos && name_or_path.front() != '.',
                   "model '" << name_or_path << "': neither a path nor a preset name (a file name in " << models_dir() << ")");
   const fs::path preset = fs::path(models_dir()) / (name_or_path + ".json");
-  TPB_INPUT_CHECK(fs::exists(preset), "model '" << name_or_path << "': neither a path nor a preset in " << models_dir());
+  TPB_INPUT_CHECK(fs::exists(preset, ec), "model '" << name_or_path << "': neither a path nor a preset in " << models_dir());
   ModelConfig c = load_model_config(preset.string());
   c.name = name_or_path;
   return c;
