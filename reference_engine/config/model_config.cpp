@@ -108,6 +108,35 @@ double yarn_mscale(double scale, double mscale) {
 
 }  // namespace
 
+// The vision_config integers the memory planner reads (weight_bytes.cpp, MoonViT's count),
+// each within a limit far above MoonViT's (hidden 1152, intermediate 4304, 27 blocks, patch
+// 14, pos-emb 64 x 64, merge 2 x 2) that keeps the parameter count below 2^58: fuzz/
+// model_config_fuzzer found vt_intermediate_size 2^53 + 1 overflowing int64 there.
+namespace {
+void check_vision_limits(const nlohmann::json& v, const std::string& source) {
+  struct Limit {
+    const char* key;
+    std::int64_t max;
+  };
+  static const Limit limits[] = {
+      {"vt_hidden_size", 1 << 16},       {"hidden_size", 1 << 16},        {"text_hidden_size", 1 << 16},
+      {"vt_intermediate_size", 1 << 18}, {"intermediate_size", 1 << 18},  {"vt_num_hidden_layers", 1024},
+      {"num_hidden_layers", 1024},       {"patch_size", 1024},            {"in_channels", 64},
+      {"num_channels", 64},              {"init_pos_emb_height", 4096},   {"init_pos_emb_width", 4096},
+      {"merge_kernel_size", 64}};
+  for (const Limit& l : limits) {
+    const auto it = v.find(l.key);
+    if (it == v.end()) continue;
+    std::vector<nlohmann::json> values = it->is_array() ? it->get<std::vector<nlohmann::json>>()
+                                                        : std::vector<nlohmann::json>{*it};
+    for (const auto& x : values)
+      TPB_INPUT_CHECK(!x.is_number_integer() || (x.get<std::int64_t>() >= 0 && x.get<std::int64_t>() <= l.max),
+                      source << ": $.vision_config." << l.key << ": expected 0.." << l.max << " (tpbench's limit), got "
+                             << it->dump());
+  }
+}
+}  // namespace
+
 ModelConfig parse_model_config(const nlohmann::json& config, const std::string& source) {
   TPB_INPUT_CHECK(config.is_object(), source << ": expected a JSON object (an HF config.json)");
   ModelConfig c;
@@ -121,6 +150,7 @@ ModelConfig parse_model_config(const nlohmann::json& config, const std::string& 
   if (config.contains("vision_config") && config["vision_config"].is_object()) {
     c.has_vision_tower = true;
     c.vision_config = config["vision_config"];
+    check_vision_limits(c.vision_config, source);
   }
   read_field(*text, "model_type", c.model_type, false, source, prefix);
   for (const auto& f : int_fields()) read_field(*text, f.key, c.*(f.member), f.required, source, prefix);

@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "reference_engine/config/model_config.h"
 #include "suite/baseline.h"
 #include "suite/results.h"
 #include "suite/scenario.h"
@@ -74,6 +75,26 @@ TEST(FuzzFindings, AScenarioPathTooLongForTheOsIsAScenarioProblem) {
     } catch (const ScenarioError& e) {
       EXPECT_NE(std::string(e.what()).find(model.contains("weights") ? "$.model.weights" : "$.model.path"),
                 std::string::npos)
+          << e.what();
+    }
+  }
+}
+
+// model_config_fuzzer: vision_config's vt_intermediate_size 2^53 + 1 overflowed int64 in the
+// planner's MoonViT count (weight_bytes.cpp, UBSan). The integers it reads have limits now.
+TEST(FuzzFindings, VisionConfigIntegersHaveLimits) {
+  json config = json::parse(std::ifstream(models_dir() + "/kimi-k2.5.json"));
+  EXPECT_NO_THROW(parse_model_config(config, "kimi-k2.5.json"));
+  for (const auto& [key, value] : {std::pair<const char*, json>{"vt_intermediate_size", 9007199254740993LL},
+                                   {"vt_hidden_size", -1},
+                                   {"merge_kernel_size", json::array({2, 1 << 20})}}) {
+    json bad = config;
+    bad["vision_config"][key] = value;
+    try {
+      parse_model_config(bad, "kimi-k2.5.json");
+      ADD_FAILURE() << "accepted " << key << " = " << value.dump();
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find(std::string("$.vision_config.") + key + ": expected 0.."), std::string::npos)
           << e.what();
     }
   }
