@@ -30,8 +30,10 @@ run_one() {
   mapfile -t files < <(seed_files "$t")
   python3 fuzz/make_seeds.py "$t" "$dir" "${files[@]}"
   cp fuzz/regressions/"$t"/* "$dir/seeds/" 2>/dev/null || true
-  # -timeout: one input running 20 s is a finding; -rss_limit_mb: so is 4 GiB.
-  build-asan/fuzz/"$t" "$dir/corpus" "$dir/seeds" -max_total_time="$seconds" -timeout=20 \
+  # -timeout: one input running 20 s is a finding; -rss_limit_mb: so is 4 GiB. The target's
+  # scratch files go under the work folder (a crash leaves them there, not in /tmp).
+  mkdir -p "$dir/tmp"
+  TMPDIR=$dir/tmp build-asan/fuzz/"$t" "$dir/corpus" "$dir/seeds" -max_total_time="$seconds" -timeout=20 \
     -rss_limit_mb=4096 -dict="$dir/dict" -artifact_prefix="$dir/artifacts/" -print_final_stats=1 \
     >"$dir/log" 2>&1 || true
 }
