@@ -4,6 +4,10 @@
 #                                         (no args: scenarios/quickstart.json on this machine)
 #   scripts/setup.sh test [ctest args]    install what is missing, build the ci preset, run ctest
 #                                         (labels unit, cli, conformance; gpu tests skip without GPUs)
+#   scripts/setup.sh asan [SECONDS]       install what is missing (clang and its sanitizer and
+#                                         libFuzzer runtimes too), build the asan preset, run its
+#                                         ctest (ASan+UBSan, CPU), then every fuzz target SECONDS
+#                                         (default 30; 0: no fuzzing) with scripts/fuzz.sh
 # Packages come from apt by name (sudo only when not root); apt is skipped when everything is
 # already there. Builds go through ccache when it is installed.
 set -euo pipefail
@@ -11,8 +15,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:-}
 case "$mode" in
-  run | test) shift ;;
-  *) echo "usage: scripts/setup.sh run [tpbench args] | test [ctest args]" >&2; exit 2 ;;
+  run | test | asan) shift ;;
+  *) echo "usage: scripts/setup.sh run [tpbench args] | test [ctest args] | asan [SECONDS]" >&2; exit 2 ;;
 esac
 
 # apt package -> a probe that says it (or an equivalent) is already present.
@@ -29,6 +33,12 @@ declare -A probes=(
   [python3-pip]="python3 -m pip --version"
   [python3-matplotlib]="python3 -c 'import matplotlib'"
 )
+# The asan preset's compiler, and its runtimes (Debian 12: libclang-rt-dev pulls the ASan, UBSan
+# and libFuzzer archives of the default clang).
+if [[ $mode == asan ]]; then
+  probes[clang]="command -v clang++"
+  probes[libclang-rt-dev]="test -f \"\$(clang++ --print-runtime-dir)/libclang_rt.fuzzer-x86_64.a\""
+fi
 missing=()
 for pkg in "${!probes[@]}"; do
   bash -c "${probes[$pkg]}" >/dev/null 2>&1 || missing+=("$pkg")
@@ -53,6 +63,12 @@ if [[ $mode == run ]]; then
   cmake --preset default
   cmake --build --preset default --target tpbench -j "$jobs"
   exec build/suite/tpbench "$@"
+elif [[ $mode == asan ]]; then
+  seconds=${1:-30}
+  cmake --preset asan
+  cmake --build --preset asan -j "$jobs"
+  ctest --preset asan -j "$jobs"
+  if ((seconds > 0)); then exec scripts/fuzz.sh "$seconds"; fi
 else
   cmake --preset ci
   cmake --build --preset ci -j "$jobs"

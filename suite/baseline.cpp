@@ -29,6 +29,13 @@ bool is_regression(const MetricVerdict& v) { return v.verdict == "regression" ||
 
 namespace {
 
+// A string field of a record, or `absent` where it is missing, null or not a string: records
+// are user input, and json::value would throw a type_error on {"status": null}.
+std::string text_field(const nlohmann::json& r, const char* key, const char* absent = "") {
+  const auto it = r.find(key);
+  return it != r.end() && it->is_string() ? it->get<std::string>() : std::string(absent);
+}
+
 // Latency samples of a record for the test: one per repetition (the median of that
 // repetition's iterations). Repetitions are the independent unit: iterations of one
 // repetition share the machine's state and would overstate significance.
@@ -64,8 +71,8 @@ std::map<std::string, nlohmann::json> per_rank(const nlohmann::json& field) {
 
 MetricVerdict base(const nlohmann::json& rec, std::string metric) {
   MetricVerdict v;
-  v.case_id = rec.value("case_id", "");
-  v.label = rec.value("label", "");
+  v.case_id = text_field(rec, "case_id");
+  v.label = text_field(rec, "label");
   v.metric = std::move(metric);
   return v;
 }
@@ -258,7 +265,7 @@ std::vector<MetricVerdict> compare_records(const nlohmann::json& o, const nlohma
   // the two never meet (their case ids differ too; this holds for hand-made files).
   const auto placement_of = [](const nlohmann::json& r) {
     const auto p = r.value("placement", nlohmann::json());
-    return p.is_object() ? p.value("placement", std::string("exclusive")) : std::string("exclusive");
+    return p.is_object() ? text_field(p, "placement", "exclusive") : std::string("exclusive");
   };
   if (placement_of(o) != placement_of(n)) {
     MetricVerdict v = base(n, "placement");
@@ -271,8 +278,9 @@ std::vector<MetricVerdict> compare_records(const nlohmann::json& o, const nlohma
   compare_latency(o, n, tol, control, out);
   compare_memory(o, n, tol, out);
   const auto op = o.value("plan", nlohmann::json()), np = n.value("plan", nlohmann::json());
-  if (np.is_object() && np.contains("max_tokens")) {
-    if (op.is_object() && op.contains("max_tokens")) {
+  // A null max_tokens (comparable_record_problem allows it) is no prediction.
+  if (np.is_object() && np.contains("max_tokens") && np["max_tokens"].is_number()) {
+    if (op.is_object() && op.contains("max_tokens") && op["max_tokens"].is_number()) {
       compare_scalar("kv_tokens", op["max_tokens"].get<double>(), np["max_tokens"].get<double>(),
                      tol.kv_tokens_rel_tol, false, n, out);
     } else {
@@ -291,17 +299,17 @@ LatencyControl latency_control(const std::vector<nlohmann::json>& old_records,
   const nlohmann::json* now = nullptr;
   for (const char* role : {"control-start", "control-end"}) {
     for (const auto& r : new_records)
-      if (r.value("role", "") == role && r.value("status", "") == "ok") now = &r;
+      if (text_field(r, "role") == role && text_field(r, "status") == "ok") now = &r;
     if (now) break;
   }
   if (!now) {
     c.why_none = "no control case ran ok";
     return c;
   }
-  const std::string id = now->value("case_id", "");
+  const std::string id = text_field(*now, "case_id");
   const nlohmann::json* stored = nullptr;
   for (const auto& r : old_records)
-    if (r.value("case_id", "") == id && r.value("status", "") == "ok") stored = &r;
+    if (text_field(r, "case_id") == id && text_field(r, "status") == "ok") stored = &r;
   if (!stored) {
     c.why_none = "no ok record of control " + id + " in the baseline";
     return c;
@@ -336,11 +344,11 @@ std::vector<MetricVerdict> compare_runs(const std::vector<nlohmann::json>& old_r
   // The last ok record of a case wins (a control case appears twice; a resumed run may repeat).
   std::map<std::string, const nlohmann::json*> old_by_id;
   for (const auto& r : old_records)
-    if (r.value("status", "") == "ok") old_by_id[r.value("case_id", "")] = &r;
+    if (text_field(r, "status") == "ok") old_by_id[text_field(r, "case_id")] = &r;
   std::vector<MetricVerdict> out;
   for (const auto& n : new_records) {
-    if (n.value("status", "") != "ok") continue;
-    auto it = old_by_id.find(n.value("case_id", ""));
+    if (text_field(n, "status") != "ok") continue;
+    auto it = old_by_id.find(text_field(n, "case_id"));
     if (it == old_by_id.end()) {
       MetricVerdict v = base(n, "case");
       v.verdict = "no-baseline";
@@ -361,9 +369,9 @@ std::string nothing_comparable(const std::vector<nlohmann::json>& old_records,
   auto ok_ids = [](const std::vector<nlohmann::json>& records, const std::string& side, std::set<std::string>& ids) {
     std::map<std::string, int> by_status;
     for (const auto& r : records) {
-      const std::string status = r.value("status", std::string("no status"));
+      const std::string status = text_field(r, "status", "no status");
       ++by_status[status];
-      if (status == "ok") ids.insert(r.value("case_id", ""));
+      if (status == "ok") ids.insert(text_field(r, "case_id"));
     }
     if (records.empty()) return side + " holds no record";
     if (!ids.empty()) return std::string();

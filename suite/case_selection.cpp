@@ -134,7 +134,9 @@ std::vector<Case> select_cases(const Scenario& s, const std::vector<Case>& cases
   for (const auto& c : cases)
     for (const auto& [k, v] : c.params.items()) keys.insert(k);
   const FilterGroups groups = group_filters(sel.filters);
-  for (const auto& [key, values] : groups) {
+  for (const auto& group : groups) {
+    const std::string& key = group.first;  // not a structured binding: clang 14 cannot capture one
+    const auto& values = group.second;
     if (!keys.count(key)) {
       problems.push_back("--filter " + key + "=" + values.front() + ": '" + key + "' is not a parameter of the cases of " +
                          s.name + " (" + join(std::vector<std::string>(keys.begin(), keys.end())) + ")");

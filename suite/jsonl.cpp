@@ -2,6 +2,7 @@
 
 #include <fstream>
 
+#include "reference_engine/config/json_text.h"
 #include "tpb/check.h"
 
 namespace tpb {
@@ -13,14 +14,11 @@ std::vector<nlohmann::json> read_jsonl(const std::string& path, std::vector<int>
   std::string line;
   for (int number = 1; std::getline(in, line); ++number) {
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    nlohmann::json record;
-    try {
-      record = nlohmann::json::parse(line);
-    } catch (const nlohmann::json::exception& e) {  // parse_error, and out_of_range for a number like 1e400
-      TPB_INPUT_FAIL(path << ":" << number << ": not valid JSON (" << e.what() << ")");
-    }
-    TPB_INPUT_CHECK(record.is_object(), path << ":" << number << ": expected a JSON object per line");
-    records.push_back(std::move(record));
+    // Strict and bounded (json_text.h): syntax, nesting depth, duplicate keys, NUL, 1e400.
+    JsonText record = parse_json_text(line);
+    TPB_INPUT_CHECK(record.problem.empty(), path << ":" << number << ": not valid JSON (" << record.problem << ")");
+    TPB_INPUT_CHECK(record.value.is_object(), path << ":" << number << ": expected a JSON object per line");
+    records.push_back(std::move(record.value));
     if (line_numbers) line_numbers->push_back(number);
   }
   return records;

@@ -14,6 +14,7 @@
 #include <map>
 #include <random>
 
+#include "reference_engine/config/json_text.h"
 #include "tpb/check.h"
 
 namespace fs = std::filesystem;
@@ -83,6 +84,26 @@ void ResultsWriter::append(const nlohmann::json& record) {
   TPB_CHECK(::fsync(fd_) == 0, path_ << ": fsync failed: " << std::strerror(errno));
 }
 
+namespace {
+
+// A line of results.jsonl as --resume reads it: a JSON object (strict and bounded, json_text.h)
+// whose case_id and status, where present, are strings; anything else is damaged (null).
+nlohmann::json whole_record(const std::string& line) {
+  JsonText j = parse_json_text(line);
+  if (!j.problem.empty() || !j.value.is_object()) return nullptr;
+  for (const char* key : {"case_id", "status"})
+    if (j.value.contains(key) && !j.value[key].is_string()) return nullptr;
+  return std::move(j.value);
+}
+
+// A record's status, "" where it has none (or, in a vector not read by read_results, not a string).
+std::string status_of(const nlohmann::json& r) {
+  const auto it = r.find("status");
+  return it != r.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+}  // namespace
+
 std::vector<nlohmann::json> read_results(const std::string& path, int* damaged_lines) {
   std::vector<nlohmann::json> records;
   if (damaged_lines) *damaged_lines = 0;
@@ -91,8 +112,8 @@ std::vector<nlohmann::json> read_results(const std::string& path, int* damaged_l
   std::string line;
   while (std::getline(in, line)) {
     if (line.empty()) continue;
-    auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-    if (j.is_discarded() || !j.is_object()) {
+    nlohmann::json j = whole_record(line);
+    if (j.is_null()) {
       if (damaged_lines) ++*damaged_lines;
       continue;
     }
@@ -117,7 +138,7 @@ bool is_final_status(const std::string& status) {
 std::set<std::string> finished_case_ids(const std::vector<nlohmann::json>& records) {
   std::set<std::string> ids;
   for (const auto& r : records)
-    if (r.contains("case_id") && r["case_id"].is_string() && is_final_status(r.value("status", "")))
+    if (r.contains("case_id") && r["case_id"].is_string() && is_final_status(status_of(r)))
       ids.insert(r["case_id"].get<std::string>());
   return ids;
 }
@@ -125,8 +146,8 @@ std::set<std::string> finished_case_ids(const std::vector<nlohmann::json>& recor
 std::set<std::string> failed_case_ids(const std::vector<nlohmann::json>& records) {
   std::map<std::string, std::string> last_status;
   for (const auto& r : records)
-    if (r.contains("case_id") && r["case_id"].is_string() && is_final_status(r.value("status", "")))
-      last_status[r["case_id"].get<std::string>()] = r["status"].get<std::string>();
+    if (r.contains("case_id") && r["case_id"].is_string() && is_final_status(status_of(r)))
+      last_status[r["case_id"].get<std::string>()] = status_of(r);
   std::set<std::string> ids;
   for (const auto& [id, status] : last_status)
     if (status == "failed") ids.insert(id);
@@ -178,8 +199,7 @@ int drop_damaged_lines(const std::string& path) {
   int count = 0;
   while (std::getline(in, line)) {
     if (line.empty()) continue;
-    const auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-    if (j.is_discarded() || !j.is_object()) {
+    if (whole_record(line).is_null()) {  // the rule read_results reads by
       damaged += line + "\n";
       ++count;
     } else {
@@ -229,14 +249,6 @@ RunFolderLock::~RunFolderLock() {
   ::close(fd_);
 }
 
-nlohmann::json read_json_file(const std::string& path) {
-  std::ifstream in(path);
-  TPB_INPUT_CHECK(in.good(), path << ": cannot open");
-  try {
-    return nlohmann::json::parse(in);
-  } catch (const nlohmann::json::exception& e) {  // parse_error, and out_of_range for a number like 1e400
-    TPB_INPUT_FAIL(path << ": not valid JSON: " << e.what());
-  }
-}
+nlohmann::json read_json_file(const std::string& path) { return read_json_text_file(path); }
 
 }  // namespace tpb

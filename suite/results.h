@@ -38,8 +38,9 @@ class ResultsWriter {
   int fd_ = -1;
 };
 
-// Every record of a results.jsonl. A line that does not parse (a crash in mid-write) is
-// skipped and counted in `damaged_lines` when given; a missing file is no records.
+// Every record of a results.jsonl. A line that does not parse (a crash in mid-write), is not
+// an object, or holds a case_id or status that is not a string is skipped and counted in
+// `damaged_lines` when given; a missing file is no records.
 std::vector<nlohmann::json> read_results(const std::string& path, int* damaged_lines = nullptr);
 
 // Ids of records with a final status (ok, infeasible, failed, skipped, fallback): what --resume skips.

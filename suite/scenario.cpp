@@ -9,10 +9,12 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <set>
 #include <sstream>
 
 #include "reference_engine/comm/backends.h"
+#include "reference_engine/config/json_text.h"
 #include "reference_engine/config/model_config.h"
 #include "suite/baseline.h"
 #include "suite/build_info.h"
@@ -310,9 +312,12 @@ std::optional<ModelSpec> parse_model(Validator& val, const json& m, const std::s
       spec.preset = p.get<std::string>();
       const std::string dir = presets_dir();
       const fs::path file = fs::path(dir) / (spec.preset + ".json");
-      if (!fs::is_regular_file(file)) {
+      // error_code overloads here and below: a path the OS refuses (ENAMETOOLONG, found by
+      // fuzz/scenario_fuzzer with a 300-byte "weights") is a missing file, not a filesystem_error.
+      std::error_code ec;
+      if (!fs::is_regular_file(file, ec)) {
         std::vector<std::string> known;
-        if (fs::is_directory(dir))
+        if (fs::is_directory(dir, ec))
           for (const auto& e : fs::directory_iterator(dir))
             if (e.path().extension() == ".json") known.push_back(e.path().stem().string());
         std::sort(known.begin(), known.end());
@@ -330,8 +335,9 @@ std::optional<ModelSpec> parse_model(Validator& val, const json& m, const std::s
     } else {
       spec.path = p.get<std::string>();
       fs::path file = resolve_relative(scenario_dir(source), spec.path);
-      if (fs::is_directory(file)) file /= "config.json";
-      if (!fs::is_regular_file(file)) {
+      std::error_code ec;
+      if (fs::is_directory(file, ec)) file /= "config.json";
+      if (!fs::is_regular_file(file, ec)) {
         val.expected(path + ".path", "an existing config.json or folder holding one (looked for " + file.string() + ")", p);
         ok = false;
       } else {
@@ -355,7 +361,8 @@ std::optional<ModelSpec> parse_model(Validator& val, const json& m, const std::s
       spec.weights = "synthetic";
     } else {
       const std::string dir = resolve_relative(scenario_dir(source), w.get<std::string>());
-      if (!fs::is_directory(dir))
+      std::error_code ec;
+      if (!fs::is_directory(dir, ec))
         val.expected(path + ".weights", "\"synthetic\" or an existing checkpoint folder (looked for " + dir + ")", w);
       else
         spec.weights = dir;
@@ -740,30 +747,16 @@ Scenario parse_scenario(const json& doc, const std::string& source, const Scenar
 }
 
 Scenario load_scenario(const std::string& path, const ScenarioEnv& env) {
-  std::ifstream in(path);
+  std::ifstream in(path, std::ios::binary);
   if (!in.good()) throw ScenarioError({path + ": cannot open the scenario file"});
-  json doc;
-  try {
-    doc = json::parse(in, nullptr, /*allow_exceptions=*/true, /*ignore_comments=*/false);
-  } catch (const json::out_of_range& e) {  // a number like 1e400: no position to report
-    throw ScenarioError({path + ": not valid JSON: " + std::string(e.what())});
-  } catch (const json::parse_error& e) {
-    // nlohmann reports a byte offset; turn it into line:column for the user.
-    std::ifstream again(path);
-    std::string text((std::istreambuf_iterator<char>(again)), std::istreambuf_iterator<char>());
-    std::size_t line = 1, col = 1;
-    for (std::size_t i = 0; i + 1 < e.byte && i < text.size(); ++i) {
-      if (text[i] == '\n') {
-        ++line;
-        col = 1;
-      } else {
-        ++col;
-      }
-    }
-    std::string what = e.what();
-    throw ScenarioError({path + ":" + std::to_string(line) + ":" + std::to_string(col) + ": not valid JSON: " + what});
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  // Strict and bounded (json_text.h): syntax, nesting depth, duplicate keys, NUL, 1e400.
+  JsonText doc = parse_json_text(text);
+  if (!doc.problem.empty()) {
+    const std::string where = doc.byte > 0 ? path + ":" + line_column(text, doc.byte) : path;
+    throw ScenarioError({where + ": not valid JSON: " + doc.problem});
   }
-  return parse_scenario(doc, path, env);
+  return parse_scenario(doc.value, path, env);
 }
 
 std::vector<std::string> scenario_search_dirs() {

@@ -11,6 +11,7 @@
 #include <fstream>
 #include <vector>
 
+#include "reference_engine/config/json_text.h"
 #include "tpb/check.h"
 
 namespace tpb {
@@ -107,6 +108,35 @@ double yarn_mscale(double scale, double mscale) {
 
 }  // namespace
 
+// The vision_config integers the memory planner reads (weight_bytes.cpp, MoonViT's count),
+// each within a limit far above MoonViT's (hidden 1152, intermediate 4304, 27 blocks, patch
+// 14, pos-emb 64 x 64, merge 2 x 2) that keeps the parameter count below 2^58: fuzz/
+// model_config_fuzzer found vt_intermediate_size 2^53 + 1 overflowing int64 there.
+namespace {
+void check_vision_limits(const nlohmann::json& v, const std::string& source) {
+  struct Limit {
+    const char* key;
+    std::int64_t max;
+  };
+  static const Limit limits[] = {
+      {"vt_hidden_size", 1 << 16},       {"hidden_size", 1 << 16},        {"text_hidden_size", 1 << 16},
+      {"vt_intermediate_size", 1 << 18}, {"intermediate_size", 1 << 18},  {"vt_num_hidden_layers", 1024},
+      {"num_hidden_layers", 1024},       {"patch_size", 1024},            {"in_channels", 64},
+      {"num_channels", 64},              {"init_pos_emb_height", 4096},   {"init_pos_emb_width", 4096},
+      {"merge_kernel_size", 64}};
+  for (const Limit& l : limits) {
+    const auto it = v.find(l.key);
+    if (it == v.end()) continue;
+    std::vector<nlohmann::json> values = it->is_array() ? it->get<std::vector<nlohmann::json>>()
+                                                        : std::vector<nlohmann::json>{*it};
+    for (const auto& x : values)
+      TPB_INPUT_CHECK(!x.is_number_integer() || (x.get<std::int64_t>() >= 0 && x.get<std::int64_t>() <= l.max),
+                      source << ": $.vision_config." << l.key << ": expected 0.." << l.max << " (tpbench's limit), got "
+                             << it->dump());
+  }
+}
+}  // namespace
+
 ModelConfig parse_model_config(const nlohmann::json& config, const std::string& source) {
   TPB_INPUT_CHECK(config.is_object(), source << ": expected a JSON object (an HF config.json)");
   ModelConfig c;
@@ -120,6 +150,7 @@ ModelConfig parse_model_config(const nlohmann::json& config, const std::string& 
   if (config.contains("vision_config") && config["vision_config"].is_object()) {
     c.has_vision_tower = true;
     c.vision_config = config["vision_config"];
+    check_vision_limits(c.vision_config, source);
   }
   read_field(*text, "model_type", c.model_type, false, source, prefix);
   for (const auto& f : int_fields()) read_field(*text, f.key, c.*(f.member), f.required, source, prefix);
@@ -274,15 +305,13 @@ double ModelConfig::attention_scale() const {
 
 ModelConfig load_model_config(const std::string& path) {
   fs::path file = path;
-  if (fs::is_directory(file)) file /= "config.json";
+  std::error_code ec;  // a path the OS refuses (ENAMETOOLONG) is one that cannot be opened
+  if (fs::is_directory(file, ec)) file /= "config.json";
   std::ifstream in(file);
   TPB_INPUT_CHECK(in.good(), file.string() << ": cannot open model config (expected an HF config.json or a folder holding one)");
-  nlohmann::json j;
-  try {
-    in >> j;
-  } catch (const nlohmann::json::exception& e) {  // parse_error, and out_of_range for a number like 1e400
-    TPB_INPUT_FAIL(file.string() << ": not valid JSON: " << e.what());
-  }
+  in.close();
+  // Strict and bounded (json_text.h): syntax, nesting depth, duplicate keys, NUL, 1e400.
+  const nlohmann::json j = read_json_text_file(file.string());
   ModelConfig c = parse_model_config(j, file.string());
   c.name = path;
   return c;
@@ -301,13 +330,14 @@ std::string models_dir() {
 }
 
 ModelConfig load_model_config_by_name(const std::string& name_or_path) {
-  if (fs::exists(name_or_path)) return load_model_config(name_or_path);
+  std::error_code ec;
+  if (fs::exists(name_or_path, ec)) return load_model_config(name_or_path);
   // Not a path: a preset name, which must stay a file name in the presets folder ("../x"
   // would read any .json file).
   TPB_INPUT_CHECK(!name_or_path.empty() && name_or_path.find('/') == std::string::npos && name_or_path.front() != '.',
                   "model '" << name_or_path << "': neither a path nor a preset name (a file name in " << models_dir() << ")");
   const fs::path preset = fs::path(models_dir()) / (name_or_path + ".json");
-  TPB_INPUT_CHECK(fs::exists(preset), "model '" << name_or_path << "': neither a path nor a preset in " << models_dir());
+  TPB_INPUT_CHECK(fs::exists(preset, ec), "model '" << name_or_path << "': neither a path nor a preset in " << models_dir());
   ModelConfig c = load_model_config(preset.string());
   c.name = name_or_path;
   return c;

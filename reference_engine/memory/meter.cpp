@@ -11,10 +11,27 @@
 #define TPB_HAVE_MALLINFO2 0
 #endif
 
+// Under AddressSanitizer (the asan preset) malloc is the sanitizer's and glibc's mallinfo2 sees
+// none of it (it read 0 bytes grown for 13 MiB allocated): the sanitizer allocator's own count of
+// live bytes is read instead.
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define TPB_ASAN_ALLOCATOR 1
+#endif
+#endif
+#if !defined(TPB_ASAN_ALLOCATOR) && defined(__SANITIZE_ADDRESS__)
+#define TPB_ASAN_ALLOCATOR 1
+#endif
+#ifdef TPB_ASAN_ALLOCATOR
+#include <sanitizer/allocator_interface.h>
+#endif
+
 namespace tpb {
 
 std::int64_t host_allocated_bytes() {
-#if TPB_HAVE_MALLINFO2
+#if defined(TPB_ASAN_ALLOCATOR)
+  return static_cast<std::int64_t>(__sanitizer_get_current_allocated_bytes());
+#elif TPB_HAVE_MALLINFO2
   const struct mallinfo2 info = ::mallinfo2();
   return static_cast<std::int64_t>(info.uordblks + info.hblkhd);
 #else
@@ -23,7 +40,11 @@ std::int64_t host_allocated_bytes() {
 }
 
 std::string host_allocation_source() {
+#if defined(TPB_ASAN_ALLOCATOR)
+  return std::string(kHostAllocationSource) + " (ASan allocator: __sanitizer_get_current_allocated_bytes)";
+#else
   return std::string(kHostAllocationSource) + " (glibc mallinfo2: uordblks + hblkhd)";
+#endif
 }
 
 MemoryMeter::MemoryMeter(MemorySource source) : source_(source) {

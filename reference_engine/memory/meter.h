@@ -34,8 +34,9 @@ enum class MemorySource {
   host_allocations,  // host_allocated_bytes() at each mark (accounting where unavailable)
 };
 
-// The process's live heap in bytes (glibc mallinfo2: uordblks + hblkhd), or -1 where the
-// allocator cannot say (then the meter uses the accounting).
+// The process's live heap in bytes (glibc mallinfo2: uordblks + hblkhd; under ASan, its
+// allocator's count of live bytes), or -1 where the allocator cannot say (then the meter uses
+// the accounting).
 std::int64_t host_allocated_bytes();
 // The label of that reading in record.memory[rank].source: begins with kHostAllocationSource.
 inline constexpr const char* kHostAllocationSource = "host allocations";

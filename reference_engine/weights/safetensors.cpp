@@ -7,11 +7,13 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <fstream>
 
 #include <nlohmann/json.hpp>
 
+#include "reference_engine/config/json_text.h"
 #include "tpb/check.h"
 #include "tpb/dtype.h"
 
@@ -38,40 +40,60 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
     TPB_INPUT_FAIL(path << ": header length " << header_len << " exceeds the file size " << map_bytes_);
   }
   data_ = bytes + 8 + header_len;
-  const std::uint64_t data_bytes = map_bytes_ - 8 - header_len;
-  nlohmann::json header;
   try {
-    header = nlohmann::json::parse(bytes + 8, bytes + 8 + header_len);
-  } catch (const std::exception& e) {
+    parse_header(std::string_view(reinterpret_cast<const char*>(bytes + 8), header_len), map_bytes_ - 8 - header_len);
+  } catch (...) {  // the destructor does not run for a constructor that throws
     ::munmap(map_, map_bytes_);
     map_ = nullptr;
-    TPB_INPUT_FAIL(path << ": header is not valid JSON: " << e.what());
+    throw;
   }
-  for (auto it = header.begin(); it != header.end(); ++it) {
-    if (it.key() == "__metadata__") continue;
-    const auto& v = it.value();
-    const std::string where = path + ": tensor " + it.key();
+}
+
+// Every field is checked for its type and range before use: a header is user input. A
+// tensor's element count is the product of its dimensions, overflow-checked, and its bytes
+// must be exactly its data_offsets range, inside the data section.
+void SafetensorsFile::parse_header(std::string_view text, std::uint64_t data_bytes) {
+  const JsonText parsed = parse_json_text(text);  // strict and bounded (json_text.h)
+  TPB_INPUT_CHECK(parsed.problem.empty(), path_ << ": header is not valid JSON: " << parsed.problem);
+  const nlohmann::json& header = parsed.value;
+  TPB_INPUT_CHECK(header.is_object(), path_ << ": header: expected a JSON object of tensors, got " << header.type_name());
+  for (const auto& [name, v] : header.items()) {
+    if (name == "__metadata__") continue;
+    const std::string where = path_ + ": tensor " + name;
     TPB_INPUT_CHECK(v.is_object() && v.contains("dtype") && v.contains("shape") && v.contains("data_offsets"),
                     where << ": expected {dtype, shape, data_offsets}");
+    TPB_INPUT_CHECK(v["dtype"].is_string(), where << ": dtype: expected a string, got " << v["dtype"].type_name());
     const std::string dt = v["dtype"].get<std::string>();
     StTensorInfo info;
     if (dt == "F32") info.dtype = StDType::f32;
     else if (dt == "BF16") info.dtype = StDType::bf16;
     else if (dt == "F16") info.dtype = StDType::f16;
     else {
-      unsupported_[it.key()] = dt;
+      unsupported_[name] = dt;
       continue;
     }
-    info.shape = v["shape"].get<std::vector<std::int64_t>>();
-    info.begin = v["data_offsets"].at(0).get<std::uint64_t>();
-    info.end = v["data_offsets"].at(1).get<std::uint64_t>();
-    std::uint64_t n = 1;
-    for (auto d : info.shape) n *= static_cast<std::uint64_t>(d);
+    const nlohmann::json& shape = v["shape"];
+    TPB_INPUT_CHECK(shape.is_array(), where << ": shape: expected an array of dimensions, got " << shape.type_name());
     const std::uint64_t elem = info.dtype == StDType::f32 ? 4 : 2;
+    std::uint64_t n = 1;
+    for (const auto& d : shape) {
+      TPB_INPUT_CHECK(d.is_number_unsigned() && d.get<std::uint64_t>() <= static_cast<std::uint64_t>(INT64_MAX),
+                      where << ": shape: expected dimensions that are integers >= 0, got " << shape.dump());
+      TPB_INPUT_CHECK(!__builtin_mul_overflow(n, d.get<std::uint64_t>(), &n) && n <= data_bytes / elem,
+                      where << ": shape " << shape.dump() << " holds more elements than the file's "
+                            << data_bytes << " bytes of data");
+      info.shape.push_back(d.get<std::int64_t>());
+    }
+    const nlohmann::json& offsets = v["data_offsets"];
+    TPB_INPUT_CHECK(offsets.is_array() && offsets.size() == 2 && offsets[0].is_number_unsigned() &&
+                        offsets[1].is_number_unsigned(),
+                    where << ": data_offsets: expected [begin, end], integers >= 0, got " << offsets.dump());
+    info.begin = offsets[0].get<std::uint64_t>();
+    info.end = offsets[1].get<std::uint64_t>();
     TPB_INPUT_CHECK(info.end >= info.begin && info.end <= data_bytes && info.end - info.begin == n * elem,
                     where << ": data_offsets [" << info.begin << ", " << info.end << ") do not match its shape and dtype "
                           << dt << " (or exceed the file)");
-    tensors_[it.key()] = info;
+    tensors_[name] = info;
   }
 }
 
@@ -100,7 +122,10 @@ std::vector<std::string> SafetensorsFile::names() const {
 void SafetensorsFile::read_f32(const std::string& name, std::uint64_t first, std::uint64_t count, float* out) const {
   const StTensorInfo& t = info(name);
   const std::uint64_t elem = t.dtype == StDType::f32 ? 4 : 2;
-  TPB_CHECK((first + count) * elem <= t.end - t.begin, path_ << ": read past the end of " << name);
+  const std::uint64_t elements = (t.end - t.begin) / elem;
+  TPB_CHECK(first <= elements && count <= elements - first,
+            path_ << ": read of elements [" << first << ", +" << count << ") past the end of " << name << " ("
+                  << elements << " elements)");
   const unsigned char* p = data_ + t.begin + first * elem;
   switch (t.dtype) {
     case StDType::f32:

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace tpb {
@@ -39,6 +40,8 @@ class SafetensorsFile {
   void read_f32(const std::string& name, std::uint64_t first, std::uint64_t count, float* out) const;
 
  private:
+  void parse_header(std::string_view text, std::uint64_t data_bytes);  // fills tensors_, unsupported_
+
   std::string path_;
   void* map_ = nullptr;
   std::size_t map_bytes_ = 0;

@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "reference_engine/config/json_text.h"
 #include "reference_engine/weights/safetensors.h"
 #include "reference_engine/weights/weight_source.h"
 #include "tpb/check.h"
@@ -36,16 +37,17 @@ class SafetensorsWeights : public WeightSource {
     TPB_INPUT_CHECK(fs::is_directory(dir), "checkpoint folder " << dir << " does not exist");
     const fs::path index = fs::path(dir) / "model.safetensors.index.json";
     if (fs::exists(index)) {
-      nlohmann::json j;
-      try {
-        std::ifstream f(index);
-        j = nlohmann::json::parse(f);
-      } catch (const std::exception& e) {
-        TPB_INPUT_FAIL(index.string() << ": not valid JSON: " << e.what());
-      }
+      const nlohmann::json j = read_json_text_file(index.string());  // strict and bounded (json_text.h)
       TPB_INPUT_CHECK(j.contains("weight_map") && j["weight_map"].is_object(),
                       index.string() << ": $.weight_map: expected an object of tensor name -> file");
       for (auto it = j["weight_map"].begin(); it != j["weight_map"].end(); ++it) {
+        // A file name in this folder, as HF writes it: never a path that leaves the checkpoint.
+        TPB_INPUT_CHECK(it.value().is_string() && !it.value().get<std::string>().empty() &&
+                            it.value().get<std::string>().find('/') == std::string::npos &&
+                            it.value().get<std::string>().front() != '.',
+                        index.string() << ": $.weight_map." << it.key()
+                                       << ": expected a .safetensors file name in the checkpoint folder, got "
+                                       << it.value().dump());
         const std::string file = it.value().get<std::string>();
         auto [pos, inserted] = file_index_.emplace(file, files_.size());
         if (inserted) files_.push_back(std::make_unique<SafetensorsFile>((fs::path(dir) / file).string()));

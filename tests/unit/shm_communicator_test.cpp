@@ -113,7 +113,8 @@ class ShmAllReduce : public ::testing::TestWithParam<ShmParam> {};
 constexpr std::size_t kSlotBytes = 4096;
 
 TEST_P(ShmAllReduce, BitwiseEqualToSerialSumInRankOrder) {
-  const auto [world_size, dtype] = GetParam();
+  const int world_size = GetParam().world_size;  // not a structured binding: clang 14 cannot capture one
+  const DType dtype = GetParam().dtype;
   const std::size_t elem = dtype_size(dtype);
   // 1 element, sizes that are not a multiple of 16 bytes, exactly one slot, several slots + a tail.
   const std::vector<std::size_t> counts = {1, 7, 333, kSlotBytes / elem, 3 * kSlotBytes / elem + 5};
@@ -159,7 +160,8 @@ TEST_P(ShmAllReduce, BitwiseEqualToSerialSumInRankOrder) {
 }
 
 TEST_P(ShmAllReduce, InPlaceMatchesOutOfPlace) {
-  const auto [world_size, dtype] = GetParam();
+  const int world_size = GetParam().world_size;  // not a structured binding: clang 14 cannot capture one
+  const DType dtype = GetParam().dtype;
   const std::size_t count = 2 * kSlotBytes / dtype_size(dtype) + 3;
   const auto inputs = random_inputs(std::random_device{}(), world_size, count, dtype);
   const auto expected = serial_sum(inputs, count, dtype);
@@ -175,7 +177,8 @@ TEST_P(ShmAllReduce, InPlaceMatchesOutOfPlace) {
 }
 
 TEST_P(ShmAllReduce, AllGatherConcatenatesInRankOrder) {
-  const auto [world_size, dtype] = GetParam();
+  const int world_size = GetParam().world_size;  // not a structured binding: clang 14 cannot capture one
+  const DType dtype = GetParam().dtype;
   const std::size_t elem = dtype_size(dtype);
   const std::size_t count = kSlotBytes / elem + 9;  // more than one slot, not a multiple of 16 bytes
   const auto inputs = random_inputs(std::random_device{}(), world_size, count, dtype);
