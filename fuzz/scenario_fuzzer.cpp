@@ -23,7 +23,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     machine.cuda = true;
     machine.gpu_count = 8;
     machine.backends = tpb::available_backends();
-    for (const tpb::Case& c : tpb::expand_cases(scenario, machine)) (void)tpb::case_spec(scenario, c).dump();
+    for (const tpb::Case& c : tpb::expand_cases(scenario, machine)) (void)tpb::case_spec(scenario, c).to_json().dump();
   });
   return 0;
 }
