@@ -1,6 +1,5 @@
 #include "suite/digest.h"
 
-#include <cmath>
 #include <cstdio>
 
 #include "tpb/fnv1a.h"
@@ -15,14 +14,10 @@ std::string digest_hex(std::uint64_t value) {
 
 std::string fnv1a64_hex(const void* bytes, std::size_t n) { return digest_hex(fnv1a64(bytes, n)); }
 
-std::string nonfinite_values(const std::string& name, const float* values, std::size_t n) {
-  std::size_t count = 0, first = 0;
-  for (std::size_t i = 0; i < n; ++i)
-    if (!std::isfinite(values[i]) && count++ == 0) first = i;
-  if (count == 0) return "";
+std::string nonfinite_sentence(const std::string& name, std::size_t count, std::size_t n, std::size_t first, float value) {
   char text[200];
   std::snprintf(text, sizeof text, "output '%s': %zu of %zu values are NaN or Inf, the first at index %zu (%g)", name.c_str(),
-                count, n, first, static_cast<double>(values[first]));
+                count, n, first, static_cast<double>(value));
   return text;
 }
 

@@ -304,11 +304,7 @@ RankResult run_allreduce_workload(const CaseSpec& spec, WorkerState& state) {
   result.set_samples(measured);
   result.work = work;
   result.digests["output"] = fnv1a64_hex(output.data(), output.size());
-  {
-    std::vector<float> values(count);
-    for (std::size_t i = 0; i < count; ++i) values[i] = load(output.data(), i, dtype);
-    result.nonfinite = nonfinite_values("output", values.data(), values.size());
-  }
+  result.nonfinite = nonfinite_values("output", count, [&](std::size_t i) { return load(output.data(), i, dtype); });
   result.metrics = {{"bytes", message_bytes},
                     {"count", count},
                     {"dtype", std::string(dtype_name(dtype))},
