@@ -117,6 +117,32 @@ std::string first_line(const std::string& s) {
   return nl == std::string::npos ? s : s.substr(0, nl);
 }
 
+// Runs `spec` (case `c`) on the launcher and fills `record` from what came back: wall_s, the
+// rank processes, and the ranks' results (status ok, or infeasible as measured) when every rank
+// answered, else status failed with the launcher's error and the failed ranks; an exception is a
+// failure to launch. True when the ranks answered. The sweep and the localization reruns share it.
+bool run_into_record(Launcher& launcher, const Scenario& s, const Case& c, const CaseSpec& spec, json& record) {
+  try {
+    const CaseRun run = launcher.run_case(c.group_key, c.tp, spec.to_json(), s.measure.timeout_s,
+                                          c.placement.device_of_rank.empty() ? nullptr : &c.placement);
+    record["wall_s"] = run.wall_s;
+    if (run.ok) {
+      record.update(case_record_from_ranks(s, c, rank_results_from_json(run.ranks)));
+    } else {
+      record["status"] = "failed";
+      record["error"] = run.error;
+      record["failed_ranks"] = run.failed_ranks;
+    }
+    record["pids"] = run.pids;  // the rank processes that ran it (reuse across cases shows here)
+    return run.ok;
+  } catch (const std::exception& e) {
+    // The launcher reports rank failures in CaseRun; an exception is a failure to launch.
+    record["status"] = "failed";
+    record["error"] = std::string("launcher: ") + e.what();
+    return false;
+  }
+}
+
 // The checks whose failure names two records whose outputs part (CheckResult::diverging).
 bool localizes(const std::string& check) {
   const CheckInfo* row = find_check(check);
@@ -418,28 +444,11 @@ RunSummary run_scenario(const Scenario& s, const std::vector<Case>& cases, const
       record["error"] = plan->verdict;
       record["plan"] = plan->plan;
     } else {
-      try {
-        CaseSpec spec = case_spec(s, c);
-        spec.trace_dir = (fs::path(run_dir) / "traces").string();  // instrumentation=trace|debug writes here
-        const CaseRun run = launcher.run_case(c.group_key, c.tp, spec.to_json(), s.measure.timeout_s,
-                                              c.placement.device_of_rank.empty() ? nullptr : &c.placement);
-        wall_s = run.wall_s;
-        record["wall_s"] = run.wall_s;
-        if (run.ok) {
-          // status ok, or infeasible as measured
-          record.update(case_record_from_ranks(s, c, rank_results_from_json(run.ranks)));
-          if (plan) record["plan"] = plan->plan;  // the serving plan (its breakdown: the same terms)
-        } else {
-          record["status"] = "failed";
-          record["error"] = run.error;
-          record["failed_ranks"] = run.failed_ranks;
-        }
-        record["pids"] = run.pids;  // the rank processes that ran it (reuse across cases shows here)
-      } catch (const std::exception& e) {
-        // The launcher reports rank failures in CaseRun; an exception is a failure to launch.
-        record["status"] = "failed";
-        record["error"] = std::string("launcher: ") + e.what();
-      }
+      CaseSpec spec = case_spec(s, c);
+      spec.trace_dir = (fs::path(run_dir) / "traces").string();  // instrumentation=trace|debug writes here
+      if (run_into_record(launcher, s, c, spec, record) && plan)
+        record["plan"] = plan->plan;  // the serving plan (its breakdown: the same terms)
+      wall_s = record.value("wall_s", 0.0);
     }
     if ((sum.interrupted = interrupt_requested()) != 0 && c.skip_reason.empty()) {
       // The signal cut this case short: no record (a --resume runs it), and no further case.
@@ -501,22 +510,9 @@ RunSummary run_scenario(const Scenario& s, const std::vector<Case>& cases, const
         record["role"] = "localize";
         record["params"]["instrumentation"] = "digests";
         record["localizes"] = {{"check", check.name()}, {"case_id", c->id}, {"group", ids}};
-        try {
-          CaseSpec spec = case_spec(s, *c);
-          spec.params["instrumentation"] = "digests";
-          const CaseRun run = launcher.run_case(c->group_key, c->tp, spec.to_json(), s.measure.timeout_s,
-                                                c->placement.device_of_rank.empty() ? nullptr : &c->placement);
-          record["wall_s"] = run.wall_s;
-          if (run.ok) {
-            record.update(case_record_from_ranks(s, *c, rank_results_from_json(run.ranks)));
-          } else {
-            record["status"] = "failed";
-            record["error"] = run.error;
-          }
-        } catch (const std::exception& e) {
-          record["status"] = "failed";
-          record["error"] = std::string("launcher: ") + e.what();
-        }
+        CaseSpec spec = case_spec(s, *c);
+        spec.params["instrumentation"] = "digests";
+        run_into_record(launcher, s, *c, spec, record);
         writer.append(record);
         reruns.push_back(record);
         names.push_back(c->label + (c->role == "sweep" ? std::string() : " [" + c->role + "]"));
