@@ -15,11 +15,14 @@
 #include "suite/results.h"
 #include "suite/scenario.h"
 #include "tpb/check.h"
+#include "input_test_support.h"
 
 namespace tpb {
 namespace {
 
 namespace fs = std::filesystem;
+using test::input_error_of;
+using test::TempFile;
 
 std::string nested(int depth, const std::string& open, const std::string& close, const std::string& inner = "1") {
   std::string s;
@@ -29,29 +32,6 @@ std::string nested(int depth, const std::string& open, const std::string& close,
   return s;
 }
 
-class TempFile {
- public:
-  explicit TempFile(const std::string& name, const std::string& bytes)
-      : path_(fs::temp_directory_path() / ("tpb_json_text_" + std::to_string(::getpid()) + "_" + name)) {
-    std::ofstream(path_, std::ios::binary) << bytes;
-  }
-  ~TempFile() { fs::remove(path_); }
-  std::string path() const { return path_.string(); }
-
- private:
-  fs::path path_;
-};
-
-// The message of the InputError `body` throws ("" when it throws none).
-template <typename F>
-std::string input_error_of(F body) {
-  try {
-    body();
-  } catch (const InputError& e) {
-    return e.what();
-  }
-  return "";
-}
 
 TEST(JsonText, NestingIsBoundedBeforeParsing) {
   EXPECT_EQ(parse_json_text(nested(kJsonMaxDepth, "[", "]")).problem, "");

@@ -11,36 +11,18 @@
 
 #include "reference_engine/weights/safetensors.h"
 #include "tpb/check.h"
+#include "input_test_support.h"
 
 namespace tpb {
 namespace {
 
 namespace fs = std::filesystem;
+using test::input_error_of;
+using test::TempFile;
 
-class TempFile {
- public:
-  TempFile(const std::string& name, const std::string& bytes)
-      : path_(fs::temp_directory_path() / ("tpb_st_hostile_" + std::to_string(::getpid()) + "_" + name)) {
-    std::ofstream(path_, std::ios::binary) << bytes;
-  }
-  ~TempFile() { fs::remove(path_); }
-  std::string path() const { return path_.string(); }
-
- private:
-  fs::path path_;
-};
 
 std::string nested(int depth) { return std::string(depth, '[') + "1" + std::string(depth, ']'); }
 
-template <typename F>
-std::string input_error_of(F body) {
-  try {
-    body();
-  } catch (const InputError& e) {
-    return e.what();
-  }
-  return "";
-}
 
 // A safetensors file: the 8-byte little-endian header length, the header, `data` bytes.
 std::string safetensors_bytes(const std::string& header, std::size_t data = 0) {
