@@ -39,6 +39,28 @@ std::string new_run_id() {
   return std::string(stamp) + "-" + suffix;
 }
 
+namespace {
+
+// Writes all `size` bytes at `data` to `fd`, through short writes and EINTR: 0, or the errno
+// of the write that failed (EIO for one that wrote nothing), with `*written` what made it.
+int write_all(int fd, const char* data, std::size_t size, std::size_t* written = nullptr) {
+  std::size_t done = 0;
+  int err = 0;
+  while (done < size) {
+    const ssize_t n = ::write(fd, data + done, size - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      err = n < 0 ? errno : EIO;
+      break;
+    }
+    done += static_cast<std::size_t>(n);
+  }
+  if (written) *written = done;
+  return err;
+}
+
+}  // namespace
+
 ResultsWriter::ResultsWriter(const std::string& path) : path_(path) {
   const fs::path parent = fs::path(path).parent_path();
   if (!parent.empty()) fs::create_directories(parent);
@@ -68,18 +90,12 @@ void ResultsWriter::append(const nlohmann::json& record) {
   const off_t start = ::lseek(fd_, 0, SEEK_END);
   TPB_CHECK(start >= 0, path_ << ": cannot seek: " << std::strerror(errno));
   std::size_t done = 0;
-  while (done < line.size()) {
-    const ssize_t n = ::write(fd_, line.data() + done, line.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const int err = n < 0 ? errno : EIO;
-      const bool cut = ::ftruncate(fd_, start) == 0;
-      TPB_CHECK(false, path_ << ": writing a record failed after " << done << " of " << line.size()
-                             << " bytes: " << std::strerror(err)
-                             << (cut ? " (the partial line was removed; earlier records are intact)"
-                                     : " (and removing the partial line failed too)"));
-    }
-    done += static_cast<std::size_t>(n);
+  if (const int err = write_all(fd_, line.data(), line.size(), &done); err != 0) {
+    const bool cut = ::ftruncate(fd_, start) == 0;
+    TPB_CHECK(false, path_ << ": writing a record failed after " << done << " of " << line.size()
+                           << " bytes: " << std::strerror(err)
+                           << (cut ? " (the partial line was removed; earlier records are intact)"
+                                   : " (and removing the partial line failed too)"));
   }
   TPB_CHECK(::fsync(fd_) == 0, path_ << ": fsync failed: " << std::strerror(errno));
 }
@@ -167,13 +183,7 @@ void write_file_atomic(const std::string& path, const std::string& content) {
     ::unlink(tmp.c_str());
     TPB_CHECK(false, path << ": " << what << " failed: " << std::strerror(err) << " (" << path << " is unchanged)");
   };
-  std::size_t done = 0;
-  while (done < content.size()) {
-    const ssize_t n = ::write(fd, content.data() + done, content.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) fail("write", n < 0 ? errno : EIO);
-    done += static_cast<std::size_t>(n);
-  }
+  if (const int err = write_all(fd, content.data(), content.size()); err != 0) fail("write", err);
   if (::fsync(fd) != 0) fail("fsync", errno);
   if (::close(fd) != 0) {
     const int err = errno;
@@ -212,10 +222,10 @@ int drop_damaged_lines(const std::string& path) {
   const std::string copy = path + ".damaged";
   const int fd = ::open(copy.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   TPB_CHECK(fd >= 0, copy << ": cannot open: " << std::strerror(errno));
-  const bool wrote = ::write(fd, damaged.data(), damaged.size()) == static_cast<ssize_t>(damaged.size()) && ::fsync(fd) == 0;
-  const int err = errno;
+  int err = write_all(fd, damaged.data(), damaged.size());
+  if (err == 0 && ::fsync(fd) != 0) err = errno;
   ::close(fd);
-  TPB_CHECK(wrote, copy << ": write failed: " << std::strerror(err) << " (" << path << " left as it was)");
+  TPB_CHECK(err == 0, copy << ": write failed: " << std::strerror(err) << " (" << path << " left as it was)");
   write_file_atomic(path, kept);
   return count;
 }
