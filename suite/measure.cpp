@@ -20,14 +20,6 @@ namespace {
 
 json number_or_null(double v) { return std::isfinite(v) ? json(v) : json(nullptr); }
 
-// Spins for `ns` nanoseconds on the steady clock (the planted drift: busy, as a slower machine is).
-void spin_ns(double ns) {
-  if (ns <= 0) return;
-  const auto until = std::chrono::steady_clock::now() + std::chrono::nanoseconds(static_cast<std::int64_t>(ns));
-  while (std::chrono::steady_clock::now() < until) {
-  }
-}
-
 // Timed steps this process has run, across cases: the planted drift's clock.
 std::int64_t g_process_timed_steps = 0;
 
@@ -77,11 +69,8 @@ Measurement measure_steps(const MeasureLoop& loop, SampleTimer& timer, Instrumen
       std::uint32_t& i = index[side_a ? 0 : 1];
       for (std::int64_t k = 0; k < c.iterations; ++k, ++i) {
         loop.barrier();  // every sample starts with all ranks present
-        const double planted_ns = drift_ns * static_cast<double>(g_process_timed_steps);
-        out.push_back(timer.time_us([&] {
-          loop.step(i);
-          spin_ns(planted_ns);
-        }));
+        const double planted_us = drift_ns * 1e-3 * static_cast<double>(g_process_timed_steps);
+        out.push_back(timer.time_us([&] { loop.step(i); }) + planted_us);
         ++g_process_timed_steps;
         ++m.timed_steps;
       }

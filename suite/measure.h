@@ -122,13 +122,14 @@ nlohmann::json case_latency(const std::vector<RankResult>& rank_results, int rep
 // work per step) and the latency's mean; null when the workload reports no work.
 nlohmann::json case_throughput(const std::vector<RankResult>& rank_results, const nlohmann::json& latency);
 
-// TEST ONLY: TPB_TEST_PLANT_DRIFT_NS_PER_STEP=N (a number >= 0) makes every timed step of this
-// process spin N ns x the timed steps this process ran before it (across the cases of a
-// sweep: a worker serves many), after the step and inside its sample: a machine that slows
-// steadily over a sweep, the same for every instrumentation level, so that a later case
-// is slower than an earlier one for no reason of its own
-// (tests/cli/observer_timing_drift_is_not_instrumentation.sh). Unset or empty: 0, nothing
-// planted. Never set it in a measurement.
+// TEST ONLY: TPB_TEST_PLANT_DRIFT_NS_PER_STEP=N (a number >= 0) adds N ns x the timed steps
+// this process ran before it (across the cases of a sweep: a worker serves many) to every
+// timed sample of this process: a machine that slows steadily over a sweep, the same for
+// every instrumentation level, so that a later case is slower than an earlier one for no
+// reason of its own (tests/cli/observer_timing_drift_is_not_instrumentation.sh). Added to
+// the sample rather than spun: a spin is itself slowed by a busy runner, and then the plant
+// no longer dominates the runner's noise. Unset or empty: 0, nothing planted. Never set it
+// in a measurement.
 double planted_drift_ns_per_step();
 
 }  // namespace tpb
