@@ -37,6 +37,7 @@
 #include <sstream>
 #include <thread>
 
+#include "suite/collective_progress.h"
 #include "suite/control_socket.h"
 #include "suite/mps.h"
 #include "tpb/check.h"
@@ -100,13 +101,6 @@ std::string wait_status_text(int status) {
   return "stopped with wait status " + std::to_string(status);
 }
 
-std::string ranks_text(const std::vector<int>& ranks) {
-  std::ostringstream os;
-  os << (ranks.size() == 1 ? "rank " : "ranks ");
-  for (std::size_t i = 0; i < ranks.size(); ++i) os << (i ? ", " : "") << ranks[i];
-  return os.str();
-}
-
 // The last `lines` lines of a file (reads at most its last 64 KiB).
 std::vector<std::string> tail_lines(const std::string& path, int lines) {
   std::ifstream in(path, std::ios::binary);
@@ -152,6 +146,7 @@ struct Launcher::Group {
   pid_t pgid = 0;
   std::vector<Rank> ranks;
   std::map<std::uint64_t, std::vector<std::optional<std::string>>> gathers;  // seq -> hex per rank
+  std::unique_ptr<ProgressPage> progress;  // the ranks' collective counts (suite/collective_progress.h)
 
   ~Group() {
     if (pgid > 0) unregister_cleanup_process_group(pgid);
@@ -303,7 +298,7 @@ namespace {
 
 // What a child does between fork and exec: only async-signal-safe calls.
 [[noreturn]] void exec_worker(const char* binary, char* const* argv, char* const* envp, int log_fd, int null_fd,
-                              pid_t pgid, pid_t controller, const sigset_t* parent_mask) {
+                              int progress_fd, pid_t pgid, pid_t controller, const sigset_t* parent_mask) {
   // The controller's cleanup handlers (suite/mps.h) are the controller's: a rank signalled
   // between fork and exec must die of the signal, not quit the run's MPS daemon. The signals
   // were blocked around fork; default them, then restore the controller's mask.
@@ -320,6 +315,7 @@ namespace {
   dup2(null_fd, STDIN_FILENO);
   dup2(log_fd, STDOUT_FILENO);
   dup2(log_fd, STDERR_FILENO);
+  fcntl(progress_fd, F_SETFD, 0);  // the one descriptor the rank keeps across exec (TPB_PROGRESS_FD)
   execve(binary, argv, envp);
   const char msg[] = "tpbench launcher: execve of the worker binary failed: ";
   (void)!write(STDERR_FILENO, msg, sizeof msg - 1);
@@ -378,14 +374,23 @@ CaseRun Launcher::run_case(const std::string& group_key, int world_size, const j
     }
     const double remaining_s = std::chrono::duration<double>(deadline - Clock::now()).count();
     if (remaining_s <= 0) {
+      // Every silent rank may be waiting inside one collective: name the one that did not
+      // arrive there (suite/collective_progress.h), not all of them.
       std::vector<int> missing;
+      std::vector<RankProgress> progress;
       for (int r = 0; r < world_size; ++r) {
-        if (!g.ranks[static_cast<std::size_t>(r)].result) missing.push_back(r);
+        const auto& rk = g.ranks[static_cast<std::size_t>(r)];
+        if (!rk.result) missing.push_back(r);
+        const CollectiveProgressSlot& slot = g.progress->slot(r);
+        progress.push_back({r, rk.result.has_value(), process_state(rk.pid), slot.entered.load(), slot.left.load(),
+                            static_cast<CollectiveOp>(slot.op.load())});
       }
+      const HangDiagnosis hang = diagnose_hang(progress);
       std::ostringstream os;
       os << "timeout after " << std::fixed << std::setprecision(1) << timeout_s << " s waiting for "
-         << ranks_text(missing);
-      fail(os.str(), missing);
+         << ranks_text(hang.blamed) << ": " << hang.text;
+      if (hang.blamed != missing) os << " (no answer from " << ranks_text(missing) << ")";
+      fail(os.str(), hang.blamed);
       break;
     }
 
@@ -569,9 +574,10 @@ void Launcher::start_group(const std::string& group_key, int world_size, const R
   g->address = "@" + g->id + "-ctl";
   g->listen_fd = control::listen_unix(g->address, world_size + 4);
   g->ranks.resize(static_cast<std::size_t>(world_size));
+  g->progress = std::make_unique<ProgressPage>(world_size);
 
   // Everything the child needs is built before fork: after it, only async-signal-safe calls.
-  const char* const overridden[] = {"RANK=", "WORLD_SIZE=", "LOCAL_RANK=", "TPB_CONTROL_SOCKET=", "TPB_GROUP_ID=",
+  const char* const overridden[] = {"RANK=", "WORLD_SIZE=", "LOCAL_RANK=", "TPB_CONTROL_SOCKET=", "TPB_GROUP_ID=", "TPB_PROGRESS_FD=",
                                     "TPB_DEVICE=", "TPB_RANKS_PER_GPU=", "TPB_PLACEMENT="};
   // A user's NCCL_HOSTID stands, except where ranks share a device and each needs its own.
   const bool own_hostids = placement != nullptr && placement->device_shared();
@@ -601,6 +607,7 @@ void Launcher::start_group(const std::string& group_key, int world_size, const R
     env.push_back("LOCAL_RANK=" + std::to_string(r));  // one host: local rank = rank
     env.push_back("TPB_CONTROL_SOCKET=" + group.address);
     env.push_back("TPB_GROUP_ID=" + group.id);
+    env.push_back("TPB_PROGRESS_FD=" + std::to_string(group.progress->fd()));
     if (placement != nullptr)
       for (std::string& e : rank_environment(*placement, r, group.id)) env.push_back(std::move(e));
     std::vector<char*> envp;
@@ -620,7 +627,9 @@ void Launcher::start_group(const std::string& group_key, int world_size, const R
     for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&cleanup_signals, sig);
     sigprocmask(SIG_BLOCK, &cleanup_signals, &before);
     const pid_t pid = fork();
-    if (pid == 0) exec_worker(argv0.c_str(), argv, envp.data(), log_fd, null_fd, group.pgid, controller, &before);
+    if (pid == 0)
+      exec_worker(argv0.c_str(), argv, envp.data(), log_fd, null_fd, group.progress->fd(), group.pgid, controller,
+                  &before);
     const int fork_errno = errno;
     sigprocmask(SIG_SETMASK, &before, nullptr);
     close(log_fd);

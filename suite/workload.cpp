@@ -2,6 +2,7 @@
 // registrars would be dropped by the linker from the static library.
 #include "suite/workload.h"
 
+#include "suite/collective_progress.h"
 #include "suite/workloads/engine_workload.h"
 #include "suite/workloads/workloads.h"
 
@@ -27,7 +28,12 @@ Communicator& WorkerState::communicator(const std::string& backend, const CommOp
   const std::string key = communicator_key(backend, options);
   auto it = communicators_.find(key);
   if (it == communicators_.end()) {
-    it = communicators_.emplace(key, make_communicator(backend, bootstrap_, options)).first;
+    std::unique_ptr<Communicator> comm = make_communicator(backend, bootstrap_, options);
+    // Counted in the group's progress page, so that a timeout can name the rank that did
+    // not arrive at a collective (suite/collective_progress.h).
+    if (CollectiveProgressSlot* slot = rank_progress_slot(rank(), world_size()))
+      comm = std::make_unique<ProgressCommunicator>(std::move(comm), *slot);
+    it = communicators_.emplace(key, std::move(comm)).first;
   }
   return *it->second;
 }

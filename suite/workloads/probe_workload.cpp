@@ -55,9 +55,14 @@ std::string payload_of(int rank, int pid) {
     }
     for (;;) pause();
   }
+  if (kind == "stop") {
+    // As a debugger or `kill -STOP` leaves it: alive, silent, its peers waiting for it.
+    std::raise(SIGSTOP);
+    for (;;) pause();
+  }
   if (kind == "exit") std::_Exit(code);
   if (kind == "throw") TPB_FAIL("probe: injected failure on rank " << rank);
-  TPB_INPUT_FAIL("case_spec.params.fault.kind: expected crash, abort, hang, hang_with_child, exit or throw, got '" << kind << "'");
+  TPB_INPUT_FAIL("case_spec.params.fault.kind: expected crash, abort, hang, hang_with_child, stop, exit or throw, got '" << kind << "'");
 }
 
 // The rank's place as the launcher put it in its environment (suite/placement.h): what
@@ -100,18 +105,30 @@ RankResult run_probe_workload(const CaseSpec& spec, WorkerState& state) {
   if (rank == 0 && params.value("shm_segment", false)) {
     const char* group = std::getenv("TPB_GROUP_ID");
     TPB_CHECK(group != nullptr, "probe: TPB_GROUP_ID is not set");
-    const std::string name = "/" + std::string(group) + "-probe-shm";
+    std::string name = "/";  // appended, not "/" + ...: GCC 12 warns a false -Wrestrict on that
+    name.append(group).append("-probe-shm");
     const int fd = shm_open(name.c_str(), O_CREAT | O_RDWR, 0600);
     TPB_CHECK(fd >= 0, "probe: shm_open(" << name << ") failed: " << std::strerror(errno));
     close(fd);
     shm_segment = name;
   }
+  const json* fault = nullptr;
   if (params.contains("fault")) {
-    const json& fault = params["fault"];
-    TPB_INPUT_CHECK(fault.is_object() && fault.contains("rank") && fault["rank"].is_number_integer(),
+    fault = &params["fault"];
+    TPB_INPUT_CHECK(fault->is_object() && fault->contains("rank") && (*fault)["rank"].is_number_integer(),
                     "case_spec.params.fault: expected an object with an integer 'rank'");
-    if (fault["rank"].get<int>() == rank) inject(fault, rank);
+    if ((*fault)["rank"].get<int>() != rank) fault = nullptr;
   }
+  const int collectives = params.value("collectives", 0);
+  const int fault_at = fault ? fault->value("at_collective", collectives) : collectives;
+  if (collectives > 0) {
+    Communicator& comm = state.communicator("shm", CommOptions{});
+    for (int k = 0; k < collectives; ++k) {
+      if (fault && k == fault_at) inject(*fault, rank);
+      comm.barrier();
+    }
+  }
+  if (fault) inject(*fault, rank);
   RankResult result;
   result.metrics = {{"pid", pid},
                     {"gathered_pids", pids},

@@ -22,9 +22,13 @@
 //
 // "probe" — TEST-ONLY, for the launcher's own tests and fault drills: a bootstrap round
 //   trip with a binary payload, then an optional injected fault on one rank.
-//   params.fault = {"rank": r, "kind": "crash" | "abort" | "hang" | "hang_with_child" | "exit" | "throw",
+//   params.fault = {"rank": r, "kind": "crash" | "abort" | "hang" | "hang_with_child" | "stop" | "exit" | "throw",
 //                   "code": exit status for "exit" (default 3),
-//                   "signal": signal for "crash" (default 11, SIGSEGV)}
+//                   "signal": signal for "crash" (default 11, SIGSEGV),
+//                   "at_collective": k: injected before the rank's k-th (0-based) shm barrier
+//                   of params.collectives, while its peers wait inside it (default: after them)}
+//   params.collectives = n (default 0): every rank then runs n barriers of the "shm"
+//                   communicator (its peers' waits are what a hang inside a collective looks like)
 //   params.shm_segment = true: rank 0 leaves /dev/shm/<group id>-probe-shm behind (as a rank
 //                   killed mid-setup leaves a shm segment); metrics.shm_segment names it
 //   result metrics: pid, gathered_pids (every rank's pid, via the bootstrap), payload_ok,

@@ -163,6 +163,47 @@ TEST(Launcher, HangFailsWithinTheTimeoutPlusGrace) {
   expect_nothing_left(run.pids);
 }
 
+// Issue 17, finding 9: a rank that stops while its peers wait inside a collective left a
+// timeout that blamed every rank ("waiting for ranks 0, 1"), which every one of them is. Now
+// the group's progress page (suite/collective_progress.h) names the one that did not arrive.
+TEST(Launcher, HangInsideACollectiveNamesTheRankThatDidNotArrive) {
+  Launcher launcher(test_options("hang_in_collective"));
+  json spec = probe_spec({{"rank", 1}, {"kind", "hang"}, {"at_collective", 2}});
+  spec["params"]["collectives"] = 5;
+  const CaseRun run = launcher.run_case("g", 3, spec, 1.5);
+  ASSERT_FALSE(run.ok);
+  EXPECT_EQ(run.failed_ranks, std::vector<int>{1}) << run.error;
+  const std::string first_line = run.error.substr(0, run.error.find('\n'));
+  EXPECT_EQ(first_line,
+            "timeout after 1.5 s waiting for rank 1: rank 1 did not arrive at barrier #3 (rank 1: outside any "
+            "collective, after #2); ranks 0, 2 wait inside it (no answer from ranks 0, 1, 2)");
+  expect_nothing_left(run.pids);
+}
+
+TEST(Launcher, StoppedRankIsNamedByItsProcessState) {
+  Launcher launcher(test_options("stopped_in_collective"));
+  json spec = probe_spec({{"rank", 2}, {"kind", "stop"}, {"at_collective", 1}});
+  spec["params"]["collectives"] = 3;
+  const CaseRun run = launcher.run_case("g", 3, spec, 1.5);
+  ASSERT_FALSE(run.ok);
+  EXPECT_EQ(run.failed_ranks, std::vector<int>{2}) << run.error;
+  const std::string first_line = run.error.substr(0, run.error.find('\n'));
+  EXPECT_EQ(first_line,
+            "timeout after 1.5 s waiting for rank 2: rank 2 is stopped (process state T: SIGSTOP or a debugger); "
+            "ranks 0, 1 wait inside a collective (no answer from ranks 0, 1, 2)");
+  expect_nothing_left(run.pids);
+}
+
+TEST(Launcher, CollectivesWithoutAFaultComplete) {
+  Launcher launcher(test_options("collectives"));
+  json spec = probe_spec();
+  spec["params"]["collectives"] = 4;
+  const CaseRun run = launcher.run_case("g", 3, spec, 20);
+  ASSERT_TRUE(run.ok) << run.error;
+  launcher.shutdown();
+  expect_nothing_left(run.pids);
+}
+
 TEST(Launcher, ReusesTheGroupForTheSameKeyAndReplacesItOtherwise) {
   Launcher launcher(test_options("reuse"));
   const CaseRun a = launcher.run_case("model=x;tp=2", 2, probe_spec(), 20);
