@@ -365,6 +365,8 @@ std::atomic<int> g_cleanup_pgids[kMaxCleanupGroups];
 std::atomic<int> g_handler_running{0};
 std::atomic<int> g_graceful{0};     // set_graceful_interrupts
 std::atomic<int> g_interrupted{0};  // the first signal received while graceful
+std::atomic<int> g_interrupts{0};   // signals received while graceful
+std::atomic<int> g_cut_short{0};    // the second one killed the case in flight
 std::atomic<int> g_handlers_installed{0};
 
 bool copy_bounded(char* dst, std::size_t capacity, const std::string& text) {
@@ -436,15 +438,31 @@ void release_daemon_slot(int index) {
 }
 
 void cleanup_handler(int sig) {
-  // Graceful (a run's case loop): stop the ranks of the case in flight, remember the signal,
-  // return; the runner finishes the run's summary. A second signal takes the path below.
-  int none = 0;
-  if (g_graceful.load() != 0 && g_interrupted.compare_exchange_strong(none, sig)) {
-    for (auto& slot : g_cleanup_pgids) {
-      const int pgid = slot.load();
-      if (pgid > 1 && pgid != getpgrp()) kill(-pgid, SIGKILL);
+  // Graceful (a run's case loop): the first signal is remembered and the case in flight
+  // finishes and is recorded; the second kills its ranks (the case stays unrecorded); either
+  // way the runner then writes the run's summary. A third signal takes the path below.
+  if (g_graceful.load() != 0) {
+    const int n = g_interrupts.fetch_add(1);
+    if (n == 0) {
+      g_interrupted.store(sig);
+      static const char msg[] =
+          "\ntpbench: interrupted: the case in flight finishes and is recorded, then the run stops "
+          "(interrupt again to stop that case now)\n";
+      (void)!write(STDERR_FILENO, msg, sizeof msg - 1);
+      return;
     }
-    return;
+    if (n == 1) {
+      g_cut_short.store(1);
+      for (auto& slot : g_cleanup_pgids) {
+        const int pgid = slot.load();
+        if (pgid > 1 && pgid != getpgrp()) kill(-pgid, SIGKILL);
+      }
+      static const char msg[] =
+          "\ntpbench: interrupted again: the case in flight is stopped, unrecorded (interrupt again to quit "
+          "at once)\n";
+      (void)!write(STDERR_FILENO, msg, sizeof msg - 1);
+      return;
+    }
   }
   if (g_handler_running.exchange(1) != 0) return;  // another thread cleans up, then re-raises its signal
   const int saved_errno = errno;
@@ -1040,6 +1058,8 @@ void install_cleanup_signal_handlers() {
 void set_graceful_interrupts(bool on) { g_graceful.store(on ? 1 : 0); }
 
 int interrupt_requested() { return g_interrupted.load(); }
+
+bool interrupt_cut_case_short() { return g_cut_short.load() != 0; }
 
 void register_cleanup_process_group(int pgid) {
   TPB_CHECK(pgid > 1, "register_cleanup_process_group: bad process group " << pgid);

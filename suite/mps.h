@@ -141,13 +141,15 @@ MpsCommandResult query_mps_daemon(const MpsOptions& options, const std::string& 
 // all it needs is prebuilt in fixed-size static tables. Idempotent.
 void install_cleanup_signal_handlers();
 
-// While a run's case loop is on (graceful), the first SIGINT/SIGTERM/SIGHUP only kills the
-// registered rank groups and is remembered: the runner stops after the case in flight, leaves
-// it unrecorded (a --resume runs it), writes run.json's summary as interrupted and prints the
-// resume command. A second signal, or one outside the loop, cleans up and ends the process as
-// before. interrupt_requested(): the signal, 0 when none.
+// While a run's case loop is on (graceful), the first SIGINT/SIGTERM/SIGHUP is remembered: the
+// case in flight finishes (within its timeout) and is recorded, then the runner stops, writes
+// run.json's summary as interrupted and prints the resume command. A second signal kills the
+// ranks of the case in flight, which stays unrecorded (a --resume runs it). A third, or one
+// outside the loop, cleans up and ends the process as before. interrupt_requested(): the
+// first signal, 0 when none; interrupt_cut_case_short(): the second came.
 void set_graceful_interrupts(bool on);
 int interrupt_requested();
+bool interrupt_cut_case_short();
 // Process groups (the launcher's rank groups) the handler kills first. At most 256 at once;
 // registering more is an Error.
 void register_cleanup_process_group(int pgid);

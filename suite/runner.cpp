@@ -384,8 +384,8 @@ RunSummary run_scenario(const Scenario& s, const std::vector<Case>& cases, const
   // Ranks sharing a GPU run at once under an MPS server (or time-slice without one): one for
   // the whole run, stopped when it ends (also on SIGINT/SIGTERM: the handlers below).
   install_cleanup_signal_handlers();
-  // The first Ctrl-C in the case loop stops the case in flight and ends the run with its
-  // summary (suite/mps.h); outside the loop signals act at once, as before.
+  // The first Ctrl-C in the case loop lets the case in flight finish and ends the run with its
+  // summary; a second stops that case too (suite/mps.h); outside the loop signals act at once.
   struct GracefulScope {
     GracefulScope() { set_graceful_interrupts(true); }
     ~GracefulScope() { set_graceful_interrupts(false); }
@@ -450,8 +450,11 @@ RunSummary run_scenario(const Scenario& s, const std::vector<Case>& cases, const
         record["plan"] = plan->plan;  // the serving plan (its breakdown: the same terms)
       wall_s = record.value("wall_s", 0.0);
     }
-    if ((sum.interrupted = interrupt_requested()) != 0 && c.skip_reason.empty()) {
-      // The signal cut this case short: no record (a --resume runs it), and no further case.
+    // A first signal lets this case finish: it is recorded below, and the loop stops before
+    // the next. A second one killed its ranks: no record (a --resume runs it). A case that
+    // came through whole before the kill landed is recorded all the same.
+    sum.interrupted = interrupt_requested();
+    if (sum.interrupted != 0 && interrupt_cut_case_short() && c.skip_reason.empty() && record["status"] != "ok") {
       sum.interrupted_case = c.id + " (" + c.label + ")";
       progress.finish("interrupted", wall_s, "");
       break;

@@ -28,3 +28,34 @@ run_dir_of() {
   [[ ${#dirs[@]} -eq 1 && -d ${dirs[0]} ]] || fail "expected one run folder in $1, found ${#dirs[@]}"
   echo "${dirs[0]%/}"
 }
+
+# Fault drills: a run started with `TPB_TEST_MARK=$MARK` in its environment passes it to every
+# rank it starts (and theirs), so what is left of it can be found by environment, whatever its
+# command line or parent. marked_pids: the live processes that carry $MARK.
+MARK="tpb-cli-$$-$RANDOM"
+marked_pids() {
+  local p env=() IFS=$'\n'
+  for p in /proc/[0-9]*; do
+    { mapfile -d '' -t env <"$p/environ"; } 2>/dev/null || continue  # builtins only: no fork per process
+    [[ $'\n'"${env[*]}"$'\n' == *$'\n'"TPB_TEST_MARK=$MARK"$'\n'* ]] && echo "${p#/proc/}"
+  done
+  return 0
+}
+
+# expect_nothing_left CONTROLLER_PID WHAT: no process of the drill is alive (ranks die with
+# their controller, PR_SET_DEATHSIG, within a moment) and no POSIX shared memory named after
+# the controller's groups ("tpb<pid>-g<n>-...") is left in /dev/shm.
+expect_nothing_left() {
+  local controller=$1 what=$2 left="" shm=""
+  for _ in $(seq 50); do
+    left=$(marked_pids)
+    [[ -z $left ]] && break
+    sleep 0.1
+  done
+  if [[ -n $left ]]; then
+    ps -o pid,ppid,stat,args -p "$(echo $left | tr ' ' ,)" >&2 || true
+    fail "$what: processes left running: $left"
+  fi
+  shm=$(compgen -G "/dev/shm/tpb${controller}-g*" || true)
+  [[ -z $shm ]] || fail "$what: shared memory left in /dev/shm: $shm"
+}
