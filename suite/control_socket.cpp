@@ -57,7 +57,7 @@ std::string from_hex(const std::string& hex) {
   return bytes;
 }
 
-int listen_unix(const std::string& address, int backlog) {
+int try_listen_unix(const std::string& address, int backlog) {
   socklen_t length = 0;
   const sockaddr_un addr = make_address(address, length);
   const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
@@ -65,8 +65,15 @@ int listen_unix(const std::string& address, int backlog) {
   if (bind(fd, reinterpret_cast<const sockaddr*>(&addr), length) != 0 || listen(fd, backlog) != 0) {
     const int err = errno;
     close(fd);
+    if (err == EADDRINUSE) return -1;
     TPB_FAIL("cannot listen on control socket '" << address << "': " << std::strerror(err));
   }
+  return fd;
+}
+
+int listen_unix(const std::string& address, int backlog) {
+  const int fd = try_listen_unix(address, backlog);
+  TPB_CHECK(fd >= 0, "cannot listen on control socket '" << address << "': " << std::strerror(EADDRINUSE));
   return fd;
 }
 

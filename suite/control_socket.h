@@ -28,6 +28,9 @@ std::string from_hex(const std::string& hex);  // throws tpb::Error on a malform
 
 // A listening socket (close-on-exec, non-blocking). Throws tpb::Error.
 int listen_unix(const std::string& address, int backlog);
+// As listen_unix, but -1 when another socket holds the address (EADDRINUSE): the caller
+// picks another name. Other failures throw as listen_unix does.
+int try_listen_unix(const std::string& address, int backlog);
 // A connected socket (close-on-exec, blocking). Throws tpb::Error.
 int connect_unix(const std::string& address);
 

@@ -26,6 +26,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -122,6 +123,23 @@ std::vector<std::string> tail_lines(const std::string& path, int lines) {
 }
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// POSIX shared memory named after the groups of a controller that is gone
+// ("tpb<pid>-g<n>-...", /dev/shm): a controller killed with SIGKILL cleans nothing up, and
+// its ranks die with it (PR_SET_PDEATHSIG) leaving their shm communicators' segments. The next
+// launcher on the host removes them. A pid that is alive (or not ours to signal: EPERM) keeps
+// its names, even if it was reused by another program: only the dead are swept.
+void remove_shared_memory_of_dead_controllers() {
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator("/dev/shm", ec)) {
+    const std::string name = entry.path().filename().string();
+    std::size_t digits = 0;
+    while (3 + digits < name.size() && std::isdigit(static_cast<unsigned char>(name[3 + digits]))) ++digits;
+    if (name.rfind("tpb", 0) != 0 || digits == 0 || digits > 9 || name.compare(3 + digits, 2, "-g") != 0) continue;
+    const pid_t pid = static_cast<pid_t>(std::stol(name.substr(3, digits)));
+    if (pid > 0 && kill(pid, 0) != 0 && errno == ESRCH) shm_unlink(("/" + name).c_str());
+  }
+}
 
 }  // namespace
 
@@ -259,6 +277,7 @@ Launcher::Launcher(LauncherOptions options) : options_(std::move(options)) {
   // A rank's own children outlive it when it is killed; as a subreaper this process inherits
   // them and can reap them, instead of leaving zombies to whatever init the machine has.
   prctl(PR_SET_CHILD_SUBREAPER, 1);
+  remove_shared_memory_of_dead_controllers();
 }
 
 Launcher::~Launcher() {
@@ -570,9 +589,16 @@ void Launcher::start_group(const std::string& group_key, int world_size, const R
   auto g = std::make_unique<Group>();
   g->key = group_key;
   g->world_size = world_size;
-  g->id = "tpb" + std::to_string(getpid()) + "-g" + std::to_string(g_group_counter++);
-  g->address = "@" + g->id + "-ctl";
-  g->listen_fd = control::listen_unix(g->address, world_size + 4);
+  // The control socket lives in the abstract namespace: nothing on disk goes stale when a
+  // controller is killed. A name already held (a process that outlived an earlier controller
+  // of this pid, or a squatter) is skipped for the next group number, which also names the
+  // group's shared memory.
+  for (int attempt = 0; g->listen_fd < 0; ++attempt) {
+    TPB_CHECK(attempt < 64, "launcher: 64 control socket names in a row are taken (last '" << g->address << "')");
+    g->id = "tpb" + std::to_string(getpid()) + "-g" + std::to_string(g_group_counter++);
+    g->address = "@" + g->id + "-ctl";
+    g->listen_fd = control::try_listen_unix(g->address, world_size + 4);
+  }
   g->ranks.resize(static_cast<std::size_t>(world_size));
   g->progress = std::make_unique<ProgressPage>(world_size);
 

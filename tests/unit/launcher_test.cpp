@@ -4,7 +4,9 @@
 // payloads; the allreduce workload over shm equals a serial sum in rank order, bitwise.
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -274,6 +276,30 @@ TEST(Launcher, RemovesTheSharedMemoryItsGroupsLeft) {
   for (const auto& entry : fs::directory_iterator("/dev/shm"))
     EXPECT_NE(entry.path().filename().string().rfind("tpb" + std::to_string(getpid()) + "-g", 0), 0u)
         << entry.path() << " outlived its failed group";
+}
+
+// A controller killed with SIGKILL cleans nothing up: the next launcher removes the shared
+// memory of groups whose controller is dead, and only theirs.
+TEST(Launcher, RemovesTheSharedMemoryOfDeadControllersOnly) {
+  const pid_t child = fork();
+  if (child == 0) _exit(0);
+  ASSERT_GT(child, 0);
+  ASSERT_EQ(waitpid(child, nullptr, 0), child);  // `child` is now a pid no process has
+  const std::string dead = "/tpb" + std::to_string(child) + "-g3-shm-test";
+  const std::string alive = "/tpb" + std::to_string(getpid()) + "-g9999-shm-test";
+  const std::string other = "/tpbench-not-a-group-" + std::to_string(child);
+  for (const auto& name : {dead, alive, other}) {
+    const int fd = shm_open(name.c_str(), O_CREAT | O_RDWR, 0600);
+    ASSERT_GE(fd, 0) << name;
+    close(fd);
+  }
+  { Launcher launcher(test_options("dead_controllers")); }
+  EXPECT_FALSE(fs::exists("/dev/shm" + dead)) << "a dead controller's segment was left";
+  EXPECT_TRUE(fs::exists("/dev/shm" + alive)) << "a live controller's segment was removed";
+  EXPECT_TRUE(fs::exists("/dev/shm" + other)) << "a name that is not a group's was removed";
+  shm_unlink(alive.c_str());
+  shm_unlink(other.c_str());
+  shm_unlink(dead.c_str());
 }
 
 TEST(Launcher, DestructorReapsTheLiveGroup) {
