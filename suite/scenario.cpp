@@ -420,7 +420,7 @@ Scenario parse_scenario(const json& doc, const std::string& source, const Scenar
     throw ScenarioError(val.problems());
   }
   val.only_keys(doc, "$", {"schema", "name", "description", "workload", "model", "device", "placement", "mode",
-                           "sweep", "exclude", "measure", "checks", "baseline", "control", "comm"});
+                           "sweep", "exclude", "measure", "checks", "baseline", "control", "comm", "nonfinite"});
 
   // schema, name, description
   if (!doc.contains("schema")) {
@@ -447,6 +447,17 @@ Scenario parse_scenario(const json& doc, const std::string& source, const Scenar
       val.expected("$.description", "a string", doc["description"]);
     else
       s.description = doc["description"].get<std::string>();
+  }
+
+  if (doc.contains("nonfinite")) {
+    const json& v = doc["nonfinite"];
+    if (!v.is_string() || (v != "fail" && v != "expected"))
+      val.expected("$.nonfinite",
+                   "\"fail\" (the default: NaN or Inf in an output fails the case) or \"expected\" (every case must "
+                   "produce some)",
+                   v);
+    else
+      s.nonfinite = v.get<std::string>();
   }
 
   // workload, device, mode

@@ -103,6 +103,9 @@ struct Scenario {
   std::vector<nlohmann::json> exclude;  // objects: axis -> value or [values]
   MeasureSpec measure;
   std::vector<std::string> checks;
+  // "fail" (the default): NaN or Inf in an output fails the case. "expected": the case must
+  // produce some (an overflow drill), and fails when none of its outputs holds one.
+  std::string nonfinite = "fail";
   // The validated "baseline" section as written (empty object when absent); suite/baseline.h
   // reads the tolerances from it (tolerances_from_json).
   nlohmann::json baseline = nlohmann::json::object();

@@ -31,4 +31,23 @@ grep -q "model.safetensors: tensor $tensor: non-finite value nan at element 3" "
 [[ ! -e "$SCRATCH/logits.safetensors" ]] || fail "logits were written from NaN weights"
 # The unmodified checkpoint still runs.
 expect_rc 0 "$TPBENCH" logits --model "$MODEL" --input-ids "$MODEL/input_ids.json" --out "$SCRATCH/logits.safetensors"
+
+# "Unless the scenario expects it": nonfinite "expected" makes NaN/Inf a case's required
+# outcome (an overflow drill), so finite outputs fail it; any other value is refused.
+python3 - "$SCRATCH" <<'PY'
+import json, sys
+s = json.load(open("scenarios/ci-smoke.json"))
+s.update(name="expects-nan", nonfinite="expected", checks=[])
+s["sweep"] = {"tp": [2], "allreduce": ["shm"], "dtype": ["f32"], "message_bytes": [1024]}
+s.pop("control")
+json.dump(s, open(sys.argv[1] + "/expected.json", "w"))
+s["nonfinite"] = "ignore"
+json.dump(s, open(sys.argv[1] + "/ignore.json", "w"))
+PY
+expect_rc 1 "$TPBENCH" run "$SCRATCH/expected.json" --no-report --results-dir "$SCRATCH/expected"
+grep -q 'no output holds NaN or Inf on any rank, and the scenario expects them (nonfinite: \\"expected\\")' \
+  "$(run_dir_of "$SCRATCH/expected")/results.jsonl" || fail "finite outputs passed a scenario that expects NaN"
+expect_rc 2 "$TPBENCH" run "$SCRATCH/ignore.json" --no-report --results-dir "$SCRATCH/ignore"
+grep -q 'ignore.json: $.nonfinite: expected "fail" (the default: NaN or Inf in an output fails the case) or "expected"' \
+  "$SCRATCH/last.out" || { cat "$SCRATCH/last.out"; fail "nonfinite: a value other than fail or expected was not refused"; }
 echo ok
