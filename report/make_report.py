@@ -70,17 +70,23 @@ def main(argv):
         description="Plots, report.html and summary.md from RESULTS_DIR/results.jsonl.")
     parser.add_argument("results_dir", help="folder holding results.jsonl (and run.json)")
     parser.add_argument("--out", help="write here instead of RESULTS_DIR")
+    parser.add_argument("--quiet", action="store_true",
+                        help="print nothing on success (tpbench run names the report itself)")
+    parser.add_argument("--verbose", action="store_true",
+                        help="also list the sections left empty and why (the report says it too)")
     args = parser.parse_args(argv)
     try:
         written, figures = make_report(args.results_dir, args.out or args.results_dir)
     except results_io.ReportInputError as err:
         sys.stderr.write(f"tpbench report: error: {err}\n")
         return 2
+    # Sections without data are said in the report itself; the terminal gets them on request.
     for fig in figures:
-        if isinstance(fig, plots.Skipped):
+        if isinstance(fig, plots.Skipped) and args.verbose:
             print(f"skipped {fig.key}: {fig.note}")
     for path in written:
-        print(f"wrote {path}")
+        if not args.quiet:
+            print(f"wrote {path}")
     return 0
 
 

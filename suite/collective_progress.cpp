@@ -3,6 +3,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -118,22 +119,44 @@ HangDiagnosis diagnose_hang(const std::vector<RankProgress>& ranks) {
     return out;
   };
 
-  std::vector<const RankProgress*> stopped, inside;
+  auto is_stopped = [](const RankProgress* r) { return r->state == 'T' || r->state == 't'; };
+  std::vector<const RankProgress*> stopped, inside, in_bootstrap;
   for (const RankProgress* r : silent) {
-    if (r->state == 'T' || r->state == 't') stopped.push_back(r);
+    if (is_stopped(r)) stopped.push_back(r);
     if (r->entered > r->left) inside.push_back(r);
+    if (r->bootstrap_wait > 0) in_bootstrap.push_back(r);
   }
+  auto wait_text = [&](const std::vector<const RankProgress*>& rs, const char* where) {
+    std::vector<int> waiting;
+    for (const RankProgress* r : rs)
+      if (!is_stopped(r)) waiting.push_back(r->rank);
+    if (waiting.empty()) return std::string();
+    return "; " + ranks_text(waiting) + (waiting.size() == 1 ? " waits " : " wait ") + where;
+  };
   std::ostringstream os;
   if (!stopped.empty()) {
     d.blamed = rank_list(stopped);
     os << ranks_text(d.blamed) << (stopped.size() == 1 ? " is" : " are")
-       << " stopped (process state T: SIGSTOP or a debugger)";
-    std::vector<const RankProgress*> waiting;
-    for (const RankProgress* r : inside)
-      if (r->state != 'T' && r->state != 't') waiting.push_back(r);
-    if (!waiting.empty()) os << "; " << ranks_text(rank_list(waiting)) << " wait inside a collective";
+       << " stopped (process state T: SIGSTOP or a debugger)" << wait_text(inside, "inside a collective")
+       << wait_text(in_bootstrap, "in a bootstrap all_gather");
     d.text = os.str();
     return d;
+  }
+  if (!in_bootstrap.empty()) {
+    // Every rank sends each bootstrap all_gather in turn: those that have not sent the one
+    // the others wait in are late.
+    std::uint64_t seq = 0;
+    for (const RankProgress* r : in_bootstrap) seq = std::max(seq, r->bootstrap_wait);
+    std::vector<const RankProgress*> late;
+    for (const RankProgress* r : silent)
+      if (r->bootstrap_wait != seq) late.push_back(r);
+    if (!late.empty()) {
+      d.blamed = rank_list(late);
+      os << ranks_text(d.blamed) << " did not send bootstrap all_gather #" << seq - 1
+         << wait_text(in_bootstrap, "for it");
+      d.text = os.str();
+      return d;
+    }
   }
   if (!inside.empty()) {
     // The furthest collective a silent rank waits in: those that have not entered it are late.

@@ -89,6 +89,10 @@ struct RankProgress {
   std::uint64_t entered = 0;  // from its slot
   std::uint64_t left = 0;
   CollectiveOp op = CollectiveOp::none;
+  // The bootstrap all_gather (through the controller, suite/worker.h) this rank has sent and
+  // waits to be answered: its sequence number + 1, 0 when none. Communicator setup (NCCL's
+  // unique id, the shm segment's name) goes through it, before any collective is counted.
+  std::uint64_t bootstrap_wait = 0;
 };
 
 struct HangDiagnosis {
@@ -96,9 +100,11 @@ struct HangDiagnosis {
   std::string text;         // e.g. "rank 1 did not arrive at all_reduce #93 (it left #92); ranks 0, 2 wait inside it"
 };
 
-// Whom a timeout blames: stopped ranks first; else, when silent ranks wait inside collective
-// #k, the silent ranks that have not entered it; else every silent rank ("no rank is inside
-// a collective" or "every silent rank waits inside all_reduce #k"). Pure: tested on its own.
+// Whom a timeout blames: stopped ranks first; else, when silent ranks wait in a bootstrap
+// all_gather, the silent ranks that have not sent it; else, when silent ranks wait inside
+// collective #k, the silent ranks that have not entered it; else every silent rank ("no
+// silent rank is inside a collective" or "every silent rank waits inside all_reduce #k").
+// Pure: tested on its own.
 HangDiagnosis diagnose_hang(const std::vector<RankProgress>& ranks);
 
 // The state letter of /proc/<pid>/stat, '?' when it cannot be read.

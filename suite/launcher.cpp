@@ -402,8 +402,11 @@ CaseRun Launcher::run_case(const std::string& group_key, int world_size, const j
         if (!rk.result) missing.push_back(r);
         const CollectiveProgressSlot& slot = g.progress->slot(r);
         progress.push_back({r, rk.result.has_value(), process_state(rk.pid), slot.entered.load(), slot.left.load(),
-                            static_cast<CollectiveOp>(slot.op.load())});
+                            static_cast<CollectiveOp>(slot.op.load()), 0});
       }
+      for (const auto& [seq, slots] : g.gathers)  // the bootstrap all_gathers not yet answered
+        for (std::size_t r = 0; r < slots.size(); ++r)
+          if (slots[r]) progress[r].bootstrap_wait = seq + 1;
       const HangDiagnosis hang = diagnose_hang(progress);
       std::ostringstream os;
       os << "timeout after " << std::fixed << std::setprecision(1) << timeout_s << " s waiting for "

@@ -1,12 +1,29 @@
 #include "suite/progress.h"
 
+#include <sys/ioctl.h>
+#include <unistd.h>
+
 #include <cmath>
+#include <cstdlib>
 
 namespace tpb {
 
 Progress::Progress(int total_cases, std::FILE* out, bool tty)
     : total_(total_cases), out_(out), tty_(tty), start_(std::chrono::steady_clock::now()) {
-  if (tty_) ticker_ = std::thread([this] { tick_loop(); });
+  if (!tty_) return;
+  winsize ws{};
+  if (ioctl(fileno(out_), TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0) {
+    columns_ = ws.ws_col;
+  } else if (const char* c = std::getenv("COLUMNS")) {
+    columns_ = std::max(0, std::atoi(c));
+  }
+  ticker_ = std::thread([this] { tick_loop(); });
+}
+
+std::string Progress::fit_width(const std::string& line, int columns) {
+  // One column is left free: a line that fills the last column wraps the cursor on some terminals.
+  if (columns <= 4 || static_cast<int>(line.size()) < columns) return line;
+  return line.substr(0, static_cast<std::size_t>(columns - 4)) + "...";
 }
 
 Progress::~Progress() {
@@ -70,8 +87,9 @@ std::string Progress::eta() const {
 
 void Progress::draw(const std::string& line, bool permanent) {
   if (tty_) {
-    // \r and erase-to-end-of-line: the line is redrawn in place.
-    std::fprintf(out_, "\r\033[K%s", line.c_str());
+    // \r and erase-to-end-of-line: the line is redrawn in place. A line that will be redrawn
+    // must fit on one row; one that stays may wrap.
+    std::fprintf(out_, "\r\033[K%s", permanent ? line.c_str() : fit_width(line, columns_).c_str());
     if (permanent) std::fputc('\n', out_);
     line_open_ = !permanent;
   } else {
@@ -90,7 +108,7 @@ void Progress::start(int index, const std::string& case_id, const std::string& l
   draw(running_line(), false);
 }
 
-void Progress::finish(const std::string& status, double wall_s, const std::string& note) {
+void Progress::finish(const std::string& status, double wall_s, const std::string& note, const std::string& numbers) {
   std::lock_guard<std::mutex> lock(mutex_);
   running_ = false;
   if (wall_s > 0) {
@@ -100,7 +118,8 @@ void Progress::finish(const std::string& status, double wall_s, const std::strin
   index_ += 1;
   std::string line = case_head(index_, total_, case_id_, label_);
   line.append("  ").append(status);
-  if (wall_s > 0) line += " (" + format_duration(wall_s) + ")";
+  if (!numbers.empty()) line.append("  ").append(numbers);
+  if (wall_s > 0) line += "  (case " + format_duration(wall_s) + ")";
   line += "  elapsed " + format_duration(elapsed_s()) + "  " + eta();
   if (!note.empty()) line += "\n    " + note;
   // On a terminal, only what needs attention stays on screen: a case not ok, and an ok one

@@ -2,6 +2,7 @@
 
 #include "suite/allreduce_ran.h"
 #include "suite/baseline.h"
+#include "suite/case_summary.h"
 #include "suite/checks/control_drift.h"
 #include "suite/jsonl.h"
 
@@ -497,7 +498,7 @@ RunSummary run_scenario(const Scenario& s, const std::vector<Case>& cases, const
     if (record["status"] == "ok" && record.contains("allreduce_ran")) note = allreduce_ran_note(record["allreduce_ran"]);
     for (const auto& [name, result] : record["checks"].items())
       if (result["status"] == "fail") note += (note.empty() ? "" : "; ") + std::string("check ") + name + " FAILED: " + result["detail"].get<std::string>();
-    progress.finish(record["status"].get<std::string>(), wall_s, note);
+    progress.finish(record["status"].get<std::string>(), wall_s, note, case_key_numbers(record));
   }
   progress.done();
   graceful.reset();

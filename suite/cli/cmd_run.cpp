@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "suite/case_selection.h"
+#include "suite/case_summary.h"
 #include "suite/cli/report.h"
 #include "suite/mps.h"
 #include "suite/placement.h"
@@ -281,10 +282,18 @@ int run_run(const std::vector<std::string>& raw_args) {
               cases.size(), selected.c_str());
   std::fflush(stdout);
   const tpb::RunSummary sum = tpb::run_scenario(scenario, cases, opt);
-  std::printf("cases: %d ok, %d failed, %d skipped, %d infeasible (%d resumed from the earlier run", sum.ok,
-              sum.failed, sum.skipped, sum.infeasible, sum.resumed);
+  // The numbers first, as nccl-tests and serving benchmarks print them: one table per
+  // workload, read back from the run's results.jsonl (resumed records included).
+  if (!sum.run_dir.empty()) {
+    const std::string results = (fs::path(sum.run_dir) / "results.jsonl").string();
+    const std::string tables = fs::exists(results) ? tpb::results_tables(tpb::read_results(results)) : "";
+    if (!tables.empty()) std::printf("\n%s\n", tables.c_str());
+  }
+  std::printf("cases: %d ok, %d failed, %d skipped, %d infeasible", sum.ok, sum.failed, sum.skipped, sum.infeasible);
+  if (sum.resumed > 0 || !args.resume.empty()) std::printf(" (%d resumed from the earlier run", sum.resumed);
   if (args.retry_failed) std::printf(", %d failed case(s) run again", sum.retried);
-  std::printf(")\n");
+  if (sum.resumed > 0 || !args.resume.empty()) std::printf(")");
+  std::printf("\n");
   if (sum.fallback > 0)
     std::printf("fallback: %d case(s) ran another allreduce backend than requested (not ok; the record's "
                 "allreduce_ran says what ran)\n", sum.fallback);
@@ -334,7 +343,7 @@ int run_run(const std::vector<std::string>& raw_args) {
     // The report is a view of the results: when it cannot be made (no python3/matplotlib)
     // the run's verdict stands and the message says how to make it later.
     std::fflush(stdout);
-    const int rc = tpb::cli::run_report_script({sum.run_dir});
+    const int rc = tpb::cli::run_report_script({sum.run_dir, "--quiet"});
     if (rc == 0)
       std::printf("report: %s/report.html\n", sum.run_dir.c_str());
     else

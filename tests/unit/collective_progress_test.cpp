@@ -40,6 +40,20 @@ TEST(DiagnoseHang, StoppedRanksComeFirst) {
   EXPECT_EQ(d.text, "ranks 1, 3 are stopped (process state T: SIGSTOP or a debugger); ranks 0, 2 wait inside a collective");
 }
 
+// Communicator setup goes through the controller's bootstrap all_gather, where no collective
+// is counted yet: the ranks that have sent the gather wait for those that have not.
+TEST(DiagnoseHang, TheRankMissingFromABootstrapAllGatherIsBlamed) {
+  RankProgress a = silent(0, 0, 0), b = silent(1, 0, 0), c = silent(2, 0, 0);
+  a.bootstrap_wait = c.bootstrap_wait = 5;  // all_gather #4
+  HangDiagnosis d = diagnose_hang({a, b, c});
+  EXPECT_EQ(d.blamed, std::vector<int>{1});
+  EXPECT_EQ(d.text, "rank 1 did not send bootstrap all_gather #4; ranks 0, 2 wait for it");
+  b.state = 'T';
+  d = diagnose_hang({a, b, c});
+  EXPECT_EQ(d.blamed, std::vector<int>{1});
+  EXPECT_EQ(d.text, "rank 1 is stopped (process state T: SIGSTOP or a debugger); ranks 0, 2 wait in a bootstrap all_gather");
+}
+
 TEST(DiagnoseHang, EveryRankInsideTheSameCollectiveBlamesThemAll) {
   const HangDiagnosis d = diagnose_hang({silent(0, 5, 4), silent(1, 5, 4)});
   EXPECT_EQ(d.blamed, (std::vector<int>{0, 1}));
