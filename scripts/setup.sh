@@ -32,6 +32,7 @@ declare -A probes=(
   [python3]="command -v python3"
   [python3-pip]="python3 -m pip --version"
   [python3-matplotlib]="python3 -c 'import matplotlib'"
+  [python3-lxml]="python3 -c 'import lxml'"
 )
 # The asan preset's compiler, and its runtimes (Debian 12: libclang-rt-dev pulls the ASan, UBSan
 # and libFuzzer archives of the default clang).
@@ -50,10 +51,13 @@ if ((${#missing[@]})); then
   $sudo apt-get update -q
   $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
-# matplotlib through pip only where apt's is missing or not importable (e.g. a pyenv python3).
-if ! python3 -c 'import matplotlib' >/dev/null 2>&1; then
-  python3 -m pip install --user matplotlib || python3 -m pip install --user --break-system-packages matplotlib
-fi
+# matplotlib and lxml (tests/cli/junit_schema.sh validates JUnit with it) through pip only
+# where apt's is missing or not importable (e.g. a pyenv python3).
+for module in matplotlib lxml; do
+  if ! python3 -c "import $module" >/dev/null 2>&1; then
+    python3 -m pip install --user "$module" || python3 -m pip install --user --break-system-packages "$module"
+  fi
+done
 
 jobs=$(nproc)
 # Presets and scenarios are found through $TPB_HOME wherever a test runs (ctest runs unit

@@ -71,52 +71,110 @@ std::string xml_escape(std::string_view text) {
   return out;
 }
 
-std::string junit_xml(const std::string& suite_name, const std::vector<JunitCase>& cases,
-                      const JunitProperties& properties) {
+std::string junit_identifier(std::string_view text) {
+  auto kept = [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-';
+  };
+  std::string out;
+  char owed = 0;  // '.' or '_' to write before the next kept character; '.' outranks '_'
+  for (const char c : text) {
+    if (kept(c)) {
+      if (owed != 0 && !out.empty()) out += owed;
+      owed = 0;
+      out += c;
+    } else if (c == '.' || c == ' ' || c == '\t' || c == '\n' || c == '\r') {
+      owed = '.';
+    } else if (std::string_view("()[]{}<>").find(c) == std::string_view::npos && owed == 0) {
+      owed = '_';  // any other run of bytes (a multi-byte UTF-8 character too)
+    }
+  }
+  return out.empty() ? "_" : out;
+}
+
+namespace {
+
+std::string seconds(double s) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.3f", s);
+  return buf;
+}
+
+struct Counts {
+  std::size_t tests = 0;
   int failures = 0, errors = 0, skipped = 0;
-  double total_s = 0;
-  for (const auto& c : cases) {
+  double time_s = 0;
+  void add(const JunitCase& c) {
+    ++tests;
     failures += c.outcome == "failure";
     errors += c.outcome == "error";
     skipped += c.outcome == "skipped";
-    total_s += c.time_s;
+    time_s += c.time_s;
   }
-  char buf[64];
-  auto seconds = [&](double s) {
-    std::snprintf(buf, sizeof buf, "%.3f", s);
-    return std::string(buf);
-  };
-  std::string x = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
-  const std::string counts = " tests=\"" + std::to_string(cases.size()) + "\" failures=\"" + std::to_string(failures) +
-                             "\" errors=\"" + std::to_string(errors) + "\" skipped=\"" + std::to_string(skipped) +
-                             "\" time=\"" + seconds(total_s) + "\"";
-  x += "<testsuites name=\"tpbench\"" + counts + ">\n";
-  x += "  <testsuite name=\"" + xml_escape(suite_name) + "\"" + counts + ">\n";
-  if (!properties.empty()) {
+  void add(const Counts& o) {
+    tests += o.tests;
+    failures += o.failures;
+    errors += o.errors;
+    skipped += o.skipped;
+    time_s += o.time_s;
+  }
+  // tests, failures, errors, then `skipped` only where the element may carry it, then time.
+  std::string attributes(bool with_skipped) const {
+    std::string a = " tests=\"" + std::to_string(tests) + "\" failures=\"" + std::to_string(failures) + "\" errors=\"" +
+                    std::to_string(errors) + "\"";
+    if (with_skipped) a += " skipped=\"" + std::to_string(skipped) + "\"";
+    return a + " time=\"" + seconds(time_s) + "\"";
+  }
+};
+
+void append_testcase(std::string& x, const JunitCase& c) {
+  x += "    <testcase classname=\"" + junit_identifier(c.classname) + "\" name=\"" + xml_escape(c.name) + "\" time=\"" +
+       seconds(c.time_s) + "\"";
+  if (c.outcome == "pass") {
+    x += "/>\n";
+    return;
+  }
+  const char* tag = c.outcome == "failure" ? "failure" : c.outcome == "error" ? "error" : "skipped";
+  // Appends piece by piece: `"literal" + std::string&&` trips a false -Wrestrict in g++ 12 -O3.
+  x.append(">\n      <").append(tag).append(" message=\"").append(xml_escape(c.message)).append("\"");
+  if (c.detail.empty()) {
+    x.append("/>\n");
+  } else {
+    x.append(">").append(xml_escape(c.detail)).append("</").append(tag).append(">\n");
+  }
+  x += "    </testcase>\n";
+}
+
+void append_suite(std::string& x, const JunitSuite& suite, const Counts& counts) {
+  x += "  <testsuite name=\"" + xml_escape(suite.name) + "\"" + counts.attributes(true) + ">\n";
+  if (!suite.properties.empty()) {
     x += "    <properties>\n";
-    for (const auto& [name, value] : properties)
+    for (const auto& [name, value] : suite.properties)
       x.append("      <property name=\"").append(xml_escape(name)).append("\" value=\"").append(xml_escape(value)).append("\"/>\n");
     x += "    </properties>\n";
   }
-  for (const auto& c : cases) {
-    x += "    <testcase classname=\"" + xml_escape(c.classname) + "\" name=\"" + xml_escape(c.name) + "\" time=\"" +
-         seconds(c.time_s) + "\"";
-    if (c.outcome == "pass") {
-      x += "/>\n";
-      continue;
-    }
-    const char* tag = c.outcome == "failure" ? "failure" : c.outcome == "error" ? "error" : "skipped";
-    // Appends piece by piece: `"literal" + std::string&&` trips a false -Wrestrict in g++ 12 -O3.
-    x.append(">\n      <").append(tag).append(" message=\"").append(xml_escape(c.message)).append("\"");
-    if (c.detail.empty()) {
-      x.append("/>\n");
-    } else {
-      x.append(">").append(xml_escape(c.detail)).append("</").append(tag).append(">\n");
-    }
-    x += "    </testcase>\n";
+  for (const auto& c : suite.cases) append_testcase(x, c);
+  x += "  </testsuite>\n";
+}
+
+}  // namespace
+
+std::string junit_xml(const std::vector<JunitSuite>& suites) {
+  std::vector<Counts> per_suite(suites.size());
+  Counts total;
+  for (std::size_t i = 0; i < suites.size(); ++i) {
+    for (const auto& c : suites[i].cases) per_suite[i].add(c);
+    total.add(per_suite[i]);
   }
-  x += "  </testsuite>\n</testsuites>\n";
+  std::string x = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
+  x += "<testsuites name=\"tpbench\"" + total.attributes(false) + ">\n";
+  for (std::size_t i = 0; i < suites.size(); ++i) append_suite(x, suites[i], per_suite[i]);
+  x += "</testsuites>\n";
   return x;
+}
+
+std::string junit_xml(const std::string& suite_name, const std::vector<JunitCase>& cases,
+                      const JunitProperties& properties) {
+  return junit_xml(std::vector<JunitSuite>{{suite_name, properties, cases}});
 }
 
 JunitCase junit_nothing_ran_case(const std::string& classname, const std::string& reason) {

@@ -1,6 +1,7 @@
 #include "suite/qualify.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -171,6 +172,15 @@ QualifyRow verdict_row(const std::string& probe, const std::string& item, bool o
   return r;
 }
 
+// Wall time since construction: what a row's measurement took (its JUnit testcase's time).
+class Stopwatch {
+ public:
+  double seconds() const { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count(); }
+
+ private:
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+};
+
 double threshold_of(const json& probe, const char* key) {
   return probe.contains(key) ? probe[key].get<double>() : kNone;
 }
@@ -182,14 +192,18 @@ void probe_memory_bandwidth(const Profile& p, const json& pr, std::vector<Qualif
   const int reps = pr.value("repetitions", 10);
   const double min = threshold_of(pr, "min_GBps");
   if (p.device == "cpu") {
+    const Stopwatch watch;
     const auto t = cpu_copy_bandwidth(bytes, reps);
     rows.push_back(row("memory_bandwidth", "cpu", t.value, "GB/s", true, min, "memcpy " + fmt_bytes(bytes) + ", read+write counted"));
+    rows.back().wall_s = watch.seconds();
     return;
   }
   for (int g = 0; g < p.gpus; ++g) {
+    const Stopwatch watch;
     const auto t = gpu_copy_bandwidth(g, bytes, reps);
     rows.push_back(row("memory_bandwidth", "gpu" + std::to_string(g), t.value, "GB/s", true, min,
                        "D2D copy " + fmt_bytes(bytes) + ", read+write counted"));
+    rows.back().wall_s = watch.seconds();
   }
 }
 
@@ -198,14 +212,18 @@ void probe_gemm(const Profile& p, const json& pr, std::vector<QualifyRow>& rows)
   const int reps = pr.value("repetitions", p.device == "cuda" ? 20 : 3);
   const std::string shape = std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k);
   if (p.device == "cpu") {
+    const Stopwatch watch;
     const auto t = cpu_gemm_rate(m, n, k, reps);
     rows.push_back(row("gemm", "cpu fp32 " + shape, t.value, "GFLOP/s", true, threshold_of(pr, "min_GFLOPs")));
+    rows.back().wall_s = watch.seconds();
     return;
   }
   for (int g = 0; g < p.gpus; ++g) {
+    const Stopwatch watch;
     const auto t = gpu_bf16_gemm_rate(g, m, n, k, reps);
     rows.push_back(row("gemm", "gpu" + std::to_string(g) + " bf16 " + shape, t.value, "TFLOP/s", true,
                        threshold_of(pr, "min_TFLOPs"), "cuBLAS, fp32 accumulate, random inputs"));
+    rows.back().wall_s = watch.seconds();
   }
 }
 
@@ -215,14 +233,17 @@ void probe_peer_bandwidth(const Profile& p, const json& pr, std::vector<QualifyR
   for (int s = 0; s < p.gpus; ++s)
     for (int d = 0; d < p.gpus; ++d) {
       if (s == d) continue;
+      const Stopwatch watch;
       const std::string item = "gpu" + std::to_string(s) + "->gpu" + std::to_string(d);
       if (!gpu_can_access_peer(s, d)) {
         rows.push_back(verdict_row("peer_bandwidth", item, false, "no peer access between these GPUs"));
+        rows.back().wall_s = watch.seconds();
         continue;
       }
       const auto t = gpu_peer_bandwidth(s, d, bytes, reps);
       rows.push_back(row("peer_bandwidth", item, t.value, "GB/s", true, threshold_of(pr, "min_GBps"),
                          "cudaMemcpyPeerAsync " + fmt_bytes(bytes)));
+      rows.back().wall_s = watch.seconds();
     }
 }
 
@@ -336,15 +357,19 @@ void probe_scenario_latency(const Scenario& scenario, const json& pr, const Qual
     const std::string label = rec.value("label", rec.value("case_id", "?"));
     const std::string status = rec.value("status", "");
     const std::string placed = placement_detail(scenario, rec);
+    const double wall_s = rec.value("wall_s", 0.0);  // none when the case did not run
     if (status != "ok") {
       rows.push_back(verdict_row(kind, label, false, status + ": " + rec.value("error", std::string()) + "; " + placed));
       if (status == "skipped") rows.back().not_run = rec.value("error", std::string("skipped"));
+      rows.back().wall_s = wall_s;
       continue;
     }
     const double p50 = rec["latency"].value("p50", kNone);
     rows.push_back(row(kind, label, p50, "us", false, latency_threshold(pr, rec), "p50 over timed iterations; " + placed));
+    rows.back().wall_s = wall_s;
     const CaseVerdict v = judge_case_output(run, rec);
     rows.push_back(verdict_row(kind + "_correct", label, v.ok, v.detail + "; " + placed));
+    rows.back().wall_s = wall_s;
   }
 }
 
@@ -357,6 +382,7 @@ void probe_conformance(const Scenario& scenario, const QualifyOptions& options, 
     const CaseVerdict v = judge_case_output(run, rec);
     rows.push_back(verdict_row("conformance", label, v.ok, v.detail + "; " + placement_detail(scenario, rec)));
     if (rec.value("status", "") == "skipped") rows.back().not_run = rec.value("error", std::string("skipped"));
+    rows.back().wall_s = rec.value("wall_s", 0.0);
   }
 }
 
@@ -364,6 +390,7 @@ void probe_conformance(const Scenario& scenario, const QualifyOptions& options, 
 // this machine's GPU memory when it has GPUs (else the catalog's `gpu`), must fit the KV
 // tokens the deployment needs. A pure prediction: nothing is allocated.
 void probe_planner(const Profile& p, const json& pr, std::vector<QualifyRow>& rows) {
+  const Stopwatch watch;
   PlanInput in;
   in.config = load_model_config_by_name(pr.value("model", std::string("kimi-k2.5")));
   if (pr.contains("overrides")) apply_overrides(in.config, pr["overrides"], p.path, "$.probes[].overrides");
@@ -391,6 +418,7 @@ void probe_planner(const Profile& p, const json& pr, std::vector<QualifyRow>& ro
                            " f" + std::to_string(in.mem_fraction).substr(0, 4) + " (" + where + ")";
   QualifyRow r = row("planner", item, static_cast<double>(plan.max_tokens), "tokens", true,
                      static_cast<double>(in.requested_tokens), plan.verdict);
+  r.wall_s = watch.seconds();
   rows.push_back(r);
 }
 
@@ -447,11 +475,13 @@ std::vector<QualifyRow> run_qualification(const std::string& profile_path, const
   const Profile p = load_profile(profile_path);
   fs::create_directories(options.out_dir);
   std::vector<QualifyRow> rows;
+  const Stopwatch watch;
   const auto gpus = visible_gpus();
   if (p.device == "cuda") {
     const bool enough = static_cast<int>(gpus.size()) >= p.gpus;
     rows.push_back(verdict_row("hardware", "gpus", enough,
                                "profile needs " + std::to_string(p.gpus) + " GPU(s), found " + std::to_string(gpus.size())));
+    rows.back().wall_s = watch.seconds();
     if (!enough) {
       rows.back().not_run = rows.back().detail;  // no probe runs: the profile's verdict is "nothing ran"
       return rows;

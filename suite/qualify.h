@@ -56,6 +56,9 @@ struct QualifyRow {
   std::string detail;      // why it failed / what was measured with
   std::string not_run;     // non-empty: nothing was measured for this row on this machine, and
                            // why (the profile's GPUs are not there; its scenario case was skipped)
+  double wall_s = 0;       // wall time of what produced the row, seconds: the probe's measurement,
+                           // or the record's wall_s for a scenario case (its latency and _correct
+                           // rows come from one run and both carry it); 0 when nothing ran
   std::string key() const { return probe + "/" + item; }
 };
 

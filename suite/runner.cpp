@@ -21,7 +21,7 @@
 #include "suite/case_selection.h"
 #include "suite/checks/check.h"
 #include "suite/checks/divergence.h"
-#include "suite/junit.h"
+#include "suite/junit_cases.h"
 #include "suite/launcher.h"
 #include "suite/progress.h"
 #include "suite/provenance.h"
@@ -553,11 +553,15 @@ RunSummary run_scenario(const Scenario& s, const std::vector<Case>& cases, const
   }
   launcher.shutdown();
 
-  // Final verdicts over the whole run (records of earlier invocations included).
-  std::vector<JunitCase> junit;
+  // Final verdicts over the whole run (records of earlier invocations included). The JUnit
+  // (suite/junit_cases.h): a suite per case, in case order, after one for the scenario.
+  const std::vector<std::string> classnames = junit_case_classnames(s.name, cases);
+  std::map<std::string, JunitSuite> case_suites;  // case id -> its suite
+  JunitSuite scenario_suite{s.name, {}, {}};
   json check_summary = json::object();
   std::vector<std::string> skip_reasons;
-  for (const auto& c : cases) {
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    const Case& c = cases[i];
     auto it = records.find(c.id);
     const json* r = it == records.end() ? nullptr : &it->second;
     const std::string status = r ? r->value("status", "") : "missing";
@@ -569,7 +573,7 @@ RunSummary run_scenario(const Scenario& s, const std::vector<Case>& cases, const
     sum.infeasible += status == "infeasible";
     if (status == "skipped") skip_reasons.push_back(r->value("error", std::string()));
     sum.fallback += status == "fallback";
-    JunitCase jc{s.name + "." + c.label, "run", wall_by_id.count(c.id) ? wall_by_id[c.id] : (r ? r->value("wall_s", 0.0) : 0.0), "pass", "", ""};
+    JunitCase jc{classnames[i], "run", wall_by_id.count(c.id) ? wall_by_id[c.id] : (r ? r->value("wall_s", 0.0) : 0.0), "pass", "", ""};
     if (status == "failed" || status == "missing") {
       jc.outcome = "failure";
       jc.message = r ? first_line(r->value("error", std::string("failed"))) : "no record";
@@ -583,8 +587,7 @@ RunSummary run_scenario(const Scenario& s, const std::vector<Case>& cases, const
       jc.outcome = "skipped";
       jc.message = (status == "infeasible" ? "infeasible: " : "") + r->value("error", std::string());
     }
-    jc.classname += " [" + c.id + "]";
-    junit.push_back(jc);
+    case_suites[c.id] = {c.label, junit_case_properties(c.id, r), {jc}};
   }
   for (std::size_t k = 0; k < checks.checks.size(); ++k) {
     const Check& check = *checks.checks[k];
@@ -600,8 +603,8 @@ RunSummary run_scenario(const Scenario& s, const std::vector<Case>& cases, const
       per_check.push_back(group_result_json(res, ids));
       if (where != localized.end()) per_check.back()["localization"] = where->second;
       for (const auto& id : ids) {
-        const Case& c = *std::find_if(cases.begin(), cases.end(), [&](const Case& x) { return x.id == id; });
-        JunitCase jc{s.name + "." + c.label + " [" + c.id + "]", check.name(), 0, "pass", "", res.detail};
+        const auto c = std::find_if(cases.begin(), cases.end(), [&](const Case& x) { return x.id == id; });
+        JunitCase jc{classnames[c - cases.begin()], check.name(), 0, "pass", "", res.detail};
         if (res.status == "pass") {
           ++sum.checks_pass;
         } else if (res.status == "fail") {
@@ -613,7 +616,7 @@ RunSummary run_scenario(const Scenario& s, const std::vector<Case>& cases, const
           jc.outcome = "skipped";
           jc.message = res.status + ": " + first_line(res.detail);
         }
-        junit.push_back(jc);
+        case_suites[id].cases.push_back(jc);
       }
     }
     if (checks.groups[k].empty()) {
@@ -622,7 +625,8 @@ RunSummary run_scenario(const Scenario& s, const std::vector<Case>& cases, const
       const CheckResult none{"skipped", "applies to no case of this sweep (workload " + s.workload + ")"};
       per_check.push_back(group_result_json(none, {}));
       ++sum.checks_skipped;
-      junit.push_back({s.name, check.name(), 0, "skipped", "skipped: " + none.detail, none.detail});
+      scenario_suite.cases.push_back({junit_scenario_classname(s.name), check.name(), 0, "skipped",
+                                      "skipped: " + none.detail, none.detail});
     }
     check_summary[check.name()] = per_check;
   }
@@ -719,12 +723,16 @@ RunSummary run_scenario(const Scenario& s, const std::vector<Case>& cases, const
                          {"end_time", utc_now_iso8601()}};
   write_file_atomic((fs::path(run_dir) / "run.json").string(), run_json.dump(2) + "\n");
   if (!opt.junit_path.empty()) {
-    JunitProperties properties;
     if (!sum.nothing_ran.empty()) {
-      junit.insert(junit.begin(), junit_nothing_ran_case(s.name, sum.nothing_ran));
-      properties = {{"tpbench.nothing_ran", sum.nothing_ran}, {"tpbench.exit_code", std::to_string(sum.exit_code)}};
+      scenario_suite.cases.insert(scenario_suite.cases.begin(),
+                                  junit_nothing_ran_case(junit_scenario_classname(s.name), sum.nothing_ran));
+      scenario_suite.properties = {{"tpbench.nothing_ran", sum.nothing_ran},
+                                   {"tpbench.exit_code", std::to_string(sum.exit_code)}};
     }
-    write_file_atomic(opt.junit_path, junit_xml(s.name, junit, properties));
+    std::vector<JunitSuite> suites;
+    if (!scenario_suite.cases.empty() || !scenario_suite.properties.empty()) suites.push_back(scenario_suite);
+    for (const auto& c : cases) suites.push_back(case_suites[c.id]);
+    write_file_atomic(opt.junit_path, junit_xml(suites));
   }
   return sum;
 }

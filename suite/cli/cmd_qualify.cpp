@@ -42,6 +42,18 @@ std::string fmt(double v) {
   return buf;
 }
 
+// A row's suite properties: its verdict and numbers as qualify.json holds them (a row without
+// a threshold or baseline has none to show).
+tpb::JunitProperties row_properties(const nlohmann::json& row) {
+  tpb::JunitProperties out;
+  for (const char* key : {"verdict", "value", "unit", "threshold", "baseline"}) {
+    const auto& v = row[key];
+    if (v.is_string()) out.emplace_back(key, v.get<std::string>());
+    else if (v.is_number()) out.emplace_back(key, v.dump());
+  }
+  return out;
+}
+
 int run_qualify(const std::vector<std::string>& args) {
   std::string profile, out_dir;
   tpb::QualifyOptions options;
@@ -72,7 +84,10 @@ int run_qualify(const std::vector<std::string>& args) {
   int failures = 0;
   std::printf("%-22s %-34s %12s %-8s %12s %12s  %s\n", "probe", "item", "value", "unit", "threshold", "baseline", "verdict");
   nlohmann::json jrows = nlohmann::json::array();
-  std::vector<tpb::JunitCase> junit;
+  // JUnit: a suite per row (named by its baseline key, holding its numbers and its one
+  // testcase), after one for the qualification as a whole.
+  const std::string classname = "tpbench.qualify." + tpb::junit_identifier(fs::path(profile).stem().string());
+  std::vector<tpb::JunitSuite> suites;
   for (const auto& r : rows) {
     const bool pass = r.verdict == "PASS";
     failures += !pass;
@@ -85,24 +100,25 @@ int run_qualify(const std::vector<std::string>& args) {
                      {"higher_is_better", r.higher_is_better},
                      {"threshold", std::isnan(r.threshold) ? nlohmann::json() : nlohmann::json(r.threshold)},
                      {"baseline", std::isnan(r.baseline) ? nlohmann::json() : nlohmann::json(r.baseline)},
-                     {"verdict", r.verdict}, {"detail", r.detail}});
-    junit.push_back({"qualify." + r.probe, r.item, 0.0, pass ? "pass" : "failure", pass ? "" : r.verdict + ": " + r.detail, r.detail});
+                     {"verdict", r.verdict}, {"detail", r.detail}, {"wall_s", r.wall_s}});
+    suites.push_back({r.key(), row_properties(jrows.back()),
+                      {{classname + "." + r.probe, r.item, r.wall_s, pass ? "pass" : "failure",
+                        pass ? "" : r.verdict + ": " + r.detail, r.detail}}});
   }
   // Nothing measured on this machine is neither a pass nor a finding about its hardware.
   const std::string nothing_ran = tpb::qualify_nothing_ran(rows);
   const char* verdict = !nothing_ran.empty() ? "NOTHING RAN" : failures == 0 ? "PASS" : "FAIL";
-  tpb::JunitProperties properties;
-  if (!nothing_ran.empty()) {
-    junit.insert(junit.begin(), tpb::junit_nothing_ran_case("qualify", nothing_ran));
-    properties = {{"tpbench.nothing_ran", nothing_ran}, {"tpbench.exit_code", std::to_string(tpb::kExitNothingRan)}};
-  }
+  if (!nothing_ran.empty())
+    suites.insert(suites.begin(), {"qualify",
+                                   {{"tpbench.nothing_ran", nothing_ran}, {"tpbench.exit_code", std::to_string(tpb::kExitNothingRan)}},
+                                   {tpb::junit_nothing_ran_case(classname, nothing_ran)}});
   const nlohmann::json doc = {{"schema", 1}, {"profile", profile}, {"started", started},
                               {"verdict", verdict}, {"failures", failures},
                               {"nothing_ran", nothing_ran.empty() ? nlohmann::json() : nlohmann::json(nothing_ran)},
                               {"rows", jrows}, {"provenance", tpb::collect_provenance(started)}};
   tpb::write_file_atomic((fs::path(out_dir) / "qualify.json").string(), doc.dump(2) + "\n");
   tpb::write_file_atomic((fs::path(out_dir) / "qualify.junit.xml").string(),
-                         tpb::junit_xml("qualify", junit, properties));
+                         tpb::junit_xml(suites));
   std::printf("qualify: %s (%zu rows, %d not passing) -> %s/qualify.json%s\n", verdict, rows.size(), failures,
               out_dir.c_str(), options.update_baseline && nothing_ran.empty() ? " (baseline updated)" : "");
   if (!nothing_ran.empty()) {

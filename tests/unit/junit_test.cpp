@@ -1,5 +1,6 @@
-// JUnit XML: counts, escaping, and well-formedness (checked by python3's XML parser when
-// it is installed, so that "well-formed" is not our own opinion).
+// JUnit XML: counts, escaping, dotted classnames, suites with properties, and well-formedness
+// (checked by python3's XML parser when it is installed, so that "well-formed" is not our own
+// opinion; tests/cli/junit_schema.sh checks real runs' files against the schema subset).
 #include <gtest/gtest.h>
 
 #include <unistd.h>
@@ -38,9 +39,12 @@ std::vector<JunitCase> sample() {
 TEST(Junit, CountsAndStructure) {
   const std::string x = junit_xml("smoke", sample());
   EXPECT_EQ(x.rfind("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n", 0), 0u);
+  // junit-10 (Jenkins' xUnit plugin) refuses `skipped` on <testsuites>; each <testsuite> has it.
+  EXPECT_NE(x.find("<testsuites name=\"tpbench\" tests=\"4\" failures=\"2\" errors=\"0\" time=\"1.750\">"),
+            std::string::npos) << x;
   EXPECT_NE(x.find("<testsuite name=\"smoke\" tests=\"4\" failures=\"2\" errors=\"0\" skipped=\"1\" time=\"1.750\">"),
             std::string::npos) << x;
-  EXPECT_NE(x.find("classname=\"smoke.tp1 &lt;1KiB&gt; [0123]\" name=\"run\" time=\"0.250\"/>"), std::string::npos) << x;
+  EXPECT_NE(x.find("classname=\"smoke.tp1.1KiB.0123\" name=\"run\" time=\"0.250\"/>"), std::string::npos) << x;
   EXPECT_NE(x.find("<failure message=\"rank 1: killed by signal 11 (SIGSEGV)\">"), std::string::npos) << x;
   EXPECT_NE(x.find("boom &amp; &lt;crash&gt;"), std::string::npos) << x;
   EXPECT_EQ(x.find('\x1b'), std::string::npos);
@@ -68,10 +72,47 @@ TEST(Junit, PropertiesAndTheNothingRanTestcase) {
                             "&lt;no GPU&gt;\"/>\n      <property name=\"tpbench.exit_code\" value=\"3\"/>\n    </properties>\n");
   ASSERT_NE(props, std::string::npos) << x;
   EXPECT_LT(props, x.find("<testcase")) << "properties come before the testcases";
-  EXPECT_NE(x.find("<testcase classname=\"gpu &amp; co\" name=\"nothing ran\" time=\"0.000\">\n"
+  EXPECT_NE(x.find("<testcase classname=\"gpu.co\" name=\"nothing ran\" time=\"0.000\">\n"
                    "      <skipped message=\"nothing ran: all 2 cases skipped: &lt;no GPU&gt;\"/>"),
             std::string::npos) << x;
   EXPECT_EQ(junit_xml("none", {}).find("<properties>"), std::string::npos) << "no properties, no element";
+}
+
+TEST(Junit, ClassnamesAreDottedIdentifiers) {
+  EXPECT_EQ(junit_identifier("allreduce tp2 64KiB bf16 shm [repeat]"), "allreduce.tp2.64KiB.bf16.shm.repeat");
+  EXPECT_EQ(junit_identifier("tpbench.ci-smoke.allreduce tp2 64KiB bf16 shm [control-start]"),
+            "tpbench.ci-smoke.allreduce.tp2.64KiB.bf16.shm.control-start");
+  EXPECT_EQ(junit_identifier("decode tp2 b1 s64 mf0.5 instr=trace graph custom-oneshot"),
+            "decode.tp2.b1.s64.mf0.5.instr_trace.graph.custom-oneshot");
+  EXPECT_EQ(junit_identifier("kimi-k2.5 tp8 int4 f0.85 (catalog H200)"), "kimi-k2.5.tp8.int4.f0.85.catalog.H200");
+  EXPECT_EQ(junit_identifier("gpu0->gpu1"), "gpu0-gpu1");
+  EXPECT_EQ(junit_identifier("  a  ..  b  "), "a.b") << "no empty, leading or trailing segment";
+  EXPECT_EQ(junit_identifier("5\xC2\xB5s & <co>"), "5_s.co") << "a run of other bytes is one '_', none beside a '.'";
+  EXPECT_EQ(junit_identifier("[]"), "_");
+  for (const char* id : {"tpbench.ci-smoke.allreduce.tp2", "a_b-c.d", "_"})
+    EXPECT_EQ(junit_identifier(id), id) << "an identifier maps to itself";
+}
+
+// A suite per case: its properties before its testcases; the totals on <testsuites> are the
+// sums over the suites.
+TEST(Junit, SuitesWithProperties) {
+  const std::vector<JunitSuite> suites = {
+      {"allreduce tp2 4KiB bf16 shm", {{"case_id", "0123"}, {"latency_p50_us", "12.5"}},
+       {{"tpbench.s.allreduce.tp2.4KiB.bf16.shm", "run", 0.5, "pass", "", ""},
+        {"tpbench.s.allreduce.tp2.4KiB.bf16.shm", "matches_reference", 0, "failure", "rank 1 differs", ""}}},
+      {"allreduce tp2 4KiB bf16 nccl", {}, {{"tpbench.s.allreduce.tp2.4KiB.bf16.nccl", "run", 0, "skipped", "no GPU", ""}}}};
+  const std::string x = junit_xml(suites);
+  EXPECT_NE(x.find("<testsuites name=\"tpbench\" tests=\"3\" failures=\"1\" errors=\"0\" time=\"0.500\">\n"
+                   "  <testsuite name=\"allreduce tp2 4KiB bf16 shm\" tests=\"2\" failures=\"1\" errors=\"0\" skipped=\"0\" "
+                   "time=\"0.500\">\n    <properties>\n      <property name=\"case_id\" value=\"0123\"/>\n"
+                   "      <property name=\"latency_p50_us\" value=\"12.5\"/>\n    </properties>\n"
+                   "    <testcase classname=\"tpbench.s.allreduce.tp2.4KiB.bf16.shm\" name=\"run\" time=\"0.500\"/>\n"),
+            std::string::npos) << x;
+  EXPECT_NE(x.find("  </testsuite>\n  <testsuite name=\"allreduce tp2 4KiB bf16 nccl\" tests=\"1\" failures=\"0\" "
+                   "errors=\"0\" skipped=\"1\" time=\"0.000\">\n    <testcase"),
+            std::string::npos) << x;
+  EXPECT_EQ(x.find("<testcase classname=\"tpbench.s.allreduce.tp2.4KiB.bf16.shm\" name=\"run\" time=\"0.500\">\n      <prop"),
+            std::string::npos) << "no properties inside a testcase (junit-10 refuses them)";
 }
 
 TEST(Junit, EmptySuiteIsStillValid) {

@@ -162,7 +162,7 @@ TEST(NothingRan, AllSkippedRunSaysSoEverywhere) {
   const std::string xml((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   EXPECT_NE(xml.find("<property name=\"tpbench.nothing_ran\" value=\"all 2 cases skipped: device cuda: no GPU is visible\"/>"),
             std::string::npos) << xml;
-  EXPECT_NE(xml.find("classname=\"probe\" name=\"nothing ran\""), std::string::npos) << xml;
+  EXPECT_NE(xml.find("classname=\"tpbench.probe\" name=\"nothing ran\""), std::string::npos) << xml;
   EXPECT_NE(xml.find("<skipped message=\"nothing ran: all 2 cases skipped: device cuda: no GPU is visible\"/>"),
             std::string::npos) << xml;
   EXPECT_EQ(xml.find("<failure"), std::string::npos) << xml;
