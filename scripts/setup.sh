@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One command from a fresh Debian/Ubuntu machine to a result:
 #   scripts/setup.sh run [tpbench args]   install what is missing, build (CUDA if found), run tpbench
-#                                         (no args: scenarios/quickstart.json on this machine)
+#                                         (no args: the engine's default scenario on this machine,
+#                                         quickstart-gpu or quickstart-cpu)
 #   scripts/setup.sh test [ctest args]    install what is missing, build the ci preset, run ctest
 #                                         (labels unit, cli, conformance; gpu tests skip without GPUs)
 #   scripts/setup.sh asan [SECONDS]       install what is missing (clang and its sanitizer and

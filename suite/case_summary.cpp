@@ -126,15 +126,21 @@ std::string results_tables(const std::vector<json>& records) {
       const bool prefill = t == "prefill";
       out << (prefill ? "prefill: time to first token (the whole prompt's forward pass), p50 and p99; tokens/s "
                         "from the mean\n"
-                      : "decode: one step (one token per sequence), p50 and p99; tokens/s from the mean; x "
-                        "weight-read: p50 over the time to read the weights once at the GPU's bandwidth\n");
-      rows.push_back({"case", prefill ? "TTFT p50" : "step p50", "p99", "tokens/s", "x weight-read", "status"});
+                      : "decode: one step (one token per sequence), p50 and p99; tokens/s from the mean (x "
+                        "weight-read, on GPUs: p50 over the time to read the weights once at the GPU's bandwidth)\n");
+      // The weight-read multiple exists for GPU decode only: its column only where a row has it.
+      const bool with_x = std::any_of(by_table[t].begin(), by_table[t].end(),
+                                      [](const json* r) { return std::isfinite(weight_read_multiple(*r)); });
+      rows.push_back({"case", prefill ? "TTFT p50" : "step p50", "p99", "tokens/s"});
+      if (with_x) rows.back().push_back("x weight-read");
+      rows.back().push_back("status");
       for (const json* r : by_table[t]) {
         const double x = weight_read_multiple(*r);
         rows.push_back({r->value("label", ""), duration_us(number_at(*r, {"latency", "p50"})),
                         duration_us(number_at(*r, {"latency", "p99"})),
-                        tokens_per_s(number_at(*r, {"throughput", "tokens_per_s"})),
-                        std::isfinite(x) ? fixed(x, 2) : "-", r->value("status", "")});
+                        tokens_per_s(number_at(*r, {"throughput", "tokens_per_s"}))});
+        if (with_x) rows.back().push_back(std::isfinite(x) ? fixed(x, 2) : "-");
+        rows.back().push_back(r->value("status", ""));
       }
     }
     out << render(rows);

@@ -499,10 +499,16 @@ Scenario parse_scenario(const json& doc, const std::string& source, const Scenar
     const json& m = doc["mode"];
     if (workload_ok && s.workload != "engine")
       val.problem("$.mode", "applies to workload \"engine\" only (workload is \"" + s.workload + "\")");
-    else if (!m.is_string() || (m != "prefill" && m != "decode"))
-      val.expected("$.mode", "\"prefill\" or \"decode\"", m);
-    else
-      s.mode = m.get<std::string>();
+    else {
+      // One mode, or both: the default scenario runs decode and prefill in one sweep.
+      const json modes = m.is_array() ? m : json::array({m});
+      auto is_mode = [](const json& v) { return v.is_string() && (v == "prefill" || v == "decode"); };
+      if (modes.empty() || modes.size() > 2 || !std::all_of(modes.begin(), modes.end(), is_mode) ||
+          (modes.size() == 2 && modes[0] == modes[1]))
+        val.expected("$.mode", "\"prefill\", \"decode\" or a list of both", m);
+      else
+        s.modes = modes.get<std::vector<std::string>>();
+    }
   }
 
   // model

@@ -95,7 +95,7 @@ struct Scenario {
   std::string workload;         // "engine" | "allreduce"
   std::string device_requested; // "cpu" | "cuda" | "auto" as written
   std::string device;           // resolved: "cpu" | "cuda"
-  std::string mode = "decode";  // "prefill" | "decode"
+  std::vector<std::string> modes = {"decode"};  // engine: "prefill" | "decode", one or both (cases per mode, in this order)
   Placement placement = Placement::exclusive;  // where GPU ranks run (suite/placement.h); `tpbench
                                                // run --placement` overrides the file
   std::optional<ModelSpec> model;  // required by the engine workload, optional for allreduce

@@ -37,7 +37,7 @@ bool axis_varies(const Scenario& s, const std::string& name) {
 std::string make_label(const Scenario& s, const json& p, const std::string& role) {
   std::string label;
   if (s.workload == "engine") {
-    label.append(s.mode).append(" tp").append(std::to_string(p["tp"].get<int>()));
+    label.append(p["mode"].get<std::string>()).append(" tp").append(std::to_string(p["tp"].get<int>()));
     label.append(" b").append(std::to_string(p["batch_size"].get<long long>()));
     label.append(" s").append(std::to_string(p["seq_len"].get<long long>()));
   } else {
@@ -134,7 +134,7 @@ std::vector<Case> expand_cases(const Scenario& s, const MachineInfo& machine) {
   const json model = model_identity(s);
   const std::string model_hash = digest_hex(fnv1a64(model.dump()));
   auto make = [&](json params, const std::string& role) {
-    if (s.workload == "engine") params["mode"] = s.mode;
+    if (s.workload == "engine" && !params.contains("mode")) params["mode"] = s.modes.front();  // the control's
     Case c;
     c.params = params;
     c.role = role;
@@ -155,11 +155,18 @@ std::vector<Case> expand_cases(const Scenario& s, const MachineInfo& machine) {
   });
   std::vector<Case> cases;
   if (!s.control.is_null()) cases.push_back(make(s.control, "control-start"));
-  for (const auto& params : combos) {
-    if (std::any_of(s.exclude.begin(), s.exclude.end(), [&](const json& r) { return rule_matches(r, params); }))
+  // Engine modes innermost, in the order the scenario lists them: TP stays outermost, so a
+  // worker group (and the engine it keeps) serves both modes of its cases.
+  const std::vector<std::string> modes = s.workload == "engine" ? s.modes : std::vector<std::string>{""};
+  for (const json& combo : combos) {
+    if (std::any_of(s.exclude.begin(), s.exclude.end(), [&](const json& r) { return rule_matches(r, combo); }))
       continue;
-    cases.push_back(make(params, "sweep"));
-    if (repeat) cases.push_back(make(params, "repeat"));
+    for (const std::string& mode : modes) {
+      json params = combo;
+      if (!mode.empty()) params["mode"] = mode;
+      cases.push_back(make(params, "sweep"));
+      if (repeat) cases.push_back(make(params, "repeat"));
+    }
   }
   if (cases.size() == (s.control.is_null() ? 0u : 1u))
     throw ScenarioError({s.source + ": $.exclude: the rules exclude every case of the sweep; expected at least one case left"});

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "suite/build_info.h"
 #include "suite/case_selection.h"
 #include "suite/case_summary.h"
 #include "suite/cli/report.h"
@@ -19,10 +20,24 @@
 #include "suite/scenario.h"
 #include "suite/sweep.h"
 #include "tpb/check.h"
+#include "tpb/kernels/device.h"
 
 namespace fs = std::filesystem;
 
 namespace {
+
+// What `tpbench` with no arguments (or `run quickstart`) runs: the engine, the product's main
+// job, on this machine: the GPU scenario where CUDA is built in and a GPU is visible, else
+// the CPU one. Says which, and where the allreduce sweep is (on the CPU: shm, in ci-smoke).
+std::string default_scenario() {
+  const bool gpu = tpb::build_info().have_cuda && !tpb::visible_gpus().empty();
+  const char* name = gpu ? "quickstart-gpu" : "quickstart-cpu";
+  std::printf("tpbench: the default scenario here is %s (%s); the allreduce sweep is `tpbench run %s`, every "
+              "scenario `tpbench list`\n",
+              name, gpu ? "CUDA built in, a GPU visible" : tpb::build_info().have_cuda ? "no GPU visible" : "built without CUDA",
+              gpu ? "allreduce-sweep" : "ci-smoke");
+  return name;
+}
 
 constexpr const char* kUsage =
     "usage: tpbench run [SCENARIO] [--dry-run] [--results-dir ROOT] [--resume RUN_DIR [--retry-failed]]\n"
@@ -33,7 +48,8 @@ constexpr const char* kUsage =
     "Run a scenario: validate it, expand its sweep, run every case, check, record.\n"
     "\n"
     "  SCENARIO          a file, or a name looked up as scenarios/<name>.json in the working\n"
-    "                    directory, $TPB_HOME and the source tree (default: quickstart)\n"
+    "                    directory, $TPB_HOME and the source tree (default: quickstart,\n"
+    "                    i.e. quickstart-gpu where a GPU is usable, else quickstart-cpu)\n"
     "  --dry-run         validate and list the cases (id, label, skip reason); run nothing\n"
     "  --results-dir R   where runs go: R/<run-id>/results.jsonl, run.json, logs/ (default: results)\n"
     "  --case ID[,ID...] run only these cases of the sweep (ids as --dry-run and the records show\n"
@@ -207,7 +223,8 @@ int run_run(const std::vector<std::string>& raw_args) {
       const auto& sc = run_json.at("scenario");
       scenario = tpb::parse_scenario(sc.at("document"), sc.value("source", std::string("run.json")));
     } else {
-      scenario = tpb::load_scenario(tpb::resolve_scenario_path(args.scenario.empty() ? "quickstart" : args.scenario));
+      const std::string name = args.scenario.empty() || args.scenario == "quickstart" ? default_scenario() : args.scenario;
+      scenario = tpb::load_scenario(tpb::resolve_scenario_path(name));
     }
     if (!args.placement.empty()) {
       TPB_INPUT_CHECK(scenario.device == "cuda" || args.placement == "exclusive",

@@ -1,5 +1,6 @@
 // tpbench: benchmark and conformance suite for tensor-parallel LLM serving.
-// Dispatches to the registered subcommands; with no arguments runs the quickstart scenario.
+// Dispatches to the registered subcommands; with no arguments runs the default scenario
+// (quickstart-gpu or quickstart-cpu, suite/cli/cmd_run.cpp).
 #include <algorithm>
 #include <cstdio>
 #include <iostream>
@@ -43,8 +44,10 @@ namespace {
 void print_overview() {
   std::printf(
       "usage: tpbench [<subcommand> [args] | --help]\n"
-      "With no arguments, runs scenarios/quickstart.json on this machine's GPUs, or on the\n"
-      "CPU backend with a small model when there are none.\n\nsubcommands:\n");
+      "With no arguments, runs the engine on this machine: scenarios/quickstart-gpu.json (the\n"
+      "Kimi-K2.5 slice, TP 1 and 2, every GPU allreduce backend) where CUDA is built in and a GPU\n"
+      "is visible, else scenarios/quickstart-cpu.json (a tiny DeepSeek-V3, TP 1 and 2, shm).\n"
+      "The allreduce sweep: tpbench run allreduce-sweep (GPUs) or ci-smoke (CPU).\n\nsubcommands:\n");
   auto subcommands = registry();
   std::sort(subcommands.begin(), subcommands.end(),
             [](const Subcommand& a, const Subcommand& b) { return std::string(a.name) < b.name; });

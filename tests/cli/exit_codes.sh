@@ -68,7 +68,13 @@ for f in files:
     assert json.load(open(f))["traceEvents"], f
 PY
 
-# No arguments: the quickstart scenario, results under ./results.
+# No arguments: the main job, the engine (quickstart-cpu on a machine without a GPU: decode
+# and prefill, TP 1 and 2, its checks), a table of numbers and a report, under ./results.
 (cd "$SCRATCH" && expect_rc 0 "$TPBENCH")
-ls "$SCRATCH"/results/*/results.jsonl >/dev/null || fail "tpbench without arguments wrote no results"
+grep -q "the default scenario here is quickstart-cpu" "$SCRATCH/last.out" || { cat "$SCRATCH/last.out"; fail "no word of the default scenario"; }
+grep -q "^decode: one step" "$SCRATCH/last.out" && grep -q "^prefill: time to first token" "$SCRATCH/last.out" ||
+  { cat "$SCRATCH/last.out"; fail "tpbench without arguments printed no decode and prefill tables"; }
+grep -q "checks (case x check): [1-9][0-9]* pass, 0 fail" "$SCRATCH/last.out" || fail "tpbench without arguments checked nothing"
+! grep -q "skipped" <(grep -v "0 skipped" "$SCRATCH/last.out") || { cat "$SCRATCH/last.out"; fail "the default run talks of skipped things"; }
+ls "$SCRATCH"/results/*/results.jsonl "$SCRATCH"/results/*/report.html >/dev/null || fail "tpbench without arguments wrote no results or report"
 echo ok

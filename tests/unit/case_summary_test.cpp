@@ -51,7 +51,13 @@ TEST(CaseSummary, OneTablePerWorkloadAndMode) {
   EXPECT_NE(t.find("  tp2 64KiB  12.25 us  11.50 us        5.35        5.35  ok\n"), std::string::npos) << t;
   EXPECT_NE(t.find("  tp2 1MiB    2.500 s   2.400 s       0.420       0.420  fallback\n"), std::string::npos) << t;
   EXPECT_NE(t.find("decode: one step"), std::string::npos) << t;
-  EXPECT_NE(t.find("  decode tp1 b1  15.90 us  23.85 us     62918              -  ok\n"), std::string::npos) << t;
+  EXPECT_NE(t.find("  decode tp1 b1  15.90 us  23.85 us     62918  ok\n"), std::string::npos)
+      << t << "no row has x weight-read: no such column";
+  const std::string gpu = results_tables({engine_record("decode", "decode tp1 b1", 15.9, 62918.4, 3.214),
+                                          engine_record("decode", "decode tp1 b8", 20.1, 398000.0)});
+  EXPECT_NE(gpu.find("  case           step p50       p99  tokens/s  x weight-read  status\n"), std::string::npos) << gpu;
+  EXPECT_NE(gpu.find("  decode tp1 b1  15.90 us  23.85 us     62918           3.21  ok\n"), std::string::npos) << gpu;
+  EXPECT_NE(gpu.find("  decode tp1 b8  20.10 us  30.15 us    398000              -  ok\n"), std::string::npos) << gpu;
   EXPECT_EQ(t.find("skipped one"), std::string::npos) << "a record without latency is not a row";
   EXPECT_EQ(t.find("prefill"), std::string::npos) << "no prefill records, no prefill table";
   EXPECT_EQ(results_tables({}), "");

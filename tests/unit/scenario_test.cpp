@@ -100,7 +100,19 @@ TEST(Scenario, EngineWithPresetReadsTheHeads) {
   ASSERT_TRUE(s.model.has_value());
   EXPECT_EQ(s.model->num_attention_heads, 4);
   EXPECT_TRUE(std::filesystem::is_regular_file(s.model->config_path)) << s.model->config_path;
-  EXPECT_EQ(s.mode, "decode");
+  EXPECT_EQ(s.modes, std::vector<std::string>{"decode"});
+}
+
+TEST(Scenario, ModeIsOneOrBoth) {
+  json doc = minimal_engine();
+  doc["mode"] = {"decode", "prefill"};
+  EXPECT_EQ(parse_scenario(doc, "t.json", kNoGpu).modes, (std::vector<std::string>{"decode", "prefill"}));
+  doc["mode"] = "prefill";
+  EXPECT_EQ(parse_scenario(doc, "t.json", kNoGpu).modes, std::vector<std::string>{"prefill"});
+  for (const json& bad : {json::array(), json({"decode", "decode"}), json({"decode", "logits"}), json(3)}) {
+    doc["mode"] = bad;
+    EXPECT_THROW(parse_scenario(doc, "t.json", kNoGpu), ScenarioError) << bad.dump();
+  }
 }
 
 TEST(Scenario, AutoDeviceResolvesByCudaAvailability) {

@@ -37,6 +37,25 @@ TEST(Sweep, CartesianCountAndOrder) {
   for (const auto& c : cases) EXPECT_EQ(c.skip_reason, "") << c.label;
 }
 
+// Both engine modes in one scenario: each combination runs decode then prefill, TP still
+// outermost (one worker group per TP), with distinct ids and labels that say the mode.
+TEST(Sweep, EngineModesInnermost) {
+  json doc = json::parse(R"({"schema": 1, "name": "e", "workload": "engine", "device": "cpu",
+                             "model": {"preset": "tiny-dsv3"}, "mode": ["decode", "prefill"],
+                             "sweep": {"tp": [1, 2], "batch_size": [1], "seq_len": [16], "allreduce": ["shm"]}})");
+  const auto cases = expand_cases(scenario(doc), cpu_machine());
+  ASSERT_EQ(cases.size(), 4u);
+  EXPECT_EQ(cases[0].label, "decode tp1 b1 s16 shm");
+  EXPECT_EQ(cases[1].label, "prefill tp1 b1 s16 shm");
+  EXPECT_EQ(cases[2].label, "decode tp2 b1 s16 shm");
+  EXPECT_EQ(cases[1].params["mode"], "prefill");
+  EXPECT_EQ(cases[0].group_key, cases[1].group_key);
+  EXPECT_NE(cases[0].id, cases[1].id);
+  // A one-mode scenario keeps the ids it had (params.mode was always in them).
+  doc["mode"] = "decode";
+  EXPECT_EQ(expand_cases(scenario(doc), cpu_machine())[0].id, cases[0].id);
+}
+
 TEST(Sweep, IdsAreStableDistinctAndHex) {
   const auto a = expand_cases(scenario(base()), cpu_machine());
   const auto b = expand_cases(scenario(base()), cpu_machine());
