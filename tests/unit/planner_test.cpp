@@ -5,8 +5,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <map>
 
+#include "reference_engine/comm/backends.h"
 #include "reference_engine/config/model_config.h"
 #include "reference_engine/memory/comm_bytes.h"
 #include "reference_engine/memory/gpu_catalog.h"
@@ -343,6 +345,54 @@ TEST(CommBytes, NcclOverSocketsIsTheMeasuredLine) {
   EXPECT_EQ(custom.nccl_bytes, 444596224);
   EXPECT_EQ(comm_bytes("nccl", 2, 8 * kMiB, 32, "--allreduce").nccl_bytes, 320 * kMiB);
   EXPECT_EQ(comm_bytes("shm", 2, 8 * kMiB, 32, "--allreduce", true).total(), 0);
+}
+
+// ---- the interconnect: whether the custom allreduce can run ----------------------------------
+
+TEST(CommBytes, InterconnectNamesParseAndRejectOthers) {
+  for (Interconnect i : {Interconnect::nvlink, Interconnect::pcie_p2p, Interconnect::pcie_no_p2p})
+    EXPECT_EQ(parse_interconnect(interconnect_name(i), "--interconnect"), i);
+  EXPECT_STREQ(interconnect_name(Interconnect::pcie_no_p2p), "pcie-no-p2p");
+  for (const char* bad : {"pcie", "NVLink", "", "pcie_no_p2p"}) {
+    try {
+      parse_interconnect(bad, "plan: --interconnect");
+      ADD_FAILURE() << "'" << bad << "' parsed";
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find("plan: --interconnect: expected nvlink, pcie-p2p or pcie-no-p2p, got '" +
+                                           std::string(bad) + "'"),
+                std::string::npos)
+          << e.what();
+    }
+  }
+}
+
+// The rule: the custom IPC allreduce needs CUDA peer access, which only pcie-no-p2p lacks. Every
+// backend of the table on every interconnect: a backend with custom buffers plans NCCL's alone
+// there (tpbench's custom communicator frees its IPC buffers and runs on NCCL when its
+// peer-access check fails); nothing else changes.
+TEST(CommBytes, WithoutPeerAccessTheCustomBackendsPlanNcclOnly) {
+  EXPECT_EQ(custom_allreduce_blocker(Interconnect::nvlink), "");
+  EXPECT_EQ(custom_allreduce_blocker(Interconnect::pcie_p2p), "");
+  EXPECT_NE(custom_allreduce_blocker(Interconnect::pcie_no_p2p).find("CUDA IPC peer access"), std::string::npos);
+  for (const BackendInfo* row : backend_table()) {
+    const CommBytes nvlink = comm_bytes(row->name, 8, 8 * kMiB, 32, "--allreduce", false, Interconnect::nvlink);
+    for (Interconnect ic : {Interconnect::nvlink, Interconnect::pcie_p2p, Interconnect::pcie_no_p2p}) {
+      const CommBytes b = comm_bytes(row->name, 8, 8 * kMiB, 32, "--allreduce", false, ic);
+      const bool blocked = row->buffers == BackendBuffers::custom_and_nccl && ic == Interconnect::pcie_no_p2p;
+      const std::string where = std::string(row->name) + " on " + interconnect_name(ic);
+      EXPECT_EQ(b.custom_blocked, blocked) << where;
+      EXPECT_EQ(b.blocked_reason, blocked ? custom_allreduce_blocker(ic) : "") << where;
+      EXPECT_EQ(b.nccl_bytes, nvlink.nccl_bytes) << where;
+      EXPECT_EQ(b.custom_bytes, blocked ? 0 : nvlink.custom_bytes) << where;
+    }
+  }
+  // The custom buffers themselves: 3 x 8 MiB + the 4 KiB signal, on NVLink and PCIe P2P alike.
+  EXPECT_EQ(comm_bytes("auto", 8, 8 * kMiB, 32, "--allreduce", false, Interconnect::pcie_p2p).custom_bytes,
+            24 * kMiB + 4096);
+  // Ranks sharing one GPU open each other's buffers as local memory: no peer access needed.
+  const CommBytes shared = comm_bytes("auto", 4, 8 * kMiB, 32, "--allreduce", true, Interconnect::pcie_no_p2p);
+  EXPECT_FALSE(shared.custom_blocked);
+  EXPECT_EQ(shared.custom_bytes, custom_allreduce_bytes(8 * kMiB, 4));
 }
 
 TEST(GpuCatalog, KnowsTheBoardsCaseInsensitively) {
