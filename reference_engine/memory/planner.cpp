@@ -248,7 +248,8 @@ MemoryPlan plan_memory(const PlanInput& in) {
                  "3 x " + std::to_string(in.custom_max_bytes) + " B max message + signal (IPC, metadata, rank data)"});
   if (p.comm.custom_blocked)
     b.push_back({"comm: custom allreduce", 0, ' ',
-                 "cannot run on " + std::string(interconnect_name(in.interconnect)) + " (no CUDA IPC peer access): NCCL only"});
+                 "cannot run on " + std::string(interconnect_name(in.interconnect)) +
+                     " (no CUDA IPC peer access): NCCL only"});
   if (p.comm.nccl_bytes > 0) {
     const std::string note =
         in.nccl_over_sockets

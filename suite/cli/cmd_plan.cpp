@@ -109,9 +109,10 @@ struct Args {
 
 Args parse_args(const std::vector<std::string>& args) {
   static const std::vector<std::string> kValued = {
-      "--model", "--tp", "--quant", "--gpu-mem-gib", "--gpu", "--mem-fraction", "--allreduce", "--interconnect", "--tokens",
-      "--overrides", "--kv-dtype", "--context-mib", "--custom-max-mib", "--nccl-channels", "--graph-batch-sizes",
-      "--batch", "--seq-len", "--total-gib", "--avail-gib", "--sweep-fractions", "--sweep-backends"};
+      "--model", "--tp", "--quant", "--gpu-mem-gib", "--gpu", "--mem-fraction", "--allreduce", "--interconnect",
+      "--tokens", "--overrides", "--kv-dtype", "--context-mib", "--custom-max-mib", "--nccl-channels",
+      "--graph-batch-sizes", "--batch", "--seq-len", "--total-gib", "--avail-gib", "--sweep-fractions",
+      "--sweep-backends"};
   static const std::vector<std::string> kSwitches = {"--json", "--from-measured", "--text-only", "--nccl-over-sockets"};
   Args out;
   for (std::size_t i = 0; i < args.size(); ++i) {
@@ -211,8 +212,9 @@ std::string fmt(const char* f, double v) {
 // ---- --from-measured ------------------------------------------------------------------
 
 int run_from_measured(const Args& a) {
-  for (const char* f : {"--tp", "--quant", "--gpu", "--gpu-mem-gib", "--allreduce", "--interconnect", "--context-mib",
-                        "--custom-max-mib", "--nccl-channels", "--graph-batch-sizes", "--batch", "--seq-len"})
+  for (const char* f : {"--tp", "--quant", "--gpu", "--gpu-mem-gib", "--allreduce", "--interconnect",
+                        "--context-mib", "--custom-max-mib", "--nccl-channels", "--graph-batch-sizes", "--batch",
+                        "--seq-len"})
     TPB_INPUT_CHECK(!get(a, f), "plan: " << f << " does not apply to --from-measured (it reads total and avail off a log)");
   TPB_INPUT_CHECK(!a.switches.count("--nccl-over-sockets"),
                   "plan: --nccl-over-sockets does not apply to --from-measured (it reads total and avail off a log)");
@@ -300,7 +302,8 @@ struct DeviceSource {
   const tpb::GpuSpec* spec = nullptr;  // the --gpu catalog entry; null with --gpu-mem-gib
   std::string name;                    // the catalog name, or "95.00 GiB GPU" for --gpu-mem-gib
   std::string context_source;          // where the CUDA-context figure comes from
-  std::string interconnect_source;     // "--interconnect", "catalog (NAME)", or "default (--gpu-mem-gib)"
+  std::string interconnect_source;     // where the interconnect comes from: the catalog, the flag, the default
+  std::string interconnect_note;       // the catalog's reason for its default; empty when not from the catalog
 };
 
 // "95.00 GiB (102.00 GB)": binary units first, the decimal GB of datasheets and `du -H` after.
@@ -320,6 +323,7 @@ nlohmann::json plan_json(const tpb::MemoryPlan& p, const DeviceSource& dev) {
     const tpb::GpuSpec& g = *dev.spec;
     j["gpu_spec"] = {{"name", g.name},
                      {"product", g.product},
+                     {"aliases", g.aliases},
                      {"family", g.family},
                      {"datasheet_gb", g.datasheet_gb},
                      {"datasheet", g.datasheet},
@@ -408,8 +412,7 @@ void print_plan(const tpb::MemoryPlan& p, const DeviceSource& dev) {
   }
   std::printf("              cuda context %s: %s\n", gib_gb(context).c_str(), dev.context_source.c_str());
   std::printf("interconnect  %s (%s)%s%s\n", tpb::interconnect_name(in.interconnect), dev.interconnect_source.c_str(),
-              dev.spec && dev.interconnect_source.rfind("catalog", 0) == 0 ? ": " : "",
-              dev.spec && dev.interconnect_source.rfind("catalog", 0) == 0 ? dev.spec->interconnect_note.c_str() : "");
+              dev.interconnect_note.empty() ? "" : ": ", dev.interconnect_note.c_str());
   if (p.allreduce_note.empty()) {
     std::printf("allreduce     %s: %s\n", in.allreduce.c_str(),
                 p.comm.custom_bytes > 0 ? "custom allreduce and NCCL buffers counted"
@@ -469,8 +472,9 @@ int run_plan(const std::vector<std::string>& raw) {
     in.cuda_context_bytes = g.cuda_context_bytes;
     in.interconnect = g.interconnect;
     dev.context_source = g.measured ? "MEASURED on this board (context + libraries, gpu_catalog.h)"
-                                            : "ESTIMATE for the " + g.family + " family (gpu_catalog.h)";
+                                    : "ESTIMATE for the " + g.family + " family (gpu_catalog.h)";
     dev.interconnect_source = "catalog default for " + g.name + "; --interconnect to change";
+    dev.interconnect_note = g.interconnect_note;
   } else {
     const double x = to_double("--gpu-mem-gib", *gpu_gib);
     TPB_INPUT_CHECK(x > 0, "plan: --gpu-mem-gib: expected > 0, got " << x);
@@ -487,6 +491,7 @@ int run_plan(const std::vector<std::string>& raw) {
   if (auto i = get(a, "--interconnect")) {
     in.interconnect = tpb::parse_interconnect(*i, "plan: --interconnect");
     dev.interconnect_source = "as given, --interconnect";
+    dev.interconnect_note.clear();
   }
   in.mem_fraction = mem_fraction(a, false);
   // Serving engines start with their custom allreduce on (SGLang's and vLLM's default), so the
