@@ -411,6 +411,7 @@ void probe_planner(const Profile& p, const json& pr, std::vector<QualifyRow>& ro
     const GpuSpec& spec = find_gpu(gpu);
     in.gpu_total_bytes = spec.total_bytes;
     in.cuda_context_bytes = spec.cuda_context_bytes;
+    in.interconnect = spec.interconnect;  // as `tpbench plan --gpu` takes it
     where = "catalog " + spec.name;
   }
   const MemoryPlan plan = plan_memory(in);

@@ -30,8 +30,29 @@ std::int64_t nccl_socket_buffer_bytes(int world_size) {
   return kNcclSocketBaseBytes + kNcclSocketPerRankBytes * world_size;
 }
 
+const char* interconnect_name(Interconnect interconnect) {
+  switch (interconnect) {
+    case Interconnect::nvlink: return "nvlink";
+    case Interconnect::pcie_p2p: return "pcie-p2p";
+    case Interconnect::pcie_no_p2p: return "pcie-no-p2p";
+  }
+  return "?";
+}
+
+Interconnect parse_interconnect(const std::string& name, const std::string& what) {
+  for (Interconnect i : {Interconnect::nvlink, Interconnect::pcie_p2p, Interconnect::pcie_no_p2p})
+    if (name == interconnect_name(i)) return i;
+  TPB_INPUT_FAIL(what << ": expected nvlink, pcie-p2p or pcie-no-p2p, got '" << name << "'");
+}
+
+std::string custom_allreduce_blocker(Interconnect interconnect) {
+  if (interconnect != Interconnect::pcie_no_p2p) return "";
+  return std::string("it needs CUDA IPC peer access between the GPUs, which ") + interconnect_name(interconnect) +
+         " lacks";
+}
+
 CommBytes comm_bytes(const std::string& backend, int world_size, std::int64_t custom_max_bytes, int nccl_channels,
-                     const std::string& what, bool nccl_over_sockets) {
+                     const std::string& what, bool nccl_over_sockets, Interconnect interconnect) {
   const auto nccl = [&] {
     return nccl_over_sockets ? nccl_socket_buffer_bytes(world_size) : nccl_buffer_bytes(world_size, nccl_channels);
   };
@@ -43,8 +64,11 @@ CommBytes comm_bytes(const std::string& backend, int world_size, std::int64_t cu
     case BackendBuffers::nccl: b.nccl_bytes = nccl(); break;
     case BackendBuffers::custom_and_nccl:
       // The custom backends keep an NCCL communicator beside their IPC buffers (messages above
-      // max_bytes, all_gather, fallback), as SGLang and vLLM do: both sets of buffers.
-      b.custom_bytes = custom_allreduce_bytes(custom_max_bytes, world_size);
+      // max_bytes, all_gather, fallback), as SGLang and vLLM do: both sets of buffers, unless
+      // the GPUs lack peer access; then only the NCCL one (ranks sharing a GPU need none).
+      b.blocked_reason = nccl_over_sockets ? "" : custom_allreduce_blocker(interconnect);
+      b.custom_blocked = !b.blocked_reason.empty();
+      b.custom_bytes = b.custom_blocked ? 0 : custom_allreduce_bytes(custom_max_bytes, world_size);
       b.nccl_bytes = nccl();
       break;
   }

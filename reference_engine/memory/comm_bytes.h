@@ -30,6 +30,20 @@
 // shm: host memory only, 0 device bytes.
 // Which of these a backend allocates is its row's `buffers` in the backend table
 // (reference_engine/comm/backends.h).
+//
+// Interconnect: the custom IPC allreduce needs CUDA peer access between every pair of GPUs (each
+// rank's kernels write straight into its peers' buffers, mapped with cudaIpcOpenMemHandle).
+// NVLink and PCIe with P2P give it; a PCIe box without P2P (consumer boards, ACS/IOMMU left on,
+// many VMs) does not. There tpbench's custom communicator frees its IPC buffers after its
+// peer-access check fails and runs everything on its NCCL communicator
+// (reference_engine/comm/custom/custom_communicator.cpp), as SGLang and vLLM disable theirs
+// ("your platform lacks GPU P2P capability"): so a custom or auto backend plans NCCL's buffers
+// only. Ranks sharing one GPU (shared placement) open each other's buffers as local memory and
+// need no peer access: the interconnect does not apply to them.
+// Not modelled: SGLang's and vLLM's stock custom allreduce also turns itself off on more than
+// two PCIe-only GPUs even with P2P ("not supported on more than two PCIe-only GPUs"); PCIe IPC
+// allreduces (FlashInfer's) and tpbench's own run there. At pcie-p2p the plan counts the custom
+// buffers, the larger footprint (3 x max_bytes more per rank).
 #pragma once
 
 #include <cstdint>
@@ -64,17 +78,40 @@ std::int64_t nccl_buffer_bytes(int world_size, int channels = kNcclDefaultChanne
 // placement): 368 MiB + 14 MiB x world_size, measured at world sizes 2 and 4; 0 at world size 1.
 std::int64_t nccl_socket_buffer_bytes(int world_size);
 
+// How the GPUs of one TP group reach each other (see the file comment).
+enum class Interconnect {
+  nvlink,       // NVLink / NVSwitch: peer access between every pair
+  pcie_p2p,     // PCIe with peer-to-peer: peer access over PCIe
+  pcie_no_p2p,  // PCIe without peer access: no custom allreduce
+};
+
+// "nvlink" | "pcie-p2p" | "pcie-no-p2p", as --interconnect and --json spell them.
+const char* interconnect_name(Interconnect interconnect);
+// The inverse; anything else throws InputError naming `what` and the three values.
+Interconnect parse_interconnect(const std::string& name, const std::string& what);
+
+// Empty when the custom IPC allreduce can run between GPUs joined by `interconnect`; otherwise
+// why not, one clause ("it needs CUDA IPC peer access between the GPUs, which pcie-no-p2p lacks").
+// The one rule every plan follows (comm_bytes below).
+std::string custom_allreduce_blocker(Interconnect interconnect);
+
 struct CommBytes {
   std::int64_t custom_bytes = 0;  // custom allreduce IPC + metadata + rank data, per rank
   std::int64_t nccl_bytes = 0;    // NCCL buffers, per rank (NVLink: estimate; sockets: measured fit)
+  bool custom_blocked = false;    // the backend asks for the custom allreduce but the interconnect
+                                  // cannot run it: NCCL only (custom_bytes 0)
+  std::string blocked_reason;     // custom_allreduce_blocker's clause when custom_blocked, else empty
   std::int64_t total() const { return custom_bytes + nccl_bytes; }
 };
 
 // `backend`: a name in the backend table (backends.h); anything else throws InputError naming
 // `what` (e.g. "--allreduce") and the table's names. `nccl_over_sockets`: NCCL (also the custom
 // backends' own NCCL communicator) reaches its peers over sockets, so its buffers are
-// nccl_socket_buffer_bytes and `nccl_channels` does not apply.
+// nccl_socket_buffer_bytes and `nccl_channels` does not apply; the ranks then share one GPU, so
+// `interconnect` does not apply either. `interconnect`: a backend with custom buffers on an
+// interconnect where custom_allreduce_blocker is not empty gets NCCL's buffers only.
 CommBytes comm_bytes(const std::string& backend, int world_size, std::int64_t custom_max_bytes,
-                     int nccl_channels, const std::string& what, bool nccl_over_sockets = false);
+                     int nccl_channels, const std::string& what, bool nccl_over_sockets = false,
+                     Interconnect interconnect = Interconnect::nvlink);
 
 }  // namespace tpb

@@ -200,7 +200,13 @@ MemoryPlan plan_memory(const PlanInput& in) {
   p.gpu_total_bytes = in.gpu_total_bytes;
   p.cuda_context_bytes = in.cuda_context_bytes;
   p.comm = comm_bytes(in.allreduce, in.tp, in.custom_max_bytes, in.nccl_channels, "allreduce backend",
-                      in.nccl_over_sockets);
+                      in.nccl_over_sockets, in.interconnect);
+  p.allreduce_planned = p.comm.custom_blocked ? "nccl" : in.allreduce;
+  if (p.comm.custom_blocked)
+    p.allreduce_note = "The custom allreduce cannot run on " + std::string(interconnect_name(in.interconnect)) + ": " +
+                       p.comm.blocked_reason + "; " + in.allreduce +
+                       " plans NCCL only, its buffers alone (tpbench's custom backend, SGLang and vLLM fall "
+                       "back to NCCL there).";
   p.weights = weight_bytes(config, in.quant, in.tp);
   p.total_bytes = in.gpu_total_bytes - in.cuda_context_bytes - p.comm.total();
   TPB_INPUT_CHECK(p.total_bytes > 0, "GPU memory " << gib(in.gpu_total_bytes) << " is smaller than the CUDA context ("
@@ -240,6 +246,10 @@ MemoryPlan plan_memory(const PlanInput& in) {
   if (p.comm.custom_bytes > 0)
     b.push_back({"comm: custom allreduce", p.comm.custom_bytes, '-',
                  "3 x " + std::to_string(in.custom_max_bytes) + " B max message + signal (IPC, metadata, rank data)"});
+  if (p.comm.custom_blocked)
+    b.push_back({"comm: custom allreduce", 0, ' ',
+                 "cannot run on " + std::string(interconnect_name(in.interconnect)) +
+                     " (no CUDA IPC peer access): NCCL only"});
   if (p.comm.nccl_bytes > 0) {
     const std::string note =
         in.nccl_over_sockets
@@ -274,8 +284,13 @@ MemoryPlan plan_memory(const PlanInput& in) {
     if (in.tp != 2 && in.tp != 4) line += "; an estimate at TP " + std::to_string(in.tp);
     p.assumptions.push_back(line);
   } else if (p.comm.nccl_bytes > 0) {
-    p.assumptions.push_back("NCCL buffers: " + std::to_string(in.nccl_channels) +
-                            " ring channels x 10 MiB, NVLS off (an estimate; the meter will measure it)");
+    std::string line = "NCCL buffers: " + std::to_string(in.nccl_channels) +
+                       " ring channels x 10 MiB, NVLS off (an estimate; the meter will measure it)";
+    if (in.interconnect != Interconnect::nvlink)
+      line += "; the channel count is NVLink's: over PCIe NCCL likely opens fewer, and without P2P it may stage "
+              "through host memory, so on " + std::string(interconnect_name(in.interconnect)) +
+              " this is an upper bound, not measured (--nccl-channels N)";
+    p.assumptions.push_back(line);
   }
   if (!p.weights.vision_note.empty()) p.assumptions.push_back(p.weights.vision_note);
   p.assumptions.push_back("activation and graph-pool models are upper-bound sketches of one layer's live "

@@ -48,6 +48,8 @@ struct PlanInput {
   std::int64_t cuda_context_bytes = 0;      // context + module footprint per process, bytes (estimate)
   double mem_fraction = 0.85;               // mem_fraction_static, in (0, 1]
   std::string allreduce = "nccl";           // backend name (comm_bytes.h)
+  Interconnect interconnect = Interconnect::nvlink;  // how the ranks' GPUs reach each other: whether
+                                            // the custom allreduce can run (comm_bytes.h)
   std::int64_t custom_max_bytes = kCustomAllreduceDefaultMaxBytes;  // custom allreduce max message, bytes
   int nccl_channels = kNcclDefaultChannels; // NCCL channels assumed for its buffers (NVLink/P2P only)
   bool nccl_over_sockets = false;           // NCCL reaches its peers over its socket transport (ranks
@@ -124,6 +126,9 @@ struct MemoryPlan {
   std::int64_t gpu_total_bytes = 0;       // device total
   std::int64_t cuda_context_bytes = 0;    // estimate
   CommBytes comm;                         // communicator buffers per rank
+  std::string allreduce_planned;          // the backend whose buffers are counted: input.allreduce,
+                                          // or "nccl" when the interconnect blocks the custom one
+  std::string allreduce_note;             // one sentence when it does (why, what runs), else empty
   WeightBytes weights;                    // weights per rank, by group
   std::int64_t total_bytes = 0;           // free before weights = the formula's `total`
   std::int64_t avail_bytes = 0;           // free after weights = the formula's `avail`

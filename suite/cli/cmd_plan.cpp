@@ -27,9 +27,10 @@ namespace {
 using tpb::kGiB;
 using tpb::kMiB;
 
-constexpr const char* kUsage =
+constexpr const char* kUsageHead =
     "usage: tpbench plan --model PRESET|DIR --tp N [--quant bf16|fp8|int4|f32]\n"
     "                    (--gpu-mem-gib X | --gpu NAME) [--mem-fraction F] [--allreduce BACKEND]\n"
+    "                    [--interconnect nvlink|pcie-p2p|pcie-no-p2p]\n"
     "                    [--tokens T] [--overrides JSON] [--json] [more options below]\n"
     "       tpbench plan --from-measured --total-gib A --avail-gib B --mem-fraction F\n"
     "                    [--model PRESET|DIR] [--tokens T] [--kv-dtype bf16|fp8] [--json]\n"
@@ -47,11 +48,22 @@ constexpr const char* kUsage =
     "  --quant Q               bf16 (default) | fp8 (128x128 block scales on every linear layer\n"
     "                          but embeddings, norms, router, lm_head) | int4 (compressed-tensors\n"
     "                          group-32 on the routed experts only, as Kimi-K2.5 ships)\n"
-    "  --gpu NAME              H100-80GB, H200, H20-96GB, A100-80GB, B200 (total and a CUDA-context\n"
-    "                          estimate per family)\n"
+    "  --gpu NAME              a GPU of the catalog (its total, a CUDA-context estimate and its usual\n"
+    "                          interconnect; each figure's source is printed with the plan):\n"
+    "                            ";
+// kUsageHead + the catalog's names + kUsageTail: the names come from the catalog itself.
+constexpr const char* kUsageTail =
+    "\n"
+    "                          case-insensitive, with aliases: rtx-pro-6000, \"RTX PRO 6000\", h20-3e,\n"
+    "                          nvidia-smi's own names (\"NVIDIA H100 80GB HBM3\", ...)\n"
     "  --gpu-mem-gib X         device total in GiB as cudaMemGetInfo reports it (Hopper context estimate)\n"
     "  --mem-fraction F        mem_fraction_static in (0, 1] (default 0.85)\n"
-    "  --allreduce BACKEND     nccl (default), or another allreduce backend of `tpbench list`\n"
+    "  --allreduce BACKEND     auto (default: custom allreduce below its max message, NCCL above, as\n"
+    "                          SGLang and vLLM start), nccl, or another backend of `tpbench list`\n"
+    "  --interconnect I        nvlink | pcie-p2p | pcie-no-p2p: how the GPUs reach each other (default:\n"
+    "                          the --gpu entry's; nvlink with --gpu-mem-gib). The custom allreduce needs\n"
+    "                          CUDA IPC peer access: on pcie-no-p2p a custom or auto backend plans NCCL\n"
+    "                          only, and the plan says so (allreduce_planned, allreduce_note in --json)\n"
     "  --tokens T              KV tokens the deployment needs (default: at least one)\n"
     "  --overrides JSON        model config overrides, e.g. '{\"num_hidden_layers\": 3}'\n"
     "  --kv-dtype D            bf16 (default) | fp8: bytes of one KV element\n"
@@ -71,13 +83,23 @@ constexpr const char* kUsage =
     "                          what the custom allreduce's buffers cost in tokens\n"
     "  --json                  one JSON object: weights_bytes_per_rank, comm_bytes_per_rank,\n"
     "                          kv_cell_bytes, total_gib, avail_gib, rest_gib, max_tokens, feasible,\n"
-    "                          min_mem_fraction, breakdown, and more\n"
+    "                          min_mem_fraction, interconnect, allreduce_planned, breakdown, and more\n"
     "\n"
     "--from-measured applies the formula to two readings off a serving log: --total-gib (free\n"
     "before weights) and --avail-gib (free after weights, e.g. SGLang's \"avail mem=... GB\");\n"
     "with --model it also gives KV tokens.\n"
     "\n"
+    "Every size is per rank, in GiB (2^30 B) with GB (10^9 B) in parentheses where a datasheet's\n"
+    "GB may be compared, and exact bytes in the table.\n"
+    "\n"
     "Exit status: 0 feasible, 1 computed but infeasible (the plan is still printed), 2 bad input.\n";
+
+// The full usage text, built once (the registrar below reads it during static initialisation;
+// gpu_catalog() is a function-local static, so it is ready whenever it is asked).
+const char* usage_text() {
+  static const std::string text = std::string(kUsageHead) + tpb::gpu_names() + kUsageTail;
+  return text.c_str();
+}
 
 // Flag values, parsed strictly; every failure names the flag.
 struct Args {
@@ -87,9 +109,10 @@ struct Args {
 
 Args parse_args(const std::vector<std::string>& args) {
   static const std::vector<std::string> kValued = {
-      "--model", "--tp", "--quant", "--gpu-mem-gib", "--gpu", "--mem-fraction", "--allreduce", "--tokens",
-      "--overrides", "--kv-dtype", "--context-mib", "--custom-max-mib", "--nccl-channels", "--graph-batch-sizes",
-      "--batch", "--seq-len", "--total-gib", "--avail-gib", "--sweep-fractions", "--sweep-backends"};
+      "--model", "--tp", "--quant", "--gpu-mem-gib", "--gpu", "--mem-fraction", "--allreduce", "--interconnect",
+      "--tokens", "--overrides", "--kv-dtype", "--context-mib", "--custom-max-mib", "--nccl-channels",
+      "--graph-batch-sizes", "--batch", "--seq-len", "--total-gib", "--avail-gib", "--sweep-fractions",
+      "--sweep-backends"};
   static const std::vector<std::string> kSwitches = {"--json", "--from-measured", "--text-only", "--nccl-over-sockets"};
   Args out;
   for (std::size_t i = 0; i < args.size(); ++i) {
@@ -189,8 +212,9 @@ std::string fmt(const char* f, double v) {
 // ---- --from-measured ------------------------------------------------------------------
 
 int run_from_measured(const Args& a) {
-  for (const char* f : {"--tp", "--quant", "--gpu", "--gpu-mem-gib", "--allreduce", "--context-mib",
-                        "--custom-max-mib", "--nccl-channels", "--graph-batch-sizes", "--batch", "--seq-len"})
+  for (const char* f : {"--tp", "--quant", "--gpu", "--gpu-mem-gib", "--allreduce", "--interconnect",
+                        "--context-mib", "--custom-max-mib", "--nccl-channels", "--graph-batch-sizes", "--batch",
+                        "--seq-len"})
     TPB_INPUT_CHECK(!get(a, f), "plan: " << f << " does not apply to --from-measured (it reads total and avail off a log)");
   TPB_INPUT_CHECK(!a.switches.count("--nccl-over-sockets"),
                   "plan: --nccl-over-sockets does not apply to --from-measured (it reads total and avail off a log)");
@@ -273,16 +297,55 @@ std::vector<std::int64_t> graph_batch_sizes(const Args& a) {
   return out;
 }
 
-nlohmann::json plan_json(const tpb::MemoryPlan& p, const std::string& gpu_name) {
+// Where the device figures of a plan come from, for the text and the JSON.
+struct DeviceSource {
+  const tpb::GpuSpec* spec = nullptr;  // the --gpu catalog entry; null with --gpu-mem-gib
+  std::string name;                    // the catalog name, or "95.00 GiB GPU" for --gpu-mem-gib
+  std::string context_source;          // where the CUDA-context figure comes from
+  std::string interconnect_source;     // where the interconnect comes from: the catalog, the flag, the default
+  std::string interconnect_note;       // the catalog's reason for its default; empty when not from the catalog
+};
+
+// "95.00 GiB (102.00 GB)": binary units first, the decimal GB of datasheets and `du -H` after.
+std::string gib_gb(double bytes) {
+  return fmt("%.2f GiB", to_gib(bytes)) + fmt(" (%.2f GB)", bytes / 1e9);
+}
+
+nlohmann::json plan_json(const tpb::MemoryPlan& p, const DeviceSource& dev) {
   const auto& in = p.input;
   nlohmann::json j;
   j["mode"] = "predicted";
   j["model"] = in.config.name;
   j["tp"] = in.tp;
   j["quant"] = tpb::quantization_name(in.quant);
-  j["gpu"] = gpu_name;
+  j["gpu"] = dev.name;
+  if (dev.spec) {
+    const tpb::GpuSpec& g = *dev.spec;
+    j["gpu_spec"] = {{"name", g.name},
+                     {"product", g.product},
+                     {"aliases", g.aliases},
+                     {"family", g.family},
+                     {"datasheet_gb", g.datasheet_gb},
+                     {"datasheet", g.datasheet},
+                     {"smi_total_mib", g.smi_total_mib},
+                     {"smi_source", g.smi_source},
+                     {"reserved_mib", g.reserved_mib},
+                     {"total_bytes", g.total_bytes},
+                     {"cuda_context_bytes", g.cuda_context_bytes},
+                     {"measured", g.measured},
+                     {"interconnect", tpb::interconnect_name(g.interconnect)},
+                     {"interconnect_note", g.interconnect_note}};
+  } else {
+    j["gpu_spec"] = nullptr;
+  }
+  j["cuda_context_source"] = dev.context_source;
   j["mem_fraction"] = in.mem_fraction;
+  j["interconnect"] = tpb::interconnect_name(in.interconnect);
+  j["interconnect_source"] = dev.interconnect_source;
+  j["custom_allreduce_can_run"] = tpb::custom_allreduce_blocker(in.interconnect).empty();
   j["allreduce"] = in.allreduce;
+  j["allreduce_planned"] = p.allreduce_planned;
+  j["allreduce_note"] = p.allreduce_note;
   j["custom_max_bytes"] = in.custom_max_bytes;
   j["nccl_over_sockets"] = in.nccl_over_sockets;
   j["requested_tokens"] = in.requested_tokens;
@@ -331,13 +394,38 @@ nlohmann::json plan_json(const tpb::MemoryPlan& p, const std::string& gpu_name) 
   return j;
 }
 
-void print_plan(const tpb::MemoryPlan& p, const std::string& gpu_name) {
+void print_plan(const tpb::MemoryPlan& p, const DeviceSource& dev) {
   const auto& in = p.input;
-  std::printf("tpbench plan: %s, TP %d, %s weights, %s, mem_fraction %.4g, allreduce %s\n", in.config.name.c_str(),
-              in.tp, tpb::quantization_name(in.quant), gpu_name.c_str(), in.mem_fraction, in.allreduce.c_str());
-  std::printf("model: %.2f billion parameters, %.2f GB of weights unsharded (%s), %.2f GB per rank\n",
-              static_cast<double>(p.weights.elements_global) / 1e9, static_cast<double>(p.weights.bytes_global) / 1e9,
-              tpb::quantization_name(in.quant), static_cast<double>(p.weights.bytes_per_rank) / 1e9);
+  const double total = static_cast<double>(p.gpu_total_bytes), context = static_cast<double>(p.cuda_context_bytes);
+  std::printf("tpbench plan: %s, TP %d, %s weights, mem_fraction %.4g\n", in.config.name.c_str(), in.tp,
+              tpb::quantization_name(in.quant), in.mem_fraction);
+  if (dev.spec) {
+    const tpb::GpuSpec& g = *dev.spec;
+    std::printf("gpu           %s = %s\n", g.name.c_str(), g.product.c_str());
+    std::printf("              total %s per device = nvidia-smi %lld MiB - %lld MiB driver reserve (%s)\n",
+                gib_gb(total).c_str(), static_cast<long long>(g.smi_total_mib), static_cast<long long>(g.reserved_mib),
+                g.measured ? "measured" : "reserve measured on H200, assumed here");
+    std::printf("              nvidia-smi figure: %s\n", g.smi_source.c_str());
+    std::printf("              datasheet %lld GB: %s\n", static_cast<long long>(g.datasheet_gb), g.datasheet.c_str());
+  } else {
+    std::printf("gpu           %s per device, as given (--gpu-mem-gib)\n", gib_gb(total).c_str());
+  }
+  std::printf("              cuda context %s: %s\n", gib_gb(context).c_str(), dev.context_source.c_str());
+  std::printf("interconnect  %s (%s)%s%s\n", tpb::interconnect_name(in.interconnect), dev.interconnect_source.c_str(),
+              dev.interconnect_note.empty() ? "" : ": ", dev.interconnect_note.c_str());
+  if (p.allreduce_note.empty()) {
+    std::printf("allreduce     %s: %s\n", in.allreduce.c_str(),
+                p.comm.custom_bytes > 0 ? "custom allreduce and NCCL buffers counted"
+                : p.comm.nccl_bytes > 0 ? "NCCL buffers counted"
+                                        : "no device buffers");
+  } else {
+    std::printf("allreduce     %s asked, %s planned. %s\n", in.allreduce.c_str(), p.allreduce_planned.c_str(),
+                p.allreduce_note.c_str());
+  }
+  std::printf("weights       %s unsharded, %s per rank (%s; %.2f billion parameters)\n",
+              gib_gb(static_cast<double>(p.weights.bytes_global)).c_str(),
+              gib_gb(static_cast<double>(p.weights.bytes_per_rank)).c_str(), tpb::quantization_name(in.quant),
+              static_cast<double>(p.weights.elements_global) / 1e9);
   std::printf("\nper rank                          %12s %16s  note\n", "GiB", "bytes");
   for (const auto& t : p.breakdown) {
     const char sign = t.sign == '=' ? '=' : t.sign == '-' ? '-' : ' ';
@@ -375,22 +463,40 @@ int run_plan(const std::vector<std::string>& raw) {
   auto gpu = get(a, "--gpu");
   auto gpu_gib = get(a, "--gpu-mem-gib");
   TPB_INPUT_CHECK(gpu.has_value() != gpu_gib.has_value(), "plan: give exactly one of --gpu NAME or --gpu-mem-gib X");
-  std::string gpu_name;
+  DeviceSource dev;
   if (gpu) {
     const tpb::GpuSpec& g = tpb::find_gpu(*gpu);
+    dev.spec = &g;
+    dev.name = g.name;
     in.gpu_total_bytes = g.total_bytes;
     in.cuda_context_bytes = g.cuda_context_bytes;
-    gpu_name = g.name + " (" + fmt("%.2f", to_gib(static_cast<double>(g.total_bytes))) + " GiB)";
+    in.interconnect = g.interconnect;
+    dev.context_source = g.measured ? "MEASURED on this board (context + libraries, gpu_catalog.h)"
+                                    : "ESTIMATE for the " + g.family + " family (gpu_catalog.h)";
+    dev.interconnect_source = "catalog default for " + g.name + "; --interconnect to change";
+    dev.interconnect_note = g.interconnect_note;
   } else {
     const double x = to_double("--gpu-mem-gib", *gpu_gib);
     TPB_INPUT_CHECK(x > 0, "plan: --gpu-mem-gib: expected > 0, got " << x);
     in.gpu_total_bytes = static_cast<std::int64_t>(std::llround(x * kGiB));
     in.cuda_context_bytes = tpb::default_cuda_context_bytes();
-    gpu_name = fmt("%.2f GiB GPU", x);
+    dev.name = fmt("%.2f GiB GPU", x);
+    dev.context_source = "the Hopper figure, measured on H200 (gpu_catalog.h); --context-mib to change";
+    dev.interconnect_source = "default without --gpu; --interconnect to change";
   }
-  if (auto c = get(a, "--context-mib")) in.cuda_context_bytes = to_int("--context-mib", *c, 0) * kMiB;
+  if (auto c = get(a, "--context-mib")) {
+    in.cuda_context_bytes = to_int("--context-mib", *c, 0) * kMiB;
+    dev.context_source = "as given (--context-mib)";
+  }
+  if (auto i = get(a, "--interconnect")) {
+    in.interconnect = tpb::parse_interconnect(*i, "plan: --interconnect");
+    dev.interconnect_source = "as given, --interconnect";
+    dev.interconnect_note.clear();
+  }
   in.mem_fraction = mem_fraction(a, false);
-  in.allreduce = get(a, "--allreduce").value_or("nccl");
+  // Serving engines start with their custom allreduce on (SGLang's and vLLM's default), so the
+  // plan counts its buffers unless told otherwise: the incident of issue 18 was a plan without them.
+  in.allreduce = get(a, "--allreduce").value_or("auto");
   tpb::comm_bytes(in.allreduce, 2, in.custom_max_bytes, in.nccl_channels, "plan: --allreduce");  // names the flag
   if (auto t = get(a, "--tokens")) in.requested_tokens = to_int("--tokens", *t, 0);
   in.kv_dtype_bytes = kv_dtype_bytes(a);
@@ -424,7 +530,7 @@ int run_plan(const std::vector<std::string>& raw) {
     TPB_INPUT_CHECK(!get(a, "--sweep-backends"), "plan: --sweep-backends needs --sweep-fractions");
   }
   if (a.switches.count("--json")) {
-    nlohmann::json j = plan_json(p, gpu_name);
+    nlohmann::json j = plan_json(p, dev);
     if (!sweep.empty()) {
       nlohmann::json points = nlohmann::json::array();
       for (const auto& s : sweep)
@@ -434,7 +540,7 @@ int run_plan(const std::vector<std::string>& raw) {
     }
     std::printf("%s\n", j.dump(2).c_str());
   } else {
-    print_plan(p, gpu_name);
+    print_plan(p, dev);
     if (!sweep.empty()) {
       std::printf("\nKV tokens per rank vs mem_fraction (* = slack too small for graphs + activations)\n");
       std::printf("%-16s %10s %14s %12s\n", "allreduce", "fraction", "comm MiB", "max tokens");
@@ -449,4 +555,4 @@ int run_plan(const std::vector<std::string>& raw) {
 
 }  // namespace
 
-TPB_SUBCOMMAND("plan", "Predict per-rank memory and KV-cache capacity for a deployment", kUsage, run_plan);
+TPB_SUBCOMMAND("plan", "Predict per-rank memory and KV-cache capacity for a deployment", usage_text(), run_plan);

@@ -5,8 +5,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <map>
 
+#include "reference_engine/comm/backends.h"
 #include "reference_engine/config/model_config.h"
 #include "reference_engine/memory/comm_bytes.h"
 #include "reference_engine/memory/gpu_catalog.h"
@@ -345,6 +347,54 @@ TEST(CommBytes, NcclOverSocketsIsTheMeasuredLine) {
   EXPECT_EQ(comm_bytes("shm", 2, 8 * kMiB, 32, "--allreduce", true).total(), 0);
 }
 
+// ---- the interconnect: whether the custom allreduce can run ----------------------------------
+
+TEST(CommBytes, InterconnectNamesParseAndRejectOthers) {
+  for (Interconnect i : {Interconnect::nvlink, Interconnect::pcie_p2p, Interconnect::pcie_no_p2p})
+    EXPECT_EQ(parse_interconnect(interconnect_name(i), "--interconnect"), i);
+  EXPECT_STREQ(interconnect_name(Interconnect::pcie_no_p2p), "pcie-no-p2p");
+  for (const char* bad : {"pcie", "NVLink", "", "pcie_no_p2p"}) {
+    try {
+      parse_interconnect(bad, "plan: --interconnect");
+      ADD_FAILURE() << "'" << bad << "' parsed";
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find("plan: --interconnect: expected nvlink, pcie-p2p or pcie-no-p2p, got '" +
+                                           std::string(bad) + "'"),
+                std::string::npos)
+          << e.what();
+    }
+  }
+}
+
+// The rule: the custom IPC allreduce needs CUDA peer access, which only pcie-no-p2p lacks. Every
+// backend of the table on every interconnect: a backend with custom buffers plans NCCL's alone
+// there (tpbench's custom communicator frees its IPC buffers and runs on NCCL when its
+// peer-access check fails); nothing else changes.
+TEST(CommBytes, WithoutPeerAccessTheCustomBackendsPlanNcclOnly) {
+  EXPECT_EQ(custom_allreduce_blocker(Interconnect::nvlink), "");
+  EXPECT_EQ(custom_allreduce_blocker(Interconnect::pcie_p2p), "");
+  EXPECT_NE(custom_allreduce_blocker(Interconnect::pcie_no_p2p).find("CUDA IPC peer access"), std::string::npos);
+  for (const BackendInfo* row : backend_table()) {
+    const CommBytes nvlink = comm_bytes(row->name, 8, 8 * kMiB, 32, "--allreduce", false, Interconnect::nvlink);
+    for (Interconnect ic : {Interconnect::nvlink, Interconnect::pcie_p2p, Interconnect::pcie_no_p2p}) {
+      const CommBytes b = comm_bytes(row->name, 8, 8 * kMiB, 32, "--allreduce", false, ic);
+      const bool blocked = row->buffers == BackendBuffers::custom_and_nccl && ic == Interconnect::pcie_no_p2p;
+      const std::string where = std::string(row->name) + " on " + interconnect_name(ic);
+      EXPECT_EQ(b.custom_blocked, blocked) << where;
+      EXPECT_EQ(b.blocked_reason, blocked ? custom_allreduce_blocker(ic) : "") << where;
+      EXPECT_EQ(b.nccl_bytes, nvlink.nccl_bytes) << where;
+      EXPECT_EQ(b.custom_bytes, blocked ? 0 : nvlink.custom_bytes) << where;
+    }
+  }
+  // The custom buffers themselves: 3 x 8 MiB + the 4 KiB signal, on NVLink and PCIe P2P alike.
+  EXPECT_EQ(comm_bytes("auto", 8, 8 * kMiB, 32, "--allreduce", false, Interconnect::pcie_p2p).custom_bytes,
+            24 * kMiB + 4096);
+  // Ranks sharing one GPU open each other's buffers as local memory: no peer access needed.
+  const CommBytes shared = comm_bytes("auto", 4, 8 * kMiB, 32, "--allreduce", true, Interconnect::pcie_no_p2p);
+  EXPECT_FALSE(shared.custom_blocked);
+  EXPECT_EQ(shared.custom_bytes, custom_allreduce_bytes(8 * kMiB, 4));
+}
+
 TEST(GpuCatalog, KnowsTheBoardsCaseInsensitively) {
   // cudaMemGetInfo's total is nvidia-smi's total less the driver reserve.
   EXPECT_EQ(find_gpu("h200").smi_total_mib, 143771);
@@ -563,6 +613,127 @@ TEST(Planner, WeightsThatDoNotFitSayNoFractionWorks) {
   EXPECT_GT(p.min_mem_fraction, 1.0);
   EXPECT_NE(p.verdict.find("the weights do not fit"), std::string::npos) << p.verdict;
   EXPECT_NE(p.verdict.find("no mem_fraction works"), std::string::npos) << p.verdict;
+}
+
+// ---- issue 18: the incident's deployment ---------------------------------------------------
+// Kimi-K2.5 with int4 experts at TP 8 on 8 x RTX PRO 6000 Blackwell Server Edition (96 GB, PCIe,
+// no NVLink) at mem_fraction 0.55 stopped at start-up with "not enough memory": the custom
+// allreduce's buffers were not counted and the KV budget went negative. This is what
+// `tpbench plan --model kimi-k2.5 --gpu rtx-pro-6000 --tp 8 --quant int4 --mem-fraction 0.55`
+// plans (the preset, the catalog entry, the CLI's default graphs and activations), term by term.
+
+PlanInput incident_input(Interconnect interconnect) {
+  const GpuSpec& g = find_gpu("RTX PRO 6000");
+  PlanInput in;
+  in.config = load_model_config_by_name(std::string(TPB_TEST_DATA_DIR) + "/../../scenarios/models/kimi-k2.5.json");
+  in.tp = 8;
+  in.quant = Quantization::int4;
+  in.gpu_total_bytes = g.total_bytes;
+  in.cuda_context_bytes = g.cuda_context_bytes;
+  in.mem_fraction = 0.55;
+  in.allreduce = "auto";  // the CLI's default, as serving engines start
+  in.interconnect = interconnect;
+  in.graph_batch_sizes = {1, 2, 4, 8, 16, 32, 64, 128, 256};
+  return in;
+}
+
+TEST(PlannerIncident, EveryTermOfTheRtxPro6000Plan) {
+  ASSERT_EQ(find_gpu("RTX PRO 6000").interconnect, Interconnect::pcie_p2p);  // the catalog default
+  const MemoryPlan p = plan_memory(incident_input(Interconnect::pcie_p2p));
+  // Device: (97887 - 616) MiB = 101,996,036,096 B; context (600 + 582) MiB, a Blackwell estimate.
+  EXPECT_EQ(p.gpu_total_bytes, 101996036096);
+  EXPECT_EQ(p.cuda_context_bytes, 1182 * kMiB);
+  // Communicator: PCIe P2P gives peer access, so auto holds the custom buffers (3 x 8 MiB + 4 KiB)
+  // and NCCL's (32 channels x 10 MiB).
+  EXPECT_EQ(p.allreduce_planned, "auto");
+  EXPECT_EQ(p.allreduce_note, "");
+  EXPECT_EQ(p.comm.custom_bytes, 25169920);
+  EXPECT_EQ(p.comm.nccl_bytes, 335544320);
+  // total = 101,996,036,096 - 1,239,416,832 - 25,169,920 - 335,544,320.
+  EXPECT_EQ(p.total_bytes, 100395905024);
+  // Weights: the int4 text model's shard plus the bf16 vision tower whole on every rank.
+  ModelConfig text = incident_input(Interconnect::pcie_p2p).config;
+  text.has_vision_tower = false;
+  EXPECT_EQ(p.weights.bytes_per_rank, weight_bytes(text, Quantization::int4, 8).bytes_per_rank + 2 * 471143920);
+  EXPECT_EQ(p.weights.bytes_per_rank, weight_bytes(kimi(true), Quantization::int4, 8).bytes_per_rank);
+  EXPECT_EQ(p.avail_bytes, p.total_bytes - p.weights.bytes_per_rank);
+  // The budget: slack = 0.45 total, rest = avail - slack, negative: not one KV token.
+  EXPECT_NEAR(p.slack_bytes, 0.45 * 100395905024.0, 1.0);
+  EXPECT_NEAR(p.rest_bytes, static_cast<double>(p.avail_bytes) - 0.45 * 100395905024.0, 1.0);
+  EXPECT_LT(p.rest_bytes, 0.0);
+  EXPECT_EQ(p.kv_cell_bytes, 70272);
+  EXPECT_EQ(p.max_tokens, 0);
+  EXPECT_EQ(p.kv_cache_bytes, 0);
+  EXPECT_FALSE(p.feasible);
+  EXPECT_TRUE(p.slack_fits);  // graphs and activations would fit in the 45 % slack
+  // The fraction that gives one token solves avail - total (1 - f) = one cell.
+  const double total = static_cast<double>(p.total_bytes), avail = static_cast<double>(p.avail_bytes);
+  EXPECT_NEAR(p.min_mem_fraction, 1.0 - (avail - 70272.0) / total, 1e-12);
+  EXPECT_GT(p.min_mem_fraction, 0.55);
+  EXPECT_LT(p.min_mem_fraction, 1.0);
+  char named[96];
+  std::snprintf(named, sizeof named, "mem_fraction >= %.4f gives at least one token.",
+                std::ceil(p.min_mem_fraction * 1e4 - 1e-9) / 1e4);
+  EXPECT_EQ(p.verdict.rfind("Not enough memory: ", 0), 0u) << p.verdict;
+  EXPECT_NE(p.verdict.find("no KV token fits"), std::string::npos) << p.verdict;
+  EXPECT_NE(p.verdict.find(named), std::string::npos) << p.verdict;
+  // The breakdown names both communicator terms with their bytes.
+  std::map<std::string, std::int64_t> terms;
+  for (const auto& t : p.breakdown) terms[t.name] = t.bytes;
+  EXPECT_EQ(terms.at("comm: custom allreduce"), 25169920);
+  EXPECT_EQ(terms.at("comm: nccl"), 335544320);
+  EXPECT_EQ(terms.at("total (free before weights)"), 100395905024);
+}
+
+// What a plan without the custom buffers (the incident's) says instead: a smaller smallest
+// fraction, at which the engine, holding the buffers, finds no room for one token.
+TEST(PlannerIncident, UncountedCustomBuffersPromiseAFractionThatFails) {
+  const MemoryPlan counted = plan_memory(incident_input(Interconnect::pcie_p2p));
+  PlanInput in = incident_input(Interconnect::pcie_p2p);
+  in.allreduce = "nccl";
+  const MemoryPlan uncounted = plan_memory(in);
+  EXPECT_EQ(uncounted.total_bytes - counted.total_bytes, 25169920);
+  // total and avail shrink by c, the slack by 0.45 c: rest by 0.55 c.
+  EXPECT_NEAR(uncounted.rest_bytes - counted.rest_bytes, 0.55 * 25169920.0, 1.0);
+  EXPECT_LT(uncounted.min_mem_fraction, counted.min_mem_fraction);
+  in = incident_input(Interconnect::pcie_p2p);
+  in.mem_fraction = uncounted.min_mem_fraction;
+  EXPECT_FALSE(plan_memory(in).feasible);
+  in.mem_fraction = counted.min_mem_fraction;
+  EXPECT_TRUE(plan_memory(in).feasible);
+}
+
+// The same box without PCIe P2P: the custom allreduce cannot run, auto plans NCCL's buffers
+// alone and says so; everything else is the formula on the larger total.
+TEST(PlannerIncident, WithoutP2pTheCustomAllreduceIsNotPlanned) {
+  const MemoryPlan p2p = plan_memory(incident_input(Interconnect::pcie_p2p));
+  const MemoryPlan none = plan_memory(incident_input(Interconnect::pcie_no_p2p));
+  EXPECT_TRUE(none.comm.custom_blocked);
+  EXPECT_EQ(none.comm.custom_bytes, 0);
+  EXPECT_EQ(none.comm.nccl_bytes, 335544320);
+  EXPECT_EQ(none.allreduce_planned, "nccl");
+  EXPECT_NE(none.allreduce_note.find("cannot run on pcie-no-p2p"), std::string::npos) << none.allreduce_note;
+  EXPECT_NE(none.allreduce_note.find("CUDA IPC peer access"), std::string::npos) << none.allreduce_note;
+  EXPECT_NE(none.allreduce_note.find("auto plans NCCL only"), std::string::npos) << none.allreduce_note;
+  EXPECT_EQ(none.total_bytes - p2p.total_bytes, 25169920);
+  EXPECT_EQ(none.total_bytes, 101996036096 - 1182 * kMiB - 335544320);
+  EXPECT_NEAR(none.rest_bytes - p2p.rest_bytes, 0.55 * 25169920.0, 1.0);
+  EXPECT_FALSE(none.feasible);
+  // The breakdown keeps a zero-byte, informational line that says why.
+  const auto it = std::find_if(none.breakdown.begin(), none.breakdown.end(),
+                               [](const PlanTerm& t) { return t.name == "comm: custom allreduce"; });
+  ASSERT_NE(it, none.breakdown.end());
+  EXPECT_EQ(it->bytes, 0);
+  EXPECT_EQ(it->sign, ' ');
+  EXPECT_NE(it->note.find("cannot run on pcie-no-p2p"), std::string::npos) << it->note;
+  // nccl asks for no custom allreduce: nothing to block, nothing to say.
+  PlanInput in = incident_input(Interconnect::pcie_no_p2p);
+  in.allreduce = "nccl";
+  const MemoryPlan nccl = plan_memory(in);
+  EXPECT_FALSE(nccl.comm.custom_blocked);
+  EXPECT_EQ(nccl.allreduce_planned, "nccl");
+  EXPECT_EQ(nccl.allreduce_note, "");
+  EXPECT_EQ(nccl.total_bytes, none.total_bytes);
 }
 
 TEST(Planner, BadInputsAreInputErrors) {
