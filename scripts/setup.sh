@@ -61,6 +61,12 @@ for module in matplotlib lxml; do
 done
 
 jobs=$(nproc)
+# A clone in another folder still hits the compiler cache: ccache otherwise hashes the working
+# directory of every build with debug info (the asan preset's -gline-tables-only), and CI
+# builds a fresh clone. The cost: debug info may name the folder of the build that filled
+# the cache.
+export CCACHE_NOHASHDIR=${CCACHE_NOHASHDIR:-true}
+export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$PWD}
 # Presets and scenarios are found through $TPB_HOME wherever a test runs (ctest runs unit
 # tests in the build folder).
 export TPB_HOME=${TPB_HOME:-$PWD}
