@@ -10,6 +10,7 @@ so two different configurations never share a line silently.
 import json
 import math
 import os
+import textwrap
 
 import matplotlib
 
@@ -164,6 +165,11 @@ def _int_axis(ax, values, axis="x"):
     target.set_major_locator(ticker.FixedLocator(values))
     target.set_major_formatter(ticker.FixedFormatter([_fmt(v) for v in values]))
     target.set_minor_locator(ticker.NullLocator())
+
+
+def _wrap(title, panels):
+    """A figure title that fits over `panels` panels side by side (about 55 characters each)."""
+    return "\n".join(textwrap.wrap(title, 55 * panels))
 
 
 def _save(fig, out_dir, name, case_ids=(), marked=()):
@@ -425,7 +431,7 @@ def latency_figure(records, out_dir, mode):
         ax.legend(fontsize=8)
     for j in range(len(seqs), rows * cols):
         axes[j // cols][j % cols].set_visible(False)
-    fig.suptitle(title + " (line: p50, band: p50 to p99)")
+    fig.suptitle(_wrap(title + " (line: p50, band: p50 to p99)", cols))
     ids = [r["case_id"] for r in recs]
     path = _save(fig, out_dir, f"{mode}_latency.png", ids, marked)
     caption = f"ok {mode} cases; line p50, shaded band up to p99."
@@ -494,7 +500,7 @@ def throughput_latency_figure(records, out_dir):
         ax.legend(fontsize=8)
     for j in range(len(seqs), rows * cols):
         axes[j // cols][j % cols].set_visible(False)
-    fig.suptitle(title + " (up and left is better)")
+    fig.suptitle(_wrap(title + " (up and left is better)", cols))
     ids = [r["case_id"] for r in recs]
     path = _save(fig, out_dir, "throughput_latency.png", ids, marked)
     caption = ("ok decode cases: throughput.tokens_per_s against latency.p50 per step, one line "
