@@ -580,7 +580,7 @@ def identity_line(run, records):
     sha = values.get("git_sha")
     if sha:
         parts.append(f"git {str(sha)[:12]}" + (" (dirty)" if values.get("dirty") == "true" else ""))
-    for key in ("host", "gpus", "device"):
+    for key in ("host", "hostname", "gpus", "device"):
         if values.get(key):
             parts.append(f"{key} {values[key]}")
     return " · ".join(parts)
