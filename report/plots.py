@@ -459,6 +459,14 @@ def throughput_latency_figure(records, out_dir):
         return Skipped("throughput", title, "no decode cases with latency and tokens/s in "
                        "this run" + _not_placed(marks))
     consumed = {"allreduce", "batch_size", "seq_len", "mode"}
+    # As the latency plot: configurations with a single batch size (a sweep of another axis,
+    # e.g. mem_fraction) stay in the tables.
+    extra = varying_params(recs, consumed)
+    lines = {}
+    for rec in recs:
+        key = (rio.param(rec, "seq_len"),) + series_key(rec, extra)
+        lines.setdefault(key, {})[rio.param(rec, "batch_size")] = rec
+    recs = [r for points in multi_point(lines).values() for r in points.values()]
     extra = varying_params(recs, consumed)
     seqs = sorted({rio.param(r, "seq_len") for r in recs + marks}, key=lambda s: (s is None, s))
     style = series_style({series_key(r, extra) for r in recs})
