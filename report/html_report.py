@@ -1,5 +1,7 @@
 """report.html: one self-contained page (CSS inline, PNGs embedded as base64, no scripts,
-no external references), provenance first.
+no external references), results first: the results tables (allreduce per backend and size,
+engine per mode, baseline deltas), the cases not ok, each plot with its data, then checks,
+and provenance collapsed at the end. A section with nothing to show is one line.
 
 Every string that comes from a scenario or a result goes through esc() (html.escape with
 quotes), including numbers, so a label such as "<script>" renders as text. The page has no
@@ -27,6 +29,8 @@ th, td { border: 1px solid #d0d0d0; padding: 3px 8px; text-align: left; vertical
 th { background: #f0f0f0; position: sticky; top: 0; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; }
 tr.bad td { background: #fde2e0; } tr.warn td { background: #fff6d6; }
+p.empty { margin: 6px 0; color: #444; } p.ident { color: #555; font-size: 0.95em; }
+h4 { margin: 12px 0 2px 0; }
 table.kv td:first-child { font-family: monospace; white-space: nowrap; }
 code, .mono { font-family: "DejaVu Sans Mono", monospace; }
 img.plot { max-width: 100%; height: auto; border: 1px solid #e4e4e4; }
@@ -69,12 +73,56 @@ def _image(path, alt):
     return f'<img class="plot" alt="{esc(alt)}" src="data:image/png;base64,{data}">'
 
 
-SECTION_TABLES = {
-    "allreduce": lambda recs: tables.allreduce_table(recs),
-    "decode": lambda recs: tables.engine_table(recs, "decode"),
-    "prefill": lambda recs: tables.engine_table(recs, "prefill"),
-    "memory": lambda recs: tables.memory_table(recs),
-}
+# Where each plot's numbers are listed: the results tables on top (allreduce, decode,
+# prefill), or a table under the plot itself (memory).
+DATA_LINKS = {"allreduce": ("results-allreduce", "Results: allreduce"),
+              "decode": ("results-decode", "Results: decode"),
+              "prefill": ("results-prefill", "Results: prefill"),
+              "throughput": ("results-decode", "Results: decode"),
+              "ttft": ("results-prefill", "Results: prefill"),
+              "roofline": ("results-decode", "Results: decode (x roofline)"),
+              "speedup": ("results", "Results"),
+              "kv_tokens": ("memory-data", "the memory table"),
+              "baseline": ("baseline-table", "Baseline verdicts")}
+SECTION_TABLES = {"memory": lambda recs: tables.memory_table(recs)}
+
+
+def one_line(key, title, note):
+    """A section with nothing to show: one line, no heading."""
+    return (f'<p class="empty" id="{esc(key)}"><strong>{esc(title)}</strong>: '
+            f"{esc(note)}</p>")
+
+
+def results_section(records):
+    """The results tables: allreduce per backend like nccl-tests, engine per mode, and the
+    comparisons with a baseline where the records carry them."""
+    out = ['<h2 id="results">Results</h2>']
+    allreduce = tables.allreduce_results(records)
+    if allreduce:
+        out.append('<h3 id="results-allreduce">Allreduce: time and bandwidth per message size'
+                   "</h3>")
+        out.append('<p class="caption">As nccl-tests prints it, a table per backend: time is '
+                   "latency p50 (and p99) per call, algbw = bytes / time, busbw = algbw x "
+                   "2(n-1)/n, as recorded.</p>")
+        for title, table in allreduce:
+            out.append(f"<h4>{esc(title)}</h4>" + render_table(table))
+    for mode, title in (("decode", "Decode: step latency and throughput"),
+                        ("prefill", "Prefill: time to first token and throughput")):
+        table = tables.engine_results(records, mode)
+        if table.rows:
+            out.append(f'<h3 id="results-{mode}">{esc(title)}</h3>' + render_table(table))
+    regressions = tables.regression_table(records)
+    geomeans = tables.geomean_table(records)
+    if geomeans.rows or regressions.rows:
+        out.append('<h3 id="results-baseline">Against the baseline</h3>')
+        out.append('<p class="caption">Comparisons that are not plain ok (regressions '
+                   "first; Δ % = ratio - 1), then the geometric mean of new/old per metric "
+                   "over every case compared, as compare.py ends.</p>")
+        out.append(render_table(regressions, "every comparison is ok"))
+        out.append(render_table(geomeans, "no ratios to average"))
+    if len(out) == 1:
+        return [one_line("results", "Results", "no case recorded a result")]
+    return out
 
 
 def write(path, run, records, figures):
@@ -91,53 +139,71 @@ def write(path, run, records, figures):
     if note:
         out.append(f'<p class="fixture">{esc(note)}</p>')
     out.append(f'<p class="headline">{esc(tables.headline(records, run))}</p>')
-    out.append(f'<h2 id="provenance">Provenance</h2><p class="note">from {esc(prov_source)}</p>')
-    out.append(render_kv(prov) if prov else '<p class="note">no provenance recorded</p>')
-    out.append('<h2 id="run">Run</h2>' + render_kv(tables.run_overview(run, records)))
+    out.append(f'<p class="ident">{esc(tables.identity_line(run, records))} · '
+               '<a href="#provenance">provenance</a></p>')
+    out += results_section(records)
 
-    sections = [("cases", "Cases not ok"), ("backends-ran", "Allreduce backends as they ran")] + [(f.key, f.title) for f in figures] + [
-        ("baseline-table", "Baseline verdicts"), ("conformance", "Conformance checks")]
-    out.append("<nav><ul>" + "".join(f'<li><a href="#{esc(k)}">{esc(t)}</a></li>'
-                                     for k, t in sections) + "</ul></nav>")
+    not_ok = tables.not_ok_table(records)
+    if not_ok.rows:
+        counts = tables.status_counts(records)
+        out.append('<h2 id="cases">Cases not ok</h2><p>'
+                   + esc(", ".join(f"{n} {s}" for s, n in counts.items())) + "</p>")
+        out.append(render_table(not_ok))
+    else:
+        out.append(one_line("cases", "Cases not ok", "none, every case is ok"))
 
-    counts = tables.status_counts(records)
-    out.append('<h2 id="cases">Cases not ok</h2><p>'
-               + esc(", ".join(f"{n} {s}" for s, n in counts.items())) + "</p>")
-    out.append(render_table(tables.not_ok_table(records), "every case is ok"))
-    out.append('<h2 id="backends-ran">Allreduce backends as they ran</h2>'
-               f'<p class="caption">{esc(tables.backends_ran_caption(records))}</p>')
-    out.append(render_table(tables.backends_ran_table(records),
-                            "every case's allreduces ran on the backend it requested"))
-
+    shown = [f for f in figures if isinstance(f, plots.Figure)]
+    out.append("<nav><ul>" + "".join(f'<li><a href="#{esc(f.key)}">{esc(f.title)}</a></li>'
+                                     for f in shown) + "</ul></nav>")
     for fig in figures:
-        out.append(f'<h2 id="{esc(fig.key)}">{esc(fig.title)}</h2>')
         if isinstance(fig, plots.Skipped):
-            out.append(f'<p class="note">No plot: {esc(fig.note)}.</p>')
+            out.append(one_line(fig.key, fig.title, f"not drawn: {fig.note}"))
             continue
+        out.append(f'<h2 id="{esc(fig.key)}">{esc(fig.title)}</h2>')
         out.append(f'<p class="caption">{esc(fig.caption)}</p>')
         out.append(_image(fig.path, fig.title))
         table_fn = SECTION_TABLES.get(fig.key)
         if table_fn:
             table = table_fn(records)
-            out.append(f"<details><summary>data ({len(table.rows)} rows, with case_id)"
-                       f"</summary>{render_table(table)}</details>")
+            out.append(f'<h3 id="{esc(fig.key)}-data">data ({len(table.rows)} rows, with '
+                       f"case_id)</h3>{render_table(table)}")
+        elif fig.key in DATA_LINKS:
+            anchor, text = DATA_LINKS[fig.key]
+            out.append(f'<p class="caption">Data: <a href="#{esc(anchor)}">{esc(text)}</a>, '
+                       "a row per case with its case_id.</p>")
 
+    ran = tables.backends_ran_table(records)
+    if ran.rows:
+        out.append('<h2 id="backends-ran">Allreduce backends as they ran</h2>'
+                   f'<p class="caption">{esc(tables.backends_ran_caption(records))}</p>')
+        out.append(render_table(ran))
+    else:
+        out.append(one_line("backends-ran", "Allreduce backends as they ran",
+                            tables.backends_ran_caption(records)
+                            + " Every case's allreduces ran on the backend it requested."))
     cost = tables.comm_cost_table(records)
     if cost.rows:
         out.append('<h2 id="comm-cost">Custom allreduce buffers in KV tokens</h2>'
                    '<p class="note">NCCL\'s KV pool minus the custom backend\'s at the same TP and '
                    'mem_fraction: the plan\'s max_tokens, and the smallest pool a rank measured.</p>')
         out.append(render_table(cost))
-    out.append('<h2 id="baseline-table">Baseline verdicts</h2>')
-    out.append(render_table(tables.baseline_table(records), "no baseline comparisons recorded"))
+    verdicts = tables.baseline_table(records)
+    if verdicts.rows:
+        out.append('<h2 id="baseline-table">Baseline verdicts</h2>' + render_table(verdicts))
+    else:
+        out.append(one_line("baseline-table", "Baseline verdicts",
+                            "no baseline comparisons recorded"))
 
-    out.append('<h2 id="conformance">Conformance checks</h2>')
-    summary = tables.check_summary(records, run)
-    if summary:
+    conformance = tables.conformance_table(records, run)
+    if conformance.rows:
+        out.append('<h2 id="conformance">Conformance checks</h2>')
+        summary = tables.check_summary(records, run)
         out.append("<p>" + esc("; ".join(
             f"{name}: " + ", ".join(f"{n} {s}" for s, n in sorted(c.items()))
             for name, c in sorted(summary.items()))) + "</p>")
-    out.append(render_table(tables.conformance_table(records, run), "no checks recorded"))
+        out.append(render_table(conformance))
+    else:
+        out.append(one_line("conformance", "Conformance checks", "no checks recorded"))
     where = tables.localization_table(run)
     if where.rows:
         out.append('<h2 id="localization">Where failing checks\' sides part</h2>'
@@ -145,6 +211,18 @@ def write(path, run, records, figures):
                    '&lt;case_id&gt;.digests); the first collective whose output differs, with the '
                    'differences over 64 values sampled across it.</p>')
         out.append(render_table(where))
+
+    # Provenance and the run's bookkeeping last, collapsed: they say how, not what.
+    out.append('<h2 id="provenance">Provenance</h2>')
+    if prov:
+        out.append(f"<details><summary>{len(prov)} fields from {esc(prov_source)}: build, "
+                   f"toolchain, host, GPUs, environment</summary>{render_kv(prov)}</details>")
+    else:
+        out.append('<p class="note">no provenance recorded</p>')
+    overview = tables.run_overview(run, records)
+    out.append(f'<h2 id="run">Run</h2><details><summary>{len(overview)} fields: run id, '
+               f"scenario, cases planned and recorded, summary</summary>{render_kv(overview)}"
+               "</details>")
     out.append("</body></html>")
     with open(path, "w", encoding="utf-8") as f:
         f.write("\n".join(out) + "\n")

@@ -34,7 +34,8 @@ import results_io  # noqa: E402
 
 PNG_NAMES = {"allreduce": "allreduce.png", "decode": "decode_latency.png",
              "prefill": "prefill_latency.png", "roofline": "roofline.png",
-             "speedup": "speedup_heatmap.png",
+             "speedup": "speedup_heatmap.png", "throughput": "throughput_latency.png",
+             "ttft": "prefill_ttft.png",
              "memory": "memory.png", "kv_tokens": "kv_tokens.png", "baseline": "baseline.png"}
 
 

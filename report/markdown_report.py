@@ -1,6 +1,7 @@
-"""summary.md: provenance first, then the headline, the cases that are not ok, each plot
-(linked, the PNGs sit beside it) with its data table, notable baseline verdicts and failed
-checks. Every table row carries its case_id.
+"""summary.md in report.html's order: the headline, the results tables (allreduce per backend
+and size, engine per mode, baseline deltas and geometric means), the cases that are not ok,
+each plot (linked, the PNGs sit beside it), notable baseline verdicts, failed checks, and
+provenance last, folded in <details>. Every table row carries its case_id.
 
 Strings from results are escaped for Markdown tables (|, backticks, brackets, emphasis) and
 for the HTML that Markdown renderers pass through (<, >, &), so a planted "<script>" stays
@@ -43,12 +44,44 @@ def render_kv(items):
     return "\n".join(lines) + "\n"
 
 
-SECTION_TABLES = {
-    "allreduce": lambda recs: tables.allreduce_table(recs),
-    "decode": lambda recs: tables.engine_table(recs, "decode"),
-    "prefill": lambda recs: tables.engine_table(recs, "prefill"),
-    "memory": lambda recs: tables.memory_table(recs),
-}
+SECTION_TABLES = {"memory": lambda recs: tables.memory_table(recs)}
+DATA_NOTES = {"allreduce": "Results: allreduce", "decode": "Results: decode",
+              "prefill": "Results: prefill", "throughput": "Results: decode",
+              "ttft": "Results: prefill", "roofline": "Results: decode (x roofline)",
+              "speedup": "Results", "kv_tokens": "the memory table",
+              "baseline": "Baseline verdicts"}
+
+
+def one_line(title, note):
+    """A section with nothing to show: one line, no heading."""
+    return f"**{md(title)}**: {md(note)}\n"
+
+
+def results_section(records):
+    out = ["## Results", ""]
+    allreduce = tables.allreduce_results(records)
+    if allreduce:
+        out += ["### Allreduce: time and bandwidth per message size", "",
+                "As nccl-tests prints it, a table per backend: time is latency p50 (and p99) per "
+                "call, algbw = bytes / time, busbw = algbw x 2(n-1)/n, as recorded.", ""]
+        for title, table in allreduce:
+            out += [f"#### {md(title)}", "", render_table(table)]
+    for mode, title in (("decode", "Decode: step latency and throughput"),
+                        ("prefill", "Prefill: time to first token and throughput")):
+        table = tables.engine_results(records, mode)
+        if table.rows:
+            out += [f"### {title}", "", render_table(table)]
+    regressions = tables.regression_table(records)
+    geomeans = tables.geomean_table(records)
+    if geomeans.rows or regressions.rows:
+        out += ["### Against the baseline", "",
+                "Comparisons that are not plain ok (regressions first; Δ % = ratio - 1), then the "
+                "geometric mean of new/old per metric over every case compared, as compare.py "
+                "ends.", "", render_table(regressions, "every comparison is ok"),
+                render_table(geomeans, "no ratios to average")]
+    if len(out) == 2:
+        return [one_line("Results", "no case recorded a result")]
+    return out
 
 
 def write(path, run, records, figures):
@@ -61,34 +94,46 @@ def write(path, run, records, figures):
     note = tables.placement_note(records)
     if note:
         out += [f"> **{md(note)}**", ""]
-    out += ["## Provenance", "", f"_from {md(prov_source)}_", "",
-            render_kv(prov) if prov else "_no provenance recorded_\n",
-            "## Run", "", render_kv(tables.run_overview(run, records)),
-            f"**{md(tables.headline(records, run))}**", "",
-            "## Cases not ok", "", render_table(tables.not_ok_table(records), "every case is ok"),
-            "## Allreduce backends as they ran", "", md(tables.backends_ran_caption(records)), "",
-            render_table(tables.backends_ran_table(records),
-                         "every case's allreduces ran on the backend it requested"), ""]
+    out += [f"**{md(tables.headline(records, run))}**", "",
+            md(tables.identity_line(run, records)), ""]
+    out += results_section(records)
+    not_ok = tables.not_ok_table(records)
+    if not_ok.rows:
+        out += ["## Cases not ok", "", render_table(not_ok), ""]
+    else:
+        out += [one_line("Cases not ok", "none, every case is ok")]
     for fig in figures:
-        out += [f"## {md(fig.title)}", ""]
         if isinstance(fig, plots.Skipped):
-            out += [f"_No plot: {md(fig.note)}._", ""]
+            out += [one_line(fig.title, f"not drawn: {fig.note}")]
             continue
-        out += [f"![{md(fig.title)}]({os.path.basename(fig.path)})", "", md(fig.caption), ""]
+        out += [f"## {md(fig.title)}", "",
+                f"![{md(fig.title)}]({os.path.basename(fig.path)})", "", md(fig.caption), ""]
         table_fn = SECTION_TABLES.get(fig.key)
         if table_fn:
             out += [render_table(table_fn(records)), ""]
+        elif fig.key in DATA_NOTES:
+            out += [f"Data: {DATA_NOTES[fig.key]}, a row per case with its case_id.", ""]
+    ran = tables.backends_ran_table(records)
+    if ran.rows:
+        out += ["## Allreduce backends as they ran", "", md(tables.backends_ran_caption(records)),
+                "", render_table(ran), ""]
+    else:
+        out += [one_line("Allreduce backends as they ran", tables.backends_ran_caption(records)
+                         + " Every case's allreduces ran on the backend it requested.")]
     cost = tables.comm_cost_table(records)
     if cost.rows:
         out += ["## Custom allreduce buffers in KV tokens", "",
                 "NCCL's KV pool minus the custom backend's at the same TP and mem_fraction: the plan's "
                 "max_tokens, and the smallest pool a rank measured.", "", render_table(cost), ""]
-    out += ["## Baseline verdicts (all but ok and no-baseline)", "",
-            render_table(tables.baseline_table(records, only_notable=True),
-                         "no regressions, improvements, noise or insufficient data"), ""]
-    out += ["## Conformance checks", ""]
+    notable = tables.baseline_table(records, only_notable=True)
+    if notable.rows:
+        out += ["## Baseline verdicts (all but ok and no-baseline)", "", render_table(notable), ""]
+    else:
+        out += [one_line("Baseline verdicts", "no regressions, improvements, noise or "
+                         "insufficient data")]
     summary = tables.check_summary(records, run)
     if summary:
+        out += ["## Conformance checks", ""]
         out += ["| check | results |", "|---|---|"]
         out += [f"| {md(name)} | " + md(", ".join(f"{n} {s}" for s, n in sorted(c.items())))
                 + " |" for name, c in sorted(summary.items())]
@@ -102,6 +147,13 @@ def write(path, run, records, figures):
                     "collective whose output differs, with the differences over 64 values sampled across it.", "",
                     render_table(where, "")]
     else:
-        out += ["_no checks recorded_", ""]
+        out += [one_line("Conformance checks", "no checks recorded")]
+    # Provenance and the run's bookkeeping last, collapsed (Markdown renderers such as
+    # GitHub's show <details> folded).
+    out += ["", "## Provenance", "", "<details><summary>"
+            + md(f"{len(prov)} fields from {prov_source}") + "</summary>", "",
+            render_kv(prov) if prov else "_no provenance recorded_\n", "</details>", "",
+            "## Run", "", "<details><summary>run id, scenario, cases, summary</summary>", "",
+            render_kv(tables.run_overview(run, records)), "</details>", ""]
     with open(path, "w", encoding="utf-8") as f:
         f.write("\n".join(out) + "\n")

@@ -7,8 +7,10 @@ series); any other param that varies among the records drawn is added to the ser
 so two different configurations never share a line silently.
 """
 
+import json
 import math
 import os
+import textwrap
 
 import matplotlib
 
@@ -27,12 +29,15 @@ BACKEND_ORDER = ("nccl", "custom-oneshot", "custom-twoshot", "auto", "shm", "mpi
 
 
 class Figure:
-    def __init__(self, key, title, path, caption, case_ids):
+    def __init__(self, key, title, path, caption, case_ids, marked=None):
         self.key = key            # section key ("allreduce", "decode", ...)
         self.title = title
         self.path = path          # PNG file written
         self.caption = caption    # what is drawn and how the data was selected
         self.case_ids = case_ids  # the records the figure draws from
+        # Failed and fallback cases the figure marks: [{"case_id", "status", "how"}]; also
+        # in the PNG's "tpbench" text chunk with case_ids (see _save).
+        self.marked = marked or []
 
 
 class Skipped:
@@ -162,17 +167,121 @@ def _int_axis(ax, values, axis="x"):
     target.set_minor_locator(ticker.NullLocator())
 
 
-def _save(fig, out_dir, name):
+def _wrap(title, panels):
+    """A figure title that fits over `panels` panels side by side (about 55 characters each)."""
+    return "\n".join(textwrap.wrap(title, 55 * panels))
+
+
+def _save(fig, out_dir, name, case_ids=(), marked=()):
+    """Writes the PNG with a "tpbench" text chunk: JSON {"cases": the case_ids drawn,
+    "failed"/"fallback": the case_ids marked}, so the picture names its records."""
     path = os.path.join(out_dir, name)
-    fig.savefig(path, dpi=DPI)
+    meta = {"cases": sorted(set(case_ids))}
+    for status in NOT_OK_MARKED:
+        meta[status] = sorted({m["case_id"] for m in marked if m["status"] == status})
+    fig.savefig(path, dpi=DPI, metadata={"tpbench": json.dumps(meta, sort_keys=True)})
     plt.close(fig)
     return path
+
+
+def _sweep(rec):
+    return rec.get("role") in (None, "", "sweep")
 
 
 def _ok(records):
     """ok sweep cases: control and repeat cases re-run a sweep point (they feed the drift and
     determinism checks) and would draw a second value at the same x."""
-    return [r for r in records if r["status"] == "ok" and r.get("role") in (None, "", "sweep")]
+    return [r for r in records if r["status"] == "ok" and _sweep(r)]
+
+
+# ---- failed and fallback cases ----------------------------------------------------------
+# A failed case has no number: it is marked at its x on the bottom edge of a panel. A
+# fallback case ran on another backend than it asked for: its number is that backend's, so
+# it is drawn at its value apart from the series (never joined to the requested backend's
+# line). Both have a legend entry and are listed in the caption.
+
+NOT_OK_MARKED = ("failed", "fallback")
+MARK_STYLE = {"failed": {"marker": "X", "color": "firebrick", "ms": 10, "ls": "none",
+                         "mec": "white", "mew": 0.8},
+              "fallback": {"marker": "D", "color": "darkorange", "mfc": "none", "ms": 9,
+                           "ls": "none", "mew": 2.0}}
+
+
+def _not_ok(records, keep):
+    """Failed and fallback sweep cases for which keep(record) holds."""
+    return [r for r in records if r["status"] in NOT_OK_MARKED and _sweep(r) and keep(r)]
+
+
+def _draw_marks(ax, recs, x_of, y_of):
+    """Marks recs on ax: failed (and a fallback without a value) as a red X on the bottom
+    edge at x_of(rec), a fallback at (x_of, y_of) as a hollow orange diamond; one legend
+    entry per kind. Returns [{"case_id", "status", "how"}] for what was drawn."""
+    marked = []
+    edge, placed = [], []
+    for rec in recs:
+        x = x_of(rec)
+        if not rio.is_number(x):
+            continue
+        y = y_of(rec) if rec["status"] == "fallback" else None
+        (placed if rio.is_number(y) else edge).append((x, y, rec))
+    if edge:
+        failed = sum(1 for _, _, r in edge if r["status"] == "failed")
+        text = (f"failed ({failed}): no result" if failed == len(edge)
+                else f"failed/fallback without a value ({len(edge)})")
+        ax.plot([x for x, _, _ in edge], [0.03] * len(edge), transform=ax.get_xaxis_transform(),
+                clip_on=False, zorder=5, label=text, **MARK_STYLE["failed"])
+        marked += [{"case_id": r["case_id"], "status": r["status"], "how": "bottom edge"}
+                   for _, _, r in edge]
+    if placed:
+        ax.plot([x for x, _, _ in placed], [y for _, y, _ in placed], zorder=5,
+                label=f"fallback ({len(placed)}): ran on another backend",
+                **MARK_STYLE["fallback"])
+        marked += [{"case_id": r["case_id"], "status": r["status"], "how": "at its value"}
+                   for _, _, r in placed]
+    return marked
+
+
+def _marks_legend(ax, recs):
+    """Legend-only entries for failed/fallback cases a plot has no place for."""
+    marked = []
+    for status in NOT_OK_MARKED:
+        group = [r for r in recs if r["status"] == status]
+        if group:
+            names = ", ".join(rio.label(r) for r in group[:3]) + (" ..." if len(group) > 3 else "")
+            ax.plot([], [], label=mpl_text(f"{status} ({len(group)}, not placed): {names}"),
+                    **MARK_STYLE[status])
+            marked += [{"case_id": r["case_id"], "status": status, "how": "legend only"}
+                       for r in group]
+    return marked
+
+
+def _positive(value):
+    return value if rio.is_number(value) and value > 0 else None
+
+
+def _not_placed(marks):
+    """The tail of a Skipped note: failed/fallback cases of a section with nothing to draw."""
+    if not marks:
+        return ""
+    counts = {}
+    for r in marks:
+        counts[r["status"]] = counts.get(r["status"], 0) + 1
+    return " (" + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())) + \
+        ": see Cases not ok)"
+
+
+def marks_caption(marked, records):
+    if not marked:
+        return ""
+    by_id = {r["case_id"]: r for r in records}
+    seen, parts = set(), []
+    for m in marked:
+        if m["case_id"] in seen:
+            continue
+        seen.add(m["case_id"])
+        parts.append(f"{rio.label(by_id[m['case_id']])} [{m['case_id']}] {m['status']}")
+    return (" Marked: failed cases as a red X on the bottom edge (no result), fallback cases as "
+            "a hollow orange diamond (the other backend's number): " + "; ".join(parts) + ".")
 
 
 # ---- allreduce --------------------------------------------------------------------------
@@ -180,8 +289,10 @@ def _ok(records):
 def allreduce_figure(records, out_dir):
     title = "Allreduce: latency, bus bandwidth and custom/NCCL ratio vs message size"
     recs = [r for r in _ok(records) if rio.is_allreduce(r) and rio.latency(r) is not None]
+    marks = _not_ok(records, rio.is_allreduce)
     if not recs:
-        return Skipped("allreduce", title, "no allreduce cases with latency in this run")
+        return Skipped("allreduce", title, "no allreduce cases with latency in this run"
+                       + _not_placed(marks))
     extra = varying_params(recs, {"allreduce", "message_bytes", "mode"})
     series = {}
     for rec in recs:
@@ -208,6 +319,9 @@ def allreduce_figure(records, out_dir):
             all_bw += [b for _, b in bw_pts]
             ax_bw.plot([s for s, _ in bw_pts], [b for _, b in bw_pts], ms=4,
                        label=series_name(k), **style[k])
+    marked = _draw_marks(ax_lat, marks, rio.message_bytes, rio.latency)
+    _draw_marks(ax_bw, marks, rio.message_bytes, lambda r: _positive(rio.metric(r, "busbw_GBps")))
+    all_sizes += [rio.message_bytes(r) for r in marks if rio.is_number(rio.message_bytes(r))]
     ax_lat.set_title("latency (p50)")
     ax_lat.set_ylabel("latency p50 (µs)")
     ax_lat.set_yscale("log")
@@ -240,12 +354,14 @@ def allreduce_figure(records, out_dir):
     if not ratio_keys:
         title = "Allreduce: latency and bus bandwidth vs message size (no NCCL series to compare)"
     fig.suptitle(title)
-    path = _save(fig, out_dir, "allreduce.png")
-    caption = ("One line per backend; ok sweep cases only; latency is the p50 of the timed "
+    ids = [r["case_id"] for r in recs]
+    path = _save(fig, out_dir, "allreduce.png", ids, marked)
+    caption = ("One line per backend; ok sweep cases; latency is the p50 of the timed "
                "iterations; bus bandwidth is not drawn where it is 0 (TP=1).")
     if extra:
         caption += " Series also split by: " + ", ".join(extra) + "."
-    return Figure("allreduce", title, path, caption, [r["case_id"] for r in recs])
+    caption += marks_caption(marked, records)
+    return Figure("allreduce", title, path, caption, ids, marked)
 
 
 # ---- decode / prefill latency -----------------------------------------------------------
@@ -256,11 +372,18 @@ def _engine_records(records, mode):
             and rio.param(r, "batch_size") is not None]
 
 
+def _engine_marks(records, mode):
+    return _not_ok(records, lambda r: not rio.is_allreduce(r) and rio.param(r, "mode") == mode
+                   and rio.param(r, "batch_size") is not None)
+
+
 def latency_figure(records, out_dir, mode):
     title = f"{mode.capitalize()} latency vs batch size, per sequence length and backend"
     recs = _engine_records(records, mode)
+    marks = _engine_marks(records, mode)
     if not recs:
-        return Skipped(mode, title, f"no {mode} cases with latency in this run")
+        return Skipped(mode, title, f"no {mode} cases with latency in this run"
+                       + _not_placed(marks))
     consumed = {"allreduce", "batch_size", "seq_len", "mode"}
     extra = varying_params(recs, consumed)
     series = {}
@@ -272,8 +395,9 @@ def latency_figure(records, out_dir, mode):
     recs = [r for points in kept.values() for r in points.values()]
     # Name series by what still varies among the records drawn.
     extra = varying_params(recs, consumed)
-    seqs = sorted({rio.param(r, "seq_len") for r in recs}, key=lambda s: (s is None, s))
+    seqs = sorted({rio.param(r, "seq_len") for r in recs + marks}, key=lambda s: (s is None, s))
     style = series_style({series_key(r, extra) for r in recs})
+    marked = []
     cols = min(3, len(seqs))
     rows = math.ceil(len(seqs) / cols)
     fig, axes = plt.subplots(rows, cols, figsize=(5.4 * cols, 4.4 * rows),
@@ -294,6 +418,10 @@ def latency_figure(records, out_dir, mode):
             ax.fill_between(xs, p50, p99, color=style[k]["color"], alpha=0.15, lw=0)
             lat_values += p50 + p99
             batches += xs
+        here = [r for r in marks if rio.param(r, "seq_len") == seq]
+        marked += _draw_marks(ax, here, lambda r: rio.param(r, "batch_size"), rio.latency)
+        batches += [rio.param(r, "batch_size") for r in here]
+        lat_values += [rio.latency(r) for r in here if rio.latency(r)]
         _int_axis(ax, batches)
         _log_if_spans(ax, lat_values)
         ax.set_title(mpl_text(f"seq_len = {_fmt(seq)}"))
@@ -303,15 +431,152 @@ def latency_figure(records, out_dir, mode):
         ax.legend(fontsize=8)
     for j in range(len(seqs), rows * cols):
         axes[j // cols][j % cols].set_visible(False)
-    fig.suptitle(title + " (line: p50, band: p50 to p99)")
-    path = _save(fig, out_dir, f"{mode}_latency.png")
+    fig.suptitle(_wrap(title + " (line: p50, band: p50 to p99)", cols))
+    ids = [r["case_id"] for r in recs]
+    path = _save(fig, out_dir, f"{mode}_latency.png", ids, marked)
     caption = f"ok {mode} cases; line p50, shaded band up to p99."
     if dropped:
         caption += (f" {dropped} configuration(s) with a single batch size not drawn "
                     "(they are in the tables).")
     if extra:
         caption += " Series also split by: " + ", ".join(extra) + "."
-    return Figure(mode, title, path, caption, [r["case_id"] for r in recs])
+    caption += marks_caption(marked, records)
+    return Figure(mode, title, path, caption, ids, marked)
+
+
+# ---- throughput vs latency (decode) and time to first token (prefill) --------------------
+# The two plots users know from vLLM's and SGLang's serving benchmarks: what a batch buys in
+# tokens/s against what it costs in step latency, and how long a prompt of batch x seq_len
+# tokens takes before the first token. Both read the records' own numbers
+# (throughput.tokens_per_s, latency.p50/p99); nothing is derived.
+
+def throughput_latency_figure(records, out_dir):
+    title = "Decode throughput vs step latency, per backend (points: batch size)"
+    recs = [r for r in _engine_records(records, "decode")
+            if rio.is_number(rio.metric(r, "tokens_per_s"))]
+    marks = _engine_marks(records, "decode")
+    if not recs:
+        return Skipped("throughput", title, "no decode cases with latency and tokens/s in "
+                       "this run" + _not_placed(marks))
+    consumed = {"allreduce", "batch_size", "seq_len", "mode"}
+    # As the latency plot: configurations with a single batch size (a sweep of another axis,
+    # e.g. mem_fraction) stay in the tables.
+    extra = varying_params(recs, consumed)
+    lines = {}
+    for rec in recs:
+        key = (rio.param(rec, "seq_len"),) + series_key(rec, extra)
+        lines.setdefault(key, {})[rio.param(rec, "batch_size")] = rec
+    recs = [r for points in multi_point(lines).values() for r in points.values()]
+    extra = varying_params(recs, consumed)
+    seqs = sorted({rio.param(r, "seq_len") for r in recs + marks}, key=lambda s: (s is None, s))
+    style = series_style({series_key(r, extra) for r in recs})
+    cols = min(3, len(seqs))
+    rows = math.ceil(len(seqs) / cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(5.6 * cols, 4.6 * rows),
+                             constrained_layout=True, squeeze=False)
+    marked = []
+    for i, seq in enumerate(seqs):
+        ax = axes[i // cols][i % cols]
+        series = {}
+        for rec in recs:
+            if rio.param(rec, "seq_len") == seq:
+                series.setdefault(series_key(rec, extra), {})[rio.param(rec, "batch_size")] = rec
+        lat, tput = [], []
+        for k in _sorted_series(series):
+            pts = sorted(series[k].items())
+            xs = [rio.latency(r) / 1000.0 for _, r in pts]
+            ys = [rio.metric(r, "tokens_per_s") for _, r in pts]
+            ax.plot(xs, ys, ms=5, label=series_name(k), **style[k])
+            for (batch, _), x, y in zip(pts, xs, ys):
+                ax.annotate(mpl_text(f"b={_fmt(batch)}"), (x, y), xytext=(4, 3),
+                            textcoords="offset points", fontsize=7, color=style[k]["color"])
+            lat += xs
+            tput += ys
+        here = [r for r in marks if rio.param(r, "seq_len") == seq]
+        placed = [r for r in here if r["status"] == "fallback" and rio.latency(r)
+                  and rio.is_number(rio.metric(r, "tokens_per_s"))]
+        if placed:
+            marked += _draw_marks(ax, placed, lambda r: rio.latency(r) / 1000.0,
+                                  lambda r: rio.metric(r, "tokens_per_s"))
+        marked += _marks_legend(ax, [r for r in here if r not in placed])
+        _log_if_spans(ax, lat, axis="x")
+        _log_if_spans(ax, tput)
+        ax.set_title(mpl_text(f"seq_len = {_fmt(seq)}"))
+        ax.set_xlabel("decode step latency p50 (ms)")
+        ax.set_ylabel("throughput (tokens/s)")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=8)
+    for j in range(len(seqs), rows * cols):
+        axes[j // cols][j % cols].set_visible(False)
+    fig.suptitle(_wrap(title + " (up and left is better)", cols))
+    ids = [r["case_id"] for r in recs]
+    path = _save(fig, out_dir, "throughput_latency.png", ids, marked)
+    caption = ("ok decode cases: throughput.tokens_per_s against latency.p50 per step, one line "
+               "per backend through its batch sizes (labels b=N), a panel per seq_len.")
+    if extra:
+        caption += " Series also split by: " + ", ".join(extra) + "."
+    caption += marks_caption(marked, records)
+    return Figure("throughput", title, path, caption, ids, marked)
+
+
+def ttft_figure(records, out_dir):
+    title = "Prefill: time to first token vs prompt tokens (batch x seq_len)"
+    recs = [r for r in _engine_records(records, "prefill")
+            if rio.is_number(rio.param(r, "seq_len"))]
+    marks = [r for r in _engine_marks(records, "prefill") if rio.is_number(rio.param(r, "seq_len"))]
+    if not recs:
+        return Skipped("ttft", title, "no prefill cases with latency in this run"
+                       + _not_placed(marks))
+
+    def tokens(rec):
+        return rio.param(rec, "batch_size") * rio.param(rec, "seq_len")
+
+    consumed = {"allreduce", "batch_size", "seq_len", "mode"}
+    extra = varying_params(recs, consumed)
+    series = {}
+    for rec in recs:
+        key = series_key(rec, extra)
+        series.setdefault(key, {}).setdefault(rio.param(rec, "batch_size"), {})[
+            rio.param(rec, "seq_len")] = rec
+    colors = series_colors(series)
+    batches = sorted({b for by_batch in series.values() for b in by_batch})
+    markers = {b: MARKERS[i % len(MARKERS)] for i, b in enumerate(batches)}
+    fig, ax = plt.subplots(figsize=(9, 5.4), constrained_layout=True)
+    xs_all, ys_all = [], []
+    for k in _sorted_series(series):
+        for batch in sorted(series[k]):
+            pts = sorted(series[k][batch].items())
+            xs = [tokens(r) for _, r in pts]
+            p50 = [rio.latency(r) / 1000.0 for _, r in pts]
+            p99 = [(rio.latency(r, "p99") or rio.latency(r)) / 1000.0 for _, r in pts]
+            ax.errorbar(xs, p50, yerr=[[0] * len(xs), [max(0.0, b - a) for a, b in zip(p50, p99)]],
+                        color=colors[k], marker=markers[batch], ms=6, capsize=3, lw=1.2)
+            xs_all += xs
+            ys_all += p50 + p99
+    marked = _draw_marks(ax, marks, tokens,
+                         lambda r: rio.latency(r) / 1000.0 if rio.latency(r) else None)
+    handles = [plt.Line2D([], [], color=colors[k], lw=2, label=series_name(k))
+               for k in _sorted_series(series)]
+    handles += [plt.Line2D([], [], color="gray", marker=markers[b], ls="none",
+                           label=mpl_text(f"batch {_fmt(b)}")) for b in batches]
+    handles += [h for h in ax.get_legend_handles_labels()[0]]
+    if _log_if_spans(ax, xs_all, axis="x", decades=1.0):
+        ax.set_xscale("log", base=2)
+    _log_if_spans(ax, ys_all, decades=1.0)
+    ax.set_xlabel("prompt tokens in the step (batch x seq_len)")
+    ax.set_ylabel("time to first token: prefill p50 (ms), bar to p99")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(handles=handles, fontsize=8)
+    ax.set_title(title, fontsize=11)
+    ids = [r["case_id"] for r in recs]
+    path = _save(fig, out_dir, "prefill_ttft.png", ids, marked)
+    caption = ("ok prefill cases: the prefill step's latency.p50 (bar to p99) is the time to the "
+               "first token of every sequence in the batch; colour: backend, marker: batch size, "
+               "a line joins one batch size over seq_len.")
+    if extra:
+        caption += " Series also split by: " + ", ".join(extra) + "."
+    caption += marks_caption(marked, records)
+    return Figure("ttft", title, path, caption, ids, marked)
 
 
 def _speedup_panels(recs, extra):
@@ -360,6 +625,8 @@ def speedup_figure(records, out_dir):
     rows = math.ceil(len(panels) / cols)
     fig, axes = plt.subplots(rows, cols, figsize=(5.2 * cols, 4.4 * rows),
                              constrained_layout=True, squeeze=False)
+    marks = {mode: _engine_marks(records, mode) for mode in ("decode", "prefill")}
+    marked = []
     values = [v for _, _, cells in panels for v in cells.values()]
     spread = max(abs(math.log(v)) for v in values) or 0.05
     norm = mcolors.LogNorm(vmin=math.exp(-spread), vmax=math.exp(spread))
@@ -376,6 +643,15 @@ def speedup_figure(records, out_dir):
                 if v is not None:
                     ax.text(xi, yi, f"{v:.2f}×", ha="center", va="center", fontsize=9,
                             color="white" if abs(math.log(v)) > 0.6 * spread else "black")
+        for rec in marks[mode]:
+            cell = (rio.param(rec, "batch_size"), rio.param(rec, "seq_len"))
+            if rio.backend(rec) == k[0] and cell[0] in batches and cell[1] in seqs:
+                ax.plot(batches.index(cell[0]), seqs.index(cell[1]), zorder=5,
+                        label=f"{rec['status']}: no speedup", **MARK_STYLE["failed"])
+                marked.append({"case_id": rec["case_id"], "status": rec["status"],
+                               "how": "heatmap cell"})
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=7, loc="upper left")
         ax.set_xticks(range(len(batches)), [mpl_text(_fmt(b)) for b in batches])
         ax.set_yticks(range(len(seqs)), [mpl_text(_fmt(s)) for s in seqs])
         ax.set_xlabel("batch size (sequences)")
@@ -389,12 +665,20 @@ def speedup_figure(records, out_dir):
     bar.set_ticklabels([f"{t:.2f}×" for t in ticks])
     bar.ax.yaxis.set_minor_locator(ticker.NullLocator())
     fig.suptitle(title)
-    path = _save(fig, out_dir, "speedup_heatmap.png")
+    # A failed or fallback case without a panel of its backend is named in the figure.
+    placed = {m["case_id"] for m in marked}
+    rest = [r for mode in marks for r in marks[mode] if r["case_id"] not in placed]
+    if rest:
+        first = axes[0][0]
+        marked += _marks_legend(first, rest)
+        first.legend(fontsize=7, loc="upper left")
+    path = _save(fig, out_dir, "speedup_heatmap.png", used, marked)
     caption = ("Per cell: NCCL latency p50 divided by the backend's at the same batch size "
                "and seq_len (blue: faster than NCCL, red: slower).")
     if dropped:
         caption += f" {dropped} single-cell configuration(s) not drawn."
-    return Figure("speedup", title, path, caption, sorted(set(used)))
+    caption += marks_caption(marked, records)
+    return Figure("speedup", title, path, caption, sorted(set(used)), marked)
 
 
 # ---- memory -----------------------------------------------------------------------------
@@ -438,9 +722,10 @@ def memory_figure(records, out_dir):
         for rec in groups[key].values():
             measured = rio.measured_memory(rec)
             from_metrics |= any(m.get("source") == "rank metrics" for m in measured.values())
-            sides = [rio.plan_breakdown(rec)] + [m["breakdown"] for m in measured.values()]
-            largest = max([largest] + [sum(b.values()) for b in sides])
-            bars += 2 * max(1, len(measured) or int(rio.param(rec, "tp") or 1))
+            sides = rio.memory_sides(rec)
+            largest = max([largest] + [sum(side[k].values()) for side in sides.values()
+                                       for k in ("plan", "measured")])
+            bars += 2 * max(1, len(sides))
         most_bars = max(most_bars, bars + len(groups[key]))
     unit, scale = next(((u, f) for u, f in (("GiB", 2 ** 30), ("MiB", 2 ** 20))
                         if largest >= f), ("KiB", 2 ** 10))
@@ -449,6 +734,8 @@ def memory_figure(records, out_dir):
                              constrained_layout=True, squeeze=False)
     colors = dict(zip(rio.MEMORY_TERMS, plt.get_cmap("tab10").colors))
     used = []
+    comm_from_report = []  # case_ids whose planned comm term is the communicator's report
+    missing_terms = set()  # (side, term) a side lacks
     for ax, key in zip(axes[:, 0], keys):
         fractions = sorted(groups[key])
         positions, labels, group_centres = [], [], []
@@ -456,20 +743,22 @@ def memory_figure(records, out_dir):
         for fraction in fractions:
             rec = groups[key][fraction]
             used.append(rec["case_id"])
-            measured = rio.measured_memory(rec)
-            ranks = sorted(measured) or list(range(int(rio.param(rec, "tp") or 1)))
-            planned = rio.plan_breakdown(rec)
+            sides = rio.memory_sides(rec)
             start = x
             top = 0.0
-            for rank in ranks:
-                for kind, breakdown in (("plan", planned),
-                                        ("meas", measured.get(rank, {}).get("breakdown"))):
+            for rank, side in sides.items():
+                if side["sources"].get(("plan", "comm_buffers"), "").startswith("comm["):
+                    comm_from_report.append(rec["case_id"])
+                missing_terms.update(side["missing"])
+                for kind, breakdown in (("plan", side["plan"]), ("meas", side["measured"])):
                     bottom = 0.0
                     for term in rio.MEMORY_TERMS:
                         value = (breakdown or {}).get(term, 0) / scale
+                        reported = side["sources"].get(("plan" if kind == "plan" else "measured",
+                                                         term), "").startswith("comm[")
                         if value > 0:
                             ax.bar(x, value, bottom=bottom, width=0.8, color=colors[term],
-                                   hatch="//" if kind == "meas" else None,
+                                   hatch=("//" if kind == "meas" else "") + ("..." if reported else ""),
                                    edgecolor="white", linewidth=0.5)
                             bottom += value
                     top = max(top, bottom)
@@ -495,12 +784,24 @@ def memory_figure(records, out_dir):
         ax.set_title(f"{series_name(key)} (plain: planned, hatched: measured)", fontsize=10)
         ax.grid(True, axis="y", alpha=0.3)
     handles = [plt.Rectangle((0, 0), 1, 1, color=colors[t]) for t in rio.MEMORY_TERMS]
-    axes[0, 0].legend(handles, [rio.MEMORY_TERM_LABELS[t] for t in rio.MEMORY_TERMS],
+    names = [rio.MEMORY_TERM_LABELS[t] for t in rio.MEMORY_TERMS]
+    handles.append(plt.Rectangle((0, 0), 1, 1, facecolor="lightgray", hatch="...",
+                                 edgecolor="white"))
+    names.append("dotted: the communicator's report")
+    axes[0, 0].legend(handles, names,
                       fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.suptitle(title)
-    path = _save(fig, out_dir, "memory.png")
+    path = _save(fig, out_dir, "memory.png", used)
     caption = ("Per mem_fraction the case with the largest batch x seq_len; for each rank the "
-               "planned breakdown (plain) beside the measured one (hatched).")
+               "planned breakdown (plain) beside the measured one (hatched), over the same terms.")
+    if comm_from_report:
+        caption += (" The plan of " + ", ".join(sorted(set(comm_from_report))) + " has no "
+                    "communicator term: both sides show the buffers the communicator reported "
+                    "(comm[rank].memory_bytes).")
+    if missing_terms:
+        caption += " Terms one side does not record: " + ", ".join(
+            f"{rio.MEMORY_TERM_LABELS.get(t, t)} (no {'plan' if side == 'plan' else 'measurement'})"
+            for side, t in sorted(missing_terms)) + "."
     if from_metrics:
         caption += (" Where the run has no memory meter data, 'measured' is what each rank "
                     "reported allocating (weight_bytes, kv_cache_bytes, communicator "
@@ -508,6 +809,7 @@ def memory_figure(records, out_dir):
     if len(groups) > len(keys):
         caption += f" {len(groups) - len(keys)} further configuration(s) not drawn."
     return Figure("memory", title, path, caption, used)
+
 
 
 def kv_tokens_figure(records, out_dir):
@@ -546,7 +848,7 @@ def kv_tokens_figure(records, out_dir):
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8)
     ax.set_title(title + "\n(red triangle: infeasible, 0 tokens)", fontsize=11)
-    path = _save(fig, out_dir, "kv_tokens.png")
+    path = _save(fig, out_dir, "kv_tokens.png", used)
     return Figure("kv_tokens", title, path,
                   "Planned max_tokens per mem_fraction (line); measured KV tokens where "
                   "recorded (x).", used)
@@ -575,6 +877,10 @@ def roofline_figure(records, out_dir):
                 ms=5, label=series_name(k), **style[k])
         batches += [b for b, _ in pts]
         used += [r["case_id"] for _, r in pts]
+    marks = _engine_marks(records, "decode")
+    marked = _draw_marks(ax, marks, lambda r: rio.param(r, "batch_size"),
+                         lambda r: rio.metric(r, "x_weight_read_time"))
+    batches += [rio.param(r, "batch_size") for r in marks]
     ax.axhline(1.0, color="black", lw=1, ls="--")
     ax.axhline(1.5, color="firebrick", lw=1, ls=":")
     _int_axis(ax, batches)
@@ -584,14 +890,15 @@ def roofline_figure(records, out_dir):
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8)
     ax.set_title(title + "\n(dashed: the roofline; dotted: 1.5, the decode target)", fontsize=11)
-    path = _save(fig, out_dir, "roofline.png")
+    path = _save(fig, out_dir, "roofline.png", used, marked)
     caption = ("metrics.x_weight_read_time of each ok decode case: the median step over "
                "metrics.step_weight_bytes (every weight the step read on a rank, with the routed "
                "experts the router chose) at metrics.copy_GBps, the copy bandwidth measured in "
                "the same process.")
     if extra:
         caption += " Series split by: " + ", ".join(extra) + "."
-    return Figure("roofline", title, path, caption, used)
+    caption += marks_caption(marked, records)
+    return Figure("roofline", title, path, caption, used, marked)
 
 
 # ---- baselines --------------------------------------------------------------------------
@@ -647,7 +954,7 @@ def baseline_figure(records, out_dir):
                for v, c in VERDICT_COLORS.items()]
     ax.legend(handles=handles, fontsize=8, loc="lower right")
     ax.set_title(title)
-    path = _save(fig, out_dir, "baseline.png")
+    path = _save(fig, out_dir, "baseline.png", [r[0]["case_id"] for r in shown])
     caption = ("Points: ratio; bars: confidence interval; hollow: no interval; regressions "
                "in red and listed first.")
     if len(rows) > len(shown):
@@ -659,6 +966,8 @@ def all_figures(records, out_dir):
     return [allreduce_figure(records, out_dir),
             latency_figure(records, out_dir, "decode"),
             latency_figure(records, out_dir, "prefill"),
+            throughput_latency_figure(records, out_dir),
+            ttft_figure(records, out_dir),
             roofline_figure(records, out_dir),
             speedup_figure(records, out_dir),
             memory_figure(records, out_dir),

@@ -433,6 +433,56 @@ def measured_memory(rec):
                     and i in out and "comm_buffers" not in out[i]["breakdown"]
                     and out[i]["breakdown"]):
                 out[i]["breakdown"]["comm_buffers"] = entry["memory_bytes"]
+                out[i]["comm_source"] = f"comm[{i}].memory_bytes"
+    return out
+
+
+def comm_memory_bytes(rec):
+    """{rank: bytes} the communicator reported allocating (record.comm[rank].memory_bytes)."""
+    comm = rec.get("comm")
+    out = {}
+    for i, entry in enumerate(comm if isinstance(comm, list) else []):
+        if isinstance(entry, dict) and is_number(entry.get("memory_bytes")):
+            out[i] = entry["memory_bytes"]
+    return out
+
+
+def memory_sides(rec):
+    """The planned and measured memory of each rank over the same terms, so a bar pair
+    compares like with like: {rank: {"plan": {term: bytes}, "measured": {term: bytes},
+    "sources": {(side, term): where}}}, or {} when the record has neither side.
+
+    The communicator's buffers are a term on both sides wherever the record has them: the
+    plan's comm_buffers where it plans them (the GPU planner does), else the communicator's
+    own report (comm[rank].memory_bytes; the CPU planner plans weights alone) on both sides.
+    Any other term one side lacks is listed in "missing" (side, term), never filled in."""
+    planned = plan_breakdown(rec)
+    measured = measured_memory(rec)
+    comm = comm_memory_bytes(rec)
+    if not planned and not measured:
+        return {}
+    ranks = sorted(measured, key=str) or list(range(max(1, int(param(rec, "tp") or 1))))
+    out = {}
+    for rank in ranks:
+        plan = dict(planned)
+        meas = dict((measured.get(rank) or {}).get("breakdown") or {})
+        sources = {("plan", t): "plan.breakdown" for t in plan}
+        sources.update({("measured", t): (measured.get(rank) or {}).get("source") or "memory"
+                        for t in meas})
+        if (measured.get(rank) or {}).get("comm_source"):
+            sources[("measured", "comm_buffers")] = measured[rank]["comm_source"]
+        if rank in comm:
+            if "comm_buffers" not in plan and planned:
+                plan["comm_buffers"] = comm[rank]
+                sources[("plan", "comm_buffers")] = f"comm[{rank}].memory_bytes"
+            if "comm_buffers" not in meas and meas:
+                meas["comm_buffers"] = comm[rank]
+                sources[("measured", "comm_buffers")] = f"comm[{rank}].memory_bytes"
+        missing = []
+        if plan and meas:
+            missing = sorted([("plan", t) for t in meas if t not in plan]
+                             + [("measured", t) for t in plan if t not in meas])
+        out[rank] = {"plan": plan, "measured": meas, "sources": sources, "missing": missing}
     return out
 
 

@@ -7,6 +7,7 @@ each number in the report can be traced to one line of results.jsonl.
 """
 
 import json
+import math
 
 import results_io as rio
 
@@ -256,27 +257,30 @@ def largest_batch(rec, kv_tokens):
 
 
 def memory_table(records):
+    """Planned beside measured per rank, over the same terms (results_io.memory_sides): a
+    planned communicator term taken from the communicator's report says so in "source"."""
     terms = [t for t in rio.MEMORY_TERMS]
     table = Table(["case_id", "backend", "mem_fraction", "rank", "source", "feasible",
                    "KV tokens", "max batch"] + [f"{rio.MEMORY_TERM_LABELS[t]} GiB" for t in terms])
     for rec in records:
         plan = rec.get("plan") or {}
-        planned = rio.plan_breakdown(rec)
-        measured = rio.measured_memory(rec)
-        if not planned and not measured:
+        sides = rio.memory_sides(rec)
+        if not sides:
             continue
         base = [rec["case_id"], rio.backend(rec), num(rio.param(rec, "mem_fraction"))]
         feasible = plan.get("feasible")
         css = "warn" if feasible is False else ""
-        if planned:
-            table.add(base + ["all", "plan", text(feasible), num(plan.get("max_tokens")),
-                              num(largest_batch(rec, plan.get("max_tokens")))]
-                      + [gib(planned.get(t)) for t in terms], css)
-        for rank in sorted(measured, key=str):
-            bd = measured[rank]["breakdown"]
-            kv = rio.measured_kv_tokens(rec, rank if isinstance(rank, int) else 0)
-            table.add(base + [rank, "measured", None, num(kv), num(largest_batch(rec, kv))]
-                      + [gib(bd.get(t)) for t in terms])
+        for rank, side in sides.items():
+            if side["plan"]:
+                where = "plan" + "".join(f" + {src}" for (kind, _), src in sorted(side["sources"].items())
+                                         if kind == "plan" and src.startswith("comm["))
+                table.add(base + [rank, where, text(feasible), num(plan.get("max_tokens")),
+                                  num(largest_batch(rec, plan.get("max_tokens")))]
+                          + [gib(side["plan"].get(t)) for t in terms], css)
+            if side["measured"]:
+                kv = rio.measured_kv_tokens(rec, rank if isinstance(rank, int) else 0)
+                table.add(base + [rank, "measured", None, num(kv), num(largest_batch(rec, kv))]
+                          + [gib(side["measured"].get(t)) for t in terms])
     return table
 
 
@@ -418,3 +422,165 @@ def check_summary(records, run=None):
         counts = out.setdefault(row[2], {})
         counts[row[3]] = counts.get(row[3], 0) + 1
     return out
+
+
+# ---- results first: what the run measured, before anything about how ---------------------
+# Every row names its case_id; every number is a field of that record (or, for the baseline
+# deltas and geometric means, arithmetic on the ratios the records carry). Failed, fallback,
+# infeasible and skipped cases keep their rows, with "-" where they have no number.
+
+STATUS_CSS = {"failed": "bad", "fallback": "bad", "infeasible": "warn", "skipped": "warn"}
+
+
+def status_text(rec):
+    """The status as a results row shows it: a fallback names what ran, a control or repeat
+    case its role."""
+    text_ = rec["status"]
+    if text_ == "fallback" and rio.allreduce_ran(rec).get("backend"):
+        text_ += f" (ran on {rio.allreduce_ran(rec)['backend']})"
+    role = rec.get("role")
+    if role not in (None, "", "sweep"):
+        text_ += f" [{role}]"
+    return text_
+
+
+def _group_name(rec, extra):
+    parts = [rio.backend(rec)] + [f"{k}={rio.param(rec, k)}" for k in extra]
+    return " · ".join(str(p) for p in parts)
+
+
+def allreduce_results(records):
+    """[(title, Table)] like nccl-tests' output: one table per backend (and any other param
+    that varies, e.g. tp or dtype), a row per message size: time (p50, p99), algbw, busbw."""
+    from plots import varying_params, _backend_rank  # shared grouping rule
+    recs = [r for r in records if rio.is_allreduce(r)]
+    extra = varying_params(recs, {"allreduce", "message_bytes", "mode"})
+    groups = {}
+    for rec in recs:
+        key = (_backend_rank(rio.backend(rec)),) + tuple(str(rio.param(rec, k)) for k in extra)
+        groups.setdefault(key, []).append(rec)
+    out = []
+    for key in sorted(groups):
+        table = Table(["size (B)", "size", "type", "time p50 µs", "time p99 µs", "algbw GB/s",
+                       "busbw GB/s", "status", "case_id"])
+        rows = sorted(groups[key], key=lambda r: (rio.message_bytes(r) or 0,
+                                                  r.get("role") not in (None, "", "sweep"),
+                                                  r["_line"]))
+        for rec in rows:
+            size = rio.message_bytes(rec)
+            table.add([num(size), rio.bytes_text(size) if size is not None else None,
+                       text(rio.param(rec, "dtype")), num(rio.latency(rec)),
+                       num(rio.latency(rec, "p99")), num(rio.metric(rec, "algbw_GBps")),
+                       num(rio.metric(rec, "busbw_GBps")), status_text(rec), rec["case_id"]],
+                      STATUS_CSS.get(rec["status"], ""))
+        out.append((_group_name(rows[0], extra), table))
+    return out
+
+
+def engine_results(records, mode):
+    """One table per mode: a row per case (backend, tp, batch, seq_len), step latency p50/p99
+    (for prefill: the time to first token), tokens/s, and the weight-read roofline ratio
+    where the records have it (GPU decode)."""
+    from plots import varying_params, _backend_rank
+    recs = [r for r in records if not rio.is_allreduce(r) and rio.param(r, "mode") == mode]
+    if not recs:
+        return Table([])
+    extra = varying_params(recs, {"allreduce", "batch_size", "seq_len", "mode", "tp"})
+    roofline = any(rio.is_number(rio.metric(r, "x_weight_read_time")) for r in recs)
+    step = "TTFT p50 µs" if mode == "prefill" else "step p50 µs"
+    headers = (["backend", "tp", "batch", "seq_len"] + (["config"] if extra else [])
+               + [step, "p99 µs", "tokens/s"] + (["x roofline"] if roofline else [])
+               + ["status", "case_id"])
+    table = Table(headers)
+    recs.sort(key=lambda r: ([str(rio.param(r, k)) for k in extra], _backend_rank(rio.backend(r)),
+                             rio.param(r, "tp") or 0, rio.param(r, "seq_len") or 0,
+                             rio.param(r, "batch_size") or 0,
+                             r.get("role") not in (None, "", "sweep"), r["_line"]))
+    for rec in recs:
+        row = [rio.backend(rec), rio.param(rec, "tp"), rio.param(rec, "batch_size"),
+               rio.param(rec, "seq_len")]
+        if extra:
+            row.append(" ".join(f"{k}={rio.param(rec, k)}" for k in extra))
+        row += [num(rio.latency(rec)), num(rio.latency(rec, "p99")),
+                num(rio.metric(rec, "tokens_per_s"))]
+        if roofline:
+            row.append(num(rio.metric(rec, "x_weight_read_time")))
+        row += [status_text(rec), rec["case_id"]]
+        table.add(row, STATUS_CSS.get(rec["status"], ""))
+    return table
+
+
+def baseline_metric_entries(records):
+    """[(record, metric, entry)] of the baseline comparisons the records carry: entries with
+    a verdict and a ratio or old/new values (not the build and hardware notes beside them)."""
+    out = []
+    for rec in records:
+        for metric_name, entry in sorted((rec.get("baseline") or {}).items()):
+            if isinstance(entry, dict) and "verdict" in entry and (
+                    "ratio" in entry or "old" in entry or "new" in entry):
+                out.append((rec, metric_name, entry))
+    return out
+
+
+def _comparable_ratio(metric_name, entry):
+    """The ratio a geometric mean takes (as tpbench compare: digests and non-positive ratios
+    left out)."""
+    ratio = entry.get("ratio")
+    if metric_name.startswith("digest.") or not rio.is_number(ratio) or ratio <= 0:
+        return None
+    return ratio
+
+
+def regression_table(records):
+    """Baseline comparisons that are not plain ok, regressions first: old, new, delta, ratio."""
+    table = Table(["label", "metric", "old", "new", "Δ %", "ratio", "verdict", "p-value",
+                   "case_id"])
+    order = {"regression": 0, "not-like-for-like": 1, "machine-drift": 2, "improvement": 3,
+             "noise": 4, "insufficient-data": 5}
+    rows = [(rec, m, e) for rec, m, e in baseline_metric_entries(records)
+            if e.get("verdict") not in ("ok", "no-baseline")]
+    rows.sort(key=lambda r: (order.get(r[2].get("verdict"), 6), r[0]["_line"], r[1]))
+    for rec, metric_name, entry in rows:
+        ratio = entry.get("ratio")
+        delta = (ratio - 1) * 100 if _comparable_ratio(metric_name, entry) else None
+        css = {"regression": "bad", "not-like-for-like": "bad", "noise": "warn",
+               "insufficient-data": "warn", "machine-drift": "warn"}.get(entry.get("verdict"), "")
+        table.add([rio.label(rec), metric_name, num(entry.get("old")), num(entry.get("new")),
+                   num(delta, 3), num(ratio), text(entry.get("verdict")),
+                   num(entry.get("p_value")), rec["case_id"]], css)
+    return table
+
+
+def geomean_table(records):
+    """The geometric mean of new/old per metric over the cases compared, as Google
+    Benchmark's compare.py and `tpbench compare` end their output."""
+    logs, verdicts = {}, {}
+    for rec, metric_name, entry in baseline_metric_entries(records):
+        ratio = _comparable_ratio(metric_name, entry)
+        if ratio is None:
+            continue
+        logs.setdefault(metric_name, []).append(math.log(ratio))
+        counts = verdicts.setdefault(metric_name, {})
+        counts[entry["verdict"]] = counts.get(entry["verdict"], 0) + 1
+    table = Table(["metric", "cases", "geomean new/old", "Δ %", "verdicts"])
+    for metric_name in sorted(logs):
+        mean = math.exp(sum(logs[metric_name]) / len(logs[metric_name]))
+        table.add([metric_name, len(logs[metric_name]), num(mean), num((mean - 1) * 100, 3),
+                   ", ".join(f"{n} {v}" for v, n in sorted(verdicts[metric_name].items()))],
+                  "bad" if verdicts[metric_name].get("regression") else "")
+    return table
+
+
+def identity_line(run, records):
+    """run id, scenario, git sha and host in one line for the top of both reports."""
+    prov, _ = provenance(run, records)
+    values = dict(prov)
+    parts = [f"run {run.get('run_id') or next((r.get('run_id') for r in records if r.get('run_id')), '?')}",
+             f"scenario {rio.scenario_name(run)}"]
+    sha = values.get("git_sha")
+    if sha:
+        parts.append(f"git {str(sha)[:12]}" + (" (dirty)" if values.get("dirty") == "true" else ""))
+    for key in ("host", "hostname", "gpus", "device"):
+        if values.get(key):
+            parts.append(f"{key} {values[key]}")
+    return " · ".join(parts)

@@ -14,6 +14,7 @@ fixture() {
 fixture "$SCRATCH/ok"
 (cd "$SCRATCH" && expect_rc 0 "$TPBENCH" report "$SCRATCH/ok")
 for f in report.html summary.md allreduce.png decode_latency.png prefill_latency.png \
+         throughput_latency.png prefill_ttft.png \
          speedup_heatmap.png memory.png kv_tokens.png baseline.png; do
   [[ -s "$SCRATCH/ok/$f" ]] || fail "report did not write $f"
 done

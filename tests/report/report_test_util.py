@@ -16,16 +16,37 @@ import tempfile
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SCRIPT = os.path.join(ROOT, "report", "make_report.py")
 FIXTURE = os.path.join(ROOT, "tests", "data", "results_fixture")
-PNG_NAMES = ("allreduce.png", "decode_latency.png", "prefill_latency.png", "roofline.png",
+PNG_NAMES = ("allreduce.png", "decode_latency.png", "prefill_latency.png",
+             "throughput_latency.png", "prefill_ttft.png", "roofline.png",
              "speedup_heatmap.png", "memory.png", "kv_tokens.png", "baseline.png")
+# Real CPU runs (tests/data/real_cpu_runs/trim.py): engine decode + prefill at TP 1/2, and the
+# allreduce sweep.
+REAL_RUNS = os.path.join(ROOT, "tests", "data", "real_cpu_runs")
 
 
-def fixture_copy():
-    """A temporary results folder holding the fixture; removed by the caller (tmp.cleanup)."""
+def fixture_copy(source=FIXTURE):
+    """A temporary results folder holding the fixture (or another folder of results.jsonl and
+    run.json); removed by the caller (tmp.cleanup)."""
     tmp = tempfile.TemporaryDirectory(prefix="tpb-report-test-")
     for name in ("results.jsonl", "run.json"):
-        shutil.copy(os.path.join(FIXTURE, name), tmp.name)
+        shutil.copy(os.path.join(source, name), tmp.name)
     return tmp
+
+
+def png_text(path):
+    """{keyword: text} of a PNG's tEXt chunks (the report's "tpbench" chunk names the
+    case_ids a plot draws and marks)."""
+    out = {}
+    with open(path, "rb") as f:
+        data = f.read()
+    pos = 8
+    while pos < len(data):
+        length, kind = struct.unpack(">I4s", data[pos:pos + 8])
+        if kind == b"tEXt":
+            key, _, value = data[pos + 8:pos + 8 + length].partition(b"\0")
+            out[key.decode("latin-1")] = value.decode("latin-1")
+        pos += 12 + length
+    return out
 
 
 def read_records(folder):

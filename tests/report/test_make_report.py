@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """The report scripts on the committed fixture: every file written, report.html
-self-contained with provenance first, numbers traceable to their record by case_id, and
-sections without data skipped with a note (and their stale PNG removed)."""
+self-contained with results first and provenance last, numbers traceable to their record by case_id, and
+sections without data one line each (and their stale PNG removed). Results first and the
+rest of issue 18's point 7: test_results_first.py."""
 
 import base64
 import os
@@ -48,23 +49,26 @@ class FixtureReport(unittest.TestCase):
         for data in images:
             self.assertTrue(base64.b64decode(data).startswith(b"\x89PNG"))
 
-    def test_provenance_first(self):
+    def test_results_first_provenance_last(self):
         sha = self.records[0]["provenance"]["git_sha"]
         first_plot = self.html.index("<img")
-        self.assertLess(self.html.index('id="provenance"'), first_plot)
-        self.assertLess(self.html.index(sha), first_plot)
+        self.assertLess(self.html.index('id="results"'), first_plot)
+        self.assertGreater(self.html.index('id="provenance"'), self.html.rindex("<img"))
+        self.assertGreater(self.html.index(sha), self.html.index('id="provenance"'))
         sections = re.findall(r"^## (.+)$", self.md, re.M)
-        self.assertEqual(sections[0], "Provenance")
-        self.assertLess(self.md.index(sha), self.md.index("## Run"))
+        self.assertEqual(sections[0], "Results")
+        self.assertEqual(sections[-2:], ["Provenance", "Run"])
+        self.assertLess(self.md.index("## Provenance"), self.md.index(sha))
         self.assertIn("FIXTURE", self.html.split("<h2")[0])
-        self.assertIn("FIXTURE", self.md.split("## Provenance")[0])
+        self.assertIn("FIXTURE", self.md.split("## Results")[0])
 
     def test_numbers_traceable_to_case_id(self):
         rows = {}
         for line in self.md.splitlines():
             cells = [c.strip() for c in line.strip("|").split(" | ")]
-            if re.fullmatch(r"[0-9a-f]{12}", cells[0]):
-                rows.setdefault(cells[0], []).append(cells)
+            ids = [c for c in cells if re.fullmatch(r"[0-9a-f]{12}", c)]
+            if ids:
+                rows.setdefault(ids[0], []).append(cells)
         ids = {r["case_id"] for r in self.records}
         self.assertTrue(set(rows) <= ids | {"00000000dead"}, set(rows) - ids)
         checked = 0
@@ -147,12 +151,15 @@ class PartialData(unittest.TestCase):
             proc = util.run_report(tmp.name)
             self.assertEqual(proc.returncode, 0, proc.stderr)
             for name in ("decode_latency.png", "prefill_latency.png", "roofline.png",
+                         "throughput_latency.png", "prefill_ttft.png",
                          "speedup_heatmap.png", "memory.png", "kv_tokens.png"):
                 self.assertFalse(os.path.exists(os.path.join(tmp.name, name)), name)
             self.assertTrue(os.path.isfile(os.path.join(tmp.name, "allreduce.png")))
             with open(os.path.join(tmp.name, "report.html"), encoding="utf-8") as f:
                 html = f.read()
-            self.assertEqual(html.count('<p class="note">No plot:'), 6)
+            self.assertEqual(len(re.findall(r'<p class="empty" id="[^"]+"><strong>[^<]*</strong>: '
+                                            r"not drawn: [^\n]*</p>\n", html)), 8)
+            self.assertNotIn("No plot", html)
             # Without run.json the provenance comes from the records.
             self.assertIn("from results.jsonl (first record)", html)
             self.assertIn(allreduce_only[0]["provenance"]["git_sha"], html)
