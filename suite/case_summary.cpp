@@ -115,8 +115,9 @@ std::string results_tables(const std::vector<json>& records) {
   for (const std::string& t : order) {
     std::vector<std::vector<std::string>> rows;
     if (t == "allreduce") {
-      out << "allreduce: a step's mean and p50 time; algbw = bytes / mean time, busbw = algbw x 2(n-1)/n "
-             "(nccl-tests' definitions)\n";
+      // Explanations fit 70 columns: a narrow terminal wraps what is wider.
+      out << "allreduce: mean and p50 of a step; algbw = bytes / mean time,\n"
+             "  busbw = algbw x 2(n-1)/n (nccl-tests' definitions)\n";
       rows.push_back({"case", "mean", "p50", "algbw GB/s", "busbw GB/s", "status"});
       for (const json* r : by_table[t])
         rows.push_back({r->value("label", ""), duration_us(number_at(*r, {"latency", "mean"})),
@@ -124,13 +125,12 @@ std::string results_tables(const std::vector<json>& records) {
                         gbps(number_at(*r, {"throughput", "busbw_GBps"})), r->value("status", "")});
     } else {
       const bool prefill = t == "prefill";
-      out << (prefill ? "prefill: time to first token (the whole prompt's forward pass), p50 and p99; tokens/s "
-                        "from the mean\n"
-                      : "decode: one step (one token per sequence), p50 and p99; tokens/s from the mean (x "
-                        "weight-read, on GPUs: p50 over the time to read the weights once at the GPU's bandwidth)\n");
+      out << (prefill ? "prefill: time to first token (TTFT): p50, p99; tokens/s from mean\n"
+                      : "decode: one step (a token per sequence): p50, p99; tokens/s from mean\n");
       // The weight-read multiple exists for GPU decode only: its column only where a row has it.
       const bool with_x = std::any_of(by_table[t].begin(), by_table[t].end(),
                                       [](const json* r) { return std::isfinite(weight_read_multiple(*r)); });
+      if (with_x) out << "  x weight-read: step p50 / the time to read the weights once\n";
       rows.push_back({"case", prefill ? "TTFT p50" : "step p50", "p99", "tokens/s"});
       if (with_x) rows.back().push_back("x weight-read");
       rows.back().push_back("status");

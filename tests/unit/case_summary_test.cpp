@@ -46,7 +46,7 @@ TEST(CaseSummary, OneTablePerWorkloadAndMode) {
   const std::string t = results_tables({allreduce_record("tp2 64KiB", 12.25, 11.5, 5.351), failed,
                                         engine_record("decode", "decode tp1 b1", 15.9, 62918.4),
                                         {{"workload", "allreduce"}, {"label", "skipped one"}, {"status", "skipped"}}});
-  EXPECT_NE(t.find("allreduce: a step's mean and p50 time; algbw = bytes / mean time"), std::string::npos) << t;
+  EXPECT_NE(t.find("allreduce: mean and p50 of a step; algbw = bytes / mean time,\n  busbw = algbw x 2(n-1)/n"), std::string::npos) << t;
   EXPECT_NE(t.find("  case           mean       p50  algbw GB/s  busbw GB/s  status\n"), std::string::npos) << t;
   EXPECT_NE(t.find("  tp2 64KiB  12.25 us  11.50 us        5.35        5.35  ok\n"), std::string::npos) << t;
   EXPECT_NE(t.find("  tp2 1MiB    2.500 s   2.400 s       0.420       0.420  fallback\n"), std::string::npos) << t;
@@ -55,6 +55,12 @@ TEST(CaseSummary, OneTablePerWorkloadAndMode) {
       << t << "no row has x weight-read: no such column";
   const std::string gpu = results_tables({engine_record("decode", "decode tp1 b1", 15.9, 62918.4, 3.214),
                                           engine_record("decode", "decode tp1 b8", 20.1, 398000.0)});
+  EXPECT_NE(gpu.find("  x weight-read: step p50 / the time to read the weights once\n"), std::string::npos) << gpu;
+  for (const std::string& text : {t, gpu}) {
+    std::size_t line_start = 0;
+    for (std::size_t nl = text.find('\n'); nl != std::string::npos; line_start = nl + 1, nl = text.find('\n', line_start))
+      if (text.compare(line_start, 2, "  ") != 0) EXPECT_LE(nl - line_start, 70u) << "an explanation wider than 70 columns";
+  }
   EXPECT_NE(gpu.find("  case           step p50       p99  tokens/s  x weight-read  status\n"), std::string::npos) << gpu;
   EXPECT_NE(gpu.find("  decode tp1 b1  15.90 us  23.85 us     62918           3.21  ok\n"), std::string::npos) << gpu;
   EXPECT_NE(gpu.find("  decode tp1 b8  20.10 us  30.15 us    398000              -  ok\n"), std::string::npos) << gpu;
