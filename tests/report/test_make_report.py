@@ -63,10 +63,10 @@ class FixtureReport(unittest.TestCase):
         rows = {}
         for line in self.md.splitlines():
             cells = [c.strip() for c in line.strip("|").split(" | ")]
-            if re.fullmatch(r"[0-9a-f]{12}", cells[0]):
+            if re.fullmatch(r"[0-9a-f]{16}", cells[0]):
                 rows.setdefault(cells[0], []).append(cells)
         ids = {r["case_id"] for r in self.records}
-        self.assertTrue(set(rows) <= ids | {"00000000dead"}, set(rows) - ids)
+        self.assertTrue(set(rows) <= ids | {"00000000000dead0"}, set(rows) - ids)
         checked = 0
         for rec in self.records:
             if rec["status"] != "ok" or rec.get("role") != "sweep" or not rec.get("latency"):
