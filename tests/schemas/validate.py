@@ -4,8 +4,9 @@
 usage: validate.py TPBENCH SCRATCH     (ctest runs it from the source tree: schemas.validate)
 
 - scenario.schema.json: every scenario under scenarios/ (model presets in scenarios/models/
-  and qualification profiles, the files with "probes", are not scenarios) validates, and
-  `tpbench run --dry-run` accepts each; broken copies of ci-smoke (an unknown top-level key,
+  and qualification profiles, the files with "probes", are not scenarios) and the scenario
+  examples of README.md and docs/scenarios.md validate, and `tpbench run --dry-run` accepts
+  each; broken copies of ci-smoke (an unknown top-level key,
   a TP written as a string, ...) fail the schema AND make tpbench exit 2, so the schema and
   the C++ validator (suite/scenario.cpp) say the same.
 - record.schema.json and run.schema.json: the records and run.json of real CPU runs made
@@ -139,6 +140,24 @@ class Scenarios(unittest.TestCase):
                 self.assertEqual(problems(SCENARIO, doc), [], rel)
                 dry = tpbench("run", rel, "--dry-run")
                 self.assertEqual(dry.returncode, 0, f"{rel}: tpbench --dry-run: {dry.stderr}")
+
+    def test_examples_in_the_docs_are_valid_scenarios(self):
+        examples = []
+        for doc in ("README.md", os.path.join("docs", "scenarios.md")):
+            with open(os.path.join(ROOT, doc), encoding="utf-8") as f:
+                for n, block in enumerate(re.findall(r"```json\n(.*?)```", f.read(), re.S)):
+                    if '"schema"' in block and '"workload"' in block:
+                        examples.append((f"{doc} example {n + 1}", block))
+        self.assertGreaterEqual(len(examples), 2)
+        os.makedirs(SCRATCH, exist_ok=True)
+        for where, text in examples:
+            with self.subTest(example=where):
+                self.assertEqual(problems(SCENARIO, json.loads(text)), [], where)
+                path = os.path.join(SCRATCH, re.sub(r"[^a-z0-9]+", "-", where.lower()) + ".json")
+                with open(path, "w", encoding="utf-8") as f:
+                    f.write(text)
+                dry = tpbench("run", path, "--dry-run")
+                self.assertEqual(dry.returncode, 0, f"{where}: tpbench --dry-run: {dry.stderr}")
 
     def test_broken_scenarios_fail_the_schema_and_tpbench(self):
         with open(os.path.join(ROOT, "scenarios", "ci-smoke.json"), encoding="utf-8") as f:
