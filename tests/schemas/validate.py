@@ -181,6 +181,12 @@ class Scenarios(unittest.TestCase):
             "judged baseline with 1 repetition": broken(lambda d: d.update(baseline={"latency_rel_tol": 0.05})),
             "schema 2": broken(lambda d: d.update(schema=2)),
         }
+        with open(os.path.join(ROOT, "scenarios", "conformance", "cpu-engine-decode.json"), encoding="utf-8") as f:
+            engine = json.load(f)
+        self.assertEqual(problems(SCENARIO, engine), [])
+        for what, mode in {"a mode listed twice": ["decode", "decode"], "mode \"both\"": "both"}.items():
+            cases[what] = dict(copy.deepcopy(engine), mode=mode)
+        cases["matches_reference on the engine"] = dict(copy.deepcopy(engine), checks=["matches_reference"])
         os.makedirs(SCRATCH, exist_ok=True)
         for what, doc in cases.items():
             with self.subTest(broken=what):
