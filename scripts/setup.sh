@@ -34,6 +34,8 @@ declare -A probes=(
   [python3-pip]="python3 -m pip --version"
   [python3-matplotlib]="python3 -c 'import matplotlib'"
   [python3-lxml]="python3 -c 'import lxml'"
+  # the schema test (tests/schemas/validate.py): draft 2020-12 needs jsonschema >= 4.0
+  [python3-jsonschema]="python3 -c 'from jsonschema import Draft202012Validator'"
 )
 # The asan preset's compiler, and its runtimes (Debian 12: libclang-rt-dev pulls the ASan, UBSan
 # and libFuzzer archives of the default clang).
@@ -52,13 +54,17 @@ if ((${#missing[@]})); then
   $sudo apt-get update -q
   $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
-# matplotlib and lxml (tests/cli/junit_schema.sh validates JUnit with it) through pip only
-# where apt's is missing or not importable (e.g. a pyenv python3).
+# matplotlib, lxml (tests/cli/junit_schema.sh validates JUnit with it) and jsonschema (>= 4.0:
+# tests/schemas/validate.py) through pip only where apt's is missing or not importable (e.g. a
+# pyenv python3).
 for module in matplotlib lxml; do
   if ! python3 -c "import $module" >/dev/null 2>&1; then
     python3 -m pip install --user "$module" || python3 -m pip install --user --break-system-packages "$module"
   fi
 done
+if ! python3 -c 'from jsonschema import Draft202012Validator' >/dev/null 2>&1; then
+  python3 -m pip install --user 'jsonschema>=4' || python3 -m pip install --user --break-system-packages 'jsonschema>=4'
+fi
 
 jobs=$(nproc)
 # A clone in another folder still hits the compiler cache: ccache otherwise hashes the working

@@ -10,6 +10,7 @@
 #include <optional>
 #include <sstream>
 
+#include "reference_engine/config/data_home.h"
 #include "reference_engine/config/model_config.h"
 #include "reference_engine/memory/gpu_catalog.h"
 #include "reference_engine/memory/planner.h"
@@ -55,14 +56,19 @@ struct Profile {
   std::vector<std::optional<Scenario>> scenarios;  // per probe: the scenario it runs, loaded and validated
 };
 
+// A path a profile names (a scenario, its baseline): as it is when absolute or present from
+// the working directory, else beside the profile, else under a data root ($TPB_HOME, the
+// install prefix, the source tree: reference_engine/config/data_home.h), first where the file
+// exists, then where its folder does (a baseline --update-baseline is about to write).
 std::string resolve_relative(const std::string& p, const std::string& profile_path) {
   if (p.empty() || fs::path(p).is_absolute() || fs::exists(p)) return p;
   const fs::path beside = fs::path(profile_path).parent_path() / p;
   if (fs::exists(beside)) return beside.string();
-#ifdef TPB_SOURCE_DIR
-  const fs::path in_source = fs::path(TPB_SOURCE_DIR) / p;
-  if (fs::exists(in_source) || fs::exists(in_source.parent_path())) return in_source.string();
-#endif
+  const std::vector<std::string> roots = data_roots();
+  for (const auto& root : roots)
+    if (fs::exists(fs::path(root) / p)) return (fs::path(root) / p).string();
+  for (const auto& root : roots)
+    if (fs::exists((fs::path(root) / p).parent_path())) return (fs::path(root) / p).string();
   return p;
 }
 

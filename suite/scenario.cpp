@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "reference_engine/comm/backends.h"
+#include "reference_engine/config/data_home.h"
 #include "reference_engine/config/json_text.h"
 #include "reference_engine/config/model_config.h"
 #include "suite/baseline.h"
@@ -796,10 +797,7 @@ std::vector<std::string> scenario_search_dirs() {
     if (std::find(dirs.begin(), dirs.end(), s) == dirs.end()) dirs.push_back(s);
   };
   add(fs::current_path() / "scenarios");
-  if (const char* home = std::getenv("TPB_HOME")) add(fs::path(home) / "scenarios");
-#ifdef TPB_SOURCE_DIR
-  add(fs::path(TPB_SOURCE_DIR) / "scenarios");
-#endif
+  for (const auto& root : data_roots()) add(fs::path(root) / "scenarios");  // $TPB_HOME, install prefix, source tree
   return dirs;
 }
 
@@ -814,7 +812,7 @@ std::string resolve_scenario_path(const std::string& name_or_path) {
     looked.push_back(p.string());
   }
   TPB_INPUT_FAIL("scenario '" << name_or_path << "': no such file, and not found as scenarios/" << file
-                              << (looked.empty() ? std::string(" (no scenarios/ folder in the working directory, $TPB_HOME or the source tree)")
+                              << (looked.empty() ? std::string(" (no scenarios/ folder in the working directory, $TPB_HOME, the install prefix or the source tree)")
                                                  : " (looked in: " + join(looked) + ")"));
 }
 

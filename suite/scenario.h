@@ -137,7 +137,8 @@ Scenario parse_scenario(const nlohmann::json& document, const std::string& sourc
 Scenario load_scenario(const std::string& path, const ScenarioEnv& env = {});
 
 // A path that exists, else scenarios/<name>.json (or <name> with .json added) looked up in
-// the working directory, $TPB_HOME and the source tree tpbench was built from.
+// the working directory, $TPB_HOME, the install prefix tpbench runs from
+// (<prefix>/share/tpbench) and the source tree it was built from (reference_engine/config/data_home.h).
 // Throws InputError listing where it looked.
 std::string resolve_scenario_path(const std::string& name_or_path);
 // The scenarios/ folders searched, in order (existing ones only).

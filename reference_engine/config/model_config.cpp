@@ -11,6 +11,7 @@
 #include <fstream>
 #include <vector>
 
+#include "reference_engine/config/data_home.h"
 #include "reference_engine/config/json_text.h"
 #include "tpb/check.h"
 
@@ -318,14 +319,13 @@ ModelConfig load_model_config(const std::string& path) {
 }
 
 std::string models_dir() {
-  std::vector<fs::path> candidates;
-  if (const char* home = std::getenv("TPB_HOME")) candidates.emplace_back(fs::path(home) / "scenarios" / "models");
-  candidates.emplace_back(fs::current_path() / "scenarios" / "models");
-#ifdef TPB_SOURCE_DIR
-  candidates.emplace_back(fs::path(TPB_SOURCE_DIR) / "scenarios" / "models");
-#endif
+  // The working directory first, as for scenarios and the report; then $TPB_HOME, the install
+  // prefix and the source tree (data_home.h).
+  std::vector<fs::path> candidates = {fs::current_path() / "scenarios" / "models"};
+  for (const auto& root : data_roots()) candidates.emplace_back(fs::path(root) / "scenarios" / "models");
+  std::error_code ec;
   for (const auto& c : candidates)
-    if (fs::is_directory(c)) return c.string();
+    if (fs::is_directory(c, ec)) return c.string();
   return candidates.back().string();
 }
 

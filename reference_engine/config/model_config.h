@@ -82,7 +82,7 @@ ModelConfig load_model_config_by_name(const std::string& name_or_path);
 void apply_overrides(ModelConfig& config, const nlohmann::json& overrides, const std::string& source,
                      const std::string& json_path);
 // The folder holding the model presets (scenarios/models), found from the working
-// directory, $TPB_HOME or the source tree this binary was built from.
+// directory, then $TPB_HOME, the install prefix and the source tree (data_home.h).
 std::string models_dir();
 
 }  // namespace tpb

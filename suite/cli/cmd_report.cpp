@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "reference_engine/config/data_home.h"
 #include "suite/cli/subcommand.h"
 
 namespace fs = std::filesystem;
@@ -29,10 +30,7 @@ std::string find_report_script(std::vector<std::string>* searched) {
   std::error_code ec;
   const fs::path cwd = fs::current_path(ec);
   if (!ec) roots.push_back(cwd);
-  if (const char* home = std::getenv("TPB_HOME"); home && *home) roots.emplace_back(home);
-#ifdef TPB_SOURCE_DIR
-  roots.emplace_back(TPB_SOURCE_DIR);
-#endif
+  for (const auto& root : tpb::data_roots()) roots.emplace_back(root);  // $TPB_HOME, install prefix, source tree
   for (const auto& root : roots) {
     const fs::path script = root / "report" / "make_report.py";
     if (searched) searched->push_back((root / "report").string());
@@ -49,7 +47,7 @@ int run_report_script(const std::vector<std::string>& args) {
     for (const auto& s : searched) where += (where.empty() ? "" : ", ") + s;
     std::fprintf(stderr,
                  "tpbench report: error: report/make_report.py not found (looked in %s); run "
-                 "from the source tree or set TPB_HOME to it\n",
+                 "from the source tree, install tpbench (cmake --install) or set TPB_HOME to a tree holding report/\n",
                  where.c_str());
     return 2;
   }
@@ -117,7 +115,7 @@ constexpr const char* kUsage =
     "usage: tpbench report RESULTS_DIR [--out DIR]\n"
     "Write plots (PNG), report.html and summary.md for a results folder (the folder of a\n"
     "`tpbench run`, holding results.jsonl and run.json), into it or into --out DIR.\n"
-    "Runs report/make_report.py (found in ./report, $TPB_HOME/report or the source tree)\n"
+    "Runs report/make_report.py (found in ./report, $TPB_HOME/report, <prefix>/share/tpbench/report or the source tree)\n"
     "with $TPB_PYTHON or python3; needs matplotlib.\n"
     "Exit status: 0 written, 2 bad input (a malformed results line names its line number)\n"
     "or python3/matplotlib missing.\n";

@@ -1,7 +1,8 @@
 // The report step, shared by `tpbench report` and the end of `tpbench run`: it runs the
 // Python scripts in report/ (matplotlib) over a results folder. The scripts are found in
-// <cwd>/report, $TPB_HOME/report, then the source tree tpbench was built from
-// (TPB_SOURCE_DIR); the interpreter is $TPB_PYTHON, else python3 on PATH.
+// <cwd>/report, then under the data roots (reference_engine/config/data_home.h: $TPB_HOME,
+// the install prefix's share/tpbench, the source tree tpbench was built from); the
+// interpreter is $TPB_PYTHON, else python3 on PATH.
 #pragma once
 
 #include <string>

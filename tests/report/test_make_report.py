@@ -66,11 +66,11 @@ class FixtureReport(unittest.TestCase):
         rows = {}
         for line in self.md.splitlines():
             cells = [c.strip() for c in line.strip("|").split(" | ")]
-            ids = [c for c in cells if re.fullmatch(r"[0-9a-f]{12}", c)]
+            ids = [c for c in cells if re.fullmatch(r"[0-9a-f]{16}", c)]
             if ids:
                 rows.setdefault(ids[0], []).append(cells)
         ids = {r["case_id"] for r in self.records}
-        self.assertTrue(set(rows) <= ids | {"00000000dead"}, set(rows) - ids)
+        self.assertTrue(set(rows) <= ids | {"00000000000dead0"}, set(rows) - ids)
         checked = 0
         for rec in self.records:
             if rec["status"] != "ok" or rec.get("role") != "sweep" or not rec.get("latency"):

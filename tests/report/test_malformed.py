@@ -76,8 +76,8 @@ class Malformed(unittest.TestCase):
         self.expect_error(f"{self.results}:7:", "$.latency.samples_us[2]")
 
     def test_check_without_status(self):
-        self.edit_record(8, lambda r: r["checks"]["allreduce_correct"].pop("status"))
-        self.expect_error(f"{self.results}:8:", "$.checks.allreduce_correct.status")
+        self.edit_record(8, lambda r: r["checks"]["matches_reference"].pop("status"))
+        self.expect_error(f"{self.results}:8:", "$.checks.matches_reference.status")
 
     def test_missing_results_file(self):
         os.remove(self.results)

@@ -126,14 +126,14 @@ class FixtureResultsFirst(unittest.TestCase):
         rows = md_table_after(self.r.md, "### Against the baseline")
         self.assertEqual(rows[0][:6], ["label", "metric", "old", "new", "Δ %", "ratio"])
         self.assertEqual(rows[1][6], "regression")  # regressions first
-        twoshot = next(r for r in rows if r[1] == "latency_p50" and r[5] == "1.12")
+        twoshot = next(r for r in rows if r[1] == "latency_us" and r[5] == "1.12")
         self.assertEqual(twoshot[4], "12")
         geomeans = md_table_after(self.r.md.split("### Against the baseline", 1)[1], "")
         ratios = [e["ratio"] for rec in self.r.records
                   for m, e in (rec.get("baseline") or {}).items()
-                  if m == "latency_p50" and isinstance(e.get("ratio"), (int, float))]
+                  if m == "latency_us" and isinstance(e.get("ratio"), (int, float))]
         expected = math.exp(sum(math.log(x) for x in ratios) / len(ratios))
-        row = next(r for r in md_rows(self.r.md) if r[0] == "latency_p50" and r[1] == str(len(ratios)))
+        row = next(r for r in md_rows(self.r.md) if r[0] == "latency_us" and r[1] == str(len(ratios)))
         self.assertEqual(row[2], cell(expected))
         self.assertTrue(geomeans)
 

@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "reference_engine/config/data_home.h"
 #include "tpb/check.h"
 #include "tpb/kernels/device.h"
 
@@ -18,9 +19,15 @@ namespace tpb {
 
 std::string default_allreduce_thresholds_path() {
   if (const char* env = std::getenv("TPB_ALLREDUCE_THRESHOLDS"); env != nullptr && *env != '\0') return env;
+  // The first data root that holds it ($TPB_HOME, the install prefix, the source tree), else
+  // the source tree's path, which the "no calibration file" note then names.
+  const std::filesystem::path file = std::filesystem::path("baselines") / "h200x2" / "allreduce_thresholds.json";
+  std::error_code ec;
+  for (const auto& root : data_roots())
+    if (std::filesystem::is_regular_file(std::filesystem::path(root) / file, ec)) return (std::filesystem::path(root) / file).string();
   // This file is reference_engine/comm/auto/auto_communicator.cpp in the source tree.
   const std::filesystem::path root = std::filesystem::path(__FILE__).parent_path().parent_path().parent_path().parent_path();
-  return (root / "baselines" / "h200x2" / "allreduce_thresholds.json").string();
+  return (root / file).string();
 }
 
 AllreduceThresholds load_allreduce_thresholds(const std::string& path, const std::string& gpu_name, int world) {

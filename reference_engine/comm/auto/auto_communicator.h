@@ -28,7 +28,8 @@ struct AllreduceThresholds {
 // with `source` explaining why when the file is missing or for other hardware. Malformed
 // files are an InputError naming the file and field.
 AllreduceThresholds load_allreduce_thresholds(const std::string& path, const std::string& gpu_name, int world);
-// TPB_ALLREDUCE_THRESHOLDS if set, else <source tree>/baselines/h200x2/allreduce_thresholds.json.
+// TPB_ALLREDUCE_THRESHOLDS if set, else baselines/h200x2/allreduce_thresholds.json under the
+// first data root holding it (reference_engine/config/data_home.h), else the source tree's.
 std::string default_allreduce_thresholds_path();
 
 class AutoCommunicator final : public Communicator {
