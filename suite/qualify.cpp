@@ -55,14 +55,21 @@ struct Profile {
   std::vector<std::optional<Scenario>> scenarios;  // per probe: the scenario it runs, loaded and validated
 };
 
+// A path in a profile (scenarios/..., baselines/...) is relative to the tree the profile came
+// from: as given when it exists, else beside the profile, else under each tree tpbench
+// searches for scenarios (the working directory, $TPB_HOME, the source tree), so that
+// `tpbench qualify cpu-smoke` works from any folder. A file not written yet (the baseline
+// --update-baseline stores) goes to the first tree whose folder for it exists.
 std::string resolve_relative(const std::string& p, const std::string& profile_path) {
   if (p.empty() || fs::path(p).is_absolute() || fs::exists(p)) return p;
   const fs::path beside = fs::path(profile_path).parent_path() / p;
   if (fs::exists(beside)) return beside.string();
-#ifdef TPB_SOURCE_DIR
-  const fs::path in_source = fs::path(TPB_SOURCE_DIR) / p;
-  if (fs::exists(in_source) || fs::exists(in_source.parent_path())) return in_source.string();
-#endif
+  std::vector<fs::path> in_trees;
+  for (const auto& dir : scenario_search_dirs()) in_trees.push_back(fs::path(dir).parent_path() / p);
+  for (const auto& candidate : in_trees)
+    if (fs::exists(candidate)) return candidate.string();
+  for (const auto& candidate : in_trees)
+    if (fs::exists(candidate.parent_path())) return candidate.string();
   return p;
 }
 

@@ -51,7 +51,10 @@ json base_record(const Scenario& s, const Case& c, const std::string& run_id, co
   r["run_id"] = run_id;
   r["scenario"] = s.name;
   // The command that reruns just this case (with its repeat and the control, if any).
-  r["reproduce"] = reproduce_command(fs::absolute(s.source).string(), c.id, case_options);
+  // A scenario read from stdin has no file to name: `tpbench run -` again, fed the document
+  // that run.json keeps.
+  const bool from_stdin = s.source == kStdinScenarioSource;
+  r["reproduce"] = reproduce_command(from_stdin ? "-" : fs::absolute(s.source).string(), c.id, case_options);
   r["status"] = nullptr;
   r["error"] = nullptr;
   r["plan"] = nullptr;  // the memory planner lands with its own issue
