@@ -350,11 +350,13 @@ RunSummary run_scenario(const Scenario& s, const std::vector<Case>& cases, const
   }
 
   if (opt.resume_dir.empty()) {
+    // A file as an absolute path; "<stdin>" as it is (the document below is all there is).
+    const std::string source = s.source == kStdinScenarioSource ? s.source : fs::absolute(s.source).string();
     run_json = {{"schema", kResultsSchema},
                 {"run_id", run_id},
                 {"provenance", provenance},
                 {"invocation", opt.invocation},
-                {"scenario", {{"name", s.name}, {"source", fs::absolute(s.source).string()}, {"document", s.document},
+                {"scenario", {{"name", s.name}, {"source", source}, {"document", s.document},
                               {"device_resolved", s.device}}},
                 {"selection", opt.selection},
                 {"cases", case_list},
