@@ -51,7 +51,10 @@ json base_record(const Scenario& s, const Case& c, const std::string& run_id, co
   r["run_id"] = run_id;
   r["scenario"] = s.name;
   // The command that reruns just this case (with its repeat and the control, if any).
-  r["reproduce"] = reproduce_command(fs::absolute(s.source).string(), c.id, case_options);
+  // A scenario read from stdin has no file to name: `tpbench run -` again, fed the document
+  // that run.json keeps.
+  const bool from_stdin = s.source == kStdinScenarioSource;
+  r["reproduce"] = reproduce_command(from_stdin ? "-" : fs::absolute(s.source).string(), c.id, case_options);
   r["status"] = nullptr;
   r["error"] = nullptr;
   r["plan"] = nullptr;  // the memory planner lands with its own issue
@@ -347,11 +350,13 @@ RunSummary run_scenario(const Scenario& s, const std::vector<Case>& cases, const
   }
 
   if (opt.resume_dir.empty()) {
+    // A file as an absolute path; "<stdin>" as it is (the document below is all there is).
+    const std::string source = s.source == kStdinScenarioSource ? s.source : fs::absolute(s.source).string();
     run_json = {{"schema", kResultsSchema},
                 {"run_id", run_id},
                 {"provenance", provenance},
                 {"invocation", opt.invocation},
-                {"scenario", {{"name", s.name}, {"source", fs::absolute(s.source).string()}, {"document", s.document},
+                {"scenario", {{"name", s.name}, {"source", source}, {"document", s.document},
                               {"device_resolved", s.device}}},
                 {"selection", opt.selection},
                 {"cases", case_list},

@@ -779,13 +779,17 @@ Scenario load_scenario(const std::string& path, const ScenarioEnv& env) {
   std::ifstream in(path, std::ios::binary);
   if (!in.good()) throw ScenarioError({path + ": cannot open the scenario file"});
   const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return load_scenario_text(text, path, env);
+}
+
+Scenario load_scenario_text(const std::string& text, const std::string& source, const ScenarioEnv& env) {
   // Strict and bounded (json_text.h): syntax, nesting depth, duplicate keys, NUL, 1e400.
   JsonText doc = parse_json_text(text);
   if (!doc.problem.empty()) {
-    const std::string where = doc.byte > 0 ? path + ":" + line_column(text, doc.byte) : path;
+    const std::string where = doc.byte > 0 ? source + ":" + line_column(text, doc.byte) : source;
     throw ScenarioError({where + ": not valid JSON: " + doc.problem});
   }
-  return parse_scenario(doc.value, path, env);
+  return parse_scenario(doc.value, source, env);
 }
 
 std::vector<std::string> scenario_search_dirs() {
@@ -801,19 +805,29 @@ std::vector<std::string> scenario_search_dirs() {
   return dirs;
 }
 
-std::string resolve_scenario_path(const std::string& name_or_path) {
+std::string resolve_in_scenario_dirs(const std::string& name_or_path, const std::string& subfolder,
+                                     const std::string& what) {
   std::error_code ec;
   if (fs::is_regular_file(name_or_path, ec)) return name_or_path;
   const std::string file = name_or_path.size() > 5 && name_or_path.ends_with(".json") ? name_or_path : name_or_path + ".json";
+  const fs::path relative = subfolder.empty() ? fs::path(file) : fs::path(subfolder) / file;
   std::vector<std::string> looked;
   for (const auto& dir : scenario_search_dirs()) {
-    const fs::path p = fs::path(dir) / file;
+    const fs::path p = fs::path(dir) / relative;
     if (fs::is_regular_file(p, ec)) return p.string();
     looked.push_back(p.string());
   }
-  TPB_INPUT_FAIL("scenario '" << name_or_path << "': no such file, and not found as scenarios/" << file
-                              << (looked.empty() ? std::string(" (no scenarios/ folder in the working directory, $TPB_HOME, the install prefix or the source tree)")
-                                                 : " (looked in: " + join(looked) + ")"));
+  TPB_INPUT_FAIL(what << " '" << name_or_path << "': no such file, and not found as scenarios/" << relative.string()
+                      << (looked.empty() ? std::string(" (no scenarios/ folder in the working directory, $TPB_HOME, the install prefix or the source tree)")
+                                         : " (looked in: " + join(looked) + ")"));
+}
+
+std::string resolve_scenario_path(const std::string& name_or_path) {
+  return resolve_in_scenario_dirs(name_or_path, "", "scenario");
+}
+
+std::string resolve_qualify_profile_path(const std::string& name_or_path) {
+  return resolve_in_scenario_dirs(name_or_path, "qualify", "qualification profile");
 }
 
 bool axis_written(const Scenario& s, const std::string& axis) {

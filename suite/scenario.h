@@ -135,13 +135,27 @@ Scenario parse_scenario(const nlohmann::json& document, const std::string& sourc
                         const ScenarioEnv& env = {});
 // Reads the file (syntax errors carry line and column) and parses it.
 Scenario load_scenario(const std::string& path, const ScenarioEnv& env = {});
+// The same for a document already read (`tpbench run -`): `source` names it in messages
+// ("<stdin>:3:5: not valid JSON: ...") and in Scenario::source.
+Scenario load_scenario_text(const std::string& text, const std::string& source, const ScenarioEnv& env = {});
+// The source of a scenario read from stdin. Relative paths in it are relative to the working
+// directory; records' `reproduce` reads `tpbench run - --case ID` (the document is in run.json).
+inline constexpr const char* kStdinScenarioSource = "<stdin>";
 
-// A path that exists, else scenarios/<name>.json (or <name> with .json added) looked up in
-// the working directory, $TPB_HOME, the install prefix tpbench runs from
-// (<prefix>/share/tpbench) and the source tree it was built from (reference_engine/config/data_home.h).
-// Throws InputError listing where it looked.
+// A path that exists, else scenarios/<subfolder>/<name>.json (or <name> with .json added)
+// looked up in each of scenario_search_dirs() (the working directory, $TPB_HOME, the install
+// prefix tpbench runs from, the source tree: reference_engine/config/data_home.h): how every
+// subcommand finds a file by name.
+// `what` names the kind in the error ("scenario", "qualification profile"), an InputError
+// listing where it looked.
+std::string resolve_in_scenario_dirs(const std::string& name_or_path, const std::string& subfolder,
+                                     const std::string& what);
+// `tpbench run NAME`: scenarios/<name>.json.
 std::string resolve_scenario_path(const std::string& name_or_path);
-// The scenarios/ folders searched, in order (existing ones only).
+// `tpbench qualify NAME`: scenarios/qualify/<name>.json.
+std::string resolve_qualify_profile_path(const std::string& name_or_path);
+// The scenarios/ folders searched, in order (existing ones only): the working directory's,
+// $TPB_HOME's and the source tree's tpbench was built from.
 std::vector<std::string> scenario_search_dirs();
 
 }  // namespace tpb

@@ -31,8 +31,8 @@ const CheckInfo kChecks[] = {
     {"tp_invariant", "TP=1 vs TP=N logits within the numerics policy", false, true, make<TpInvariantCheck>},
     {"observer_invariant", "instrumentation off vs debug: identical outputs and plan", false, false,
      make<ObserverInvariantCheck>},
-    {"plan_matches_measured", "memory planner vs meter", false, false, make<PlanMatchesMeasuredCheck>},
-    {"control_drift", "the control case first vs last", false, false,
+    {"plan_matches_measured", "the memory planner's predicted bytes per rank vs the meter's measured ones", false, false, make<PlanMatchesMeasuredCheck>},
+    {"control_drift", "the control case run first vs last: latency must not drift, or the run is unstable", false, false,
      [](const nlohmann::json& baseline_section) -> std::unique_ptr<Check> {
        return std::make_unique<ControlDriftCheck>(tolerances_from_json(baseline_section));
      }},

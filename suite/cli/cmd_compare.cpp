@@ -42,7 +42,7 @@ constexpr const char* kUsage =
     "type, named as file:line: $.path; an option out of range: tolerances finite in [0, 100],\n"
     "--alpha in (0, 0.5], --min-repetitions an integer >= 2) or nothing comparable: a side with no ok record\n"
     "(/dev/null, an empty file, a run whose cases were all skipped) or no case id in common,\n"
-    "said in one line `nothing comparable: <why>`.\n";
+    "said in one line `tpbench compare: error: nothing comparable: <why>`.\n";
 
 // A finite number in [lo, hi]: a NaN tolerance or alpha would turn every comparison false
 // and a detected regression into exit 0.
@@ -55,7 +55,7 @@ double parse_number(const std::string& flag, const std::string& value, double lo
   } catch (const std::exception&) {
   }
   TPB_INPUT_CHECK(std::isfinite(v) && v >= lo && v <= hi,
-                  "tpbench compare: " << flag << ": expected a number in [" << lo << ", " << hi << "], got '" << value << "'");
+                  "compare: " << flag << ": expected a number in [" << lo << ", " << hi << "], got '" << value << "'");
   return v;
 }
 
@@ -119,38 +119,35 @@ std::vector<Geomean> geomeans(const std::vector<tpb::MetricVerdict>& verdicts) {
   return out;
 }
 
-int run_compare(const std::vector<std::string>& args) {
-  std::vector<std::string> files;
-  bool as_json = false;
+const tpb::cli::Grammar kGrammar = {"compare",
+                                    {{"--json"},
+                                     {"--latency-tol", true},
+                                     {"--memory-tol", true},
+                                     {"--kv-tol", true},
+                                     {"--alpha", true},
+                                     {"--min-repetitions", true}},
+                                    2,
+                                    "paths (OLD NEW)"};
+
+int run_compare(const tpb::cli::Args& args) {
+  const std::vector<std::string>& files = args.positionals();
+  const bool as_json = args.has("--json");
   tpb::BaselineTolerances tol;
-  for (std::size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    auto value = [&]() -> std::string {
-      TPB_INPUT_CHECK(i + 1 < args.size(), "tpbench compare: " << a << " needs a value");
-      return args[++i];
-    };
-    if (a == "--json") as_json = true;
-    else if (a == "--latency-tol") tol.latency_rel_tol = parse_number(a, value(), 0, 100);
-    else if (a == "--memory-tol") tol.memory_rel_tol = parse_number(a, value(), 0, 100);
-    else if (a == "--kv-tol") tol.kv_tokens_rel_tol = parse_number(a, value(), 0, 100);
-    else if (a == "--alpha") tol.alpha = parse_number(a, value(), 1e-12, 0.5);
-    else if (a == "--min-repetitions") {
-      const double n = parse_number(a, value(), 2, 1e6);
-      TPB_INPUT_CHECK(n == std::floor(n), "tpbench compare: --min-repetitions: expected an integer, got " << n);
-      tol.min_repetitions = static_cast<int>(n);
-    }
-    else if (a.rfind("--", 0) == 0) TPB_INPUT_FAIL("tpbench compare: unknown option " << a << " (see --help)");
-    else files.push_back(a);
+  if (auto v = args.value("--latency-tol")) tol.latency_rel_tol = parse_number("--latency-tol", *v, 0, 100);
+  if (auto v = args.value("--memory-tol")) tol.memory_rel_tol = parse_number("--memory-tol", *v, 0, 100);
+  if (auto v = args.value("--kv-tol")) tol.kv_tokens_rel_tol = parse_number("--kv-tol", *v, 0, 100);
+  if (auto v = args.value("--alpha")) tol.alpha = parse_number("--alpha", *v, 1e-12, 0.5);
+  if (auto v = args.value("--min-repetitions")) {
+    const double n = parse_number("--min-repetitions", *v, 2, 1e6);
+    TPB_INPUT_CHECK(n == std::floor(n), "compare: --min-repetitions: expected an integer, got " << n);
+    tol.min_repetitions = static_cast<int>(n);
   }
-  TPB_INPUT_CHECK(files.size() == 2, "tpbench compare: expected OLD NEW (run folders or results.jsonl), got "
+  TPB_INPUT_CHECK(files.size() == 2, "compare: expected OLD NEW (run folders or results.jsonl), got "
                                           << files.size() << " paths");
   const auto old_records = read_side(files[0]);
   const auto new_records = read_side(files[1]);
   const std::string why = tpb::nothing_comparable(old_records, new_records, files[0], files[1]);
-  if (!why.empty()) {
-    std::fprintf(stderr, "tpbench compare: nothing comparable: %s\n", why.c_str());
-    return 2;
-  }
+  TPB_INPUT_CHECK(why.empty(), "nothing comparable: " << why);
   const auto verdicts = tpb::compare_runs(old_records, new_records, tol);
   int regressions = 0;
   for (const auto& v : verdicts) regressions += tpb::is_regression(v);
@@ -223,4 +220,4 @@ int run_compare(const std::vector<std::string>& args) {
 
 }  // namespace
 
-TPB_SUBCOMMAND("compare", "Compare two results.jsonl files metric by metric", kUsage, run_compare);
+TPB_SUBCOMMAND("compare", "Compare two results.jsonl files metric by metric", kUsage, kGrammar, run_compare);

@@ -61,41 +61,38 @@ bool has_safetensors(const fs::path& dir) {
   return false;
 }
 
-int run_logits(const std::vector<std::string>& args) {
-  if (tpb::cli::wants_help(args)) {
-    std::cout << kUsage;
-    return 0;
+const tpb::cli::Grammar kGrammar = {"logits",
+                                    {{"--model", true},
+                                     {"--input-ids", true},
+                                     {"--out", true},
+                                     {"--device", true},
+                                     {"--weights", true},
+                                     {"--tp", true},
+                                     {"--prefill", true},
+                                     {"--seed", true}},
+                                    0,
+                                    ""};
+
+std::int64_t integer_option(const tpb::cli::Args& args, const std::string& flag, std::int64_t fallback) {
+  const auto v = args.value(flag);
+  if (!v) return fallback;
+  try {
+    std::size_t n = 0;
+    const long long x = std::stoll(*v, &n);
+    if (n == v->size()) return x;
+  } catch (...) {
   }
-  std::string model, ids_path, out, device = "cpu", weights;
-  int tp = 1;
-  std::int64_t prefill = 0, seed = 1234;
-  for (std::size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    auto value = [&]() -> const std::string& {
-      TPB_INPUT_CHECK(i + 1 < args.size(), "logits: " << a << " needs a value\n" << kUsage);
-      return args[++i];
-    };
-    auto integer = [&](const std::string& v) -> std::int64_t {
-      try {
-        std::size_t n = 0;
-        const long long x = std::stoll(v, &n);
-        if (n == v.size()) return x;
-      } catch (...) {
-      }
-      TPB_INPUT_FAIL("logits: " << a << ": expected an integer, got '" << v << "'");
-    };
-    if (a == "--model") model = value();
-    else if (a == "--input-ids") ids_path = value();
-    else if (a == "--out") out = value();
-    else if (a == "--device") device = value();
-    else if (a == "--weights") weights = value();
-    else if (a == "--tp") tp = static_cast<int>(integer(value()));
-    else if (a == "--prefill") prefill = integer(value());
-    else if (a == "--seed") seed = integer(value());
-    else TPB_INPUT_FAIL("logits: unknown argument '" << a << "'\n" << kUsage);
-  }
+  TPB_INPUT_FAIL("logits: " << flag << ": expected an integer, got '" << *v << "'");
+}
+
+int run_logits(const tpb::cli::Args& args) {
+  const std::string model = args.value_or("--model", ""), ids_path = args.value_or("--input-ids", ""),
+                    out = args.value_or("--out", ""), device = args.value_or("--device", "cpu");
+  std::string weights = args.value_or("--weights", "");
+  const int tp = static_cast<int>(integer_option(args, "--tp", 1));
+  const std::int64_t prefill = integer_option(args, "--prefill", 0), seed = integer_option(args, "--seed", 1234);
   TPB_INPUT_CHECK(!model.empty() && !ids_path.empty() && !out.empty(),
-                  "logits: --model, --input-ids and --out are required\n" << kUsage);
+                  "logits: --model, --input-ids and --out are required (see tpbench logits --help)");
   TPB_INPUT_CHECK(device == "cpu", "logits: --device " << device << ": only the CPU reference engine exists in this build");
   TPB_INPUT_CHECK(tp >= 1, "logits: --tp: expected >= 1, got " << tp);
   TPB_INPUT_CHECK(prefill >= 0, "logits: --prefill: expected >= 0, got " << prefill);
@@ -173,4 +170,4 @@ int run_logits(const std::vector<std::string>& args) {
 
 }  // namespace
 
-TPB_SUBCOMMAND("logits", "Write a model's logits for given token ids as safetensors", kUsage, run_logits);
+TPB_SUBCOMMAND("logits", "Write a model's logits for given token ids as safetensors", kUsage, kGrammar, run_logits);

@@ -33,7 +33,7 @@ constexpr const char* kUsage =
     "  reap       exit 0; one line per stale daemon stopped\n"
     "Environment: TPB_MPS_CONTROL replaces nvidia-cuda-mps-control (and skips the driver check).\n";
 
-struct Args {
+struct MpsArgs {
   std::string action;      // start | stop | status | reap
   std::string pipe_dir;    // --pipe-dir
   std::string log_dir;     // --log-dir (start)
@@ -41,30 +41,35 @@ struct Args {
   bool require = false;    // --require (start)
 };
 
-Args parse_args(const std::vector<std::string>& args) {
-  Args a;
-  TPB_INPUT_CHECK(!args.empty(), "mps: needs an action: start, stop, status or reap (see tpbench mps --help)");
-  a.action = args.front();
+const tpb::cli::Grammar kGrammar = {
+    "mps", {{"--pipe-dir", true}, {"--log-dir", true}, {"--require"}, {"--state-root", true}}, 1, "action"};
+
+// Which action takes which option: the grammar declares them all, this says where each applies.
+bool option_applies(const std::string& option, const std::string& action) {
+  if (option == "--pipe-dir") return action != "reap";
+  if (option == "--log-dir" || option == "--require") return action == "start";
+  return action == "reap";  // --state-root
+}
+
+MpsArgs read_args(const tpb::cli::Args& given) {
+  MpsArgs a;
+  TPB_INPUT_CHECK(!given.positionals().empty(), "mps: needs an action: start, stop, status or reap (see tpbench mps --help)");
+  a.action = given.positionals().front();
   TPB_INPUT_CHECK(a.action == "start" || a.action == "stop" || a.action == "status" || a.action == "reap",
                   "mps: unknown action '" << a.action << "' (start, stop, status or reap)");
-  for (std::size_t i = 1; i < args.size(); ++i) {
-    const std::string& arg = args[i];
-    auto value = [&](const char* flag) {
-      TPB_INPUT_CHECK(i + 1 < args.size(), "mps " << a.action << ": " << flag << " needs a value");
-      return args[++i];
-    };
-    if (arg == "--pipe-dir" && a.action != "reap") a.pipe_dir = value("--pipe-dir");
-    else if (arg == "--log-dir" && a.action == "start") a.log_dir = value("--log-dir");
-    else if (arg == "--require" && a.action == "start") a.require = true;
-    else if (arg == "--state-root" && a.action == "reap") a.state_root = value("--state-root");
-    else TPB_INPUT_FAIL("mps " << a.action << ": unexpected argument '" << arg << "' (see tpbench mps --help)");
-  }
-  TPB_INPUT_CHECK(a.action == "reap" || !a.pipe_dir.empty(), "mps " << a.action << ": needs --pipe-dir DIR");
+  for (const char* option : {"--pipe-dir", "--log-dir", "--require", "--state-root"})
+    TPB_INPUT_CHECK(!given.has(option) || option_applies(option, a.action),
+                    "mps: " << option << " does not apply to " << a.action << " (see tpbench mps --help)");
+  a.pipe_dir = given.value_or("--pipe-dir", "");
+  a.log_dir = given.value_or("--log-dir", "");
+  a.state_root = given.value_or("--state-root", "");
+  a.require = given.has("--require");
+  TPB_INPUT_CHECK(a.action == "reap" || !a.pipe_dir.empty(), "mps: " << a.action << " needs --pipe-dir DIR");
   return a;
 }
 
-int run_mps(const std::vector<std::string>& raw_args) {
-  const Args args = parse_args(raw_args);
+int run_mps(const tpb::cli::Args& given) {
+  const MpsArgs args = read_args(given);
   tpb::MpsOptions options;
   if (!args.state_root.empty()) options.state_root = args.state_root;
   if (args.action == "reap") {
@@ -85,4 +90,4 @@ int run_mps(const std::vector<std::string>& raw_args) {
 
 }  // namespace
 
-TPB_SUBCOMMAND("mps", "Start, stop or query a CUDA MPS daemon (GPU test fixtures, scripts)", kUsage, run_mps);
+TPB_SUBCOMMAND("mps", "Start, stop or query a CUDA MPS daemon (GPU test fixtures, scripts)", kUsage, kGrammar, run_mps);

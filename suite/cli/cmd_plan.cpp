@@ -101,44 +101,23 @@ const char* usage_text() {
   return text.c_str();
 }
 
-// Flag values, parsed strictly; every failure names the flag.
-struct Args {
-  std::map<std::string, std::string> values;  // flag -> value
-  std::map<std::string, bool> switches;       // flag -> present
-};
-
-Args parse_args(const std::vector<std::string>& args) {
-  static const std::vector<std::string> kValued = {
-      "--model", "--tp", "--quant", "--gpu-mem-gib", "--gpu", "--mem-fraction", "--allreduce", "--interconnect",
-      "--tokens", "--overrides", "--kv-dtype", "--context-mib", "--custom-max-mib", "--nccl-channels",
-      "--graph-batch-sizes", "--batch", "--seq-len", "--total-gib", "--avail-gib", "--sweep-fractions",
-      "--sweep-backends"};
-  static const std::vector<std::string> kSwitches = {"--json", "--from-measured", "--text-only", "--nccl-over-sockets"};
-  Args out;
-  for (std::size_t i = 0; i < args.size(); ++i) {
-    std::string flag = args[i], value;
-    bool has_inline = false;
-    if (auto eq = flag.find('='); flag.rfind("--", 0) == 0 && eq != std::string::npos) {
-      value = flag.substr(eq + 1);
-      flag = flag.substr(0, eq);
-      has_inline = true;
-    }
-    if (std::find(kSwitches.begin(), kSwitches.end(), flag) != kSwitches.end()) {
-      TPB_INPUT_CHECK(!has_inline, "plan: " << flag << " takes no value");
-      out.switches[flag] = true;
-      continue;
-    }
-    TPB_INPUT_CHECK(std::find(kValued.begin(), kValued.end(), flag) != kValued.end(),
-                    "plan: unknown argument '" << args[i] << "' (see tpbench plan --help)");
-    if (!has_inline) {
-      TPB_INPUT_CHECK(i + 1 < args.size(), "plan: " << flag << " needs a value");
-      value = args[++i];
-    }
-    TPB_INPUT_CHECK(!out.values.count(flag), "plan: " << flag << " given twice");
-    out.values[flag] = value;
-  }
-  return out;
+// Every option takes a value but the four switches; none is repeatable.
+const tpb::cli::Grammar& grammar() {
+  static const tpb::cli::Grammar g = [] {
+    tpb::cli::Grammar out{"plan", {}, 0, ""};
+    for (const char* valued : {"--model", "--tp", "--quant", "--gpu-mem-gib", "--gpu", "--mem-fraction", "--allreduce",
+                               "--interconnect", "--tokens", "--overrides", "--kv-dtype", "--context-mib",
+                               "--custom-max-mib", "--nccl-channels", "--graph-batch-sizes", "--batch", "--seq-len",
+                               "--total-gib", "--avail-gib", "--sweep-fractions", "--sweep-backends"})
+      out.options.push_back({valued, true});
+    for (const char* flag : {"--json", "--from-measured", "--text-only", "--nccl-over-sockets"})
+      out.options.push_back({flag});
+    return out;
+  }();
+  return g;
 }
+
+using tpb::cli::Args;
 
 double to_double(const std::string& flag, const std::string& s) {
   std::size_t used = 0;
@@ -165,11 +144,7 @@ std::int64_t to_int(const std::string& flag, const std::string& s, std::int64_t 
   return v;
 }
 
-std::optional<std::string> get(const Args& a, const std::string& flag) {
-  auto it = a.values.find(flag);
-  if (it == a.values.end()) return std::nullopt;
-  return it->second;
-}
+std::optional<std::string> get(const Args& a, const std::string& flag) { return a.value(flag); }
 
 std::int64_t kv_dtype_bytes(const Args& a) {
   const std::string d = get(a, "--kv-dtype").value_or("bf16");
@@ -216,7 +191,7 @@ int run_from_measured(const Args& a) {
                         "--context-mib", "--custom-max-mib", "--nccl-channels", "--graph-batch-sizes", "--batch",
                         "--seq-len"})
     TPB_INPUT_CHECK(!get(a, f), "plan: " << f << " does not apply to --from-measured (it reads total and avail off a log)");
-  TPB_INPUT_CHECK(!a.switches.count("--nccl-over-sockets"),
+  TPB_INPUT_CHECK(!a.has("--nccl-over-sockets"),
                   "plan: --nccl-over-sockets does not apply to --from-measured (it reads total and avail off a log)");
   auto total_s = get(a, "--total-gib"), avail_s = get(a, "--avail-gib");
   TPB_INPUT_CHECK(total_s && avail_s, "plan: --from-measured needs --total-gib and --avail-gib");
@@ -267,7 +242,7 @@ int run_from_measured(const Args& a) {
   j["min_mem_fraction"] = min_fraction;
   j["verdict"] = verdict;
 
-  if (a.switches.count("--json")) {
+  if (a.has("--json")) {
     std::printf("%s\n", j.dump(2).c_str());
   } else {
     std::printf("tpbench plan --from-measured\n");
@@ -448,9 +423,8 @@ void print_plan(const tpb::MemoryPlan& p, const DeviceSource& dev) {
   std::printf("\n%s\n", p.verdict.c_str());
 }
 
-int run_plan(const std::vector<std::string>& raw) {
-  const Args a = parse_args(raw);
-  if (a.switches.count("--from-measured")) return run_from_measured(a);
+int run_plan(const Args& a) {
+  if (a.has("--from-measured")) return run_from_measured(a);
   for (const char* f : {"--total-gib", "--avail-gib"})
     TPB_INPUT_CHECK(!get(a, f), "plan: " << f << " applies only with --from-measured");
 
@@ -502,11 +476,11 @@ int run_plan(const std::vector<std::string>& raw) {
   in.kv_dtype_bytes = kv_dtype_bytes(a);
   if (auto m = get(a, "--custom-max-mib")) in.custom_max_bytes = to_int("--custom-max-mib", *m, 1) * kMiB;
   if (auto n = get(a, "--nccl-channels")) in.nccl_channels = static_cast<int>(to_int("--nccl-channels", *n, 1));
-  in.nccl_over_sockets = a.switches.count("--nccl-over-sockets") > 0;
+  in.nccl_over_sockets = a.has("--nccl-over-sockets");
   in.graph_batch_sizes = graph_batch_sizes(a);
   if (auto b = get(a, "--batch")) in.activation_batch = to_int("--batch", *b, 1);
   if (auto s = get(a, "--seq-len")) in.activation_seq_len = to_int("--seq-len", *s, 1);
-  in.include_vision_tower = !a.switches.count("--text-only");
+  in.include_vision_tower = !a.has("--text-only");
 
   const tpb::MemoryPlan p = tpb::plan_memory(in);
   std::vector<tpb::FractionSweepPoint> sweep;
@@ -529,7 +503,7 @@ int run_plan(const std::vector<std::string>& raw) {
   } else {
     TPB_INPUT_CHECK(!get(a, "--sweep-backends"), "plan: --sweep-backends needs --sweep-fractions");
   }
-  if (a.switches.count("--json")) {
+  if (a.has("--json")) {
     nlohmann::json j = plan_json(p, dev);
     if (!sweep.empty()) {
       nlohmann::json points = nlohmann::json::array();
@@ -555,4 +529,4 @@ int run_plan(const std::vector<std::string>& raw) {
 
 }  // namespace
 
-TPB_SUBCOMMAND("plan", "Predict per-rank memory and KV-cache capacity for a deployment", usage_text(), run_plan);
+TPB_SUBCOMMAND("plan", "Predict per-rank memory and KV-cache capacity for a deployment", usage_text(), grammar(), run_plan);

@@ -5,12 +5,14 @@
 #include <filesystem>
 #include <fstream>
 
+#include "suite/cli/json_stdout.h"
 #include "suite/cli/subcommand.h"
 #include "suite/junit.h"
 #include "suite/provenance.h"
 #include "suite/qualify.h"
 #include "suite/results.h"
 #include "suite/runner.h"
+#include "suite/scenario.h"
 #include "tpb/check.h"
 
 namespace {
@@ -18,7 +20,7 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr const char* kUsage =
-    "usage: tpbench qualify PROFILE.json [--out DIR] [--update-baseline]\n"
+    "usage: tpbench qualify PROFILE [--out DIR] [--update-baseline] [--json]\n"
     "Runs the probes of a qualification profile (memory bandwidth, GEMM rate, peer bandwidth\n"
     "for every GPU pair, allreduce correctness and latency per backend, engine decode latency,\n"
     "planner feasibility, engine conformance in any placement: correctness only) and checks\n"
@@ -26,8 +28,12 @@ constexpr const char* kUsage =
     "baseline stored for this hardware (a row without a stored value reads NO-BASELINE and\n"
     "does not pass). Writes DIR/qualify.json and DIR/qualify.junit.xml (default DIR:\n"
     "results/qualify-<profile>-<run id>).\n"
+    "  PROFILE            a file, or a name looked up as scenarios/qualify/<name>.json in the\n"
+    "                     working directory, $TPB_HOME and the source tree (as run finds scenarios)\n"
     "  --update-baseline  store the measured values as the profile's baseline (with provenance)\n"
-    "Profiles: scenarios/qualify/cpu-smoke.json (CI), h200x1.json (one GPU: per-GPU floors and\n"
+    "  --json             print qualify.json's content on stdout; the table and the progress go\n"
+    "                     to stderr\n"
+    "Profiles: cpu-smoke (scenarios/qualify/cpu-smoke.json, CI), h200x1.json (one GPU: per-GPU floors and\n"
     "the engine at TP 1-8 in shared placement, correctness only; latency and bandwidth\n"
     "thresholds never come from shared placement, which measures contention), h200x2.json;\n"
     "h200x4.json and h200x8.json (not yet run on such a node) beside them.\n"
@@ -54,24 +60,16 @@ tpb::JunitProperties row_properties(const nlohmann::json& row) {
   return out;
 }
 
-int run_qualify(const std::vector<std::string>& args) {
-  std::string profile, out_dir;
+const tpb::cli::Grammar kGrammar = {"qualify", {{"--out", true}, {"--update-baseline"}, {"--json"}}, 1, "PROFILE"};
+
+int run_qualify(const tpb::cli::Args& args) {
+  TPB_INPUT_CHECK(!args.positionals().empty(), "qualify: expected PROFILE (a file or a name; see tpbench qualify --help)");
+  const std::string profile = tpb::resolve_qualify_profile_path(args.positionals().front());
+  std::string out_dir = args.value_or("--out", "");
   tpb::QualifyOptions options;
-  for (std::size_t i = 0; i < args.size(); ++i) {
-    if (args[i] == "--out") {
-      TPB_INPUT_CHECK(i + 1 < args.size(), "tpbench qualify: --out needs a folder");
-      out_dir = args[++i];
-    } else if (args[i] == "--update-baseline") {
-      options.update_baseline = true;
-    } else if (args[i].rfind("--", 0) == 0) {
-      TPB_INPUT_FAIL("tpbench qualify: unknown option " << args[i] << " (see --help)");
-    } else {
-      TPB_INPUT_CHECK(profile.empty(), "tpbench qualify: one profile at a time, got " << profile << " and " << args[i]);
-      profile = args[i];
-    }
-  }
-  TPB_INPUT_CHECK(!profile.empty(), "tpbench qualify: expected PROFILE.json (see --help)");
-  TPB_INPUT_CHECK(fs::exists(profile), profile << ": no such qualification profile");
+  options.update_baseline = args.has("--update-baseline");
+  const bool as_json = args.has("--json");
+  tpb::cli::HumanLinesToStderr human_lines(as_json);
   if (out_dir.empty()) out_dir = "results/qualify-" + fs::path(profile).stem().string() + "-" + tpb::new_run_id();
   options.out_dir = out_dir;
   std::error_code ec;
@@ -116,18 +114,22 @@ int run_qualify(const std::vector<std::string>& args) {
                               {"verdict", verdict}, {"failures", failures},
                               {"nothing_ran", nothing_ran.empty() ? nlohmann::json() : nlohmann::json(nothing_ran)},
                               {"rows", jrows}, {"provenance", tpb::collect_provenance(started)}};
-  tpb::write_file_atomic((fs::path(out_dir) / "qualify.json").string(), doc.dump(2) + "\n");
+  const std::string qualify_json = doc.dump(2) + "\n";
+  tpb::write_file_atomic((fs::path(out_dir) / "qualify.json").string(), qualify_json);
   tpb::write_file_atomic((fs::path(out_dir) / "qualify.junit.xml").string(),
                          tpb::junit_xml(suites));
   std::printf("qualify: %s (%zu rows, %d not passing) -> %s/qualify.json%s\n", verdict, rows.size(), failures,
               out_dir.c_str(), options.update_baseline && nothing_ran.empty() ? " (baseline updated)" : "");
-  if (!nothing_ran.empty()) {
-    std::printf("nothing ran: %s\n", nothing_ran.c_str());
-    return tpb::kExitNothingRan;
+  if (!nothing_ran.empty()) std::printf("nothing ran: %s\n", nothing_ran.c_str());
+  if (as_json) {
+    human_lines.restore();
+    std::printf("%s", qualify_json.c_str());
   }
+  if (!nothing_ran.empty()) return tpb::kExitNothingRan;
   return failures == 0 ? tpb::kExitOk : tpb::kExitFailed;
 }
 
 }  // namespace
 
-TPB_SUBCOMMAND("qualify", "Qualify hardware against a profile: PASS/FAIL table, JSON and JUnit", kUsage, run_qualify);
+TPB_SUBCOMMAND("qualify", "Qualify hardware against a profile: PASS/FAIL table, JSON and JUnit", kUsage, kGrammar,
+               run_qualify);

@@ -20,6 +20,7 @@
 
 #include "reference_engine/config/data_home.h"
 #include "suite/cli/subcommand.h"
+#include "tpb/check.h"
 
 namespace fs = std::filesystem;
 
@@ -112,24 +113,31 @@ int run_report_script(const std::vector<std::string>& args) {
 namespace {
 
 constexpr const char* kUsage =
-    "usage: tpbench report RESULTS_DIR [--out DIR]\n"
+    "usage: tpbench report RESULTS_DIR [--out DIR] [--quiet | --verbose]\n"
     "Write plots (PNG), report.html and summary.md for a results folder (the folder of a\n"
     "`tpbench run`, holding results.jsonl and run.json), into it or into --out DIR.\n"
     "Runs report/make_report.py (found in ./report, $TPB_HOME/report, <prefix>/share/tpbench/report or the source tree)\n"
     "with $TPB_PYTHON or python3; needs matplotlib.\n"
+    "  --out DIR   write the files here instead of RESULTS_DIR\n"
+    "  --quiet     print nothing on success\n"
+    "  --verbose   also list the sections left empty and why\n"
     "Exit status: 0 written, 2 bad input (a malformed results line names its line number)\n"
     "or python3/matplotlib missing.\n";
 
-int run_report(const std::vector<std::string>& args) {
-  if (args.empty()) {
-    std::fprintf(stderr, "tpbench report: error: missing RESULTS_DIR\n%s", kUsage);
-    return 2;
-  }
-  return run_report_script(args);
+const Grammar kGrammar = {"report", {{"--out", true}, {"--quiet"}, {"--verbose"}}, 1, "RESULTS_DIR"};
+
+int run_report(const Args& args) {
+  TPB_INPUT_CHECK(!args.positionals().empty(), "report: missing RESULTS_DIR (see tpbench report --help)");
+  // The script's own arguments, spelled as it reads them.
+  std::vector<std::string> script_args = {args.positionals().front()};
+  if (auto out = args.value("--out")) script_args.insert(script_args.end(), {"--out", *out});
+  for (const char* flag : {"--quiet", "--verbose"})
+    if (args.has(flag)) script_args.emplace_back(flag);
+  return run_report_script(script_args);
 }
 
 }  // namespace
 }  // namespace tpb::cli
 
 TPB_SUBCOMMAND("report", "Write plots, report.html and summary.md for a results folder", tpb::cli::kUsage,
-               tpb::cli::run_report);
+               tpb::cli::kGrammar, tpb::cli::run_report);

@@ -4,12 +4,15 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <iostream>
+#include <iterator>
 #include <string>
 #include <vector>
 
 #include "suite/build_info.h"
 #include "suite/case_selection.h"
 #include "suite/case_summary.h"
+#include "suite/cli/json_stdout.h"
 #include "suite/cli/report.h"
 #include "suite/mps.h"
 #include "suite/placement.h"
@@ -40,7 +43,7 @@ std::string default_scenario() {
 }
 
 constexpr const char* kUsage =
-    "usage: tpbench run [SCENARIO] [--dry-run] [--results-dir ROOT] [--resume RUN_DIR [--retry-failed]]\n"
+    "usage: tpbench run [SCENARIO|-] [--dry-run] [--json] [--results-dir ROOT] [--resume RUN_DIR [--retry-failed]]\n"
     "                   [--case ID[,ID...]] [--filter KEY=VALUE]...\n"
     "                   [--junit FILE] [--no-report] [--baselines DIR [--update-baselines]\n"
     "                   [--allow-unlike-baseline] [--force-dirty-baseline REASON]]\n"
@@ -51,7 +54,13 @@ constexpr const char* kUsage =
     "                    directory, $TPB_HOME, <prefix>/share/tpbench of an installed tpbench\n"
     "                    and the source tree (default: quickstart, i.e. quickstart-gpu where a\n"
     "                    GPU is usable, else quickstart-cpu)\n"
+    "  -                 read the scenario JSON from stdin (its source reads <stdin>; relative\n"
+    "                    model paths are relative to the working directory; run.json keeps the\n"
+    "                    document, so --resume needs no stdin)\n"
     "  --dry-run         validate and list the cases (id, label, skip reason); run nothing\n"
+    "  --json            stdout holds one JSON object and nothing else: after the run, run.json's\n"
+    "                    summary plus run_dir (with --dry-run: the scenario and its cases); the\n"
+    "                    progress, tables and report lines go to stderr\n"
     "  --results-dir R   where runs go: R/<run-id>/results.jsonl, run.json, logs/ (default: results)\n"
     "  --case ID[,ID...] run only these cases of the sweep (ids as --dry-run and the records show\n"
     "                    them; repeatable). A case's deterministic repeat comes with it (either id\n"
@@ -102,6 +111,8 @@ constexpr const char* kUsage =
     "  --no-report       do not build the report (report.html, summary.md, plots; needs\n"
     "                    python3 + matplotlib; `tpbench report RUN_DIR` makes it later)\n"
     "\n"
+    "Every option also takes the form --opt=VALUE; `--` ends the options.\n"
+    "\n"
     "Reproducing: run.json records the command line, the working directory and every TPB_*,\n"
     "NCCL_* and CUDA_* variable; every record carries `reproduce`, the one-line command that\n"
     "reruns just its case: tpbench run <scenario file> --case <id> [--placement P] [--mps M].\n"
@@ -113,10 +124,12 @@ constexpr const char* kUsage =
     "e.g. a GPU scenario with no GPU visible), said in one line `nothing ran: <why>`, in\n"
     "run.json (summary.nothing_ran) and in the JUnit (a testcase \"nothing ran\").\n";
 
-struct Args {
-  std::string scenario;
+// The options of one invocation, read and checked.
+struct RunArgs {
+  std::string scenario;  // a file, a name, "-" (stdin) or empty (the default, or --resume's)
   bool dry_run = false;
   bool no_report = false;
+  bool json = false;     // the summary as JSON on stdout, the human lines on stderr
   std::string results_dir = "results";
   std::string resume;
   std::string junit;
@@ -131,55 +144,45 @@ struct Args {
   tpb::CaseSelection selection;  // --case, --filter
 };
 
-Args parse_args(const std::vector<std::string>& args) {
-  Args a;
-  for (std::size_t i = 0; i < args.size(); ++i) {
-    const std::string& arg = args[i];
-    auto value = [&](const char* flag) {
-      TPB_INPUT_CHECK(i + 1 < args.size(), "run: " << flag << " needs a value (see tpbench run --help)");
-      return args[++i];
-    };
-    if (arg == "--dry-run") {
-      a.dry_run = true;
-    } else if (arg == "--no-report") {
-      a.no_report = true;
-    } else if (arg == "--results-dir") {
-      a.results_dir = value("--results-dir");
-    } else if (arg == "--resume") {
-      a.resume = value("--resume");
-    } else if (arg == "--junit") {
-      a.junit = value("--junit");
-    } else if (arg == "--baselines") {
-      a.baselines = value("--baselines");
-    } else if (arg == "--update-baselines") {
-      a.update_baselines = true;
-    } else if (arg == "--allow-unlike-baseline") {
-      a.allow_unlike_baseline = true;
-    } else if (arg == "--force-dirty-baseline") {
-      a.force_dirty_baseline = value("--force-dirty-baseline");
-      TPB_INPUT_CHECK(!a.force_dirty_baseline.empty() && !a.force_dirty_baseline.starts_with("-"),
-                      "run: --force-dirty-baseline needs a REASON (it is written beside the baseline)");
-    } else if (arg == "--placement") {
-      a.placement = value("--placement");
-      (void)tpb::parse_placement(a.placement, "run: --placement");
-    } else if (arg == "--mps") {
-      a.mps = value("--mps");
-      (void)tpb::parse_mps_mode(a.mps, "run: --mps");
-    } else if (arg == "--retry-failed") {
-      a.retry_failed = true;
-    } else if (arg == "--no-localize") {
-      a.no_localize = true;
-    } else if (arg == "--case") {
-      for (auto& id : tpb::split_case_ids(value("--case"))) a.selection.ids.push_back(std::move(id));
-    } else if (arg == "--filter") {
-      a.selection.filters.push_back(tpb::parse_case_filter(value("--filter")));
-    } else if (arg.starts_with("-")) {
-      TPB_INPUT_FAIL("run: unknown option '" << arg << "' (see tpbench run --help)");
-    } else {
-      TPB_INPUT_CHECK(a.scenario.empty(), "run: one scenario at a time (got '" << a.scenario << "' and '" << arg << "')");
-      a.scenario = arg;
-    }
+const tpb::cli::Grammar kGrammar = {
+    "run",
+    {{"--dry-run"}, {"--no-report"}, {"--json"}, {"--results-dir", true}, {"--resume", true}, {"--junit", true},
+     {"--baselines", true}, {"--update-baselines"}, {"--allow-unlike-baseline"}, {"--force-dirty-baseline", true},
+     {"--placement", true}, {"--mps", true}, {"--retry-failed"}, {"--no-localize"}, {"--case", true, true},
+     {"--filter", true, true}},
+    1,
+    "SCENARIO"};
+
+RunArgs read_args(const tpb::cli::Args& given) {
+  RunArgs a;
+  if (!given.positionals().empty()) a.scenario = given.positionals().front();
+  a.dry_run = given.has("--dry-run");
+  a.no_report = given.has("--no-report");
+  a.json = given.has("--json");
+  a.results_dir = given.value_or("--results-dir", "results");
+  a.resume = given.value_or("--resume", "");
+  a.junit = given.value_or("--junit", "");
+  a.baselines = given.value_or("--baselines", "");
+  a.update_baselines = given.has("--update-baselines");
+  a.allow_unlike_baseline = given.has("--allow-unlike-baseline");
+  if (auto reason = given.value("--force-dirty-baseline")) {
+    a.force_dirty_baseline = *reason;
+    TPB_INPUT_CHECK(!a.force_dirty_baseline.empty() && !a.force_dirty_baseline.starts_with("-"),
+                    "run: --force-dirty-baseline needs a REASON (it is written beside the baseline)");
   }
+  if (auto placement = given.value("--placement")) {
+    a.placement = *placement;
+    (void)tpb::parse_placement(a.placement, "run: --placement");
+  }
+  if (auto mps = given.value("--mps")) {
+    a.mps = *mps;
+    (void)tpb::parse_mps_mode(a.mps, "run: --mps");
+  }
+  a.retry_failed = given.has("--retry-failed");
+  a.no_localize = given.has("--no-localize");
+  for (const auto& list : given.values("--case"))
+    for (auto& id : tpb::split_case_ids(list)) a.selection.ids.push_back(std::move(id));
+  for (const auto& filter : given.values("--filter")) a.selection.filters.push_back(tpb::parse_case_filter(filter));
   TPB_INPUT_CHECK(!a.update_baselines || !a.baselines.empty(), "run: --update-baselines needs --baselines DIR");
   TPB_INPUT_CHECK(!a.retry_failed || !a.resume.empty(), "run: --retry-failed needs --resume RUN_DIR");
   TPB_INPUT_CHECK(a.resume.empty() || a.selection.empty(),
@@ -205,8 +208,15 @@ std::string recorded_option(const nlohmann::json& run_json, const std::string& o
   return "";
 }
 
-int run_run(const std::vector<std::string>& raw_args) {
-  const Args args = parse_args(raw_args);
+// The scenario JSON on stdin (`tpbench run -`), read as strictly as a file.
+tpb::Scenario load_stdin_scenario() {
+  const std::string text((std::istreambuf_iterator<char>(std::cin)), std::istreambuf_iterator<char>());
+  return tpb::load_scenario_text(text, tpb::kStdinScenarioSource);
+}
+
+int run_run(const tpb::cli::Args& given) {
+  const RunArgs args = read_args(given);
+  tpb::cli::HumanLinesToStderr human_lines(args.json);
   tpb::Scenario scenario;
   std::vector<tpb::Case> all_cases, cases;
   nlohmann::json earlier_run = nlohmann::json::object();  // run.json of the run to resume
@@ -223,6 +233,8 @@ int run_run(const std::vector<std::string>& raw_args) {
       const auto& run_json = earlier_run;
       const auto& sc = run_json.at("scenario");
       scenario = tpb::parse_scenario(sc.at("document"), sc.value("source", std::string("run.json")));
+    } else if (args.scenario == "-") {
+      scenario = load_stdin_scenario();
     } else {
       const std::string name = args.scenario.empty() || args.scenario == "quickstart" ? default_scenario() : args.scenario;
       scenario = tpb::load_scenario(tpb::resolve_scenario_path(name));
@@ -237,7 +249,7 @@ int run_run(const std::vector<std::string>& raw_args) {
     all_cases = tpb::expand_cases(scenario, tpb::detect_machine());
   } catch (const tpb::ScenarioError& e) {
     for (const auto& p : e.problems()) std::fprintf(stderr, "%s\n", p.c_str());
-    std::fprintf(stderr, "tpbench: %zu problem(s) in the scenario; nothing was run\n", e.problems().size());
+    tpb::cli::print_error("run", std::to_string(e.problems().size()) + " problem(s) in the scenario; nothing was run");
     return 2;
   }
   cases = tpb::select_cases(scenario, all_cases, selection);
@@ -252,6 +264,18 @@ int run_run(const std::vector<std::string>& raw_args) {
     selected.append(" selected: ").append(how).append(")");
   }
 
+  if (args.dry_run && args.json) {
+    nlohmann::json out = {{"scenario", scenario.name},  {"source", scenario.source},
+                          {"workload", scenario.workload}, {"device", scenario.device},
+                          {"placement", tpb::placement_name(scenario.placement)},
+                          {"expanded_cases", all_cases.size()}, {"cases", nlohmann::json::array()}};
+    for (const auto& c : cases)
+      out["cases"].push_back({{"id", c.id}, {"label", c.label}, {"role", c.role},
+                              {"skip_reason", c.skip_reason.empty() ? nlohmann::json() : nlohmann::json(c.skip_reason)}});
+    human_lines.restore();
+    std::printf("%s\n", out.dump(2).c_str());
+    return 0;
+  }
   if (args.dry_run) {
     int skipped = 0;
     for (const auto& c : cases) skipped += !c.skip_reason.empty();
@@ -368,9 +392,16 @@ int run_run(const std::vector<std::string>& raw_args) {
     else
       std::printf("report: not written (exit %d; see above); retry with `tpbench report %s`\n", rc, sum.run_dir.c_str());
   }
+  if (args.json) {
+    // run.json's summary as written, and where the run is.
+    nlohmann::json out = tpb::read_json_file((fs::path(sum.run_dir) / "run.json").string()).at("summary");
+    out["run_dir"] = sum.run_dir;
+    human_lines.restore();
+    std::printf("%s\n", out.dump(2).c_str());
+  }
   return sum.exit_code;
 }
 
 }  // namespace
 
-TPB_SUBCOMMAND("run", "Run a scenario: expand its sweep, run every case, check, record, report", kUsage, run_run);
+TPB_SUBCOMMAND("run", "Run a scenario: expand its sweep, run every case, check, record, report", kUsage, kGrammar, run_run);

@@ -10,8 +10,10 @@ constexpr const char* kUsage =
     "Internal: one rank of a case, started by the launcher with RANK, WORLD_SIZE, LOCAL_RANK,\n"
     "TPB_CONTROL_SOCKET and TPB_GROUP_ID set. Not meant to be run by hand.\n";
 
-int run_worker_cmd(const std::vector<std::string>& /*args*/) { return tpb::run_worker(); }
+const tpb::cli::Grammar kGrammar = {"__worker", {}, 0, ""};
+
+int run_worker_cmd(const tpb::cli::Args& /*args*/) { return tpb::run_worker(); }
 
 }  // namespace
 
-TPB_SUBCOMMAND("__worker", "internal: one rank process of a case", kUsage, run_worker_cmd, true);
+TPB_SUBCOMMAND("__worker", "internal: one rank process of a case", kUsage, kGrammar, run_worker_cmd, true);

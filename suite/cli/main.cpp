@@ -29,14 +29,23 @@ std::vector<std::string>& argv_storage() {
 const std::vector<std::string>& process_argv() { return argv_storage(); }
 void set_process_argv(std::vector<std::string> argv) { argv_storage() = std::move(argv); }
 
-bool wants_help(const std::vector<std::string>& args) {
-  return std::any_of(args.begin(), args.end(),
-                     [](const std::string& a) { return a == "--help" || a == "-h"; });
+namespace {
+
+// The message without a leading "<command>: " or "tpbench <command>: ": library code and
+// older messages name the subcommand themselves, and the line's prefix already does.
+std::string without_command_prefix(const std::string& command, std::string message) {
+  for (const std::string& prefix : {"tpbench " + command + ": ", command + ": "})
+    if (!command.empty() && message.starts_with(prefix)) return message.substr(prefix.size());
+  return message;
 }
 
-int not_implemented(const char* name, const char* issue) {
-  std::fprintf(stderr, "tpbench %s: not implemented yet (%s); nothing was run\n", name, issue);
-  return 2;
+// "tpbench run" for a subcommand's lines, "tpbench" before one is known.
+std::string who(const std::string& command) { return command.empty() ? "tpbench" : "tpbench " + command; }
+
+}  // namespace
+
+void print_error(const std::string& command, const std::string& message) {
+  std::fprintf(stderr, "%s: error: %s\n", who(command).c_str(), without_command_prefix(command, message).c_str());
 }
 
 namespace {
@@ -47,36 +56,46 @@ void print_overview() {
       "With no arguments, runs the engine on this machine: scenarios/quickstart-gpu.json (the\n"
       "Kimi-K2.5 slice, TP 1 and 2, every GPU allreduce backend) where CUDA is built in and a GPU\n"
       "is visible, else scenarios/quickstart-cpu.json (a tiny DeepSeek-V3, TP 1 and 2, shm).\n"
-      "The allreduce sweep: tpbench run allreduce-sweep (GPUs) or ci-smoke (CPU).\n\nsubcommands:\n");
+      "The allreduce sweep: tpbench run allreduce-sweep (GPUs) or ci-smoke (CPU).\n"
+      "tpbench --version (-V, version) says what this binary was built from.\n\nsubcommands:\n");
   auto subcommands = registry();
   std::sort(subcommands.begin(), subcommands.end(),
             [](const Subcommand& a, const Subcommand& b) { return std::string(a.name) < b.name; });
   for (const auto& s : subcommands) {
     if (!s.hidden) std::printf("  %-9s %s\n", s.name, s.summary);
   }
-  std::printf("\n`tpbench <subcommand> --help` for details. Exit status: 0 ok, 1 failed case or "
-              "check, 2 bad input or usage\n(compare: nothing comparable), 3 nothing ran (run, "
-              "qualify: no case could run on this machine).\n");
+  std::printf("\n`tpbench <subcommand> --help` for details. Every option takes `--opt VALUE` or\n"
+              "`--opt=VALUE`; `--` ends the options. Errors are one line on stderr, `tpbench\n"
+              "<subcommand>: error: ...` (bad input or usage) or `... failed: ...` (a failure).\n"
+              "Exit status: 0 ok, 1 failed case or check, 2 bad input or usage\n(compare: nothing "
+              "comparable), 3 nothing ran (run, qualify: no case could run on this machine).\n");
 }
 
-int dispatch(std::vector<std::string> args) {
+const Subcommand* find_subcommand(const std::string& name) {
+  for (const auto& s : registry())
+    if (name == s.name) return &s;
+  return nullptr;
+}
+
+// Runs the subcommand args name; `command` receives its name as soon as it is known, for
+// the error line main prints when it throws.
+int dispatch(std::vector<std::string> args, std::string& command) {
   if (args.empty()) args = {"run", "quickstart"};
-  const std::string name = args.front();
+  std::string name = args.front();
   if (name == "--help" || name == "-h" || name == "help") {
     print_overview();
     return 0;
   }
-  for (const auto& s : registry()) {
-    if (name != s.name) continue;
-    std::vector<std::string> rest(args.begin() + 1, args.end());
-    if (!s.hidden && wants_help(rest)) {
-      std::printf("%s", s.usage);
-      return 0;
-    }
-    return s.run(rest);
+  if (name == "--version" || name == "-V") name = "version";
+  const Subcommand* s = find_subcommand(name);
+  TPB_INPUT_CHECK(s, "unknown subcommand '" << name << "' (see tpbench --help)");
+  command = s->name;
+  const Args parsed = parse_args(s->grammar, std::vector<std::string>(args.begin() + 1, args.end()));
+  if (parsed.help && !s->hidden) {
+    std::printf("%s", s->usage);
+    return 0;
   }
-  std::fprintf(stderr, "tpbench: unknown subcommand '%s' (see tpbench --help)\n", name.c_str());
-  return 2;
+  return s->run(parsed);
 }
 
 }  // namespace
@@ -85,21 +104,25 @@ int dispatch(std::vector<std::string> args) {
 int main(int argc, char** argv) {
   tpb::cli::set_process_argv(std::vector<std::string>(argv, argv + argc));
   std::vector<std::string> args(argv + 1, argv + argc);
+  std::string command;  // the subcommand, once known: every error line names it
+  auto failed = [&](const std::string& message) {
+    std::fprintf(stderr, "%s: failed: %s\n", tpb::cli::who(command).c_str(),
+                 tpb::cli::without_command_prefix(command, message).c_str());
+    return 1;
+  };
   try {
-    return tpb::cli::dispatch(std::move(args));
+    return tpb::cli::dispatch(std::move(args), command);
   } catch (const tpb::InputError& e) {
-    std::fprintf(stderr, "tpbench: error: %s\n", e.what());
+    tpb::cli::print_error(command, e.what());
     return 2;
   } catch (const nlohmann::json::exception& e) {
     // A JSON value of an unexpected shape that no validator caught: it came from an input
     // file, so it is bad input (2), said plainly, not "failed" (1, which means a failed case).
-    std::fprintf(stderr, "tpbench: error: malformed JSON input: %s\n", e.what());
+    tpb::cli::print_error(command, std::string("malformed JSON input: ") + e.what());
     return 2;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "tpbench: failed: %s\n", e.what());
-    return 1;
+    return failed(e.what());
   } catch (...) {
-    std::fprintf(stderr, "tpbench: failed: an unknown exception\n");
-    return 1;
+    return failed("an unknown exception");
   }
 }

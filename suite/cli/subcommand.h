@@ -1,12 +1,16 @@
 // The tpbench subcommands. Each lives in its own cmd_<name>.cpp and registers itself with
-// TPB_SUBCOMMAND; main.cpp only dispatches. A subcommand returns the process exit status
-// (0 ok, 1 a case or check failed, 2 bad input or usage, 3 nothing ran: run and qualify
-// when no case could run on this machine) and may throw tpb::InputError
-// (exit 2) or tpb::Error (exit 1); main prints the message as one line.
+// TPB_SUBCOMMAND, declaring its options as a Grammar (suite/cli/args.h); main.cpp parses the
+// command line by it, answers --help with the usage, and dispatches. A subcommand returns the
+// process exit status (0 ok, 1 a case or check failed, 2 bad input or usage, 3 nothing ran:
+// run and qualify when no case could run on this machine) and may throw tpb::InputError
+// (exit 2) or tpb::Error (exit 1); main prints the message as one line in the one format,
+// `tpbench <name>: error: <message>` (2) or `tpbench <name>: failed: <message>` (1).
 #pragma once
 
 #include <string>
 #include <vector>
+
+#include "suite/cli/args.h"
 
 namespace tpb::cli {
 
@@ -14,7 +18,8 @@ struct Subcommand {
   const char* name;     // as typed: "run"
   const char* summary;  // one line for `tpbench --help`
   const char* usage;    // full text for `tpbench <name> --help`
-  int (*run)(const std::vector<std::string>& args);  // args after the subcommand name
+  Grammar grammar;      // its options and positionals; grammar.command is `name`
+  int (*run)(const Args& args);  // the command line after the subcommand name, parsed
   bool hidden = false;  // internal roles (the rank worker) are not listed
 };
 
@@ -28,11 +33,10 @@ struct Registrar {
 const std::vector<std::string>& process_argv();
 void set_process_argv(std::vector<std::string> argv);
 
-// True when args ask for help; the caller prints `usage` and returns 0.
-bool wants_help(const std::vector<std::string>& args);
-
-// For subcommands whose issue has not landed: says so on stderr and returns 2.
-int not_implemented(const char* name, const char* issue);
+// Prints `tpbench <command>: error: <message>` on stderr (the exit-2 line), dropping a
+// redundant "<command>: " or "tpbench <command>: " at the start of the message. For the few
+// places that print an error and return 2 themselves (after listing a scenario's problems).
+void print_error(const std::string& command, const std::string& message);
 
 }  // namespace tpb::cli
 

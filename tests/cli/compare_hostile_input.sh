@@ -44,7 +44,7 @@ grep -q "truncated.jsonl:[0-9]*: not valid JSON" "$SCRATCH/last.out" || fail "a 
 for bad in "--latency-tol nan" "--alpha nan" "--alpha 2" "--memory-tol -1" "--kv-tol inf" "--min-repetitions 1" "--min-repetitions 9.5"; do
   # shellcheck disable=SC2086
   expect_rc 2 "$TPBENCH" compare "$RUN" "$RUN" $bad
-  grep -q "tpbench compare: ${bad%% *}: expected" "$SCRATCH/last.out" || { cat "$SCRATCH/last.out"; fail "$bad not refused"; }
+  grep -q "tpbench compare: error: ${bad%% *}: expected" "$SCRATCH/last.out" || { cat "$SCRATCH/last.out"; fail "$bad not refused"; }
 done
 
 # A changed digest stays a regression (exit 1), also with tight valid options.

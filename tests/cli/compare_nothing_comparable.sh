@@ -36,7 +36,7 @@ done
 expect_nothing_comparable() {
   local want=$1; shift
   expect_rc 2 "$TPBENCH" compare "$@"
-  grep -qxF "tpbench compare: nothing comparable: $want" "$SCRATCH/last.out" \
+  grep -qxF "tpbench compare: error: nothing comparable: $want" "$SCRATCH/last.out" \
     || { cat "$SCRATCH/last.out" >&2; fail "compare $*: expected 'nothing comparable: $want'"; }
   ! grep -q "metrics compared" "$SCRATCH/last.out" || fail "compare $*: printed a verdict"
 }

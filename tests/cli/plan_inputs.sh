@@ -20,7 +20,7 @@ expect_error() {
 expect_error 2 "--quant: expected bf16, fp8, int4 or f32, got 'int5'" --model kimi-k2.5 --tp 8 --gpu H200 --quant int5
 expect_error 2 "give exactly one of --gpu NAME or --gpu-mem-gib X" --model kimi-k2.5 --tp 8
 expect_error 2 "give exactly one of --gpu NAME or --gpu-mem-gib X" --model kimi-k2.5 --tp 8 --gpu H200 --gpu-mem-gib 90
-expect_error 2 "unknown argument '--frac'" --model kimi-k2.5 --tp 8 --gpu H200 --frac 0.8
+expect_error 2 "unknown option '--frac'" --model kimi-k2.5 --tp 8 --gpu H200 --frac 0.8
 expect_error 2 "--mem-fraction: expected a value in (0, 1], got 1.5" --model kimi-k2.5 --tp 8 --gpu H200 --mem-fraction 1.5
 expect_error 2 "--mem-fraction: expected a number, got 'abc'" --model kimi-k2.5 --tp 8 --gpu H200 --mem-fraction abc
 expect_error 2 "tp 3 does not divide num_attention_heads 64" --model kimi-k2.5 --tp 3 --gpu H200

@@ -89,7 +89,7 @@ for name in H100-80GB H100-PCIe H100-NVL H200 H20-96GB H20-141GB A100-80GB B200 
   grep -qE "known: .*\b$name\b" "$SCRATCH/last.out" || fail "unknown-GPU message does not list $name: $(cat "$SCRATCH/last.out")"
 done
 expect_rc 2 "$TPBENCH" "${incident[@]}" --interconnect pcie
-grep -qF "plan: --interconnect: expected nvlink, pcie-p2p or pcie-no-p2p, got 'pcie'" "$SCRATCH/last.out" \
+grep -qF "tpbench plan: error: --interconnect: expected nvlink, pcie-p2p or pcie-no-p2p, got 'pcie'" "$SCRATCH/last.out" \
   || fail "bad --interconnect message: $(cat "$SCRATCH/last.out")"
 expect_rc 2 "$TPBENCH" plan --from-measured --total-gib 90 --avail-gib 20 --mem-fraction 0.8 --interconnect nvlink
 grep -qF -- "--interconnect does not apply to --from-measured" "$SCRATCH/last.out" || fail "$(cat "$SCRATCH/last.out")"
