@@ -155,7 +155,7 @@ std::string resolve_scenario_path(const std::string& name_or_path);
 // `tpbench qualify NAME`: scenarios/qualify/<name>.json.
 std::string resolve_qualify_profile_path(const std::string& name_or_path);
 // The scenarios/ folders searched, in order (existing ones only): the working directory's,
-// $TPB_HOME's and the source tree's tpbench was built from.
+// $TPB_HOME's, the install prefix's and the source tree's tpbench was built from.
 std::vector<std::string> scenario_search_dirs();
 
 }  // namespace tpb
