@@ -16,14 +16,21 @@ cd "$SOURCE_DIR"
 set -m       # each background run leads its own process group
 ulimit -c 0  # the planted SIGSEGV must not leave a core file
 
-python3 - "$SCRATCH/drill.json" <<'PY'
+# drill.json: four cases of about a second each (a fault lands inside one; a controller is
+# killed between records). drill-tail.json: one such case, where the rank faults land, then
+# three small ones that must still pass within the row's timeout. A sanitized build (ASan
+# makes the sums several times slower) runs fewer iterations.
+iterations=300
+"$TPBENCH" --version | grep -q -- "-fsanitize" && iterations=60
+python3 - "$SCRATCH" "$iterations" <<'PY'
 import json, sys
-s = {"schema": 1, "name": "fault-drill", "workload": "allreduce", "device": "cpu",
-     "model": {"preset": "tiny-dsv3", "weights": "synthetic", "seed": 7},
-     "sweep": {"tp": [4], "allreduce": ["shm"], "dtype": ["f32"],
-               "message_bytes": [4194304, 4194300, 4194296, 4194292]},
-     "measure": {"warmup": 1, "iterations": 300, "timeout_s": 60}, "checks": []}
-json.dump(s, open(sys.argv[1], "w"))
+def drill(sizes):
+    return {"schema": 1, "name": "fault-drill", "workload": "allreduce", "device": "cpu",
+            "model": {"preset": "tiny-dsv3", "weights": "synthetic", "seed": 7},
+            "sweep": {"tp": [4], "allreduce": ["shm"], "dtype": ["f32"], "message_bytes": sizes},
+            "measure": {"warmup": 1, "iterations": int(sys.argv[2]), "timeout_s": 60}, "checks": []}
+json.dump(drill([4194304, 4194300, 4194296, 4194292]), open(sys.argv[1] + "/drill.json", "w"))
+json.dump(drill([4194304, 1024, 1028, 1032]), open(sys.argv[1] + "/drill-tail.json", "w"))
 PY
 
 # start ROOT [SCENARIO]: a marked run in the background; $pid is its controller, its output in
@@ -85,8 +92,8 @@ PY
 for row in KILL STOP SEGV; do
   root="$SCRATCH/rank-$row"
   timeout_s=60
-  [[ $row == STOP ]] && timeout_s=15  # the later cases must fit in it on a loaded runner too
-  sed "s/\"timeout_s\": 60/\"timeout_s\": $timeout_s/" "$SCRATCH/drill.json" >"$SCRATCH/drill-$row.json"
+  [[ $row == STOP ]] && timeout_s=15  # the later (small) cases must fit in it on a loaded runner too
+  sed "s/\"timeout_s\": 60/\"timeout_s\": $timeout_s/" "$SCRATCH/drill-tail.json" >"$SCRATCH/drill-$row.json"
   # Under ASan (the asan preset) its SEGV handler would turn the signal into a report and
   # an abort: the row is about a rank that dies of SIGSEGV, as an uninstrumented one does.
   ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}handle_segv=0 start "$root" "$SCRATCH/drill-$row.json"
