@@ -184,6 +184,16 @@ def _save(fig, out_dir, name, case_ids=(), marked=()):
     return path
 
 
+
+def _finish(fig, out_dir, filename, key, title, caption, ids, marked, extra, records):
+    """Saves a plot of sweep records and completes its caption: the axes its series are also
+    split by, and the failed and fallback cases it marks. The tail every such plot shares."""
+    path = _save(fig, out_dir, filename, ids, marked)
+    if extra:
+        caption += " Series also split by: " + ", ".join(extra) + "."
+    caption += marks_caption(marked, records)
+    return Figure(key, title, path, caption, ids, marked)
+
 def _sweep(rec):
     return rec.get("role") in (None, "", "sweep")
 
@@ -354,14 +364,10 @@ def allreduce_figure(records, out_dir):
     if not ratio_keys:
         title = "Allreduce: latency and bus bandwidth vs message size (no NCCL series to compare)"
     fig.suptitle(title)
-    ids = [r["case_id"] for r in recs]
-    path = _save(fig, out_dir, "allreduce.png", ids, marked)
     caption = ("One line per backend; ok sweep cases; latency is the p50 of the timed "
                "iterations; bus bandwidth is not drawn where it is 0 (TP=1).")
-    if extra:
-        caption += " Series also split by: " + ", ".join(extra) + "."
-    caption += marks_caption(marked, records)
-    return Figure("allreduce", title, path, caption, ids, marked)
+    return _finish(fig, out_dir, "allreduce.png", "allreduce", title, caption,
+                   [r["case_id"] for r in recs], marked, extra, records)
 
 
 # ---- decode / prefill latency -----------------------------------------------------------
@@ -432,16 +438,12 @@ def latency_figure(records, out_dir, mode):
     for j in range(len(seqs), rows * cols):
         axes[j // cols][j % cols].set_visible(False)
     fig.suptitle(_wrap(title + " (line: p50, band: p50 to p99)", cols))
-    ids = [r["case_id"] for r in recs]
-    path = _save(fig, out_dir, f"{mode}_latency.png", ids, marked)
     caption = f"ok {mode} cases; line p50, shaded band up to p99."
     if dropped:
         caption += (f" {dropped} configuration(s) with a single batch size not drawn "
                     "(they are in the tables).")
-    if extra:
-        caption += " Series also split by: " + ", ".join(extra) + "."
-    caption += marks_caption(marked, records)
-    return Figure(mode, title, path, caption, ids, marked)
+    return _finish(fig, out_dir, f"{mode}_latency.png", mode, title, caption,
+                   [r["case_id"] for r in recs], marked, extra, records)
 
 
 # ---- throughput vs latency (decode) and time to first token (prefill) --------------------
@@ -509,14 +511,10 @@ def throughput_latency_figure(records, out_dir):
     for j in range(len(seqs), rows * cols):
         axes[j // cols][j % cols].set_visible(False)
     fig.suptitle(_wrap(title + " (up and left is better)", cols))
-    ids = [r["case_id"] for r in recs]
-    path = _save(fig, out_dir, "throughput_latency.png", ids, marked)
     caption = ("ok decode cases: throughput.tokens_per_s against latency.p50 per step, one line "
                "per backend through its batch sizes (labels b=N), a panel per seq_len.")
-    if extra:
-        caption += " Series also split by: " + ", ".join(extra) + "."
-    caption += marks_caption(marked, records)
-    return Figure("throughput", title, path, caption, ids, marked)
+    return _finish(fig, out_dir, "throughput_latency.png", "throughput", title, caption,
+                   [r["case_id"] for r in recs], marked, extra, records)
 
 
 def ttft_figure(records, out_dir):
@@ -568,15 +566,11 @@ def ttft_figure(records, out_dir):
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(handles=handles, fontsize=8)
     ax.set_title(title, fontsize=11)
-    ids = [r["case_id"] for r in recs]
-    path = _save(fig, out_dir, "prefill_ttft.png", ids, marked)
     caption = ("ok prefill cases: the prefill step's latency.p50 (bar to p99) is the time to the "
                "first token of every sequence in the batch; colour: backend, marker: batch size, "
                "a line joins one batch size over seq_len.")
-    if extra:
-        caption += " Series also split by: " + ", ".join(extra) + "."
-    caption += marks_caption(marked, records)
-    return Figure("ttft", title, path, caption, ids, marked)
+    return _finish(fig, out_dir, "prefill_ttft.png", "ttft", title, caption,
+                   [r["case_id"] for r in recs], marked, extra, records)
 
 
 def _speedup_panels(recs, extra):
@@ -890,15 +884,11 @@ def roofline_figure(records, out_dir):
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8)
     ax.set_title(title + "\n(dashed: the roofline; dotted: 1.5, the decode target)", fontsize=11)
-    path = _save(fig, out_dir, "roofline.png", used, marked)
     caption = ("metrics.x_weight_read_time of each ok decode case: the median step over "
                "metrics.step_weight_bytes (every weight the step read on a rank, with the routed "
                "experts the router chose) at metrics.copy_GBps, the copy bandwidth measured in "
                "the same process.")
-    if extra:
-        caption += " Series split by: " + ", ".join(extra) + "."
-    caption += marks_caption(marked, records)
-    return Figure("roofline", title, path, caption, used, marked)
+    return _finish(fig, out_dir, "roofline.png", "roofline", title, caption, used, marked, extra, records)
 
 
 # ---- baselines --------------------------------------------------------------------------
