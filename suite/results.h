@@ -2,9 +2,10 @@
 // flushed and fsync'ed per record so a crash loses at most the case in flight) and
 // run.json (provenance, scenario, case list; replaced atomically).
 //
-// Record keys (ARCHITECTURE.md): schema, run_id, case_id, label, role, workload, device,
-// model, params, status (ok | infeasible | failed | skipped), error, plan, memory, latency,
-// throughput, digests, checks, baseline, provenance (compact; the full one is in run.json).
+// Record keys (docs/results.md, schemas/record.schema.json): schema, run_id, case_id, label,
+// role, workload, device, model, params, status (ok | infeasible | failed | skipped |
+// fallback), error, plan, memory, latency, throughput, digests, checks, baseline, provenance
+// (compact; the full one is in run.json), and the rest the docs list.
 #pragma once
 
 #include <set>
@@ -17,7 +18,8 @@ namespace tpb {
 
 constexpr int kResultsSchema = 1;
 
-// "20261130T224836Z-3f9a1c": UTC start time, then 6 random hex digits against collisions.
+// "20261130T224836.123Z-3f9a1c": UTC start time to the millisecond (run folders sort in time
+// order), then 6 random hex digits against collisions.
 std::string new_run_id();
 
 // Appends records to one results.jsonl.
@@ -28,8 +30,8 @@ class ResultsWriter {
   ResultsWriter(const ResultsWriter&) = delete;
   ResultsWriter& operator=(const ResultsWriter&) = delete;
 
-  // One line, then fsync: when this returns the record is on disk. A failed write (a full disk)
-// removes what it wrote of the line and throws naming errno: never half a record.
+  // One line, then fsync: when this returns the record is on disk. A failed write (a full
+  // disk) removes what it wrote of the line and throws naming errno: never half a record.
   void append(const nlohmann::json& record);
   const std::string& path() const { return path_; }
 
