@@ -347,18 +347,17 @@ def baseline_table(records, only_notable=False):
 
 
 def check_rows(records, run=None):
-    """[case_id, label, check, status, max_abs, rel_l2, worst_index, detail, group cases].
-    A check over a group of cases is recorded on the case that completed the group; groups
-    that never completed appear only in run.json's summary, and are added from there."""
+    """[case_id, label, check, status, detail, group cases]. A check's numbers (its largest
+    difference and where) are in its detail, as the suite writes it. A check over a group of
+    cases is recorded on the case that completed the group; groups that never completed
+    appear only in run.json's summary, and are added from there."""
     rows, seen = [], set()
     for rec in records:
         for name, check in sorted((rec.get("checks") or {}).items()):
             cases = check.get("cases") if isinstance(check.get("cases"), list) else []
             seen.add((name, tuple(map(str, cases))))
             rows.append([rec["case_id"], rio.label(rec), name, text(check.get("status")),
-                         num(check.get("max_abs")), num(check.get("rel_l2")),
-                         text(check.get("worst_index")), text(check.get("detail")),
-                         ", ".join(map(str, cases)) or None])
+                         text(check.get("detail")), ", ".join(map(str, cases)) or None])
     summary = (run or {}).get("summary")
     for name, groups in sorted(((summary or {}).get("checks") or {}).items()):
         for group in groups:
@@ -368,15 +367,15 @@ def check_rows(records, run=None):
             if (name, tuple(map(str, cases))) in seen:
                 continue
             rows.append([str(cases[0]) if cases else None, "(run.json summary)", name,
-                         text(group.get("status")), num(group.get("max_abs")),
-                         num(group.get("rel_l2")), text(group.get("worst_index")),
-                         text(group.get("detail")), ", ".join(map(str, cases)) or None])
+                         text(group.get("status")), text(group.get("detail")),
+                         ", ".join(map(str, cases)) or None])
     return rows
 
 
 def conformance_table(records, run=None, only_failures=False):
-    table = Table(["case_id", "label", "check", "status", "max abs", "rel-L2", "worst index",
-                   "detail", "group cases"])
+    # No columns for a check's numbers: records carry them in the detail only, and columns
+    # that are always "-" told the reader nothing.
+    table = Table(["case_id", "label", "check", "status", "detail", "group cases"])
     rows = check_rows(records, run)
     order = {"fail": 0, "pass": 3}
     rows.sort(key=lambda r: (order.get(r[3], 1), r[2]))

@@ -29,7 +29,7 @@ def plant(folder):
             check["detail"] = "detail " + PAYLOAD
         if rec.get("checks"):
             rec["checks"]["name" + PAYLOAD] = {"status": "fail", "detail": PAYLOAD,
-                                               "worst_index": PAYLOAD}
+                                               "cases": [PAYLOAD]}
         if rec.get("baseline"):
             rec["baseline"]["metric" + PAYLOAD] = {"verdict": "regression", "ratio": 1.5,
                                                    "ci_low": 1.4, "ci_high": 1.6}
