@@ -111,6 +111,16 @@ def series_style(keys):
     return out
 
 
+def _batch_lines(recs, extra):
+    """{(seq_len, *the extra axes' values): {batch_size: record}}: the lines an engine plot
+    draws through its batch sizes."""
+    lines = {}
+    for rec in recs:
+        key = (rio.param(rec, "seq_len"),) + series_key(rec, extra)
+        lines.setdefault(key, {})[rio.param(rec, "batch_size")] = rec
+    return lines
+
+
 def multi_point(series):
     """Drops series with a single x value when some series has several: a line plot needs
     two points, and single points usually belong to a sweep of another axis."""
@@ -392,10 +402,7 @@ def latency_figure(records, out_dir, mode):
                        + _not_placed(marks))
     consumed = {"allreduce", "batch_size", "seq_len", "mode"}
     extra = varying_params(recs, consumed)
-    series = {}
-    for rec in recs:
-        key = (rio.param(rec, "seq_len"),) + series_key(rec, extra)
-        series.setdefault(key, {})[rio.param(rec, "batch_size")] = rec
+    series = _batch_lines(recs, extra)
     kept = multi_point(series)
     dropped = len(series) - len(kept)
     recs = [r for points in kept.values() for r in points.values()]
@@ -464,11 +471,7 @@ def throughput_latency_figure(records, out_dir):
     # As the latency plot: configurations with a single batch size (a sweep of another axis,
     # e.g. mem_fraction) stay in the tables.
     extra = varying_params(recs, consumed)
-    lines = {}
-    for rec in recs:
-        key = (rio.param(rec, "seq_len"),) + series_key(rec, extra)
-        lines.setdefault(key, {})[rio.param(rec, "batch_size")] = rec
-    recs = [r for points in multi_point(lines).values() for r in points.values()]
+    recs = [r for points in multi_point(_batch_lines(recs, extra)).values() for r in points.values()]
     extra = varying_params(recs, consumed)
     seqs = sorted({rio.param(r, "seq_len") for r in recs + marks}, key=lambda s: (s is None, s))
     style = series_style({series_key(r, extra) for r in recs})

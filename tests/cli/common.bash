@@ -33,11 +33,19 @@ run_dir_of() {
 # rank it starts (and theirs), so what is left of it can be found by environment, whatever its
 # command line or parent. marked_pids: the live processes that carry $MARK.
 MARK="tpb-cli-$$-$RANDOM"
+
+# environ_has PID ENTRY: the process's environment holds ENTRY ("NAME=value") exactly.
+# Builtins only: no fork per process, as marked_pids asks it of every process.
+environ_has() {
+  local env=() IFS=$'\n'
+  { mapfile -d '' -t env <"/proc/$1/environ"; } 2>/dev/null || return 1
+  [[ $'\n'"${env[*]}"$'\n' == *$'\n'"$2"$'\n'* ]]
+}
+
 marked_pids() {
-  local p env=() IFS=$'\n'
+  local p
   for p in /proc/[0-9]*; do
-    { mapfile -d '' -t env <"$p/environ"; } 2>/dev/null || continue  # builtins only: no fork per process
-    [[ $'\n'"${env[*]}"$'\n' == *$'\n'"TPB_TEST_MARK=$MARK"$'\n'* ]] && echo "${p#/proc/}"
+    environ_has "${p#/proc/}" "TPB_TEST_MARK=$MARK" && echo "${p#/proc/}"
   done
   return 0
 }

@@ -56,10 +56,9 @@ first_case_in_flight() {
 
 # rank_pid CONTROLLER RANK: the rank process of that rank among the controller's children.
 rank_pid() {
-  local c env=() IFS=$'\n'
+  local c
   for c in $(pgrep -P "$1"); do
-    { mapfile -d '' -t env <"/proc/$c/environ"; } 2>/dev/null || continue
-    [[ $'\n'"${env[*]}"$'\n' == *$'\n'"RANK=$2"$'\n'* ]] && { echo "$c"; return 0; }
+    environ_has "$c" "RANK=$2" && { echo "$c"; return 0; }
   done
   fail "no rank $2 among the children of $1"
 }
