@@ -19,9 +19,14 @@ Models (each covers yarn rope and a dense first layer):
                       F16, sharded into 2 files with model.safetensors.index.json,
                       yarn with mscale != mscale_all_dim (cos/sin scaled)
   dsv3-noqlora-f32    q_lora_rank = null (q_proj), F32, grouped routing (n_group 2, top-3)
+  dsv3-odd-widths-bf16
+                      no width a multiple of 8: hidden 52, intermediate 100 (25 per rank at
+                      TP 4), moe_intermediate 20 (5 per rank at TP 4), q/kv LoRA ranks 28 / 20,
+                      odd head dims (nope 11, v 13; rope 6), vocab 252 (63 per rank at TP 4),
+                      BF16: the GPU engine's padded and unaligned paths
 The other two keep transformers 5's `rope_parameters` block.
 
-Usage: python3 tests/hf_parity/make_hf_parity.py [--out tests/data/hf]
+Usage: python3 tests/hf_parity/make_hf_parity.py [--out tests/data/hf] [--only NAME ...]
 Needs torch, transformers (>= 5) and safetensors. Deterministic for a given torch version.
 """
 import argparse
@@ -66,6 +71,10 @@ MODELS = [
                                       moe_intermediate_size=16, num_hidden_layers=2, q_lora_rank=None,
                                       kv_lora_rank=16, n_routed_experts=8, num_experts_per_tok=3,
                                       n_group=2, topk_group=1)),
+    dict(name="dsv3-odd-widths-bf16", seed=14, dtype=torch.bfloat16, experts="per-expert", nested=False,
+         shards=1, config=base_config(vocab_size=252, hidden_size=52, intermediate_size=100,
+                                      moe_intermediate_size=20, q_lora_rank=28, kv_lora_rank=20,
+                                      qk_nope_head_dim=11, qk_rope_head_dim=6, v_head_dim=13)),
 ]
 
 
@@ -233,10 +242,16 @@ def main():
     here = os.path.dirname(os.path.abspath(__file__))
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", default=os.path.join(here, "..", "data", "hf"))
+    ap.add_argument("--only", nargs="+", metavar="NAME", help="write these models only")
     args = ap.parse_args()
+    names = [m["name"] for m in MODELS]
+    for n in args.only or []:
+        if n not in names:
+            ap.error(f"--only: unknown model {n!r} (known: {', '.join(names)})")
     torch.set_num_threads(1)  # deterministic reductions
     for spec in MODELS:
-        write_model(spec, args.out)
+        if not args.only or spec["name"] in args.only:
+            write_model(spec, args.out)
 
 
 if __name__ == "__main__":
