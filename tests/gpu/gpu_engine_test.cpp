@@ -699,7 +699,8 @@ TEST_P(GpuHfParity, LogitsMatchTransformers) {
   }));
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, GpuHfParity, ::testing::Values("dsv3-grouped-bf16", "k25-fused-f16", "dsv3-noqlora-f32"),
+INSTANTIATE_TEST_SUITE_P(Models, GpuHfParity,
+                         ::testing::Values("dsv3-grouped-bf16", "k25-fused-f16", "dsv3-noqlora-f32", "dsv3-odd-widths-bf16"),
                          [](const ::testing::TestParamInfo<std::string>& info) {
                            std::string n = info.param;
                            for (char& c : n)

@@ -109,7 +109,7 @@ TEST_P(HfParity, LogitsMatchTransformers) {
 
 std::vector<ParityCase> parity_cases() {
   std::vector<ParityCase> cases;
-  for (const char* model : {"dsv3-grouped-bf16", "k25-fused-f16", "dsv3-noqlora-f32"})
+  for (const char* model : {"dsv3-grouped-bf16", "k25-fused-f16", "dsv3-noqlora-f32", "dsv3-odd-widths-bf16"})
     for (int tp : {1, 2, 4})
       for (bool decode : {false, true}) cases.push_back({model, tp, decode});
   return cases;
