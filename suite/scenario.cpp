@@ -611,6 +611,21 @@ Scenario parse_scenario(const json& doc, const std::string& source, const Scenar
         json rule = json::object();
         bool ok = true;
         for (const auto& [key, value] : ex[i].items()) {
+          if (key == "mode" && workload_ok && s.workload == "engine") {
+            // The engine's modes are not a sweep axis, but a rule may drop one of them for some
+            // values of the axes (e.g. custom backends in prefill, whose messages exceed the
+            // custom buffer, so every call would run on NCCL).
+            json values = value.is_array() ? value : json::array({value});
+            const bool modes_ok = !values.empty() && std::all_of(values.begin(), values.end(), [](const json& v) {
+              return v.is_string() && (v == "prefill" || v == "decode");
+            });
+            if (!modes_ok) {
+              val.expected(rpath + ".mode", "\"prefill\", \"decode\" or a list of them", value);
+              ok = false;
+            }
+            rule[key] = values;
+            continue;
+          }
           if (std::find(axis_names.begin(), axis_names.end(), key) == axis_names.end()) {
             if (workload_ok) val.problem(rpath + "." + key, "unknown axis; expected one of " + join(axis_names));
             ok = false;

@@ -54,7 +54,8 @@ std::string make_label(const Scenario& s, const json& p, const std::string& role
 
 bool rule_matches(const json& rule, const json& params) {
   for (const auto& [axis, values] : rule.items()) {
-    if (std::find(values.begin(), values.end(), params[axis]) == values.end()) return false;
+    const auto value = params.find(axis);
+    if (value == params.end() || std::find(values.begin(), values.end(), *value) == values.end()) return false;
   }
   return true;
 }
@@ -159,11 +160,11 @@ std::vector<Case> expand_cases(const Scenario& s, const MachineInfo& machine) {
   // worker group (and the engine it keeps) serves both modes of its cases.
   const std::vector<std::string> modes = s.workload == "engine" ? s.modes : std::vector<std::string>{""};
   for (const json& combo : combos) {
-    if (std::any_of(s.exclude.begin(), s.exclude.end(), [&](const json& r) { return rule_matches(r, combo); }))
-      continue;
     for (const std::string& mode : modes) {
       json params = combo;
       if (!mode.empty()) params["mode"] = mode;
+      if (std::any_of(s.exclude.begin(), s.exclude.end(), [&](const json& r) { return rule_matches(r, params); }))
+        continue;
       cases.push_back(make(params, "sweep"));
       if (repeat) cases.push_back(make(params, "repeat"));
     }

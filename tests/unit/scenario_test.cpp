@@ -256,6 +256,19 @@ TEST(Scenario, BadMeasureBaselineControlExclude) {
   doc = minimal_allreduce();
   doc["exclude"] = {{{"tp", 1}, {"colour", "red"}}};
   expect_one_problem(doc, "$.exclude[0].colour", "unknown axis");
+  // "mode" is an engine rule's key only, and names the modes there are.
+  doc["exclude"] = {{{"mode", "prefill"}}};
+  expect_one_problem(doc, "$.exclude[0].mode", "unknown axis");
+}
+
+TEST(Scenario, ExcludeRuleModeNamesAnEngineMode) {
+  json doc = json::parse(R"({"schema": 1, "name": "e", "workload": "engine", "device": "cpu",
+                             "model": {"preset": "tiny-dsv3"}, "mode": ["decode", "prefill"],
+                             "sweep": {"tp": [1], "batch_size": [1], "seq_len": [16], "allreduce": ["shm"]}})");
+  doc["exclude"] = {{{"mode", "warmup"}}};
+  expect_one_problem(doc, "$.exclude[0].mode", "\"prefill\", \"decode\"");
+  doc["exclude"] = {{{"mode", json::array()}}};
+  expect_one_problem(doc, "$.exclude[0].mode", "\"prefill\", \"decode\"");
 }
 
 TEST(Scenario, ControlFillsUnnamedAxesWithTheirFirstValue) {

@@ -106,6 +106,22 @@ TEST(Sweep, ExcludeRulesDropMatchingCases) {
   }
 }
 
+// An engine rule may name the mode: it drops that mode of the matching cases only (the
+// default GPU scenario leaves the custom backends out of prefill, whose messages exceed them).
+TEST(Sweep, ExcludeRuleNamingAModeDropsThatModeOnly) {
+  json doc = json::parse(R"({"schema": 1, "name": "e", "workload": "engine", "device": "cpu",
+                             "model": {"preset": "tiny-dsv3"}, "mode": ["decode", "prefill"],
+                             "sweep": {"tp": [1, 2], "batch_size": [1], "seq_len": [16], "allreduce": ["shm"]},
+                             "exclude": [{"mode": "prefill", "tp": 2}]})");
+  const auto cases = expand_cases(scenario(doc), cpu_machine());
+  ASSERT_EQ(cases.size(), 3u);
+  EXPECT_EQ(cases[0].label, "decode tp1 b1 s16 shm");
+  EXPECT_EQ(cases[1].label, "prefill tp1 b1 s16 shm");
+  EXPECT_EQ(cases[2].label, "decode tp2 b1 s16 shm");
+  doc["exclude"] = {{{"mode", {"prefill", "decode"}}}};
+  EXPECT_THROW(expand_cases(scenario(doc), cpu_machine()), ScenarioError);
+}
+
 TEST(Sweep, ExcludingEverythingIsAnInputError) {
   json doc = base();
   doc["exclude"] = {{{"allreduce", "shm"}}};
