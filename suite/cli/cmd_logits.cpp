@@ -1,7 +1,8 @@
 // tpbench logits: a model's fp32 logits for given token ids, as safetensors — the numerics
-// entry point (compare with HF transformers, or a GPU engine with the CPU reference).
-// TP = 1 runs in this process; TP > 1 launches the rank processes through the Launcher
-// with the engine workload in its "logits" mode, and rank 0 writes the file.
+// entry point (compare with HF transformers, or the GPU engine with the CPU reference).
+// The CPU engine at TP = 1 runs in this process; otherwise the Launcher starts the rank
+// processes with the engine workload in its "logits" mode (GPU ranks placed as a sweep
+// places them, suite/placement.h), and rank 0 writes the file.
 #include <unistd.h>
 
 #include <cstring>
@@ -15,9 +16,14 @@
 #include "reference_engine/model/engine.h"
 #include "reference_engine/weights/safetensors.h"
 #include "reference_engine/weights/weight_source.h"
+#include "reference_engine/comm/backends.h"
+#include "suite/build_info.h"
 #include "suite/case_spec.h"
 #include "suite/cli/subcommand.h"
 #include "suite/launcher.h"
+#include "suite/mps.h"
+#include "suite/placement.h"
+#include "suite/sweep.h"
 #include "suite/workloads/engine_workload.h"
 #include "tpb/check.h"
 
@@ -28,12 +34,17 @@ using nlohmann::json;
 
 constexpr const char* kUsage =
     "usage: tpbench logits --model DIR|PRESET --input-ids ids.json --out FILE.safetensors\n"
-    "                      [--tp N] [--device cpu] [--prefill K] [--weights synthetic|DIR] [--seed S]\n"
-    "Writes the float32 tensor `logits` [batch, seq, vocab] of the fp32 CPU reference engine.\n"
+    "                      [--device cpu|cuda] [--tp N] [--prefill K] [--weights synthetic|DIR] [--seed S]\n"
+    "                      [--allreduce BACKEND] [--placement exclusive|shared]\n"
+    "Writes the float32 tensor `logits` [batch, seq, vocab] of the engine on --device: the fp32 CPU\n"
+    "reference engine (cpu, default) or the bf16 GPU engine (cuda), so that HF parity is one command.\n"
     "  --model      an HF folder (config.json [+ *.safetensors]) or a preset in scenarios/models\n"
     "  --input-ids  JSON list of equal-length token-id lists\n"
     "  --prefill K  prefill the first K tokens, then decode the rest one by one (default: all)\n"
-    "  --tp N       tensor-parallel rank processes over the shm communicator (default 1)\n"
+    "  --tp N       tensor-parallel rank processes (default 1)\n"
+    "  --allreduce  the ranks' backend (default shm on cpu, nccl on cuda)\n"
+    "  --placement  cuda: one rank per GPU (exclusive) or ranks packed onto the visible GPUs (shared,\n"
+    "               under MPS when it can be had); default exclusive when the GPUs suffice, else shared\n"
     "  --weights    'synthetic', or a checkpoint folder (default: the model folder when it holds\n"
     "               *.safetensors files, else synthetic)\n"
     "  --seed S     synthetic weight seed (default 1234)\n";
@@ -69,7 +80,9 @@ const tpb::cli::Grammar kGrammar = {"logits",
                                      {"--weights", true},
                                      {"--tp", true},
                                      {"--prefill", true},
-                                     {"--seed", true}},
+                                     {"--seed", true},
+                                     {"--allreduce", true},
+                                     {"--placement", true}},
                                     0,
                                     ""};
 
@@ -85,6 +98,39 @@ std::int64_t integer_option(const tpb::cli::Args& args, const std::string& flag,
   TPB_INPUT_FAIL("logits: " << flag << ": expected an integer, got '" << *v << "'");
 }
 
+// Runs the rank processes of `spec` through the Launcher (rank 0 writes the file) and checks
+// that every rank computed the same logits. `placement`: GPU ranks' devices, else null.
+void run_rank_processes(const tpb::CaseSpec& spec, int tp, const tpb::RankPlacement* placement) {
+  std::error_code ec;
+  const std::string self = fs::read_symlink("/proc/self/exe", ec).string();
+  TPB_CHECK(!ec, "cannot find the tpbench binary (/proc/self/exe): " << ec.message());
+  tpb::LauncherOptions lo;
+  lo.worker_binary = self;
+  lo.log_dir = (fs::temp_directory_path() / ("tpbench-logits-" + std::to_string(::getpid()))).string();
+  fs::create_directories(lo.log_dir);
+  std::unique_ptr<tpb::MpsSession> mps;
+  if (placement != nullptr && placement->device_shared()) {
+    // Ranks sharing a GPU run at once under MPS (else they time-slice, still correct).
+    tpb::MpsOptions mo;
+    mo.log_dir = (fs::path(lo.log_dir) / "mps-log").string();
+    mps = std::make_unique<tpb::MpsSession>(mo);
+    std::cerr << "logits: " << tp << " ranks on " << placement->gpus_used << " GPU(s), mps: " << mps->status().state
+              << (mps->status().detail.empty() ? "" : ": ") << mps->status().detail << "\n";
+  }
+  tpb::Launcher launcher(lo);
+  const tpb::CaseRun run = launcher.run_case("logits", tp, spec.to_json(), spec.measure.timeout_s, placement);
+  launcher.shutdown();  // also removes the shared memory its group made
+  mps.reset();
+  // The rank logs' folder goes whatever happened: a failure's message carries their tails
+  // (run.error), and each failed run left a folder in /tmp before.
+  fs::remove_all(lo.log_dir, ec);
+  TPB_CHECK(run.ok, "logits: the rank processes failed: " << run.error);
+  const std::vector<tpb::RankResult> ranks = tpb::rank_results_from_json(run.ranks);
+  for (int r = 1; r < tp; ++r)
+    TPB_CHECK(ranks[r].digests == ranks[0].digests,
+              "logits: rank " << r << " computed other logits than rank 0 (digests differ)");
+}
+
 int run_logits(const tpb::cli::Args& args) {
   const std::string model = args.value_or("--model", ""), ids_path = args.value_or("--input-ids", ""),
                     out = args.value_or("--out", ""), device = args.value_or("--device", "cpu");
@@ -93,9 +139,17 @@ int run_logits(const tpb::cli::Args& args) {
   const std::int64_t prefill = integer_option(args, "--prefill", 0), seed = integer_option(args, "--seed", 1234);
   TPB_INPUT_CHECK(!model.empty() && !ids_path.empty() && !out.empty(),
                   "logits: --model, --input-ids and --out are required (see tpbench logits --help)");
-  TPB_INPUT_CHECK(device == "cpu", "logits: --device " << device << ": only the CPU reference engine exists in this build");
+  TPB_INPUT_CHECK(device == "cpu" || device == "cuda", "logits: --device: expected cpu or cuda, got '" << device << "'");
+  const bool gpu = device == "cuda";
+  TPB_INPUT_CHECK(!gpu || tpb::build_info().have_cuda, "logits: --device cuda: this tpbench was built without CUDA");
   TPB_INPUT_CHECK(tp >= 1, "logits: --tp: expected >= 1, got " << tp);
   TPB_INPUT_CHECK(prefill >= 0, "logits: --prefill: expected >= 0, got " << prefill);
+  const std::string backend = args.value_or("--allreduce", gpu ? "nccl" : "shm");
+  TPB_INPUT_CHECK(tpb::find_backend(backend) != nullptr && tpb::is_gpu_backend(backend) == gpu,
+                  "logits: --allreduce: expected a " << device << " backend ("
+                                                     << tpb::backend_list(gpu ? tpb::BackendDevice::gpu : tpb::BackendDevice::host)
+                                                     << "), got '" << backend << "'");
+  TPB_INPUT_CHECK(gpu || !args.value("--placement"), "logits: --placement: places GPU ranks; --device is cpu");
 
   const tpb::ModelConfig config = tpb::load_model_config_by_name(model);
   config.validate_tp(tp);
@@ -123,7 +177,8 @@ int run_logits(const tpb::cli::Args& args) {
       TPB_INPUT_CHECK(ids[b][i] < config.vocab_size, ids_path << ": $[" << b << "][" << i << "]: token id " << ids[b][i]
                                                               << " is outside the vocabulary [0, " << config.vocab_size << ")");
 
-  if (tp == 1) {
+  std::string where = "tp " + std::to_string(tp);
+  if (!gpu && tp == 1) {
     SelfCommunicator comm;
     auto source = weights == "synthetic"
                       ? tpb::make_synthetic_weights(static_cast<std::uint64_t>(seed))
@@ -135,36 +190,34 @@ int run_logits(const tpb::cli::Args& args) {
                                        config.vocab_size},
                                       logits.data()}});
   } else {
-    std::error_code ec;
-    const std::string self = fs::read_symlink("/proc/self/exe", ec).string();
-    TPB_CHECK(!ec, "cannot find the tpbench binary (/proc/self/exe): " << ec.message());
-    tpb::LauncherOptions lo;
-    lo.worker_binary = self;
-    lo.log_dir = (fs::temp_directory_path() / ("tpbench-logits-" + std::to_string(::getpid()))).string();
-    fs::create_directories(lo.log_dir);
     tpb::CaseSpec spec;
     spec.case_id = "logits";
     spec.workload = "engine";
-    spec.device = "cpu";
-    spec.params = {{"mode", "logits"},   {"tp", tp},           {"allreduce", "shm"},
+    spec.device = device;
+    spec.params = {{"mode", "logits"},   {"tp", tp},           {"allreduce", backend},
                    {"input_ids", ids_json}, {"prefill", prefill}, {"out", fs::absolute(out).string()}};
     spec.model = tpb::CaseSpec::Model{config_path, json::object(), weights, static_cast<std::uint64_t>(seed)};
     spec.measure.timeout_s = 600;
-    tpb::Launcher launcher(lo);
-    const tpb::CaseRun run = launcher.run_case("logits", tp, spec.to_json(), spec.measure.timeout_s);
-    launcher.shutdown();  // also removes the shared memory its group made
-    // The rank logs' folder goes whatever happened: a failure's message carries their tails
-    // (run.error), and each failed run left a folder in /tmp before.
-    if (!run.ok) fs::remove_all(lo.log_dir, ec);
-    TPB_CHECK(run.ok, "logits: the rank processes failed: " << run.error);
-    const std::vector<tpb::RankResult> ranks = tpb::rank_results_from_json(run.ranks);
-    for (int r = 1; r < tp; ++r)
-      TPB_CHECK(ranks[r].digests == ranks[0].digests,
-                "logits: rank " << r << " computed other logits than rank 0 (digests differ)");
-    fs::remove_all(lo.log_dir, ec);
+    if (!gpu) {
+      run_rank_processes(spec, tp, nullptr);
+      where += ", " + backend;
+    } else {
+      // Every rank on a GPU of its own when there are enough, else packed (suite/placement.h).
+      const int gpus = tpb::detect_machine().gpu_count;
+      TPB_CHECK(gpus > 0, "logits: --device cuda: no GPU is visible");
+      const auto placement_flag = args.value("--placement");
+      const tpb::Placement kind = placement_flag ? tpb::parse_placement(*placement_flag, "logits: --placement")
+                                                 : (tp <= gpus ? tpb::Placement::exclusive : tpb::Placement::shared);
+      const tpb::RankPlacement placement = tpb::place_ranks(kind, tp, gpus);
+      TPB_CHECK(placement.skip_reason.empty(), "logits: " << placement.skip_reason);
+      run_rank_processes(spec, tp, &placement);
+      where += ", " + backend + ", " + tpb::placement_name(kind) + " placement on " + std::to_string(placement.gpus_used) +
+               " GPU(s)";
+    }
   }
   std::cerr << "logits: wrote " << out << " [" << ids.size() << ", " << ids[0].size() << ", " << config.vocab_size
-            << "] (" << config.name << ", tp " << tp << ", weights " << weights << ")\n";
+            << "] (" << config.name << ", " << (gpu ? "bf16 GPU engine" : "fp32 CPU engine") << ", " << where
+            << ", weights " << weights << ")\n";
   return 0;
 }
 

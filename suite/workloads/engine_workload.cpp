@@ -32,6 +32,8 @@
 #include "tpb/kernels/device.h"
 #include "tpb/kernels/tensor_digest.h"
 
+
+
 #if TPB_HAVE_CUDA
 #include <cuda_runtime_api.h>
 
@@ -423,6 +425,52 @@ std::int64_t workload_token(std::uint64_t seed, std::int64_t seq, std::int64_t p
 }
 
 
+// engine_logits for either engine (the CPU Engine and the GpuEngine have the same step API).
+template <class AnyEngine>
+std::vector<float> step_logits(AnyEngine& engine, const std::vector<std::vector<std::int64_t>>& ids, std::int64_t prefill) {
+  const std::int64_t B = static_cast<std::int64_t>(ids.size()), S = static_cast<std::int64_t>(ids.at(0).size());
+  const std::int64_t V = engine.config().vocab_size;
+  const std::int64_t K = (prefill <= 0 || prefill > S) ? S : prefill;
+  std::vector<float> out(B * S * V);
+  std::vector<std::int64_t> first;
+  for (const auto& row : ids) first.insert(first.end(), row.begin(), row.begin() + K);
+  engine.prefill(first, B);
+  for (std::int64_t b = 0; b < B; ++b)
+    std::memcpy(out.data() + b * S * V, engine.logits().data() + b * K * V, sizeof(float) * K * V);
+  for (std::int64_t i = K; i < S; ++i) {
+    std::vector<std::int64_t> step;
+    for (const auto& row : ids) step.push_back(row[i]);
+    engine.decode(step);
+    for (std::int64_t b = 0; b < B; ++b)
+      std::memcpy(out.data() + (b * S + i) * V, engine.logits().data() + b * V, sizeof(float) * V);
+  }
+  return out;
+}
+
+
+// The "logits" mode's result on either device: rank 0 writes params.out, every rank its digest.
+RankResult logits_mode_result(const json& params, int rank, const std::vector<std::vector<std::int64_t>>& ids,
+                              std::int64_t vocab, const std::vector<float>& logits, std::size_t weight_bytes,
+                              json comm) {
+  const std::string out = string_param(params, "out", "", "params");
+  if (rank == 0 && !out.empty()) {
+    const std::vector<std::int64_t> shape = {static_cast<std::int64_t>(ids.size()), static_cast<std::int64_t>(ids[0].size()),
+                                             vocab};
+    write_safetensors_f32(out, {{"logits", shape, logits.data()}});
+  }
+  RankResult result;
+  result.digests["logits"] = fnv1a64_hex(logits.data(), logits.size() * sizeof(float));
+  result.nonfinite = nonfinite_values("logits", logits.data(), logits.size());
+  result.metrics = {{"weight_bytes", weight_bytes}};
+  result.comm = std::move(comm);
+  return result;
+}
+
+std::vector<std::vector<std::int64_t>> logits_mode_ids(const json& params) {
+  TPB_INPUT_CHECK(params.contains("input_ids"), "case_spec.params.input_ids: required in logits mode");
+  return read_input_ids(params["input_ids"], "case_spec.params.input_ids");
+}
+
 #if TPB_HAVE_CUDA
 // ---------------------------------------------------------------------------------------
 // device "cuda": the bf16 GpuEngine (reference_engine/gpu/gpu_engine.h), one rank per GPU.
@@ -562,9 +610,8 @@ class EventTimer final : public SampleTimer {
 RankResult run_gpu_engine_workload(const CaseSpec& spec, WorkerState& state) {
   const json& params = spec.params;
   const std::string mode = string_param(params, "mode", "decode", "params");
-  TPB_INPUT_CHECK(mode == "prefill" || mode == "decode",
-                  "case_spec.params.mode: device cuda runs \"prefill\" or \"decode\" (logits mode is the CPU "
-                  "reference's), got \"" << mode << "\"");
+  TPB_INPUT_CHECK(mode == "prefill" || mode == "decode" || mode == "logits",
+                  "case_spec.params.mode: expected \"prefill\", \"decode\" or \"logits\", got \"" << mode << "\"");
   const int tp = static_cast<int>(int_param(params, "tp", state.world_size(), "params"));
   TPB_INPUT_CHECK(tp == state.world_size(), "case_spec.params.tp: " << tp << " but the group has " << state.world_size() << " ranks");
   const std::string backend = string_param(params, "allreduce", "nccl", "params");
@@ -613,6 +660,21 @@ RankResult run_gpu_engine_workload(const CaseSpec& spec, WorkerState& state) {
   }
   Communicator& comm = state.communicator(backend, options);
   ObservedCommunicator& observed = observed_communicator(state, backend, options, comm);
+  if (mode == "logits") {
+    // The KV cache holds exactly the sequences; eager steps, every position's logits.
+    const auto ids = logits_mode_ids(params);
+    const std::int64_t prefill = int_param(params, "prefill", 0, "params");
+    const std::int64_t B = static_cast<std::int64_t>(ids.size()), S = static_cast<std::int64_t>(ids[0].size());
+    GpuEngineOptions exact;
+    exact.max_batch = B;
+    exact.max_len = S;
+    exact.max_prefill_tokens = B * ((prefill <= 0 || prefill > S) ? S : prefill);
+    comm.reset_allreduce_calls();
+    CachedGpuEngine& ce = gpu_engine_for(spec, state, observed, tp, exact);
+    const auto logits = step_logits(*ce.engine, ids, prefill);
+    return logits_mode_result(params, state.rank(), ids, ce.config.vocab_size, logits, ce.engine->weight_bytes(),
+                              communicator_result(backend, comm));
+  }
   GpuEngineOptions sizes;
   sizes.max_batch = batch;
   sizes.max_len = decode ? seq_len + 1 : seq_len;
@@ -883,24 +945,9 @@ std::vector<std::vector<std::int64_t>> read_input_ids(const json& ids, const std
 
 std::vector<float> engine_logits(Engine& engine, const std::vector<std::vector<std::int64_t>>& ids,
                                  std::int64_t prefill) {
-  const std::int64_t B = static_cast<std::int64_t>(ids.size()), S = static_cast<std::int64_t>(ids.at(0).size());
-  const std::int64_t V = engine.config().vocab_size;
-  const std::int64_t K = (prefill <= 0 || prefill > S) ? S : prefill;
-  std::vector<float> out(B * S * V);
-  std::vector<std::int64_t> first;
-  for (const auto& row : ids) first.insert(first.end(), row.begin(), row.begin() + K);
-  engine.prefill(first, B);
-  for (std::int64_t b = 0; b < B; ++b)
-    std::memcpy(out.data() + b * S * V, engine.logits().data() + b * K * V, sizeof(float) * K * V);
-  for (std::int64_t i = K; i < S; ++i) {
-    std::vector<std::int64_t> step;
-    for (const auto& row : ids) step.push_back(row[i]);
-    engine.decode(step);
-    for (std::int64_t b = 0; b < B; ++b)
-      std::memcpy(out.data() + (b * S + i) * V, engine.logits().data() + b * V, sizeof(float) * V);
-  }
-  return out;
+  return step_logits(engine, ids, prefill);
 }
+
 
 RankResult run_engine_workload(const CaseSpec& spec, WorkerState& state) {
   const json& params = spec.params;
@@ -929,21 +976,10 @@ RankResult run_engine_workload(const CaseSpec& spec, WorkerState& state) {
   comm.reset_allreduce_calls();  // this case's calls only: the communicator outlives the case
 
   if (mode == "logits") {
-    TPB_INPUT_CHECK(params.contains("input_ids"), "case_spec.params.input_ids: required in logits mode");
-    const auto ids = read_input_ids(params["input_ids"], "case_spec.params.input_ids");
-    const auto logits = engine_logits(engine, ids, int_param(params, "prefill", 0, "params"));
-    const std::string out = string_param(params, "out", "", "params");
-    if (state.rank() == 0 && !out.empty()) {
-      const std::vector<std::int64_t> shape = {static_cast<std::int64_t>(ids.size()), static_cast<std::int64_t>(ids[0].size()),
-                                               ce.config.vocab_size};
-      write_safetensors_f32(out, {{"logits", shape, logits.data()}});
-    }
-    RankResult result;
-    result.digests["logits"] = fnv1a64_hex(logits.data(), logits.size() * sizeof(float));
-    result.nonfinite = nonfinite_values("logits", logits.data(), logits.size());
-    result.metrics = {{"weight_bytes", engine.weight_bytes()}};
-    result.comm = communicator_result(backend, comm);
-    return result;
+    const auto ids = logits_mode_ids(params);
+    const auto logits = step_logits(engine, ids, int_param(params, "prefill", 0, "params"));
+    return logits_mode_result(params, state.rank(), ids, ce.config.vocab_size, logits, engine.weight_bytes(),
+                              communicator_result(backend, comm));
   }
 
   const StepParams sp = step_params(spec);

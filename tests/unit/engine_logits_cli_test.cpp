@@ -78,6 +78,25 @@ TEST(LogitsCliErrors, BadInputsExitTwoNamingTheProblem) {
   r = run("logits --model " + test::preset("tiny-dsv3") + " --input-ids " + (d / "big.json").string() + " --out " + (d / "o.st").string());
   EXPECT_EQ(r.status, 2) << r.output;
   EXPECT_NE(r.output.find("99999"), std::string::npos) << r.output;
+  // Device, backend and placement: each refused by name before anything runs.
+  std::ofstream(d / "ok.json") << "[[1, 2, 3]]";
+  const std::string ok = "logits --model " + test::preset("tiny-dsv3") + " --input-ids " + (d / "ok.json").string() +
+                         " --out " + (d / "o.st").string();
+  r = run(ok + " --device gpu");
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("--device: expected cpu or cuda, got 'gpu'"), std::string::npos) << r.output;
+  r = run(ok + " --tp 2 --allreduce nccl");
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("--allreduce: expected a cpu backend"), std::string::npos) << r.output;
+  r = run(ok + " --placement shared");
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("--placement: places GPU ranks"), std::string::npos) << r.output;
+#if !TPB_HAVE_CUDA
+  r = run(ok + " --device cuda");
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("built without CUDA"), std::string::npos) << r.output;
+#endif
+  EXPECT_FALSE(fs::exists(d / "o.st"));
   r = run("logits --model " + test::preset("tiny-dsv3") + " --input-ids " + (d / "big.json").string() + " --tp 3 --out " + (d / "o.st").string());
   EXPECT_EQ(r.status, 2) << r.output;  // 4 heads do not split over 3 ranks
   r = run("logits --model " + test::preset("tiny-dsv3") + " --out " + (d / "o.st").string());
