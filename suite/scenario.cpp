@@ -17,6 +17,7 @@
 #include "reference_engine/config/data_home.h"
 #include "reference_engine/config/json_text.h"
 #include "reference_engine/config/model_config.h"
+#include "reference_engine/memory/attention_widths.h"
 #include "suite/baseline.h"
 #include "suite/build_info.h"
 #include "suite/checks/check.h"
@@ -516,6 +517,14 @@ Scenario parse_scenario(const json& doc, const std::string& source, const Scenar
   std::optional<ModelConfig> model_config;
   if (doc.contains("model")) {
     s.model = parse_model(val, doc["model"], source, model_config);
+    if (model_config && s.device == "cuda") {
+      // What the GPU engine's kernels cannot take is refused here, not on the GPU mid-run.
+      try {
+        check_gpu_attention_widths(*model_config, "the model");
+      } catch (const InputError& e) {
+        val.problem(std::string("$.model.") + (doc["model"].contains("preset") ? "preset" : "path"), e.what());
+      }
+    }
   } else if (workload_ok && s.workload == "engine") {
     val.problem("$.model", "missing; the engine workload needs {\"preset\": NAME} or {\"path\": DIR}");
   }

@@ -166,6 +166,50 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks)
   }
 }
 
+// Rows that are not whole 16-byte vectors (an HF config whose hidden size or per-rank expert
+// width is not a multiple of 8 elements): one warp per output row of one expert, scalar
+// loads, lane l summing k = l + 32i in increasing i, then the butterfly. Correctness over
+// speed (such models are small); deterministic and graph-safe like the vector kernel (the
+// grid depends on (experts, out) only, an expert without rows returns at once).
+__global__ void __launch_bounds__(kWarps * 32)
+    expert_gemm_grouped_narrow_kernel(const __nv_bfloat16* __restrict__ x, const std::int32_t* __restrict__ offsets,
+                                      const __nv_bfloat16* __restrict__ w, std::int64_t expert_stride, std::int64_t in,
+                                      std::int64_t out, __nv_bfloat16* __restrict__ y) {
+  const int e = static_cast<int>(blockIdx.y);
+  const std::int64_t begin = offsets[e], end = offsets[e + 1];
+  const std::int64_t o = static_cast<std::int64_t>(blockIdx.x) * kWarps + threadIdx.x / 32;
+  if (begin == end || o >= out) return;  // warp-uniform
+  const int lane = static_cast<int>(threadIdx.x) % 32;
+  const __nv_bfloat16* wrow = w + e * expert_stride + o * in;
+  for (std::int64_t p = begin; p < end; ++p) {
+    const __nv_bfloat16* xrow = x + p * in;
+    float acc = 0.f;
+    for (std::int64_t k = lane; k < in; k += 32) acc = fmaf(__bfloat162float(wrow[k]), __bfloat162float(xrow[k]), acc);
+    acc = warp_sum(acc);
+    if (lane == 0) y[p * out + o] = __float2bfloat16(acc);
+  }
+}
+
+bool vector_rows(const __nv_bfloat16* x_sorted, const __nv_bfloat16* weights, std::int64_t expert_stride,
+                 std::int64_t in) {
+  return in % kVec == 0 && expert_stride % kVec == 0 && reinterpret_cast<std::uintptr_t>(x_sorted) % 16 == 0 &&
+         reinterpret_cast<std::uintptr_t>(weights) % 16 == 0;
+}
+
+void launch_grouped_narrow(const __nv_bfloat16* x_sorted, const std::int32_t* offsets, std::int64_t experts,
+                           std::int64_t pairs, const __nv_bfloat16* weights, std::int64_t expert_stride,
+                           std::int64_t in, std::int64_t out, __nv_bfloat16* y_sorted, cudaStream_t stream) {
+  TPB_CHECK(experts >= 0 && experts <= 65535 && pairs >= 0 && in > 0 && out > 0,
+            "expert_gemm_grouped: bad shape experts " << experts << " pairs " << pairs << " in " << in << " out "
+                                                      << out);
+  TPB_CHECK((out + kWarps - 1) / kWarps <= INT32_MAX, "expert_gemm_grouped: out " << out << " too large");
+  if (experts == 0 || pairs == 0) return;
+  const dim3 grid(static_cast<unsigned>((out + kWarps - 1) / kWarps), static_cast<unsigned>(experts));
+  expert_gemm_grouped_narrow_kernel<<<grid, kWarps * 32, 0, stream>>>(x_sorted, offsets, weights, expert_stride, in,
+                                                                      out, y_sorted);
+  TPB_CUDA_CHECK_LAUNCH();
+}
+
 // The variants tpb_bench compares (expert_gemm_tuning.h); expert_gemm_grouped launches
 // variant 0 for long rows and variant 1 for short ones.
 struct Variant {
@@ -230,6 +274,10 @@ void expert_gemm_grouped(const __nv_bfloat16* x_sorted, const std::int32_t* offs
   // 0.93 / 0.88 vs rows4_unroll4_tok2 0.79 / 1.01 / 0.81; down (in 1024) 0.64 / 0.83 / 0.73 vs
   // 0.76 / 0.98 / 0.84. A short row is only a few loads per lane: the deeper unroll has all
   // of it in flight at once. The same bits either way.
+  if (!vector_rows(x_sorted, weights, expert_stride, in)) {
+    launch_grouped_narrow(x_sorted, offsets, experts, pairs, weights, expert_stride, in, out, y_sorted, stream);
+    return;
+  }
   const int variant = in <= 2048 ? 1 : 0;
   launch_grouped(kVariants[variant], x_sorted, offsets, experts, pairs, weights, expert_stride, in, out, y_sorted,
                  stream);

@@ -15,9 +15,12 @@
 // cached, and the key carries everything the heuristic sees (shape, strides, dtypes,
 // alignment class), so a shape computes the same bits every call, eager or in a graph.
 //
-// Alignment: we require 16-byte aligned pointers, leading dimensions and batch strides
-// (the Hopper fast paths need them; anything else would fall back to kernels we never
-// test). An unsupported shape throws tpb::Error naming the offending operand.
+// Alignment: any leading dimension and batch stride, pointers aligned to their element. The
+// heuristic is told each operand's alignment (the largest power of two up to 256 bytes that
+// divides its pointer, its row stride and its batch stride in bytes), so a model whose widths
+// are multiples of 8 elements gets the 16-byte-and-up Hopper kernels it always had, and one
+// whose widths are not (a head dim of 13, a per-rank slice of 25) gets cuBLASLt's kernels
+// for narrower alignment instead of an error (tests/gpu/linear_test.cpp covers both).
 //
 // Not thread-safe, and one workspace per instance: use one Linear per stream.
 #include "tpb/kernels/gpu/linear.h"
@@ -48,11 +51,14 @@ namespace {
 // algorithm choice (which depends on it) never changes.
 constexpr std::size_t kWorkspaceBytes = 32u << 20;
 
-// The heuristic's alignment preference: 256 (its default, the widest choice of kernels)
-// when the pointer allows it, otherwise 16 (our minimum). Part of the cache key, so an
-// algorithm picked for 256-byte pointers never runs on 16-byte ones.
-std::uint32_t alignment_class(const void* p) {
-  return reinterpret_cast<std::uintptr_t>(p) % 256 == 0 ? 256u : 16u;
+// The heuristic's alignment preference for one operand: the largest power of two up to 256
+// (its default, the widest choice of kernels) dividing the pointer and every row and batch
+// offset from it, in bytes. Part of the cache key, so an algorithm picked for 256-byte
+// operands never runs on 16-byte ones.
+std::uint32_t alignment_class(const void* p, std::int64_t elem_bytes, std::int64_t ld, std::int64_t batch_stride) {
+  std::uint64_t bits = reinterpret_cast<std::uintptr_t>(p) | static_cast<std::uint64_t>(ld * elem_bytes) |
+                       static_cast<std::uint64_t>(batch_stride * elem_bytes) | 256u;
+  return static_cast<std::uint32_t>(bits & (~bits + 1));  // the lowest set bit
 }
 
 struct Key {
@@ -89,15 +95,9 @@ void set_batch(cublasLtMatrixLayout_t layout, std::int64_t batch, std::int64_t s
                                                       &stride, sizeof(stride)));
 }
 
-void check_aligned(const void* p, const char* what) {
-  TPB_CHECK(reinterpret_cast<std::uintptr_t>(p) % 16 == 0,
-            "Linear: " << what << " pointer " << p << " is not 16-byte aligned (cuBLASLt bf16 needs it)");
-}
-
-void check_ld(std::int64_t v, std::int64_t elem_bytes, const char* what) {
-  TPB_CHECK((v * elem_bytes) % 16 == 0,
-            "Linear: " << what << " = " << v << " elements is not a multiple of 16 bytes (cuBLASLt needs "
-                       << 16 / elem_bytes << "-element multiples)");
+void check_aligned(const void* p, std::int64_t elem_bytes, const char* what) {
+  TPB_CHECK(reinterpret_cast<std::uintptr_t>(p) % static_cast<std::uintptr_t>(elem_bytes) == 0,
+            "Linear: " << what << " pointer " << p << " is not aligned to its " << elem_bytes << "-byte elements");
 }
 
 }  // namespace
@@ -185,19 +185,10 @@ struct Linear::Impl {
     TPB_CHECK(x_ld >= in, "Linear: x row stride " << x_ld << " < in " << in);
     TPB_CHECK(y_ld >= out, "Linear: y row stride " << y_ld << " < out " << out);
     TPB_CHECK(w_ld >= (w_trans ? out : in), "Linear: w row stride " << w_ld << " too small");
-    check_aligned(x, "x");
-    check_aligned(w, "w");
-    check_aligned(y, "y");
-    check_ld(x_ld, 2, "x row stride");
-    check_ld(w_ld, 2, "w row stride");
-    check_ld(y_ld, elem_y, "y row stride");
-    if (batch > 1) {
-      check_ld(x_bs, 2, "x batch stride");
-      check_ld(w_bs, 2, "w batch stride");
-      check_ld(y_bs, elem_y, "y batch stride");
-    } else {
-      x_bs = w_bs = y_bs = 0;  // unused: keep them out of the cache key
-    }
+    check_aligned(x, 2, "x");
+    check_aligned(w, 2, "w");
+    check_aligned(y, elem_y, "y");
+    if (batch <= 1) x_bs = w_bs = y_bs = 0;  // unused: keep them out of the cache key
     if (one_row_gemv && rows == 1 && batch == 1 && !w_trans && w_ld == in && gemv_supported(x, w, in)) {
       if (d_type == CUDA_R_16BF)
         gemv_bf16_out(static_cast<const __nv_bfloat16*>(x), static_cast<const __nv_bfloat16*>(w),
@@ -207,8 +198,9 @@ struct Linear::Impl {
                      in, out, stream);
       return;
     }
-    const Key k{d_type, w_trans, rows, in, out, x_ld, w_ld, y_ld, batch, x_bs, w_bs, y_bs,
-                alignment_class(x), alignment_class(w), alignment_class(y)};
+    const Key k{d_type,       w_trans, rows, in, out, x_ld, w_ld, y_ld, batch, x_bs, w_bs, y_bs,
+                alignment_class(x, 2, x_ld, x_bs), alignment_class(w, 2, w_ld, w_bs),
+                alignment_class(y, elem_y, y_ld, y_bs)};
     matmul(k, x, w, y, stream);
   }
 };

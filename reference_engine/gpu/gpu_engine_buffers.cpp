@@ -99,6 +99,8 @@ void GpuEngine::allocate_buffers() {
   const std::int64_t H = c.hidden_size, qk = c.qk_head_dim();
   const std::int64_t lora = c.kv_lora_rank, rope = c.qk_rope_head_dim, width = lora + rope;
   const std::int64_t nope = c.qk_nope_head_dim, vd = c.v_head_dim, kvr = nope + vd;
+  const AttentionWidths a = attention_widths(c);
+  const bool cache_padded = a.cache_row() != width;
   const std::int64_t heads = dims_.heads, E = c.n_routed_experts, K = c.num_experts_per_tok;
   const std::int64_t L = c.num_hidden_layers, T = max_tokens_;
   Impl& m = *impl_;
@@ -110,7 +112,9 @@ void GpuEngine::allocate_buffers() {
   // Layer l's [max_batch, max_len, width] cache starts at l * max_batch * max_len rows of the
   // pool, whatever its size: the layout of the exact cache. Tokens past L x max_batch x
   // max_len rows are held, unused, as a server holds the pages no request has taken yet.
-  m.cache = m.alloc<bf16>(pool_tokens * L * width);
+  // Padded rows: zeros in the pads of rows no step has written yet (fill_kv_synthetic writes
+  // the model's columns only).
+  m.cache = cache_padded ? m.alloc_zeroed<bf16>(pool_tokens * L * a.cache_row()) : m.alloc<bf16>(pool_tokens * L * width);
   kv_pool_tokens_ = pool_tokens;
   kv_bytes_ = m.bytes - before_kv;
   if (options_.on_phase) options_.on_phase("after_kv");
@@ -134,19 +138,22 @@ void GpuEngine::allocate_buffers() {
   }
   m.q = m.alloc<bf16>(T * heads * qk);
   m.ckv = m.alloc<bf16>(T * width);
-  m.kvrow = m.alloc<bf16>(T * width);
+  m.kvrow = cache_padded ? m.alloc_zeroed<bf16>(T * a.cache_row()) : m.alloc<bf16>(T * width);
   const std::int64_t Tp = options_.max_prefill_tokens;
   m.kv = m.alloc<bf16>(Tp * heads * kvr);
-  m.k_nope = m.alloc<bf16>(Tp * heads * nope);
-  m.v = m.alloc<bf16>(Tp * heads * vd);
+  m.k_nope = a.nope != nope ? m.alloc_zeroed<bf16>(Tp * heads * a.nope) : m.alloc<bf16>(Tp * heads * nope);
+  m.v = a.v != vd ? m.alloc_zeroed<bf16>(Tp * heads * a.v) : m.alloc<bf16>(Tp * heads * vd);
   m.k_rot = m.alloc<bf16>(Tp * rope);
-  m.qdec = m.alloc<bf16>(options_.max_batch * heads * width);
-  m.o_lat = m.alloc<bf16>(options_.max_batch * heads * lora);
+  m.q_prefill = a.nope != nope ? m.alloc_zeroed<bf16>(Tp * heads * (a.nope + rope)) : nullptr;
+  m.attn_prefill = a.v != vd ? m.alloc<bf16>(Tp * heads * a.v) : nullptr;
+  m.qdec = cache_padded ? m.alloc_zeroed<bf16>(options_.max_batch * heads * a.cache_row())
+                        : m.alloc<bf16>(options_.max_batch * heads * width);
+  m.o_lat = m.alloc<bf16>(options_.max_batch * heads * a.lora);
   // The split count depends on the batch (fewer sequences, more splits), so the workspace is
   // the largest any batch size up to max_batch asks for.
   std::size_t ws_bytes = 0;
   for (std::int64_t b = 1; b <= options_.max_batch; ++b)
-    ws_bytes = std::max(ws_bytes, gpu::mla_decode_workspace_bytes({b, heads, lora, rope, options_.max_len}));
+    ws_bytes = std::max(ws_bytes, gpu::mla_decode_workspace_bytes({b, heads, a.lora, a.rope, options_.max_len}));
   m.decode_ws = m.alloc<unsigned char>(static_cast<std::int64_t>(ws_bytes));
   m.attn = m.alloc<bf16>(T * heads * vd);
   const std::int64_t inter_max = std::max(dims_.intermediate, dims_.shared_intermediate);
@@ -219,11 +226,13 @@ void GpuEngine::fill_kv_synthetic(std::int64_t batch, std::int64_t tokens, std::
                       tokens <= (std::int64_t{1} << 24),
                   "fill_kv_synthetic: batch " << batch << " x " << tokens << " tokens outside the cache ("
                                               << options_.max_batch << " x " << options_.max_len << ")");
-  const std::int64_t width = config_.kv_cache_width();
+  const std::int64_t width = config_.kv_cache_width(), lora = config_.kv_lora_rank;
+  const AttentionWidths a = attention_widths(config_);
   for (std::int64_t l = 0; l < config_.num_hidden_layers; ++l) {
     // Layer l is one global [batch * 2^24, width] tensor (2^24 rows per sequence, whatever
     // max_len this engine was sized for, so the values do not depend on the sizing history);
-    // sequence b's first `tokens` rows are one window of it.
+    // sequence b's first `tokens` rows are one window of it. Its latent and rotary columns
+    // land in the cache row's two parts (apart by the padding, if any; the pads stay zero).
     const std::string name = "kv_cache.synthetic.layer" + std::to_string(l);
     for (std::int64_t b = 0; b < batch && tokens > 0; ++b) {
       gpu::SyntheticWindow w;
@@ -232,10 +241,16 @@ void GpuEngine::fill_kv_synthetic(std::int64_t batch, std::int64_t tokens, std::
       w.global_cols = width;
       w.row_begin = b << 24;
       w.rows = tokens;
+      bf16* dst = impl_->cache + (l * options_.max_batch + b) * options_.max_len * a.cache_row();
+      const bool padded = a.cache_row() != width;
       w.col_begin = 0;
-      w.cols = width;
-      bf16* dst = impl_->cache + (l * options_.max_batch + b) * options_.max_len * width;
-      gpu::synthetic_fill_bf16(w, dst, width, stream_);
+      w.cols = padded ? lora : width;
+      gpu::synthetic_fill_bf16(w, dst, a.cache_row(), stream_);
+      if (padded && width > lora) {
+        w.col_begin = lora;
+        w.cols = width - lora;
+        gpu::synthetic_fill_bf16(w, dst + a.lora, a.cache_row(), stream_);
+      }
     }
   }
   batch_ = batch;

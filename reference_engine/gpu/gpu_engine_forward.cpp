@@ -73,6 +73,8 @@ void GpuEngine::Impl::mla_project(const LayerW& lw, const ModelConfig& c, std::i
   Impl& m = *this;
   const std::int64_t H = c.hidden_size, qk = c.qk_head_dim(), lora = c.kv_lora_rank, rope = c.qk_rope_head_dim;
   const std::int64_t width = lora + rope, ql = c.q_lora_rank;
+  const AttentionWidths a = attention_widths(c);  // kvrow's row: lora | rope at a.lora (zero pads)
+  const std::int64_t row = a.cache_row();
   const float eps = static_cast<float>(c.rms_norm_eps);
   if (ql > 0) {
     m.linear.bf16_out(m.xn, H, lw.q_a, m.qa, ql, T, H, ql, s);
@@ -82,13 +84,13 @@ void GpuEngine::Impl::mla_project(const LayerW& lw, const ModelConfig& c, std::i
     m.linear.bf16_out(m.xn, H, lw.q_b, m.q, heads * qk, T, H, heads * qk, s);
   }
   m.linear.bf16_out(m.xn, H, lw.kv_a, m.ckv, width, T, H, width, s);
-  gpu::rmsnorm(m.ckv, width, lw.kv_a_norm, m.kvrow, width, T, lora, eps, s);
-  TPB_CUDA_CHECK(cudaMemcpy2DAsync(m.kvrow + lora, width * kBf16, m.ckv + lora, width * kBf16, rope * kBf16, T,
+  gpu::rmsnorm(m.ckv, width, lw.kv_a_norm, m.kvrow, row, T, lora, eps, s);
+  TPB_CUDA_CHECK(cudaMemcpy2DAsync(m.kvrow + a.lora, row * kBf16, m.ckv + lora, width * kBf16, rope * kBf16, T,
                                    cudaMemcpyDeviceToDevice, s));
-  gpu::rope_interleaved(m.kvrow + lora, T, width, 1, m.positions, m.inv_freq, rope / 2, rope_factor, s);
+  gpu::rope_interleaved(m.kvrow + a.lora, T, row, 1, m.positions, m.inv_freq, rope / 2, rope_factor, s);
   gpu::rope_interleaved(m.q + c.qk_nope_head_dim, T * heads, qk, heads, m.positions, m.inv_freq, rope / 2,
                         rope_factor, s);
-  gpu::kv_cache_write(m.kvrow, T, n, m.positions, cache_layer, max_len, width, s);
+  gpu::kv_cache_write(m.kvrow, T, n, m.positions, cache_layer, max_len, row, s);
 }
 
 void GpuEngine::attention_prefill(std::int64_t layer, std::int64_t n) {
@@ -96,22 +98,38 @@ void GpuEngine::attention_prefill(std::int64_t layer, std::int64_t n) {
   const ModelConfig& c = config_;
   const LayerW& lw = m.layers[layer];
   const std::int64_t H = c.hidden_size, heads = dims_.heads, T = batch_ * n;
-  const std::int64_t lora = c.kv_lora_rank, rope = c.qk_rope_head_dim, width = lora + rope;
-  const std::int64_t nope = c.qk_nope_head_dim, vd = c.v_head_dim, kvr = nope + vd;
+  const std::int64_t lora = c.kv_lora_rank, rope = c.qk_rope_head_dim;
+  const std::int64_t nope = c.qk_nope_head_dim, vd = c.v_head_dim, kvr = nope + vd, qk = c.qk_head_dim();
+  const AttentionWidths a = attention_widths(c);  // pads: zero columns (attention_widths.h)
   TPB_CHECK(length_ == 0, "gpu prefill starts new sequences (chunked prefill is not implemented)");
-  bf16* cache_layer = m.cache + layer * options_.max_batch * options_.max_len * width;
+  bf16* cache_layer = m.cache + layer * options_.max_batch * options_.max_len * a.cache_row();
   m.mla_project(lw, c, heads, T, n, cache_layer, options_.max_len, rope_factor_, stream_);
 
   // Plain form, as HF: expand the new latents through kv_b_proj into k_nope | v per head.
-  m.linear.bf16_out(m.kvrow, width, lw.kv_b, m.kv, heads * kvr, T, lora, heads * kvr, stream_);
-  TPB_CUDA_CHECK(cudaMemcpy2DAsync(m.k_nope, nope * kBf16, m.kv, kvr * kBf16, nope * kBf16, T * heads,
+  m.linear.bf16_out(m.kvrow, a.cache_row(), lw.kv_b, m.kv, heads * kvr, T, lora, heads * kvr, stream_);
+  TPB_CUDA_CHECK(cudaMemcpy2DAsync(m.k_nope, a.nope * kBf16, m.kv, kvr * kBf16, nope * kBf16, T * heads,
                                    cudaMemcpyDeviceToDevice, stream_));
-  TPB_CUDA_CHECK(cudaMemcpy2DAsync(m.v, vd * kBf16, m.kv + nope, kvr * kBf16, vd * kBf16, T * heads,
+  TPB_CUDA_CHECK(cudaMemcpy2DAsync(m.v, a.v * kBf16, m.kv + nope, kvr * kBf16, vd * kBf16, T * heads,
                                    cudaMemcpyDeviceToDevice, stream_));
-  TPB_CUDA_CHECK(cudaMemcpy2DAsync(m.k_rot, rope * kBf16, m.kvrow + lora, width * kBf16, rope * kBf16, T,
+  TPB_CUDA_CHECK(cudaMemcpy2DAsync(m.k_rot, rope * kBf16, m.kvrow + a.lora, a.cache_row() * kBf16, rope * kBf16, T,
                                    cudaMemcpyDeviceToDevice, stream_));
-  const gpu::MlaPrefillShape shape{batch_, n, 0, heads, nope, rope, vd};
-  gpu::mla_prefill_attention(m.q, m.k_nope, m.k_rot, m.v, shape, attention_scale_, m.attn, stream_);
+  // An odd nope: q's heads move into rows of padded nope | rope; an odd v: the attention
+  // writes padded rows, compacted for o_proj below.
+  const bf16* q = m.q;
+  if (a.nope != nope) {
+    const std::int64_t qp = a.nope + rope;
+    TPB_CUDA_CHECK(cudaMemcpy2DAsync(m.q_prefill, qp * kBf16, m.q, qk * kBf16, nope * kBf16, T * heads,
+                                     cudaMemcpyDeviceToDevice, stream_));
+    TPB_CUDA_CHECK(cudaMemcpy2DAsync(m.q_prefill + a.nope, qp * kBf16, m.q + nope, qk * kBf16, rope * kBf16, T * heads,
+                                     cudaMemcpyDeviceToDevice, stream_));
+    q = m.q_prefill;
+  }
+  const gpu::MlaPrefillShape shape{batch_, n, 0, heads, a.nope, rope, a.v};
+  gpu::mla_prefill_attention(q, m.k_nope, m.k_rot, m.v, shape, attention_scale_, a.v != vd ? m.attn_prefill : m.attn,
+                             stream_);
+  if (a.v != vd)
+    TPB_CUDA_CHECK(cudaMemcpy2DAsync(m.attn, vd * kBf16, m.attn_prefill, a.v * kBf16, vd * kBf16, T * heads,
+                                     cudaMemcpyDeviceToDevice, stream_));
   m.linear.bf16_out(m.attn, heads * vd, lw.o, m.delta, H, T, heads * vd, H, stream_);
 }
 
@@ -120,21 +138,26 @@ void GpuEngine::attention_decode(std::int64_t layer) {
   const ModelConfig& c = config_;
   const LayerW& lw = m.layers[layer];
   const std::int64_t H = c.hidden_size, heads = dims_.heads, B = batch_, qk = c.qk_head_dim();
-  const std::int64_t lora = c.kv_lora_rank, rope = c.qk_rope_head_dim, width = lora + rope;
+  const std::int64_t lora = c.kv_lora_rank, rope = c.qk_rope_head_dim;
   const std::int64_t nope = c.qk_nope_head_dim, vd = c.v_head_dim, kvr = nope + vd;
-  bf16* cache_layer = m.cache + layer * options_.max_batch * options_.max_len * width;
+  // The cache row and q_lat are lora | rope, each padded (attention_widths.h): the pads of q
+  // are zero, so whatever the cache pads hold adds nothing to a score, and o_lat's padded
+  // columns are never read.
+  const AttentionWidths a = attention_widths(c);
+  const std::int64_t row = a.cache_row();
+  bf16* cache_layer = m.cache + layer * options_.max_batch * options_.max_len * row;
   m.mla_project(lw, c, heads, B, 1, cache_layer, options_.max_len, rope_factor_, stream_);
 
   // Absorbed form: q_lat[b, h] = q_nope[b, h] · W_UK_h, W_UK_h = kv_b rows [h*kvr, h*kvr + nope)
   // stored [nope (in), lora (out)]: w_trans.
-  m.linear.bf16_out_batched(m.q, heads * qk, qk, lw.kv_b, true, lora, kvr * lora, m.qdec, heads * width, width, heads,
+  m.linear.bf16_out_batched(m.q, heads * qk, qk, lw.kv_b, true, lora, kvr * lora, m.qdec, heads * row, row, heads,
                             B, nope, lora, stream_);
-  TPB_CUDA_CHECK(cudaMemcpy2DAsync(m.qdec + lora, width * kBf16, m.q + nope, qk * kBf16, rope * kBf16, B * heads,
+  TPB_CUDA_CHECK(cudaMemcpy2DAsync(m.qdec + a.lora, row * kBf16, m.q + nope, qk * kBf16, rope * kBf16, B * heads,
                                    cudaMemcpyDeviceToDevice, stream_));
-  const gpu::MlaDecodeShape shape{B, heads, lora, rope, options_.max_len};
+  const gpu::MlaDecodeShape shape{B, heads, a.lora, a.rope, options_.max_len};
   gpu::mla_decode_attention(m.qdec, cache_layer, m.seq_lens, shape, attention_scale_, m.decode_ws, m.o_lat, stream_);
   // o[b, h] = o_lat[b, h] · W_UV_h^T, W_UV_h = kv_b rows [h*kvr + nope, (h+1)*kvr) stored [v (out), lora (in)].
-  m.linear.bf16_out_batched(m.o_lat, heads * lora, lora, lw.kv_b + nope * lora, false, lora, kvr * lora, m.attn,
+  m.linear.bf16_out_batched(m.o_lat, heads * a.lora, a.lora, lw.kv_b + nope * lora, false, lora, kvr * lora, m.attn,
                             heads * vd, vd, heads, B, lora, vd, stream_);
   m.linear.bf16_out(m.attn, heads * vd, lw.o, m.delta, H, B, heads * vd, H, stream_);
 }

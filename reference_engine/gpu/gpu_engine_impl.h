@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "reference_engine/gpu/gpu_engine.h"
+#include "reference_engine/memory/attention_widths.h"
 #include "tpb/check.h"
 #include "tpb/cuda_check.h"
 #include "tpb/kernels/gpu/linear.h"
@@ -68,7 +69,8 @@ struct GpuEngine::Impl {
   std::vector<LayerW> layers;
   float* inv_freq = nullptr;   // [rope / 2]
 
-  // KV cache: [layers][max_batch, max_len, lora + rope]
+  // KV cache: [layers][max_batch, max_len, cache row], the row lora | rope padded as
+  // attention_widths() says (reference_engine/memory/attention_widths.h; zero pads)
   bf16* cache = nullptr;
 
   // step inputs (fixed addresses: a captured graph reads them)
@@ -84,13 +86,15 @@ struct GpuEngine::Impl {
   bf16* qa_n = nullptr;       // [T, q_lora]
   bf16* q = nullptr;          // [T, heads, qk]
   bf16* ckv = nullptr;        // [T, lora + rope] kv_a output
-  bf16* kvrow = nullptr;      // [T, lora + rope] normed latent | rotated k_rot (the cache rows)
+  bf16* kvrow = nullptr;      // [T, cache row] normed latent | rotated k_rot (the cache rows; zero pads)
   bf16* kv = nullptr;         // [T, heads, nope + v] prefill expansion
-  bf16* k_nope = nullptr;     // [T, heads, nope]
-  bf16* v = nullptr;          // [T, heads, v]
+  bf16* k_nope = nullptr;     // [T, heads, padded nope] (zero pads)
+  bf16* v = nullptr;          // [T, heads, padded v] (zero pads)
   bf16* k_rot = nullptr;      // [T, rope]
-  bf16* qdec = nullptr;       // [max_batch, heads, lora + rope]
-  bf16* o_lat = nullptr;      // [max_batch, heads, lora]
+  bf16* q_prefill = nullptr;  // [T, heads, padded nope + rope]: q with zero pads (odd nope only)
+  bf16* attn_prefill = nullptr;  // [T, heads, padded v]: prefill attention's output (odd v only)
+  bf16* qdec = nullptr;       // [max_batch, heads, cache row] (zero pads)
+  bf16* o_lat = nullptr;      // [max_batch, heads, padded lora]
   void* decode_ws = nullptr;
   bf16* attn = nullptr;       // [T, heads * v]
   bf16* gate_up = nullptr;    // [T, 2 * max inter_local]
@@ -110,6 +114,14 @@ struct GpuEngine::Impl {
   float* logits_local = nullptr;  // [T, vocab_local]
   float* gathered = nullptr;      // [tp, T, vocab_local]
 
+  // A buffer whose padding columns must read as zeros: cleared once here, and no kernel
+  // writes them later (each writes only the model's own columns).
+  template <class T>
+  T* alloc_zeroed(std::int64_t count) {
+    T* p = alloc<T>(count);
+    if (p != nullptr) TPB_CUDA_CHECK(cudaMemset(p, 0, static_cast<std::size_t>(count) * sizeof(T)));
+    return p;
+  }
   template <class T>
   T* alloc(std::int64_t count) {
     if (count <= 0) return nullptr;

@@ -87,6 +87,7 @@ GpuEngine::GpuEngine(const ModelConfig& config, Shard shard, Communicator& comm,
   TPB_CHECK(comm.size() == shard.tp && comm.rank() == shard.rank,
             "gpu engine shard (rank " << shard.rank << " of " << shard.tp << ") does not match the communicator (rank "
                                       << comm.rank() << " of " << comm.size() << ")");
+  check_gpu_attention_widths(config, "gpu engine: model " + config.name);
   TPB_INPUT_CHECK(options_.max_batch > 0 && options_.max_len > 0,
                   "gpu engine: max_batch (" << options_.max_batch << ") and max_len (" << options_.max_len
                                             << ") must be positive");

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "reference_engine/memory/attention_widths.h"
 #include "reference_engine/model/model_weights.h"
 #include "tpb/kernels/mla_decode_split.h"
 
@@ -27,6 +28,7 @@ std::int64_t gpu_engine_buffer_bytes(const ModelConfig& c, const EngineBufferSha
   const ShardDims d = shard_dims(c, Shard{0, s.tp});
   const std::int64_t H = c.hidden_size, qk = c.qk_head_dim(), lora = c.kv_lora_rank, rope = c.qk_rope_head_dim;
   const std::int64_t width = lora + rope, nope = c.qk_nope_head_dim, vd = c.v_head_dim, kvr = nope + vd;
+  const AttentionWidths a = attention_widths(c);  // the kernels' (padded) widths
   const std::int64_t heads = d.heads, E = c.n_routed_experts, K = c.num_experts_per_tok;
   const std::int64_t T = std::max(s.max_batch, s.max_prefill_tokens), Tp = s.max_prefill_tokens, B = s.max_batch;
   std::int64_t bytes = (rope / 2) * kF32;                         // inv_freq
@@ -34,11 +36,13 @@ std::int64_t gpu_engine_buffer_bytes(const ModelConfig& c, const EngineBufferSha
   bytes += T * H * kF32 + 2 * T * H * kBf16;                       // residual, delta, xn
   if (c.q_lora_rank > 0) bytes += 2 * T * c.q_lora_rank * kBf16;  // qa, qa_n
   bytes += T * heads * qk * kBf16;                                 // q
-  bytes += 2 * T * width * kBf16;                                  // ckv, kvrow
-  bytes += Tp * heads * (kvr + nope + vd) * kBf16 + Tp * rope * kBf16;  // kv, k_nope, v, k_rot (prefill)
-  bytes += B * heads * (width + lora) * kBf16;                     // qdec, o_lat (decode)
+  bytes += T * (width + a.cache_row()) * kBf16;                    // ckv, kvrow
+  bytes += Tp * heads * (kvr + a.nope + a.v) * kBf16 + Tp * rope * kBf16;  // kv, k_nope, v, k_rot (prefill)
+  if (a.nope != nope) bytes += Tp * heads * (a.nope + rope) * kBf16;  // q_prefill (padded q rows)
+  if (a.v != vd) bytes += Tp * heads * a.v * kBf16;                // attn_prefill (padded outputs)
+  bytes += B * heads * (a.cache_row() + a.lora) * kBf16;           // qdec, o_lat (decode)
   std::int64_t ws = 0;
-  for (std::int64_t b = 1; b <= B; ++b) ws = std::max(ws, decode_workspace_bytes(b, heads, lora, s.max_len, s.sm_count));
+  for (std::int64_t b = 1; b <= B; ++b) ws = std::max(ws, decode_workspace_bytes(b, heads, a.lora, s.max_len, s.sm_count));
   bytes += ws;
   bytes += T * heads * vd * kBf16;                                 // attn
   const std::int64_t inter_max = std::max(d.intermediate, d.shared_intermediate);

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <sstream>
 
+#include "reference_engine/memory/attention_widths.h"
 #include "tpb/check.h"
 
 namespace tpb {
@@ -95,7 +96,8 @@ ActivationPeak activation_peak(const ModelConfig& c, int tp, std::int64_t batch,
 std::int64_t kv_cell_bytes(const ModelConfig& config, std::int64_t kv_dtype_bytes) {
   TPB_INPUT_CHECK(kv_dtype_bytes == 1 || kv_dtype_bytes == 2,
                   "kv cache dtype: expected 1 (fp8) or 2 (bf16) bytes per element, got " << kv_dtype_bytes);
-  return config.kv_cache_width() * config.num_hidden_layers * kv_dtype_bytes;
+  // The GPU engine's row (attention_widths.h): kv_cache_width() for every published model.
+  return attention_widths(config).cache_row() * config.num_hidden_layers * kv_dtype_bytes;
 }
 
 double kv_rest_bytes(double total_bytes, double avail_bytes, double mem_fraction) {

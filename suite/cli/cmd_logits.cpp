@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "reference_engine/config/model_config.h"
+#include "reference_engine/memory/attention_widths.h"
 #include "reference_engine/model/engine.h"
 #include "reference_engine/weights/safetensors.h"
 #include "reference_engine/weights/weight_source.h"
@@ -153,6 +154,7 @@ int run_logits(const tpb::cli::Args& args) {
 
   const tpb::ModelConfig config = tpb::load_model_config_by_name(model);
   config.validate_tp(tp);
+  if (gpu) tpb::check_gpu_attention_widths(config, model);
   // The config file the preset or folder resolved to, for the rank processes.
   std::string config_path = model;
   if (fs::is_directory(model)) config_path = (fs::path(model) / "config.json").string();

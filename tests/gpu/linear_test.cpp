@@ -200,24 +200,82 @@ TEST(GpuLinear, BatchedTransposedWeightMatchesReference) {
   run_batched(true);
 }
 
-// Shapes cuBLASLt's bf16 paths cannot take must throw, never compute garbage.
-TEST(GpuLinear, MisalignedShapesThrow) {
+// Widths that are not multiples of 8 elements (an HF config's head dim of 13, a per-rank slice
+// of 25) and pointers 2 bytes past a 16-byte boundary: cuBLASLt's narrow-alignment kernels,
+// the same numbers as the reference. x and y sit one element into their buffers, at odd row
+// strides; the batched form has odd batch strides too.
+TEST(GpuLinear, UnalignedWidthsAndPointersMatchReference) {
+  TPB_REQUIRE_GPU();
+  gpu::Linear lin;
+  const Shape shapes[] = {{3, 7, 13}, {1, 52, 25}, {12, 25, 52}, {24, 11, 63}, {2, 100, 41}};
+  std::uint32_t seed = 500;
+  for (const Shape& s : shapes) {
+    const std::int64_t x_stride = s.in + 3, y_stride = s.out + 1;
+    auto hx_wide = random_bf16(static_cast<std::size_t>(s.rows * x_stride + 1), seed++);
+    auto hw = random_bf16(static_cast<std::size_t>(s.out * s.in), seed++);
+    DevBuf<std::uint16_t> x(hx_wide.size()), w(hw.size()), y(static_cast<std::size_t>(s.rows * y_stride + 1));
+    DevBuf<float> y32(static_cast<std::size_t>(s.rows * y_stride + 1));
+    x.upload(hx_wide);
+    w.upload(hw);
+    lin.bf16_out(bf(x.p) + 1, x_stride, bf(w.p), bf(y.p) + 1, y_stride, s.rows, s.in, s.out, nullptr);
+    lin.f32_out(bf(x.p) + 1, x_stride, bf(w.p), y32.p + 1, y_stride, s.rows, s.in, s.out, nullptr);
+    TPB_CUDA_CHECK(cudaDeviceSynchronize());
+    std::vector<float> hx(static_cast<std::size_t>(s.rows * s.in));
+    for (std::int64_t r = 0; r < s.rows; ++r)
+      for (std::int64_t i = 0; i < s.in; ++i) hx[r * s.in + i] = bf16_to_float(hx_wide[1 + r * x_stride + i]);
+    const Ref ref = reference(hx, widen(hw), s.rows, s.in, s.out);
+    const auto gy = y.download();
+    const auto gy32 = y32.download();
+    std::vector<float> got(ref.y.size()), got32(ref.y.size());
+    for (std::int64_t r = 0; r < s.rows; ++r)
+      for (std::int64_t o = 0; o < s.out; ++o) {
+        got[r * s.out + o] = bf16_to_float(gy[1 + r * y_stride + o]);
+        got32[r * s.out + o] = gy32[1 + r * y_stride + o];
+      }
+    const std::string what = std::to_string(s.rows) + "x" + std::to_string(s.in) + "x" + std::to_string(s.out);
+    expect_close(got, ref, s.in, true, "unaligned bf16_out " + what);
+    expect_close(got32, ref, s.in, false, "unaligned f32_out " + what);
+  }
+  // The absorbed-MLA products of an odd model (heads 4, nope 11, lora 20, v 13): per-head
+  // weight slices at odd element offsets and odd batch strides.
+  const std::int64_t heads = 4, rows = 3, in = 11, out = 20, kvr = 24;
+  auto hx = random_bf16(static_cast<std::size_t>(rows * heads * 17), 520);
+  auto hw = random_bf16(static_cast<std::size_t>(heads * kvr * out), 521);
+  DevBuf<std::uint16_t> x(hx.size()), w(hw.size()), y(static_cast<std::size_t>(rows * heads * 26));
+  x.upload(hx);
+  w.upload(hw);
+  // x: [rows, heads, 17] (q rows: nope 11 | rope 6), w_h = rows [h*kvr, h*kvr + in) of [heads*kvr, out]
+  // stored [in, out] (w_trans), y: [rows, heads, 26] (cache rows: lora 20 | rope 6).
+  lin.bf16_out_batched(bf(x.p), heads * 17, 17, bf(w.p), true, out, kvr * out, bf(y.p), heads * 26, 26, heads, rows,
+                       in, out, nullptr);
+  TPB_CUDA_CHECK(cudaDeviceSynchronize());
+  const auto gy = y.download();
+  for (std::int64_t h = 0; h < heads; ++h) {
+    std::vector<float> xh(static_cast<std::size_t>(rows * in)), wh(static_cast<std::size_t>(out * in)),
+        got(static_cast<std::size_t>(rows * out));
+    for (std::int64_t r = 0; r < rows; ++r)
+      for (std::int64_t i = 0; i < in; ++i) xh[r * in + i] = bf16_to_float(hx[r * heads * 17 + h * 17 + i]);
+    for (std::int64_t o = 0; o < out; ++o)
+      for (std::int64_t i = 0; i < in; ++i) wh[o * in + i] = bf16_to_float(hw[h * kvr * out + i * out + o]);
+    for (std::int64_t r = 0; r < rows; ++r)
+      for (std::int64_t o = 0; o < out; ++o) got[r * out + o] = bf16_to_float(gy[r * heads * 26 + h * 26 + o]);
+    expect_close(got, reference(xh, wh, rows, in, out), in, true, "unaligned batched head " + std::to_string(h));
+  }
+}
+
+// What no kernel can take must throw, never compute garbage.
+TEST(GpuLinear, ImpossibleShapesThrow) {
   TPB_REQUIRE_GPU();
   gpu::Linear lin;
   DevBuf<std::uint16_t> x(4096), w(4096), y(4096);
   DevBuf<float> y32(4096);
-  // in = 7: x/w row strides of 14 bytes.
-  EXPECT_THROW(lin.bf16_out(bf(x.p), 7, bf(w.p), bf(y.p), 8, 2, 7, 8, nullptr), Error);
-  // y row stride 41 elements (82 bytes).
-  EXPECT_THROW(lin.bf16_out(bf(x.p), 16, bf(w.p), bf(y.p), 41, 2, 16, 40, nullptr), Error);
-  // A pointer 2 bytes off.
-  EXPECT_THROW(lin.bf16_out(bf(x.p) + 1, 16, bf(w.p), bf(y.p), 8, 2, 16, 8, nullptr), Error);
-  EXPECT_THROW(lin.f32_out(bf(x.p), 16, bf(w.p), y32.p + 1, 8, 2, 16, 8, nullptr), Error);
+  // A bf16 pointer one byte off its element; an f32 output two bytes off.
+  const auto* x_odd = reinterpret_cast<const __nv_bfloat16*>(reinterpret_cast<const char*>(x.p) + 1);
+  EXPECT_THROW(lin.bf16_out(x_odd, 16, bf(w.p), bf(y.p), 8, 2, 16, 8, nullptr), Error);
+  EXPECT_THROW(lin.f32_out(bf(x.p), 16, bf(w.p), reinterpret_cast<float*>(bf(y.p) + 1), 8, 2, 16, 8, nullptr), Error);
   // Strides smaller than the row.
   EXPECT_THROW(lin.bf16_out(bf(x.p), 8, bf(w.p), bf(y.p), 8, 2, 16, 8, nullptr), Error);
-  // Batch stride of 3 elements.
-  EXPECT_THROW(lin.bf16_out_batched(bf(x.p), 16, 3, bf(w.p), false, 16, 128, bf(y.p), 8, 16, 2, 2, 16, 8, nullptr),
-               Error);
+  EXPECT_THROW(lin.bf16_out(bf(x.p), 16, bf(w.p), bf(y.p), 7, 2, 16, 8, nullptr), Error);
   TPB_CUDA_CHECK(cudaDeviceSynchronize());
 }
 

@@ -10,6 +10,7 @@
 
 #include "reference_engine/comm/backends.h"
 #include "reference_engine/config/model_config.h"
+#include "reference_engine/memory/attention_widths.h"
 #include "reference_engine/memory/comm_bytes.h"
 #include "reference_engine/memory/gpu_catalog.h"
 #include "reference_engine/memory/planner.h"
@@ -419,6 +420,38 @@ TEST(KvFormula, CellIsLatentPlusRopeTimesLayersTimesDtype) {
   EXPECT_EQ(kv_cell_bytes(kimi(), 1), 35136);
   EXPECT_EQ(kv_cell_bytes(tiny(), 2), 40 * 3 * 2);
   EXPECT_THROW(kv_cell_bytes(kimi(), 4), InputError);
+  // Widths that are not multiples of 8: the GPU engine's padded row (attention_widths.h),
+  // kv_lora_rank 20 -> 24 and rope 6 -> 8.
+  ModelConfig odd = tiny();
+  odd.kv_lora_rank = 20;
+  odd.qk_rope_head_dim = 6;
+  EXPECT_EQ(kv_cell_bytes(odd, 2), (24 + 8) * odd.num_hidden_layers * 2);
+}
+
+TEST(AttentionWidths, PadOnlyWhatTheKernelsNeed) {
+  const AttentionWidths k = attention_widths(kimi());
+  EXPECT_EQ(k.lora, 512);
+  EXPECT_EQ(k.rope, 64);
+  EXPECT_EQ(k.nope, 128);
+  EXPECT_EQ(k.v, 128);
+  ModelConfig odd = tiny();
+  odd.kv_lora_rank = 20, odd.qk_rope_head_dim = 6, odd.qk_nope_head_dim = 11, odd.v_head_dim = 13;
+  const AttentionWidths o = attention_widths(odd);
+  EXPECT_EQ(o.lora, 24);
+  EXPECT_EQ(o.rope, 8);
+  EXPECT_EQ(o.cache_row(), 32);
+  EXPECT_EQ(o.nope, 12);
+  EXPECT_EQ(o.v, 14);
+  EXPECT_NO_THROW(check_gpu_attention_widths(odd, "odd.json"));
+  odd.v_head_dim = 129;
+  try {
+    check_gpu_attention_widths(odd, "odd.json");
+    ADD_FAILURE() << "v_head_dim 129 accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("odd.json: v_head_dim: 129"), std::string::npos) << e.what();
+  }
+  odd.v_head_dim = 13, odd.kv_lora_rank = 513;
+  EXPECT_THROW(check_gpu_attention_widths(odd, "odd.json"), InputError);
 }
 
 TEST(KvFormula, HandComputedCases) {

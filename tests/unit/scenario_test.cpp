@@ -261,6 +261,26 @@ TEST(Scenario, BadMeasureBaselineControlExclude) {
   expect_one_problem(doc, "$.exclude[0].mode", "unknown axis");
 }
 
+// A model the GPU engine's attention cannot hold is refused when the scenario is read, naming
+// the field, not on the GPU in the middle of a run. The CPU engine takes it.
+TEST(Scenario, CudaScenarioRefusesAModelBeyondTheGpuAttention) {
+  json doc = json::parse(R"({"schema": 1, "name": "e", "workload": "engine", "device": "cuda",
+                             "model": {"preset": "tiny-dsv3", "overrides": {"v_head_dim": 160}},
+                             "sweep": {"tp": [1], "batch_size": [1], "seq_len": [16], "allreduce": ["nccl"]}})");
+  std::vector<std::string> problems;
+  try {
+    parse_scenario(doc, "bad.json", ScenarioEnv{true});
+  } catch (const ScenarioError& e) {
+    problems = e.problems();
+  }
+  ASSERT_EQ(problems.size(), 1u);
+  EXPECT_EQ(problems[0].rfind("bad.json: $.model.preset: ", 0), 0u) << problems[0];
+  EXPECT_NE(problems[0].find("v_head_dim: 160"), std::string::npos) << problems[0];
+  doc["device"] = "cpu";
+  doc["sweep"]["allreduce"] = {"shm"};
+  EXPECT_NO_THROW(parse_scenario(doc, "ok.json", kNoGpu));
+}
+
 TEST(Scenario, ExcludeRuleModeNamesAnEngineMode) {
   json doc = json::parse(R"({"schema": 1, "name": "e", "workload": "engine", "device": "cpu",
                              "model": {"preset": "tiny-dsv3"}, "mode": ["decode", "prefill"],

@@ -4,7 +4,9 @@
 // Two paths, the same numbers to the CPU reference's tolerance:
 //   grouped    one launch, offsets read on the device, weight-stationary (each weight tile is
 //              read from HBM once per step and applied to every row of its expert): decode,
-//              CUDA-graph safe, memory-bound at small batch as the roofline says it should be.
+//              CUDA-graph safe, memory-bound at small batch as the roofline says it should be;
+//              rows that are not whole 16-byte vectors (in or expert_stride not a multiple of
+//              8, a misaligned x or weights) take a scalar kernel with the same properties.
 //   per_expert offsets copied to the host, one cuBLASLt GEMM per non-empty expert: prefill,
 //              eager only (the copy synchronises the stream).
 // fp32 accumulation, bf16 out, fixed reduction order: deterministic.
