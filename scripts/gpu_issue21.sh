@@ -31,7 +31,9 @@
 # count); ISSUE21_SKIP_ALLREDUCE=1 / ISSUE21_SKIP_PLACEMENT=1 leave a step out;
 # ISSUE21_BASELINES=1 also records the exclusive runs' baselines (baselines/h200x<N>/, packed
 # into baselines.tgz; needs TPB_GIT_SHA and TPB_GIT_DIRTY=0, as --update-baselines refuses a
-# dirty build); BUDGET_S (default 560) is the time the steps may take in all.
+# dirty build); BUDGET_S (default 560) is the time the steps may take in all: each run gets a
+# share of what is left, and a run cut short (SIGTERM, then SIGKILL 20 s later: the case in
+# flight is lost) keeps the records it wrote, which the tables still read.
 # OUTDIR receives (at most 8 files): build.log, nccl_tests.txt, allreduce_vs_nccl_tests.md and
 # .json, placements.txt and .json, runs.tgz (the run folders, without logs and traces) and
 # baselines.tgz when recorded.
@@ -74,6 +76,7 @@ fi
 GPU_CALL_TARGETS=tpbench
 source "$ROOT/scripts/gpu_call_common.bash" "$@"
 left() { echo $(( ${BUDGET_S:-560} - ($(date +%s) - START) )); }
+share() { local s=$(( $(left) / $1 )); [ "$s" -ge 30 ] || s=30; echo "$s"; }  # seconds, at least 30
 NGPU=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
 HW=h200x$NGPU
 echo "$NGPU GPU(s): $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | sort | uniq -c | xargs)"
@@ -92,11 +95,11 @@ if [ "${ISSUE21_SKIP_ALLREDUCE:-0}" != 1 ]; then
   [ "$rc" = 0 ] || tail -20 "$NT_LOG"
   if [ -n "$TP" ] && [ -x "$NT/build/all_reduce_perf" ]; then
     step "nccl-tests all_reduce_perf, $TP GPUs"
-    timeout 120 "$NT/build/all_reduce_perf" -b 8K -e 256M -f 2 -g "$TP" -d bfloat16 -G 1 >"$OUT/nccl_tests.txt" 2>&1
+    timeout -k 10 120 "$NT/build/all_reduce_perf" -b 8K -e 256M -f 2 -g "$TP" -d bfloat16 -G 1 >"$OUT/nccl_tests.txt" 2>&1
     echo "all_reduce_perf: rc=$?"
     grep -E "^#  Rank|Avg bus bandwidth|Out of bounds" "$OUT/nccl_tests.txt"
     step "tpbench allreduce-sweep, TP $TP, graph replay"
-    timeout "$(( $(left) / 3 ))" "$TPB" run scenarios/allreduce-sweep.json --filter "tp=$TP" --filter cuda_graph=true \
+    timeout -k 20 "$(share 3)" "$TPB" run scenarios/allreduce-sweep.json --filter "tp=$TP" --filter cuda_graph=true \
       --results-dir "$RUNS/allreduce" --no-report >"$RUNS/allreduce.log" 2>&1
     echo "tpbench run allreduce-sweep: rc=$?"; grep -E "^(cases|checks \(|nothing ran)" "$RUNS/allreduce.log"
     python3 scripts/allreduce_table.py --nccl-tests "$OUT/nccl_tests.txt" --results "$RUNS"/allreduce/*/results.jsonl \
@@ -121,11 +124,11 @@ if [ "${ISSUE21_SKIP_PLACEMENT:-0}" != 1 ]; then
     BASE=(--baselines baselines --update-baselines)
   fi
   step "$SCENARIO exclusive, ${FILTERS[*]}, $(left) s left"
-  timeout "$(( $(left) / 2 ))" "$TPB" run "$SCENARIO" --placement exclusive "${FILTERS[@]}" "${BASE[@]}" \
+  timeout -k 20 "$(share 2)" "$TPB" run "$SCENARIO" --placement exclusive "${FILTERS[@]}" "${BASE[@]}" \
     --results-dir "$RUNS/exclusive" --no-report >"$RUNS/exclusive.log" 2>&1
   echo "tpbench run exclusive: rc=$?"; grep -E "^(cases|checks \(|nothing ran|baseline)" "$RUNS/exclusive.log"
   step "$SCENARIO shared on GPU 0, ${FILTERS[*]}, $(left) s left"
-  CUDA_VISIBLE_DEVICES=0 timeout "$(( $(left) - 20 ))" "$TPB" run "$SCENARIO" --placement shared "${FILTERS[@]}" \
+  CUDA_VISIBLE_DEVICES=0 timeout -k 20 "$(( $(share 1) - 20 ))" "$TPB" run "$SCENARIO" --placement shared "${FILTERS[@]}" \
     --results-dir "$RUNS/shared" --no-report >"$RUNS/shared.log" 2>&1
   echo "tpbench run shared: rc=$?"; grep -E "^(cases|checks \(|nothing ran|mps)" "$RUNS/shared.log"
   step "compare --placements"
