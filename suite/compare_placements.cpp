@@ -30,13 +30,21 @@ std::string placement_of(const json& record) {
 
 namespace {
 
+// A text field, or `fallback` where it is absent or null (comparable_record_problem has let
+// only strings and null through).
+std::string text_of(const json& r, const char* key, const std::string& fallback = "") {
+  return r.contains(key) && r[key].is_string() ? r[key].get<std::string>() : fallback;
+}
+
+std::string label_of(const json& r) { return text_of(r, "label", text_of(r, "case_id")); }
+
 // The last record of each case in file order, as results.jsonl is read everywhere.
 std::vector<const json*> last_records(const std::vector<json>& records) {
   std::map<std::string, std::size_t> last;
-  for (std::size_t i = 0; i < records.size(); ++i) last[records[i].value("case_id", "")] = i;
+  for (std::size_t i = 0; i < records.size(); ++i) last[text_of(records[i], "case_id")] = i;
   std::vector<const json*> out;
   for (std::size_t i = 0; i < records.size(); ++i)
-    if (last[records[i].value("case_id", "")] == i) out.push_back(&records[i]);
+    if (last[text_of(records[i], "case_id")] == i) out.push_back(&records[i]);
   return out;
 }
 
@@ -63,11 +71,11 @@ double step_us(const json& r) {
 
 PlacementPair pair_of(const json& a, const json& b, const std::string& placement_a, const std::string& placement_b) {
   PlacementPair p;
-  p.label = a.value("label", a.value("case_id", ""));
+  p.label = label_of(a);
   p.backend = backend_of(a);
   p.tp = record_tp(a);
-  p.case_id_a = a.value("case_id", "");
-  p.case_id_b = b.value("case_id", "");
+  p.case_id_a = text_of(a, "case_id");
+  p.case_id_b = text_of(b, "case_id");
   p.step_us_a = step_us(a);
   p.step_us_b = step_us(b);
   const bool budget = bf16_budget_applies(a);
@@ -101,7 +109,7 @@ void add_custom_vs_nccl(const std::vector<const json*>& records, const std::stri
   std::vector<std::string> order;
   std::map<std::string, std::vector<const json*>> groups;
   for (const json* r : records) {
-    if (r->value("status", "") != "ok" || r->value("role", "sweep") != "sweep" || backend_of(*r).empty() ||
+    if (text_of(*r, "status") != "ok" || text_of(*r, "role", "sweep") != "sweep" || backend_of(*r).empty() ||
         step_us(*r) <= 0)
       continue;
     json without = *r;
@@ -115,7 +123,7 @@ void add_custom_vs_nccl(const std::vector<const json*>& records, const std::stri
     for (const json* r : groups[key])
       if (backend_of(*r) == "nccl") nccl = r;
     if (!nccl) continue;
-    std::string group = nccl->value("label", "");
+    std::string group = label_of(*nccl);
     if (group.size() > 5 && group.compare(group.size() - 5, 5, " nccl") == 0) group.resize(group.size() - 5);
     for (const json* r : groups[key]) {
       if (r == nccl) continue;
@@ -151,19 +159,19 @@ PlacementComparison compare_placements(const std::vector<json>& a_records, const
   for (const json* ra : a) {
     const std::string identity = placement_free_identity(*ra);
     const auto it = b_by_identity.find(identity);
-    const std::string label = ra->value("label", ra->value("case_id", ""));
-    const std::string status_a = ra->value("status", "");
+    const std::string label = label_of(*ra);
+    const std::string status_a = text_of(*ra, "status");
     if (it == b_by_identity.end()) {
       out.not_paired.push_back(label + ": " + out.placement_a + " only (" + status_a + "; no such case in " + b_name + ")");
       continue;
     }
     paired.insert(identity);
     const json& rb = *it->second;
-    const std::string status_b = rb.value("status", "");
+    const std::string status_b = text_of(rb, "status");
     if (status_a != "ok" || status_b != "ok") {
       auto side = [](const std::string& placement, const std::string& status, const json& r) {
-        const json error = r.value("error", json());
-        return placement + " " + status + (error.is_string() ? ": " + error.get<std::string>() : std::string());
+        const std::string error = text_of(r, "error");
+        return placement + " " + status + (error.empty() ? std::string() : ": " + error);
       };
       out.not_paired.push_back(label + ": not ok on both sides (" + side(out.placement_a, status_a, *ra) + "; " +
                                side(out.placement_b, status_b, rb) + ")");
@@ -174,8 +182,8 @@ PlacementComparison compare_placements(const std::vector<json>& a_records, const
   }
   for (const json* rb : b)
     if (!paired.count(placement_free_identity(*rb)))
-      out.not_paired.push_back(rb->value("label", rb->value("case_id", "")) + ": " + out.placement_b + " only (" +
-                               rb->value("status", "") + "; no such case in " + a_name + ")");
+      out.not_paired.push_back(label_of(*rb) + ": " + out.placement_b + " only (" + text_of(*rb, "status") +
+                               "; no such case in " + a_name + ")");
   TPB_INPUT_CHECK(!out.pairs.empty(), "nothing comparable: no case is ok in both " << a_name << " ("
                                           << out.placement_a << ") and " << b_name << " (" << out.placement_b
                                           << ") (" << out.not_paired.size() << " not paired)");

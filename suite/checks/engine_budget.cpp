@@ -12,7 +12,7 @@ namespace tpb {
 using nlohmann::json;
 
 bool bf16_budget_applies(const json& record) {
-  return record.value("workload", "") == "engine" && record.value("device", "") == "cuda" && record_tp(record) > 2;
+  return record.value("workload", json()) == "engine" && record.value("device", json()) == "cuda" && record_tp(record) > 2;
 }
 
 std::string bf16_logits_difference(const json& ref, const json& got, const std::string& ref_name,

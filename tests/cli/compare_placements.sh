@@ -85,4 +85,13 @@ expect_rc 2 "$TPBENCH" compare --placements "$SCRATCH/a.jsonl" /dev/null
 grep -q "nothing comparable: /dev/null holds no record" "$SCRATCH/last.out" || fail "an empty side accepted"
 expect_rc 2 "$TPBENCH" compare --placements "$SCRATCH/a.jsonl" "$SCRATCH/b.jsonl" --latency-tol 0.1
 grep -q "does not apply with --placements" "$SCRATCH/last.out" || fail "a latency tolerance silently ignored"
+# A field of the wrong type is bad input named by file, line and JSON path, never a crash.
+python3 -c '
+import json, sys
+lines = open(sys.argv[1]).read().splitlines()
+rec = json.loads(lines[1]); rec["params"]["tp"] = "two"; lines[1] = json.dumps(rec)
+open(sys.argv[2], "w").write("\n".join(lines) + "\n")' "$SCRATCH/b.jsonl" "$SCRATCH/hostile.jsonl"
+expect_rc 2 "$TPBENCH" compare --placements "$SCRATCH/a.jsonl" "$SCRATCH/hostile.jsonl"
+grep -qF "$SCRATCH/hostile.jsonl:2: \$.params.tp: expected an integer, got \"two\"" "$SCRATCH/last.out" \
+  || { cat "$SCRATCH/last.out" >&2; fail "a wrong type is not named"; }
 echo "ok: compare --placements pairs $CASES cases, names the changed digest, lists one-sided cases"
