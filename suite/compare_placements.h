@@ -28,7 +28,8 @@ namespace tpb {
 // The canonical JSON of workload, model, device, params and role: a case's identity without
 // its placement.
 std::string placement_free_identity(const nlohmann::json& record);
-// record.placement.placement, or "none" (CPU records carry no placement).
+// record.placement.placement, or "none" (CPU records carry no placement, nor do GPU cases
+// skipped before they were placed).
 std::string placement_of(const nlohmann::json& record);
 
 struct PlacementPair {
