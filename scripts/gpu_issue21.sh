@@ -18,10 +18,11 @@
 # device machine receives only the repository checkout, so the script builds nccl-tests from
 # NCCL_TESTS_DIR (default .peers/nccl-tests in the repository root). Put a copy of the peer
 # source there, keep it out of git, and carry it with the call:
-#   mkdir -p .peers && cp -r /path/to/peers/nccl-tests .peers/
-#   echo /.peers/ >> .git/info/exclude
-#   run(command="TPB_GIT_SHA=$(git rev-parse HEAD) TPB_GIT_DIRTY=0 scripts/gpu_issue21.sh $OUT",
-#       carry=[".peers/nccl-tests"], kind="nvidia-h200-x2")
+#   mkdir -p .peers && cp -r /path/to/peers/nccl-tests .peers/    (the source only: no build/)
+#   echo /.peers/ >> "$(git rev-parse --git-path info/exclude)"
+#   run(command="TPB_GIT_SHA=<full sha of HEAD, written out: the copy there has no .git>
+#                TPB_GIT_DIRTY=0 scripts/gpu_issue21.sh $OUT",
+#       carry=[".peers/nccl-tests"], kind="nvidia-h200-x2", timeout_s=600)
 # It is built with `make MPI=0 CUDA_HOME=$CUDA_HOME NCCL_HOME=$NCCL_HOME -j16` (defaults:
 # /usr/local/cuda, and /usr or wherever nccl.h is: the toolkit, the Python wheel) for sm_90
 # only (NVCC_GENCODE, which nccl-tests' common.mk asks to narrow; its default set of
