@@ -219,6 +219,8 @@ std::string comparable_record_problem(const nlohmann::json& r) {
   for (const char* key : {"params", "placement", "provenance", "plan"})
     if (r.contains(key) && !r[key].is_object() && !r[key].is_null())
       return std::string("$.") + key + ": expected an object or null, got " + got(r[key]);
+  if (r.contains("params") && r["params"].is_object() && r["params"].contains("tp") && !r["params"]["tp"].is_number_integer())
+    return "$.params.tp: expected an integer, got " + got(r["params"]["tp"]);
   if (r.contains("plan") && r["plan"].is_object() && r["plan"].contains("max_tokens") &&
       !r["plan"]["max_tokens"].is_number() && !r["plan"]["max_tokens"].is_null())
     return "$.plan.max_tokens: expected a number, got " + got(r["plan"]["max_tokens"]);

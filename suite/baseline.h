@@ -119,8 +119,9 @@ std::vector<MetricVerdict> compare_runs(const std::vector<nlohmann::json>& old_r
 // "" when the fields a comparison reads have the types it reads them as (case_id a string;
 // latency's p50 a number, its repetitions_us and samples_us arrays of finite numbers; memory's
 // used_bytes, plan.max_tokens numbers; digests per rank objects; status, label, role strings;
-// params, placement, provenance objects), else "<json path>: expected ..., got ...". A record
-// that fails is bad input (exit 2), never a silent skip nor a thrown type error.
+// params, placement, provenance objects; params.tp an integer), else "<json path>: expected
+// ..., got ...". A record that fails is bad input (exit 2), never a silent skip nor a thrown
+// type error.
 std::string comparable_record_problem(const nlohmann::json& record);
 
 std::string nothing_comparable(const std::vector<nlohmann::json>& old_records,

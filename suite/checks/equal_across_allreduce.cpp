@@ -7,6 +7,7 @@
 
 #include "suite/allreduce_ran.h"
 #include "suite/checks/digests.h"
+#include "suite/checks/engine_budget.h"
 #include "suite/checks/record_outputs.h"
 #include "suite/checks/tolerance.h"
 
@@ -15,36 +16,6 @@ namespace tpb {
 namespace {
 
 using nlohmann::json;
-
-// Where backends may differ in the last bits (see the header): a GPU engine above TP 2.
-bool within_tolerance_allowed(const json& record) {
-  return record.value("workload", "") == "engine" && record.value("device", "") == "cuda" && record_tp(record) > 2;
-}
-
-// "" when `got`'s logits match `ref`'s within the bf16 budget on every rank with the same
-// greedy tokens; else why not. `worst` receives the largest rel-L2 seen.
-std::string tolerance_difference(const json& ref, const json& got, const std::string& ref_name,
-                                 const std::string& got_name, double& worst) {
-  const std::size_t ranks = ref.value("outputs", json::array()).size();
-  if (ranks == 0 || got.value("outputs", json::array()).size() != ranks)
-    return "the records do not both hold every rank's outputs.logits";
-  const json vocab = record_rank0_metric(ref, "vocab_size");
-  const std::int64_t V = vocab.is_number_integer() ? vocab.get<std::int64_t>() : 0;
-  for (std::size_t k = 0; k < ranks; ++k) {
-    const auto a = record_logits(ref, k), b = record_logits(got, k);
-    const std::string rank = " rank " + std::to_string(k);
-    if (!a || !b) return "rank " + std::to_string(k) + " recorded no outputs.logits";
-    const FloatComparison c = compare_rel_l2(*a, *b, kTpRelL2Bf16);
-    if (!c.pass) return describe_comparison("logits (bf16 budget)", c, *a, *b, ref_name + rank, got_name + rank);
-    const std::vector<std::int64_t> ta = greedy_tokens(*a, V), tb = greedy_tokens(*b, V);
-    for (std::size_t row = 0; row < std::min(ta.size(), tb.size()); ++row)
-      if (ta[row] != tb[row])
-        return "greedy token, row " + std::to_string(row) + rank + ": " + ref_name + " picks " + std::to_string(ta[row]) +
-               ", " + got_name + " picks " + std::to_string(tb[row]);
-    worst = std::max(worst, c.rel_l2);
-  }
-  return "";
-}
 
 // One backend's case of the group, named by what ran.
 struct Side {
@@ -100,9 +71,9 @@ CheckResult compare_sides(const std::vector<Side>& sides) {
       continue;
     }
     const std::vector<std::string> pair = {ref.value("case_id", ""), got.value("case_id", "")};
-    if (!within_tolerance_allowed(ref)) return {"fail", ref_name + " vs " + name + ": " + diff, pair};
+    if (!bf16_budget_applies(ref)) return {"fail", ref_name + " vs " + name + ": " + diff, pair};
     double worst = 0;
-    const std::string why = tolerance_difference(ref, got, ref_name, name, worst);
+    const std::string why = bf16_logits_difference(ref, got, ref_name, name, worst);
     if (!why.empty())
       return {"fail",
               ref_name + " vs " + name + " (TP " + std::to_string(record_tp(ref)) + ": not bitwise, and not within tolerance): " + why,

@@ -6,7 +6,11 @@ namespace tpb {
 
 using nlohmann::json;
 
-std::int64_t record_tp(const json& record) { return record.value("params", json::object()).value("tp", std::int64_t{1}); }
+std::int64_t record_tp(const json& record) {
+  const json params = record.value("params", json());
+  return params.is_object() && params.contains("tp") && params["tp"].is_number_integer() ? params["tp"].get<std::int64_t>()
+                                                                                          : 1;
+}
 
 std::optional<std::vector<float>> record_logits(const json& record, std::size_t rank) {
   const json outputs = record.value("outputs", json());

@@ -11,7 +11,7 @@
 
 namespace tpb {
 
-// The record's params.tp (1 when absent).
+// The record's params.tp (1 when absent or not an integer).
 std::int64_t record_tp(const nlohmann::json& record);
 // outputs[rank].logits as floats, or nullopt when not recorded. A null element (a value JSON
 // could not hold: NaN/Inf) reads as NaN, so the comparison fails on it.

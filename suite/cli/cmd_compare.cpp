@@ -1,6 +1,8 @@
 // tpbench compare OLD NEW (run folders or results.jsonl files): every metric of every case
 // present in both, with a verdict; exit 1 on any regression (or digest mismatch), so it can
 // gate a CI job, and 2 when there is nothing to compare, which would otherwise read as a pass.
+// tpbench compare --placements A B: the same scenario run in exclusive and in shared placement,
+// case by case, digests held to the numerics policy (suite/compare_placements.h).
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -9,6 +11,7 @@
 #include <string>
 
 #include "suite/baseline.h"
+#include "suite/compare_placements.h"
 #include "suite/cli/subcommand.h"
 #include "suite/jsonl.h"
 #include "suite/results.h"
@@ -19,6 +22,7 @@ namespace {
 constexpr const char* kUsage =
     "usage: tpbench compare OLD NEW [--json] [--latency-tol F] [--memory-tol F]\n"
     "                       [--kv-tol F] [--alpha A] [--min-repetitions N]\n"
+    "       tpbench compare --placements A B [--json]\n"
     "Compares two runs case by case (matched by case id). OLD and NEW are each a run folder\n"
     "(results/<run-id>/, read as its results.jsonl) or a results.jsonl (a baseline file too).\n"
     "  latency    regression when median(new)/median(old) - 1 > --latency-tol (default 0.05)\n"
@@ -42,7 +46,17 @@ constexpr const char* kUsage =
     "type, named as file:line: $.path; an option out of range: tolerances finite in [0, 100],\n"
     "--alpha in (0, 0.5], --min-repetitions an integer >= 2) or nothing comparable: a side with no ok record\n"
     "(/dev/null, an empty file, a run whose cases were all skipped) or no case id in common,\n"
-    "said in one line `tpbench compare: error: nothing comparable: <why>`.\n";
+    "said in one line `tpbench compare: error: nothing comparable: <why>`.\n"
+    "\n"
+    "--placements A B: one scenario run in exclusive and in shared placement (either order).\n"
+    "Cases pair by workload, model, device, params and role (placement changes the case id);\n"
+    "each pair's output digests must be equal, every rank: bitwise at TP <= 2, on the CPU and\n"
+    "for the allreduce workload; a GPU engine above TP 2 may instead hold its logits within the\n"
+    "bf16 budget with the same greedy tokens (docs/numerics.md). Prints each pair (backend, TP,\n"
+    "p50 step time per placement, verdict equal / within-budget / mismatch), the cases ok on one\n"
+    "side only, and per placement each backend's p50 step time relative to NCCL's in the same\n"
+    "group of cases (--json: the same as one object). Exit 0 all equal, 1 a mismatch, 2 bad\n"
+    "input, both sides of one placement, or no case ok on both sides.\n";
 
 // A finite number in [lo, hi]: a NaN tolerance or alpha would turn every comparison false
 // and a detected regression into exit 0.
@@ -121,6 +135,7 @@ std::vector<Geomean> geomeans(const std::vector<tpb::MetricVerdict>& verdicts) {
 
 const tpb::cli::Grammar kGrammar = {"compare",
                                     {{"--json"},
+                                     {"--placements"},
                                      {"--latency-tol", true},
                                      {"--memory-tol", true},
                                      {"--kv-tol", true},
@@ -129,9 +144,61 @@ const tpb::cli::Grammar kGrammar = {"compare",
                                     2,
                                     "paths (OLD NEW)"};
 
+std::string step_text(double us) {
+  char buf[32] = "-";
+  if (us >= 0) std::snprintf(buf, sizeof buf, "%.1f", us);
+  return buf;
+}
+
+// --placements A B: pairs, cases not paired, custom vs NCCL per placement; exit 1 on a mismatch.
+int run_compare_placements(const std::vector<std::string>& files, bool as_json) {
+  const tpb::PlacementComparison c =
+      tpb::compare_placements(read_side(files[0]), read_side(files[1]), files[0], files[1]);
+  if (as_json) {
+    nlohmann::json out = tpb::to_json(c);
+    out["a"] = files[0];
+    out["b"] = files[1];
+    std::cout << out.dump(2) << "\n";
+    return c.mismatches > 0 ? 1 : 0;
+  }
+  std::printf("A: %s (%s placement)\nB: %s (%s placement)\n", files[0].c_str(), c.placement_a.c_str(),
+              files[1].c_str(), c.placement_b.c_str());
+  std::size_t lw = 4;
+  for (const auto& p : c.pairs) lw = std::max(lw, p.label.size());
+  const int w = static_cast<int>(lw);
+  const std::string a_us = c.placement_a + " us", b_us = c.placement_b + " us";
+  std::printf("%-*s %-15s %3s %12s %12s  %-25s %s\n", w, "case", "backend", "tp", a_us.c_str(), b_us.c_str(), "rule",
+              "digests");
+  for (const auto& p : c.pairs) {
+    std::printf("%-*s %-15s %3lld %12s %12s  %-25s %s%s%s\n", w, p.label.c_str(), p.backend.c_str(), p.tp,
+                step_text(p.step_us_a).c_str(), step_text(p.step_us_b).c_str(), p.rule.c_str(), p.verdict.c_str(),
+                p.detail.empty() ? "" : ": ", p.detail.c_str());
+  }
+  for (const auto& line : c.not_paired) std::printf("not paired: %s\n", line.c_str());
+  if (!c.custom_vs_nccl.empty()) {
+    std::printf("step time (p50) against NCCL in the same cases, per placement:\n");
+    for (const auto& v : c.custom_vs_nccl)
+      std::printf("  %-10s %s: %s %.1f us vs nccl %.1f us (%+.1f%%)\n", v.placement.c_str(), v.group.c_str(),
+                  v.backend.c_str(), v.step_us, v.nccl_step_us, 100 * v.relative);
+  }
+  int within = 0;
+  for (const auto& p : c.pairs) within += p.verdict == "within-budget";
+  std::printf("%zu case(s) paired: %zu equal, %d within the bf16 budget, %d mismatch(es)\n", c.pairs.size(),
+              c.pairs.size() - within - c.mismatches, within, c.mismatches);
+  return c.mismatches > 0 ? 1 : 0;
+}
+
 int run_compare(const tpb::cli::Args& args) {
   const std::vector<std::string>& files = args.positionals();
   const bool as_json = args.has("--json");
+  if (args.has("--placements")) {
+    for (const char* flag : {"--latency-tol", "--memory-tol", "--kv-tol", "--alpha", "--min-repetitions"})
+      TPB_INPUT_CHECK(!args.value(flag), "compare: " << flag << " does not apply with --placements (digests and step "
+                                                     "times are compared, nothing against a tolerance of latency)");
+    TPB_INPUT_CHECK(files.size() == 2, "compare --placements: expected A B (run folders or results.jsonl), got "
+                                           << files.size() << " paths");
+    return run_compare_placements(files, as_json);
+  }
   tpb::BaselineTolerances tol;
   if (auto v = args.value("--latency-tol")) tol.latency_rel_tol = parse_number("--latency-tol", *v, 0, 100);
   if (auto v = args.value("--memory-tol")) tol.memory_rel_tol = parse_number("--memory-tol", *v, 0, 100);
