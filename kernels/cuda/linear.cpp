@@ -16,11 +16,10 @@
 // alignment class), so a shape computes the same bits every call, eager or in a graph.
 //
 // Alignment: any leading dimension and batch stride, pointers aligned to their element. The
-// heuristic is told each operand's alignment (the largest power of two up to 256 bytes that
-// divides its pointer, its row stride and its batch stride in bytes), so a model whose widths
-// are multiples of 8 elements gets the 16-byte-and-up Hopper kernels it always had, and one
-// whose widths are not (a head dim of 13, a per-rank slice of 25) gets cuBLASLt's kernels
-// for narrower alignment instead of an error (tests/gpu/linear_test.cpp covers both).
+// heuristic is told each buffer's alignment (alignment_class) and sees the leading dimensions
+// in the layouts, so a model whose widths are multiples of 8 elements gets the algorithms it
+// always had, and one whose widths are not (a head dim of 13, a per-rank slice of 25) gets
+// cuBLASLt's kernels for narrower alignment instead of an error (tests/gpu/linear_test.cpp).
 //
 // Not thread-safe, and one workspace per instance: use one Linear per stream.
 #include "tpb/kernels/gpu/linear.h"
@@ -51,14 +50,16 @@ namespace {
 // algorithm choice (which depends on it) never changes.
 constexpr std::size_t kWorkspaceBytes = 32u << 20;
 
-// The heuristic's alignment preference for one operand: the largest power of two up to 256
-// (its default, the widest choice of kernels) dividing the pointer and every row and batch
-// offset from it, in bytes. Part of the cache key, so an algorithm picked for 256-byte
-// operands never runs on 16-byte ones.
-std::uint32_t alignment_class(const void* p, std::int64_t elem_bytes, std::int64_t ld, std::int64_t batch_stride) {
-  std::uint64_t bits = reinterpret_cast<std::uintptr_t>(p) | static_cast<std::uint64_t>(ld * elem_bytes) |
-                       static_cast<std::uint64_t>(batch_stride * elem_bytes) | 256u;
-  return static_cast<std::uint32_t>(bits & (~bits + 1));  // the lowest set bit
+// The heuristic's alignment preference for one operand's buffer (cuBLASLt sees the leading
+// dimensions in the layouts): 256 (its default, the widest choice of kernels) when the pointer
+// allows it, else 16 (the Hopper fast paths), else the pointer's own power of two (2, 4 or 8:
+// narrow-alignment kernels for a slice at an odd element offset). Part of the cache key, so an
+// algorithm picked for 256-byte pointers never runs on 16-byte ones.
+std::uint32_t alignment_class(const void* p) {
+  const std::uintptr_t a = reinterpret_cast<std::uintptr_t>(p);
+  if (a % 256 == 0) return 256u;
+  if (a % 16 == 0) return 16u;
+  return static_cast<std::uint32_t>(a & (~a + 1));  // the lowest set bit: 2, 4 or 8
 }
 
 struct Key {
@@ -198,9 +199,8 @@ struct Linear::Impl {
                      in, out, stream);
       return;
     }
-    const Key k{d_type,       w_trans, rows, in, out, x_ld, w_ld, y_ld, batch, x_bs, w_bs, y_bs,
-                alignment_class(x, 2, x_ld, x_bs), alignment_class(w, 2, w_ld, w_bs),
-                alignment_class(y, elem_y, y_ld, y_bs)};
+    const Key k{d_type, w_trans, rows, in, out, x_ld, w_ld, y_ld, batch, x_bs, w_bs, y_bs,
+                alignment_class(x), alignment_class(w), alignment_class(y)};
     matmul(k, x, w, y, stream);
   }
 };
