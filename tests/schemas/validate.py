@@ -15,6 +15,10 @@ usage: validate.py TPBENCH SCRATCH     (ctest runs it from the source tree: sche
   (tests/data/results_fixture) and the stored baselines (baselines/*/*.jsonl, real GPU
   records) validate; records with a wrong type in a key field (status 3, latency.p50 "x")
   fail.
+- qualify_profile.schema.json: every qualification profile under scenarios/qualify/
+  validates; broken copies of cpu-smoke (an unknown key, an unknown probe, a conformance
+  probe with a threshold, ...) fail the schema AND make `tpbench qualify` exit 2 before it
+  measures anything.
 - The schemas' check and backend names are those `tpbench list` prints.
 
 Needs python3-jsonschema (draft 2020-12: jsonschema >= 4.0); exits 77, which ctest reads as
@@ -51,7 +55,7 @@ def load_schema(name):
         return json.load(f)
 
 
-SCHEMA_FILES = ("scenario.schema.json", "record.schema.json", "run.schema.json")
+SCHEMA_FILES = ("scenario.schema.json", "record.schema.json", "run.schema.json", "qualify_profile.schema.json")
 SCHEMA_DOCS = {name: load_schema(name) for name in SCHEMA_FILES}
 
 
@@ -73,6 +77,7 @@ def validator(name):
 SCENARIO = validator("scenario.schema.json")
 RECORD = validator("record.schema.json")
 RUN = validator("run.schema.json")
+PROFILE = validator("qualify_profile.schema.json")
 
 
 def problems(v, doc):
@@ -196,6 +201,61 @@ class Scenarios(unittest.TestCase):
                     json.dump(doc, f)
                 dry = tpbench("run", path, "--dry-run")
                 self.assertEqual(dry.returncode, 2, f"tpbench accepts a scenario with {what}: {dry.stdout}{dry.stderr}")
+
+
+def profile_files():
+    out = []
+    for path in sorted(glob.glob(os.path.join(ROOT, "scenarios", "qualify", "*.json"))):
+        with open(path, encoding="utf-8") as f:
+            doc = json.load(f)
+        if isinstance(doc, dict) and "probes" in doc:
+            out.append((os.path.relpath(path, ROOT), doc))
+    return out
+
+
+class QualifyProfiles(unittest.TestCase):
+    def test_every_profile_validates(self):
+        files = profile_files()
+        self.assertGreaterEqual(len(files), 5, "fewer profiles than the tree holds: the glob is wrong")
+        for rel, doc in files:
+            with self.subTest(profile=rel):
+                self.assertEqual(problems(PROFILE, doc), [], rel)
+
+    def test_broken_profiles_fail_the_schema_and_tpbench(self):
+        with open(os.path.join(ROOT, "scenarios", "qualify", "cpu-smoke.json"), encoding="utf-8") as f:
+            good = json.load(f)
+
+        def broken(edit):
+            doc = copy.deepcopy(good)
+            edit(doc)
+            return doc
+
+        def probe(kind):
+            return next(p for p in good["probes"] if p["probe"] == kind)
+
+        cases = {
+            "unknown top-level key": broken(lambda d: d.update(probe=[])),
+            "schema 2": broken(lambda d: d.update(schema=2)),
+            "device gpu": broken(lambda d: d.update(device="gpu")),
+            "no probes": broken(lambda d: d.update(probes=[])),
+            "unknown probe": broken(lambda d: d["probes"].append({"probe": "disk_speed"})),
+            "a threshold as a string": broken(lambda d: d["probes"][0].update(min_GBps="1")),
+            "tolerance 1": broken(lambda d: d.update(baseline_tolerance=1)),
+            "a scenario probe without its scenario": broken(
+                lambda d: d["probes"].append({"probe": "engine_decode", "max_latency_us": 5})),
+            "a conformance probe with a threshold": broken(lambda d: d["probes"].append(
+                {"probe": "conformance", "scenario": probe("engine_decode")["scenario"], "max_latency_us": 5})),
+        }
+        self.assertEqual(problems(PROFILE, good), [])
+        os.makedirs(SCRATCH, exist_ok=True)
+        for what, doc in cases.items():
+            with self.subTest(broken=what):
+                self.assertNotEqual(problems(PROFILE, doc), [], f"the schema accepts a profile with {what}")
+                path = os.path.join(SCRATCH, "profile-" + re.sub(r"[^a-z0-9]+", "-", what) + ".json")
+                with open(path, "w", encoding="utf-8") as f:
+                    json.dump(doc, f)
+                out = tpbench("qualify", path, "--out", os.path.join(SCRATCH, "qualify-out"))
+                self.assertEqual(out.returncode, 2, f"tpbench qualify accepts a profile with {what}: {out.stdout}{out.stderr}")
 
 
 class Results(unittest.TestCase):
