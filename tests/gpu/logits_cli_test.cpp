@@ -10,50 +10,22 @@
 // pinned to the GPU's routing when a choice flipped.
 #include <gtest/gtest.h>
 
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <ostream>
 #include <vector>
 
-#include "reference_engine/weights/safetensors.h"
 #include "suite/checks/tolerance.h"
+#include "tests/support/logits_cli.h"
 #include "tpb/kernels/device.h"
 
 namespace tpb {
 namespace {
 
 namespace fs = std::filesystem;
-
-struct CliRun {
-  int status;
-  std::string output;  // stdout + stderr
-};
-
-CliRun run_tpbench(const std::string& args) {
-  const fs::path log = fs::temp_directory_path() / ("tpb_gpu_logits_cli_" + std::to_string(::getpid()) + ".log");
-  const std::string cmd = std::string(TPB_TPBENCH_BINARY) + " " + args + " > " + log.string() + " 2>&1";
-  const int rc = std::system(cmd.c_str());
-  std::ifstream f(log);
-  std::string out((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  fs::remove(log);
-  return {WIFEXITED(rc) ? WEXITSTATUS(rc) : -1, out};
-}
-
-std::vector<float> read_logits(const fs::path& p) {
-  SafetensorsFile f(p.string());
-  std::uint64_t n = 1;
-  for (auto d : f.info("logits").shape) n *= static_cast<std::uint64_t>(d);
-  std::vector<float> v(n);
-  f.read_f32("logits", 0, n, v.data());
-  return v;
-}
 
 double rel_l2(const std::vector<float>& a, const std::vector<float>& b) {
   double num = 0, den = 0;
@@ -79,12 +51,13 @@ TEST_P(GpuLogitsCli, MatchesTransformersWithinTheBf16Budget) {
   const fs::path dir = fs::path(TPB_TEST_DATA_DIR) / "hf" / c.model;
   if (!fs::exists(dir / "reference_logits.safetensors")) GTEST_SKIP() << "no HF parity data in " << dir;
   const fs::path out = fs::temp_directory_path() / ("tpb_gpu_logits_" + std::to_string(::getpid()) + ".safetensors");
-  const CliRun r = run_tpbench("logits --device cuda --model " + dir.string() + " --input-ids " +
+  const test::CliRun r = test::run_tpbench("logits --device cuda --model " + dir.string() + " --input-ids " +
                                (dir / "input_ids.json").string() + " --tp " + std::to_string(c.tp) +
                                " --prefill " + std::to_string(c.prefill) + " --out " + out.string());
   ASSERT_EQ(r.status, 0) << r.output;
   EXPECT_NE(r.output.find("bf16 GPU engine"), std::string::npos) << r.output;
-  const std::vector<float> got = read_logits(out), want = read_logits(dir / "reference_logits.safetensors");
+  const std::vector<float> got = test::read_logits(out.string()),
+                           want = test::read_logits((dir / "reference_logits.safetensors").string());
   fs::remove(out);
   ASSERT_EQ(got.size(), want.size());
   const double err = rel_l2(got, want);

@@ -11,38 +11,18 @@
 #include <fstream>
 
 #include "reference_engine/weights/safetensors.h"
+#include "tests/support/logits_cli.h"
 #include "tests/unit/engine_test_support.h"
 
 namespace tpb {
 namespace {
 
 namespace fs = std::filesystem;
+using test::CliRun;
 
-struct CliRun {
-  int status;          // exit status
-  std::string output;  // stdout + stderr
-};
+using test::read_logits;
 
-CliRun run(const std::string& args) {
-  const fs::path log = fs::temp_directory_path() / ("tpb_logits_cli_" + std::to_string(::getpid()) + ".log");
-  const std::string cmd = std::string(TPB_TPBENCH_BINARY) + " " + args + " > " + log.string() + " 2>&1";
-  const int rc = std::system(cmd.c_str());
-  std::ifstream f(log);
-  std::string out((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  fs::remove(log);
-  return {WIFEXITED(rc) ? WEXITSTATUS(rc) : -1, out};
-}
-
-std::vector<float> read_logits(const fs::path& p, std::vector<std::int64_t>* shape = nullptr) {
-  SafetensorsFile f(p.string());
-  const auto& info = f.info("logits");
-  if (shape) *shape = info.shape;
-  std::uint64_t n = 1;
-  for (auto d : info.shape) n *= static_cast<std::uint64_t>(d);
-  std::vector<float> v(n);
-  f.read_f32("logits", 0, n, v.data());
-  return v;
-}
+CliRun run(const std::string& args) { return test::run_tpbench(args); }
 
 class LogitsCli : public ::testing::TestWithParam<int> {};
 
