@@ -206,12 +206,14 @@ Expected expected(const PrefillRun& run, const std::vector<std::int64_t>& check_
 }
 
 // Relative rounding of each softmax weight before it meets V: bf16 P (round to nearest,
-// 8 significant bits) 2^-9; split P, hi + lo, 2^-18; the CUDA-core kernel keeps P in fp32,
-// whose roundings the fp32 term of the budget covers.
+// 8 significant bits) 2^-8; split P, hi + lo, 2^-16 (lo rounds the remainder, itself <= 2^-8
+// p, to 8 bits); the CUDA-core kernel keeps P in fp32, whose roundings the fp32 term of the
+// budget covers. bf16 P against the budget without this term: 46 x over in a lane-level
+// emulation of the kernel at Kimi's widths (300 rows); with it, 0.44 of the budget.
 double weight_rounding(int variant) {
   const std::string name = gpu::tuning::mla_prefill_variant_name(variant);
-  if (name == "tensor_core") return 0x1.0p-9;
-  if (name == "tensor_core_split_p") return 0x1.0p-18;
+  if (name == "tensor_core") return 0x1.0p-8;
+  if (name == "tensor_core_split_p") return 0x1.0p-16;
   return 0.0;
 }
 
@@ -219,8 +221,9 @@ double weight_rounding(int variant) {
 // (<= 2^-8 |value|), 4 sqrt(n) + 64 fp32 roundings of 2^-24 * max|v| for the accumulation
 // order over the n visible keys and the score dot products (as in mla_decode_test), and the
 // weight rounding u: min(u spread_l1, 8 u spread_l2) times 1.01 for the second-order terms
-// (8 standard scales: a chance below 3e-14 per element). Globally, rel-L2 <= 2^-8: each of the
-// two roundings above is about 2^-9 / sqrt(3) relative in rms (about 1e-3 each).
+// (8 standard scales: a chance below 3e-14 per element). Globally, rel-L2 <= 2^-8: the output
+// rounding and the weight rounding are each about 1e-3 relative in rms (2.1e-3 together for
+// bf16 P in the lane-level emulation).
 void expect_matches(const PrefillRun& run, const Expected& e, const std::vector<std::uint16_t>& gpu, int variant,
                     const std::string& what) {
   const gpu::MlaPrefillShape& s = run.s;

@@ -2,7 +2,7 @@
 // for the test that holds each to the CPU reference. Not an engine interface.
 //   0 tensor_core          mma.sync m16n8k16, P enters the P·V MMA as bf16 (flash-attention's
 //                          choice): what mla_prefill_attention launches where it applies
-//   1 tensor_core_split_p  the same with P = bf16 hi + lo, two MMAs (P exact to ~2^-17)
+//   1 tensor_core_split_p  the same with P = bf16 hi + lo, two MMAs (P to 2^-16 relative)
 //   2 cuda_core            fp32 FMA on CUDA cores, any even head dims: the fallback
 // Each variant is deterministic (fixed sum order, no atomics).
 #pragma once
