@@ -101,6 +101,18 @@ struct AttentionBenchState {
   std::int32_t* seq_lens = nullptr;
   void* workspace = nullptr;
   double copy_GBps = 0;
+  bool stream_ready = false;
+
+  // The stream and events the decode and the prefill benchmarks time on, alone: the prefill
+  // ones do not need the decode cache, which takes what memory is free.
+  void prepare_stream() {
+    if (stream_ready) return;
+    TPB_CUDA_CHECK(cudaSetDevice(device));
+    TPB_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    TPB_CUDA_CHECK(cudaEventCreate(&start));
+    TPB_CUDA_CHECK(cudaEventCreate(&stop));
+    stream_ready = true;
+  }
 
   // Allocation, fills and the copy probe on first use: a filter excluding every attention
   // benchmark costs nothing.
@@ -108,10 +120,7 @@ struct AttentionBenchState {
     if (ready) return;
     TPB_CUDA_CHECK(cudaSetDevice(device));
     copy_GBps = gpu_copy_bandwidth(device, std::size_t{1} << 30, 10).value;
-    TPB_CUDA_CHECK(cudaSetDevice(device));
-    TPB_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-    TPB_CUDA_CHECK(cudaEventCreate(&start));
-    TPB_CUDA_CHECK(cudaEventCreate(&stop));
+    prepare_stream();
     const std::int64_t max_batch = kBatches[std::size(kBatches) - 1];
     std::size_t ws = 0;
     for (std::int64_t b : kBatches)
@@ -198,21 +207,13 @@ constexpr PrefillSize kPrefillSizes[] = {{1, 8192}, {4, 2048}};
 constexpr std::int64_t kPrefillMaxTokens = 8192;  // batch * q_len over the sweep
 constexpr std::int64_t kPrefillMaxHeads = 64;
 
-// Buffers for the largest prefill shape (about 0.6 GB), filled once, on first use; not the
-// decode state's, whose cache takes what memory is free.
+// Buffers for the largest prefill shape (about 0.6 GB), filled once, on first use.
 struct PrefillBenchState {
-  int device = 0;
   bool ready = false;
-  cudaStream_t stream = nullptr;
-  cudaEvent_t start = nullptr, stop = nullptr;
   __nv_bfloat16 *q = nullptr, *k_nope = nullptr, *k_rot = nullptr, *v = nullptr, *out = nullptr;
 
   void prepare() {
     if (ready) return;
-    TPB_CUDA_CHECK(cudaSetDevice(device));
-    TPB_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-    TPB_CUDA_CHECK(cudaEventCreate(&start));
-    TPB_CUDA_CHECK(cudaEventCreate(&stop));
     const std::size_t rows = static_cast<std::size_t>(kPrefillMaxTokens * kPrefillMaxHeads);
     const std::size_t counts[] = {rows * (kPrefillNope + kPrefillRope), rows * kPrefillNope,
                                   static_cast<std::size_t>(kPrefillMaxTokens * kPrefillRope), rows * kPrefillV,
@@ -229,8 +230,10 @@ struct PrefillBenchState {
 PrefillBenchState* g_prefill = nullptr;  // lives until exit
 
 void bm_prefill(benchmark::State& state, int variant, std::int64_t heads, PrefillSize size) {
-  PrefillBenchState& g = *g_prefill;
-  g.prepare();
+  AttentionBenchState& g = *g_attn;
+  g.prepare_stream();
+  PrefillBenchState& p = *g_prefill;
+  p.prepare();
   gpu::MlaPrefillShape shape;
   shape.batch = size.batch;
   shape.q_len = size.q_len;
@@ -246,7 +249,7 @@ void bm_prefill(benchmark::State& state, int variant, std::int64_t heads, Prefil
   // Calls per timed batch: ~2 ms at 300 TFLOP/s, 1..16.
   const int ops = static_cast<int>(std::clamp(2e-3 / (flops / 3e14), 1.0, 16.0));
   auto call = [&] {
-    gpu::tuning::mla_prefill_variant(variant, g.q, g.k_nope, g.k_rot, g.v, shape, 0.1352f, g.out, g.stream);
+    gpu::tuning::mla_prefill_variant(variant, p.q, p.k_nope, p.k_rot, p.v, shape, 0.1352f, p.out, g.stream);
   };
   for (int wu = 0; wu < 2; ++wu) call();
   TPB_CUDA_CHECK(cudaStreamSynchronize(g.stream));
@@ -279,13 +282,12 @@ void register_attention_benchmarks(RankContext& ctx) {
           ->Iterations(10);
     }
   g_prefill = new PrefillBenchState;
-  g_prefill->device = ctx.rank;
   for (int variant = 0; variant < gpu::tuning::mla_prefill_variants(); ++variant)
     for (std::int64_t heads : kPrefillHeads)
       for (PrefillSize size : kPrefillSizes) {
-        const std::string name = std::string("attention/mla_prefill/") + gpu::tuning::mla_prefill_variant_name(variant) +
-                                 "/heads:" + std::to_string(heads) + "/batch:" + std::to_string(size.batch) +
-                                 "/q_len:" + std::to_string(size.q_len);
+        const std::string name = std::string("attention/mla_prefill/") +
+                                 gpu::tuning::mla_prefill_variant_name(variant) + "/heads:" + std::to_string(heads) +
+                                 "/batch:" + std::to_string(size.batch) + "/q_len:" + std::to_string(size.q_len);
         benchmark::RegisterBenchmark(name.c_str(), [variant, heads, size](benchmark::State& st) {
           bm_prefill(st, variant, heads, size);
         })

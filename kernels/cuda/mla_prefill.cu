@@ -51,14 +51,6 @@ namespace tpb::gpu {
 namespace {
 
 using detail::aligned16;
-using detail::cp_async16;
-using detail::cp_async_commit;
-using detail::cp_async_wait;
-using detail::ldmatrix_x4;
-using detail::ldmatrix_x4_trans;
-using detail::mma_bf16;
-using detail::pack_bf16x2;
-using detail::smem_addr;
 
 // ---- CUDA-core kernel ----
 
@@ -317,7 +309,7 @@ __global__ void __launch_bounds__(kTcThreads, 1)
     const int r = i / qk_vecs, c = i - r * qk_vecs;
     const bool valid = i0 + r < q_len;
     const __nv_bfloat16* src = q + ((static_cast<std::size_t>(b) * q_len + (valid ? i0 + r : 0)) * heads + h) * qk;
-    cp_async16(smem_addr(q_s + r * qk_stride + c * 8), src + c * 8, valid);
+    detail::cp_async16(detail::smem_addr(q_s + r * qk_stride + c * 8), src + c * 8, valid);
   }
   auto load_tile = [&](int t0, int stage) {
     __nv_bfloat16* kd = k_s + static_cast<std::size_t>(stage) * kTcBlockK * qk_stride;
@@ -327,14 +319,14 @@ __global__ void __launch_bounds__(kTcThreads, 1)
       const std::size_t row = static_cast<std::size_t>(b) * kv_len + (valid ? t0 + r : 0);
       const __nv_bfloat16* src = c < nope_vecs ? k_nope + (row * heads + h) * nope + c * 8
                                                : k_rot + row * rope + (c - nope_vecs) * 8;
-      cp_async16(smem_addr(kd + r * qk_stride + c * 8), src, valid);
+      detail::cp_async16(detail::smem_addr(kd + r * qk_stride + c * 8), src, valid);
     }
     __nv_bfloat16* vd = v_s + static_cast<std::size_t>(stage) * kTcBlockK * v_stride;
     for (int i = tid; i < kTcBlockK * v_vecs; i += kTcThreads) {
       const int r = i / v_vecs, c = i - r * v_vecs;
       const bool valid = t0 + r < kv_len;
       const std::size_t row = static_cast<std::size_t>(b) * kv_len + (valid ? t0 + r : 0);
-      cp_async16(smem_addr(vd + r * v_stride + c * 8), v + (row * heads + h) * v_dim + c * 8, valid);
+      detail::cp_async16(detail::smem_addr(vd + r * v_stride + c * 8), v + (row * heads + h) * v_dim + c * 8, valid);
     }
   };
 
@@ -342,17 +334,17 @@ __global__ void __launch_bounds__(kTcThreads, 1)
   const int n_keys = min(kv_len, past + i0 + kTcBlockQ);
   const int tiles = (n_keys + kTcBlockK - 1) / kTcBlockK;
   load_tile(0, 0);
-  cp_async_commit();
-  cp_async_wait<0>();
+  detail::cp_async_commit();
+  detail::cp_async_wait<0>();
   __syncthreads();
 
   // This warp's Q fragments, K step ks: columns 16 ks .. 16 ks + 15 of rows 16 warp ...
   std::uint32_t qf[kMaxQkSteps][4];
   {
-    const std::uint32_t q_addr = smem_addr(q_s + (warp * 16 + (mi & 1) * 8 + r8) * qk_stride + (mi >> 1) * 8);
+    const std::uint32_t q_addr = detail::smem_addr(q_s + (warp * 16 + (mi & 1) * 8 + r8) * qk_stride + (mi >> 1) * 8);
 #pragma unroll
     for (int ks = 0; ks < kMaxQkSteps; ++ks)
-      if (ks < qk_steps) ldmatrix_x4(q_addr + ks * 32, qf[ks]);
+      if (ks < qk_steps) detail::ldmatrix_x4(q_addr + ks * 32, qf[ks]);
   }
 
   const int warp_first = past + i0 + warp * 16;  // position of the warp's first query
@@ -363,13 +355,13 @@ __global__ void __launch_bounds__(kTcThreads, 1)
   float m_run[2] = {-INFINITY, -INFINITY};  // running max of the log2-scaled scores
   float l_run[2] = {0.0f, 0.0f};            // this lane's part of the running sum (its columns)
 
-  const std::uint32_t k_addr0 = smem_addr(k_s + ((mi >> 1) * 8 + r8) * qk_stride + (mi & 1) * 8);
-  const std::uint32_t v_addr0 = smem_addr(v_s + ((mi & 1) * 8 + r8) * v_stride + (mi >> 1) * 8);
+  const std::uint32_t k_addr0 = detail::smem_addr(k_s + ((mi >> 1) * 8 + r8) * qk_stride + (mi & 1) * 8);
+  const std::uint32_t v_addr0 = detail::smem_addr(v_s + ((mi & 1) * 8 + r8) * v_stride + (mi >> 1) * 8);
   for (int it = 0; it < tiles; ++it) {
-    cp_async_wait<0>();
+    detail::cp_async_wait<0>();
     __syncthreads();  // tile `it` landed for all; tile it - 1's stage is free
     if (it + 1 < tiles) load_tile((it + 1) * kTcBlockK, (it + 1) % kTcStages);
-    cp_async_commit();
+    detail::cp_async_commit();
     const int t0 = it * kTcBlockK;
     if (t0 > warp_first + 15) continue;  // every key of the tile is after the warp's queries
 
@@ -385,9 +377,9 @@ __global__ void __launch_bounds__(kTcThreads, 1)
 #pragma unroll
         for (int np = 0; np < kTcBlockK / 16; ++np) {
           std::uint32_t kb[4];  // keys 16 np .. + 7 (kb[0], kb[1]) and + 8 .. + 15 (kb[2], kb[3])
-          ldmatrix_x4(k_addr + (np * 16 * qk_stride + ks * 16) * 2, kb);
-          mma_bf16(s[2 * np], qf[ks], kb[0], kb[1]);
-          mma_bf16(s[2 * np + 1], qf[ks], kb[2], kb[3]);
+          detail::ldmatrix_x4(k_addr + (np * 16 * qk_stride + ks * 16) * 2, kb);
+          detail::mma_bf16(s[2 * np], qf[ks], kb[0], kb[1]);
+          detail::mma_bf16(s[2 * np + 1], qf[ks], kb[2], kb[3]);
         }
       }
     }
@@ -431,11 +423,11 @@ __global__ void __launch_bounds__(kTcThreads, 1)
           const float p0 = exp2f(s[2 * kk + half][2 * r] - m_run[r]);
           const float p1 = exp2f(s[2 * kk + half][2 * r + 1] - m_run[r]);
           const __nv_bfloat16 h0 = __float2bfloat16_rn(p0), h1 = __float2bfloat16_rn(p1);
-          ph[kk][2 * half + r] = pack_bf16x2(h0, h1);
+          ph[kk][2 * half + r] = detail::pack_bf16x2(h0, h1);
           float f0 = __bfloat162float(h0), f1 = __bfloat162float(h1);
           if constexpr (kSplitP) {
             const __nv_bfloat16 l0 = __float2bfloat16_rn(p0 - f0), l1 = __float2bfloat16_rn(p1 - f1);
-            pl[kk][2 * half + r] = pack_bf16x2(l0, l1);
+            pl[kk][2 * half + r] = detail::pack_bf16x2(l0, l1);
             f0 += __bfloat162float(l0);
             f1 += __bfloat162float(l1);
           }
@@ -460,12 +452,12 @@ __global__ void __launch_bounds__(kTcThreads, 1)
       for (int vg = 0; vg < kTcMaxVGroups; ++vg) {
         if (vg < v_groups) {
           std::uint32_t vb[4];  // columns 16 vg .. + 7 (vb[0], vb[1]) and + 8 .. + 15 (vb[2], vb[3])
-          ldmatrix_x4_trans(v_addr + (kk * 16 * v_stride + vg * 16) * 2, vb);
-          mma_bf16(acc[2 * vg], ph[kk], vb[0], vb[1]);
-          mma_bf16(acc[2 * vg + 1], ph[kk], vb[2], vb[3]);
+          detail::ldmatrix_x4_trans(v_addr + (kk * 16 * v_stride + vg * 16) * 2, vb);
+          detail::mma_bf16(acc[2 * vg], ph[kk], vb[0], vb[1]);
+          detail::mma_bf16(acc[2 * vg + 1], ph[kk], vb[2], vb[3]);
           if constexpr (kSplitP) {
-            mma_bf16(acc[2 * vg], pl[kk], vb[0], vb[1]);
-            mma_bf16(acc[2 * vg + 1], pl[kk], vb[2], vb[3]);
+            detail::mma_bf16(acc[2 * vg], pl[kk], vb[0], vb[1]);
+            detail::mma_bf16(acc[2 * vg + 1], pl[kk], vb[2], vb[3]);
           }
         }
       }
@@ -578,7 +570,8 @@ const char* mla_prefill_variant_name(int variant) {
 }
 
 bool mla_prefill_variant_supports(int variant, const MlaPrefillShape& shape) {
-  return variant == kCudaCore || ((variant == kTensorCore || variant == kTensorCoreSplitP) && tensor_core_supports(shape));
+  if (variant == kTensorCore || variant == kTensorCoreSplitP) return tensor_core_supports(shape);
+  return variant == kCudaCore;
 }
 
 int mla_prefill_default_variant(const MlaPrefillShape& shape) {

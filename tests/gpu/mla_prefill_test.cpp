@@ -172,9 +172,9 @@ Expected expected(const PrefillRun& run, const std::vector<std::int64_t>& check_
       const std::int64_t i = e.rows[ri], n = s.past + i + 1;
       const std::size_t o0 = (static_cast<std::size_t>(b) * e.rows.size() + ri) * static_cast<std::size_t>(hv);
       // One query row at position past + i sees keys 0..past+i of its sequence.
-      kernels::mla_attention_ref(q.data() + ((b * s.q_len + i) * s.heads) * qk, k_nope.data() + b * kv_len * s.heads * s.nope,
-                                 k_rot.data() + b * kv_len * s.rope, v.data() + b * kv_len * hv, e.ref.data() + o0, 1,
-                                 n, s.past + i, sh, kScale);
+      kernels::mla_attention_ref(q.data() + ((b * s.q_len + i) * s.heads) * qk,
+                                 k_nope.data() + b * kv_len * s.heads * s.nope, k_rot.data() + b * kv_len * s.rope,
+                                 v.data() + b * kv_len * hv, e.ref.data() + o0, 1, n, s.past + i, sh, kScale);
       for (std::int64_t h = 0; h < s.heads; ++h) {
         const float* qh = q.data() + ((b * s.q_len + i) * s.heads + h) * qk;
         w.assign(static_cast<std::size_t>(n), 0.0);
@@ -305,11 +305,12 @@ INSTANTIATE_TEST_SUITE_P(Shapes, MlaPrefillTest, ::testing::ValuesIn(cases()),
 TEST(MlaPrefill, DispatchTakesTensorCoresWhereTheyApply) {
   // Kimi-K2.5 and the presets run on the tensor cores; the engine's even padding of odd widths
   // (attention_widths.h) on the CUDA-core kernel.
-  EXPECT_STREQ("tensor_core", gpu::tuning::mla_prefill_variant_name(gpu::tuning::mla_prefill_default_variant(shape(1, 8, 0, 64))));
-  EXPECT_STREQ("tensor_core",
-               gpu::tuning::mla_prefill_variant_name(gpu::tuning::mla_prefill_default_variant(shape(1, 8, 0, 4, 16, 8, 16))));
-  EXPECT_STREQ("cuda_core",
-               gpu::tuning::mla_prefill_variant_name(gpu::tuning::mla_prefill_default_variant(shape(1, 8, 0, 4, 12, 6, 14))));
+  auto dispatched = [](const gpu::MlaPrefillShape& s) {
+    return std::string(gpu::tuning::mla_prefill_variant_name(gpu::tuning::mla_prefill_default_variant(s)));
+  };
+  EXPECT_EQ("tensor_core", dispatched(shape(1, 8, 0, 64)));
+  EXPECT_EQ("tensor_core", dispatched(shape(1, 8, 0, 4, 16, 8, 16)));
+  EXPECT_EQ("cuda_core", dispatched(shape(1, 8, 0, 4, 12, 6, 14)));
 }
 
 // Every variant, twice on the same inputs: the same bits (several query blocks and key tiles,
