@@ -6,7 +6,8 @@ The anchor of issue 20's prefill-attention target: causal attention with Kimi-K2
 (TP1) and 32 (TP2), timed with CUDA events (warm-up first, the mean of `--iters` calls) under
 torch.nn.attention.sdpa_kernel(SDPBackend.CUDNN_ATTENTION), so no other backend stands in.
 Inputs are [batch, seq, heads, dim] tensors seen as [batch, heads, seq, dim] (the engine's
-layout, as tpb_bench's kernel reads it). TFLOPs counts the useful causal FLOPs as tpb_bench
+layout, as tpb_bench's kernel reads it; contiguous [batch, heads, seq, dim] where cuDNN refuses
+the strided view, noted per result as "layout"). TFLOPs counts the useful causal FLOPs as tpb_bench
 does: batch * heads * q_len (q_len + 1) / 2 * 2 * (qk + v).
 
     python3 bench/sdpa_reference.py --out sdpa.json
@@ -53,7 +54,6 @@ def main():
         "cudnn": torch.backends.cudnn.version(),
         "device": torch.cuda.get_device_name(dev),
         "backend": "CUDNN_ATTENTION",
-        "layout": "[batch, seq, heads, dim] viewed as [batch, heads, seq, dim]",
         "qk_head_dim": QK,
         "v_head_dim": V,
         "causal": True,
@@ -62,6 +62,22 @@ def main():
     }
     results = []
     gen = torch.Generator(device=dev).manual_seed(20)
+
+    def time_s(q, k, v):
+        call = lambda: torch.nn.functional.scaled_dot_product_attention(  # noqa: E731
+            q, k, v, is_causal=True, scale=args.scale)
+        with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+            for _ in range(args.warmup):
+                call()
+            torch.cuda.synchronize()
+            start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            for _ in range(args.iters):
+                call()
+            stop.record()
+            torch.cuda.synchronize()
+        return start.elapsed_time(stop) * 1e-3 / args.iters
+
     for heads in HEADS:
         for batch, q_len in SIZES:
             def rand(d):
@@ -69,29 +85,25 @@ def main():
                 return x.to(torch.bfloat16).transpose(1, 2)
 
             q, k, v = rand(QK), rand(QK), rand(V)
-            call = lambda: torch.nn.functional.scaled_dot_product_attention(  # noqa: E731
-                q, k, v, is_causal=True, scale=args.scale)
+            layout = "bshd"
             try:
-                with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
-                    for _ in range(args.warmup):
-                        call()
-                    torch.cuda.synchronize()
-                    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                    start.record()
-                    for _ in range(args.iters):
-                        call()
-                    stop.record()
-                    torch.cuda.synchronize()
-            except RuntimeError as e:
-                print(f"sdpa_reference.py: the cuDNN backend refused batch {batch} x {q_len}, {heads} heads: "
-                      f"{str(e).splitlines()[0]}", file=sys.stderr)
-                return 2
-            s = start.elapsed_time(stop) * 1e-3 / args.iters
+                s = time_s(q, k, v)
+            except RuntimeError as e:  # the strided view refused: the contiguous [b, h, s, d] layout
+                print(f"sdpa_reference.py: strided layout refused ({str(e).splitlines()[0]}), "
+                      "retrying contiguous", file=sys.stderr)
+                q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
+                layout = "bhsd"
+                try:
+                    s = time_s(q, k, v)
+                except RuntimeError as e2:
+                    print(f"sdpa_reference.py: the cuDNN backend refused batch {batch} x {q_len}, {heads} heads: "
+                          f"{str(e2).splitlines()[0]}", file=sys.stderr)
+                    return 2
             flops = useful_flops(batch, heads, q_len)
             name = f"sdpa_cudnn/heads:{heads}/batch:{batch}/q_len:{q_len}"
             results.append({"name": name, "batch": batch, "q_len": q_len, "past": 0, "heads": heads,
-                            "us_per_op": s * 1e6, "flops": flops, "TFLOPs": flops / s / 1e12})
-            print(f"{name}: {s * 1e6:.1f} us, {flops / s / 1e12:.1f} TFLOP/s")
+                            "layout": layout, "us_per_op": s * 1e6, "flops": flops, "TFLOPs": flops / s / 1e12})
+            print(f"{name} ({layout}): {s * 1e6:.1f} us, {flops / s / 1e12:.1f} TFLOP/s")
             del q, k, v
     with open(args.out, "w") as f:
         json.dump({"context": context, "benchmarks": results}, f, indent=1)
