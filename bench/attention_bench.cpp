@@ -1,4 +1,6 @@
-// Absorbed-MLA decode attention microbenchmarks: tpb::gpu::mla_decode_attention at Kimi-K2.5
+// MLA attention microbenchmarks.
+//
+// Decode: absorbed-MLA decode attention microbenchmarks: tpb::gpu::mla_decode_attention at Kimi-K2.5
 // TP2 shapes (32 heads per rank, kv_lora 512, rope 64) over batch {1, 8, 64, 256} x seq_len
 // {1K, 8K, 32K}, every sequence at the full length (max_len = seq_len). Timing as STYLE.md 12:
 // device events around a batch of `ops` calls replayed from a CUDA graph (the engine's decode
@@ -11,6 +13,16 @@
 // (scores and the weighted sum, the algorithm's count; the kernel does the weighted sum twice,
 // for P = hi + lo, on the tensor cores). Calls rotate over cache copies totalling
 // >= 256 MiB so small caches stream from HBM as in a real step, not from the 50 MiB L2.
+//
+// Prefill: causal plain-form MLA prefill attention (tpb::gpu::mla_prefill_attention's kernels,
+// each variant of mla_prefill_tuning.h by name) at Kimi-K2.5's widths (q/k 192 = nope 128 +
+// rope 64, v 128) for 1 x 8K and 4 x 2K new tokens (past 0), 64 heads (TP1) and 32 (TP2): the
+// shapes bench/sdpa_reference.py times torch SDPA's cuDNN backend at. Counter TFLOPs counts
+// the useful causal FLOPs, batch * heads * (q_len (q_len + 1) / 2 + past * q_len) * 2 *
+// (qk + v): the visible (query, key) pairs, a multiply and an add per width of QK^T and of
+// P V; the softmax and the masked work a kernel does anyway are not counted (the convention
+// of FlashAttention's and cuDNN's causal numbers). Direct launches, no rotation: the kernel is
+// compute-bound and reads each K/V row from L2 once per query block anyway.
 #include "bench/device_timing.h"
 #include "bench/attention_bench.h"
 
@@ -29,6 +41,8 @@
 #include "tpb/cuda_check.h"
 #include "tpb/dtype.h"
 #include "tpb/kernels/gpu/mla_decode.h"
+#include "tpb/kernels/gpu/mla_prefill.h"
+#include "tpb/kernels/gpu/mla_prefill_tuning.h"
 #include "tpb/kernels/hw_probes.h"
 
 namespace tpb::bench {
@@ -87,6 +101,18 @@ struct AttentionBenchState {
   std::int32_t* seq_lens = nullptr;
   void* workspace = nullptr;
   double copy_GBps = 0;
+  bool stream_ready = false;
+
+  // The stream and events the decode and the prefill benchmarks time on, alone: the prefill
+  // ones do not need the decode cache, which takes what memory is free.
+  void prepare_stream() {
+    if (stream_ready) return;
+    TPB_CUDA_CHECK(cudaSetDevice(device));
+    TPB_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    TPB_CUDA_CHECK(cudaEventCreate(&start));
+    TPB_CUDA_CHECK(cudaEventCreate(&stop));
+    stream_ready = true;
+  }
 
   // Allocation, fills and the copy probe on first use: a filter excluding every attention
   // benchmark costs nothing.
@@ -94,10 +120,7 @@ struct AttentionBenchState {
     if (ready) return;
     TPB_CUDA_CHECK(cudaSetDevice(device));
     copy_GBps = gpu_copy_bandwidth(device, std::size_t{1} << 30, 10).value;
-    TPB_CUDA_CHECK(cudaSetDevice(device));
-    TPB_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-    TPB_CUDA_CHECK(cudaEventCreate(&start));
-    TPB_CUDA_CHECK(cudaEventCreate(&stop));
+    prepare_stream();
     const std::int64_t max_batch = kBatches[std::size(kBatches) - 1];
     std::size_t ws = 0;
     for (std::int64_t b : kBatches)
@@ -175,6 +198,75 @@ void bm_decode(benchmark::State& state, std::int64_t batch, std::int64_t seq_len
   state.SetLabel("mla decode, graph replay");
 }
 
+constexpr std::int64_t kPrefillNope = 128, kPrefillRope = 64, kPrefillV = 128;
+constexpr std::int64_t kPrefillHeads[] = {64, 32};
+struct PrefillSize {
+  std::int64_t batch, q_len;
+};
+constexpr PrefillSize kPrefillSizes[] = {{1, 8192}, {4, 2048}};
+constexpr std::int64_t kPrefillMaxTokens = 8192;  // batch * q_len over the sweep
+constexpr std::int64_t kPrefillMaxHeads = 64;
+
+// Buffers for the largest prefill shape (about 0.6 GB), filled once, on first use.
+struct PrefillBenchState {
+  bool ready = false;
+  __nv_bfloat16 *q = nullptr, *k_nope = nullptr, *k_rot = nullptr, *v = nullptr, *out = nullptr;
+
+  void prepare() {
+    if (ready) return;
+    const std::size_t rows = static_cast<std::size_t>(kPrefillMaxTokens * kPrefillMaxHeads);
+    const std::size_t counts[] = {rows * (kPrefillNope + kPrefillRope), rows * kPrefillNope,
+                                  static_cast<std::size_t>(kPrefillMaxTokens * kPrefillRope), rows * kPrefillV,
+                                  rows * kPrefillV};
+    __nv_bfloat16** bufs[] = {&q, &k_nope, &k_rot, &v, &out};
+    for (int i = 0; i < 5; ++i) {
+      TPB_CUDA_CHECK(cudaMalloc(bufs[i], counts[i] * 2));
+      fill_random(*bufs[i], counts[i], 31 + static_cast<std::uint32_t>(i));
+    }
+    ready = true;
+  }
+};
+
+PrefillBenchState* g_prefill = nullptr;  // lives until exit
+
+void bm_prefill(benchmark::State& state, int variant, std::int64_t heads, PrefillSize size) {
+  AttentionBenchState& g = *g_attn;
+  g.prepare_stream();
+  PrefillBenchState& p = *g_prefill;
+  p.prepare();
+  gpu::MlaPrefillShape shape;
+  shape.batch = size.batch;
+  shape.q_len = size.q_len;
+  shape.past = 0;
+  shape.heads = heads;
+  shape.nope = kPrefillNope;
+  shape.rope = kPrefillRope;
+  shape.v_dim = kPrefillV;
+  const double pairs = static_cast<double>(shape.q_len) * static_cast<double>(shape.q_len + 1) / 2.0 +
+                       static_cast<double>(shape.past * shape.q_len);
+  const double flops = static_cast<double>(shape.batch * heads) * pairs * 2.0 *
+                       static_cast<double>(kPrefillNope + kPrefillRope + kPrefillV);
+  // Calls per timed batch: ~2 ms at 300 TFLOP/s, 1..16.
+  const int ops = static_cast<int>(std::clamp(2e-3 / (flops / 3e14), 1.0, 16.0));
+  auto call = [&] {
+    gpu::tuning::mla_prefill_variant(variant, p.q, p.k_nope, p.k_rot, p.v, shape, 0.1352f, p.out, g.stream);
+  };
+  for (int wu = 0; wu < 2; ++wu) call();
+  TPB_CUDA_CHECK(cudaStreamSynchronize(g.stream));
+  const double mean_s = time_per_op_s(state, g.stream, g.start, g.stop, ops, [&] {
+    for (int i = 0; i < ops; ++i) call();
+  });
+  state.counters["batch"] = static_cast<double>(shape.batch);
+  state.counters["q_len"] = static_cast<double>(shape.q_len);
+  state.counters["past"] = static_cast<double>(shape.past);
+  state.counters["heads"] = static_cast<double>(heads);
+  state.counters["us_per_op"] = mean_s * 1e6;
+  state.counters["flops"] = flops;
+  state.counters["TFLOPs"] = flops / mean_s / 1e12;
+  state.counters["ops_per_batch"] = ops;
+  state.SetLabel(std::string("mla prefill, causal, ") + gpu::tuning::mla_prefill_variant_name(variant));
+}
+
 }  // namespace
 
 void register_attention_benchmarks(RankContext& ctx) {
@@ -189,6 +281,20 @@ void register_attention_benchmarks(RankContext& ctx) {
           ->Unit(benchmark::kMicrosecond)
           ->Iterations(10);
     }
+  g_prefill = new PrefillBenchState;
+  for (int variant = 0; variant < gpu::tuning::mla_prefill_variants(); ++variant)
+    for (std::int64_t heads : kPrefillHeads)
+      for (PrefillSize size : kPrefillSizes) {
+        const std::string name = std::string("attention/mla_prefill/") +
+                                 gpu::tuning::mla_prefill_variant_name(variant) + "/heads:" + std::to_string(heads) +
+                                 "/batch:" + std::to_string(size.batch) + "/q_len:" + std::to_string(size.q_len);
+        benchmark::RegisterBenchmark(name.c_str(), [variant, heads, size](benchmark::State& st) {
+          bm_prefill(st, variant, heads, size);
+        })
+            ->UseManualTime()
+            ->Unit(benchmark::kMicrosecond)
+            ->Iterations(10);
+      }
 }
 
 }  // namespace tpb::bench

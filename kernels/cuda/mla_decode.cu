@@ -30,10 +30,20 @@
 #include "tpb/cuda_check.h"
 #include "tpb/dtype.h"
 #include "tpb/kernels/mla_decode_split.h"
+#include "cuda/mma_sync.cuh"
 
 namespace tpb::gpu {
 
 namespace {
+
+using detail::cp_async16;
+using detail::cp_async_commit;
+using detail::cp_async_wait;
+using detail::ldmatrix_x4;
+using detail::ldmatrix_x4_trans;
+using detail::mma_bf16;
+using detail::pack_bf16x2;
+using detail::smem_addr;
 
 constexpr int kSlices = 4;                          // warps per 16-head row tile
 constexpr int kTileKeys = 16 * kSlices;             // cache rows per pipeline stage, 16 per warp
@@ -113,54 +123,9 @@ std::size_t workspace_bytes(const MlaDecodeShape& s, const kernels::MlaDecodeSpl
   return static_cast<std::size_t>(kernels::mla_decode_workspace_bytes_for(s.batch, s.heads, s.kv_lora, p.splits));
 }
 
-__device__ __forceinline__ std::uint32_t smem_addr(const void* p) {
-  return static_cast<std::uint32_t>(__cvta_generic_to_shared(p));
-}
-
-// 16 bytes global -> shared, bypassing L1; with valid == false it writes 16 zero bytes.
-__device__ __forceinline__ void cp_async16(std::uint32_t dst, const void* src, bool valid) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0)
-               : "memory");
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
-}
-
-// Four 8x8 bf16 matrices; lanes 8i..8i+7 give the row addresses of matrix i.
-__device__ __forceinline__ void ldmatrix_x4(std::uint32_t addr, std::uint32_t (&r)[4]) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(addr)
-               : "memory");
-}
-__device__ __forceinline__ void ldmatrix_x4_trans(std::uint32_t addr, std::uint32_t (&r)[4]) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(addr)
-               : "memory");
-}
-
-// d += a (16x16, row-major fragment) * b (16x8, column-major fragment), fp32 accumulate.
-__device__ __forceinline__ void mma_bf16(float (&d)[4], const std::uint32_t (&a)[4], std::uint32_t b0,
-                                         std::uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-      "{%0, %1, %2, %3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-__device__ __forceinline__ std::uint32_t pack_bf16x2(__nv_bfloat16 lo, __nv_bfloat16 hi) {
-  return static_cast<std::uint32_t>(__bfloat16_as_ushort(lo)) |
-         (static_cast<std::uint32_t>(__bfloat16_as_ushort(hi)) << 16);
-}
-
-// Fragment layouts (PTX ISA, mma.m16n8k16): lane L holds accumulator rows L/4 and L/4 + 8,
-// columns 2(L%4) and 2(L%4) + 1 of each 8-column tile; the A fragment of a 16x16 block is the
-// accumulators of its two 8-column halves, so a warp's scores become its part of the second
-// MMA's A operand in registers, and the other warps' parts are the same registers of theirs.
+// Fragment layouts: cuda/mma_sync.cuh. The A fragment of a 16x16 block is the accumulators of
+// its two 8-column halves, so a warp's scores become its part of the second MMA's A operand in
+// registers, and the other warps' parts are the same registers of theirs.
 __global__ void __launch_bounds__(kMaxThreads, 1)
     mla_decode_split_kernel(const __nv_bfloat16* __restrict__ q, const __nv_bfloat16* __restrict__ cache,
                             const std::int32_t* __restrict__ seq_lens, int heads, int kv_lora, int rope,

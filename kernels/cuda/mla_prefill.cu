@@ -1,11 +1,37 @@
-// Causal MLA prefill attention in the plain form (tpb/kernels/gpu/mla_prefill.h), on CUDA
-// cores with fp32 math: correctness first.
+// Causal MLA prefill attention in the plain form (tpb/kernels/gpu/mla_prefill.h), two kernels:
 //
-// One CTA per (query block of kBlockQ, head, sequence); warp w owns queries 4w..4w+3 of the
-// block. Keys go through shared memory kBlockK at a time, in increasing order: lane j scores
-// key j of the tile against the warp's 4 queries, the warp updates each query's running max
-// and sum (online softmax), then every lane accumulates its value columns over the tile's
-// keys with the probabilities broadcast by shuffle. Fixed order throughout, no atomics.
+// Tensor cores (mma.sync m16n8k16, bf16 in, fp32 accumulate), flash-attention-2 style, where
+// nope, rope and v_dim are multiples of 8 (16-byte rows for cp.async; every published model
+// and the test presets). One CTA of 8 warps per (128-query block, head, sequence); warp w owns
+// queries 16w..16w+15 and holds their Q fragments in registers for the whole key loop. Keys
+// stream through shared memory 64 at a time (K = [k_nope of head h | k_rot], V), cp.async
+// double-buffered, in increasing order. Per tile a warp computes S = Q K^T (16 x 64) over the
+// concatenated head dim zero-padded to a multiple of 16, scales it into log2 units, masks the
+// causal diagonal (only on the tiles that cross it; tiles wholly after the warp's last query
+// are skipped), updates the running row max in registers (quad shuffles), turns S into P in
+// registers (the accumulator layout of S is the A-operand layout of P·V, mma_sync.cuh) and
+// adds P·V into 16 x v_dim fp32 accumulators. One division by the row sum at the end.
+// Query blocks run latest first: the causal blocks with the most keys start in the first wave.
+//
+// Precision of P: P enters the P·V MMA as bf16, rounded to nearest (8 significant bits): each
+// weight carries a relative error |e_j| <= 2^-8. The row sum l adds the same rounded values,
+// so the output is still a convex combination of the value rows, with weights
+// w_j (1 + e_j) / (1 + sum_k w_k e_k): an error of sum_j w_j e_j (v_j - out) to first order, at
+// most 2^-8 sum_j w_j |v_j - out|, and for independent roundings a few times 2^-8 times the
+// root of sum_j (w_j (v_j - out))^2 (the test's budget, tests/gpu/mla_prefill_test.cpp): in rms
+// about as large as the bf16 rounding of the output itself (rel-L2 ~2e-3 against ~1e-3 for
+// the CUDA-core kernel in a lane-level emulation), well inside the engine's bf16 budget. The
+// split-P variant (mla_prefill_tuning.h) keeps P as hi + lo in two MMAs, |e_j| <= 2^-16, at
+// 1.4 x the MMA work (Kimi's widths: 96 score + 64 P·V MMAs per warp and tile, + 64).
+//
+// CUDA cores (fp32 math), any even head dims (the engine pads odd ones to even,
+// reference_engine/memory/attention_widths.h): one CTA per (32-query block, head, sequence);
+// warp w owns queries 4w..4w+3 of the block. Keys go through shared memory 32 at a time, in
+// increasing order: lane j scores key j of the tile against the warp's 4 queries, the warp
+// updates each query's running max and sum (online softmax), then every lane accumulates its
+// value columns over the tile's keys with the probabilities broadcast by shuffle.
+//
+// Both: fixed order throughout, no atomics, the same bits on every call.
 #include "tpb/kernels/gpu/mla_prefill.h"
 
 #include <cuda_bf16.h>
@@ -16,10 +42,17 @@
 
 #include "tpb/check.h"
 #include "tpb/cuda_check.h"
+#include "tpb/kernels/gpu/mla_prefill_tuning.h"
+#include "cuda/bf16_vectors.cuh"
+#include "cuda/mma_sync.cuh"
 
 namespace tpb::gpu {
 
 namespace {
+
+using detail::aligned16;
+
+// ---- CUDA-core kernel ----
 
 constexpr int kThreads = 256;
 constexpr int kQueriesPerWarp = 4;
@@ -192,11 +225,272 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-}  // namespace
 
-void mla_prefill_attention(const __nv_bfloat16* q, const __nv_bfloat16* k_nope, const __nv_bfloat16* k_rot,
-                           const __nv_bfloat16* v, const MlaPrefillShape& s, float scale, __nv_bfloat16* out,
-                           cudaStream_t stream) {
+// ---- tensor-core kernel ----
+
+constexpr int kTcWarps = 8;
+constexpr int kTcThreads = 32 * kTcWarps;
+constexpr int kTcBlockQ = 16 * kTcWarps;  // 16 query rows per warp: one MMA row tile
+constexpr int kTcBlockK = 64;             // keys per pipeline stage: 8 score tiles, 4 P·V K steps
+constexpr int kTcStages = 2;              // cp.async pipeline depth
+constexpr int kTcMaxQk = 256;             // padded nope + rope
+constexpr int kTcMaxV = 128;
+constexpr int kTcMaxVGroups = kTcMaxV / 16;  // 16-column V groups (one ldmatrix.x4.trans, two MMAs)
+
+int round_up(int v, int m) { return (v + m - 1) / m * m; }
+
+// Shared-memory geometry of one shape. Rows are zero-padded to 16 columns (the MMA's K step
+// for S, two 8-column tiles for P·V), plus 8 columns so that consecutive rows start an odd
+// number of 16-byte units apart: the 8 rows one ldmatrix phase reads hit 8 different 16-byte
+// bank groups.
+struct TcGeometry {
+  int qk_pad = 0;     // nope + rope rounded up to 16
+  int v_pad = 0;      // v_dim rounded up to 16
+  int qk_stride = 0;  // shared row stride of Q and K, bf16
+  int v_stride = 0;   // shared row stride of V, bf16
+  std::size_t smem = 0;
+};
+
+TcGeometry tc_geometry(const MlaPrefillShape& s) {
+  TcGeometry g;
+  g.qk_pad = round_up(static_cast<int>(s.nope + s.rope), 16);
+  g.v_pad = round_up(static_cast<int>(s.v_dim), 16);
+  g.qk_stride = g.qk_pad + 8;
+  g.v_stride = g.v_pad + 8;
+  g.smem = (static_cast<std::size_t>(kTcBlockQ + kTcStages * kTcBlockK) * g.qk_stride +
+            static_cast<std::size_t>(kTcStages * kTcBlockK) * g.v_stride) * sizeof(__nv_bfloat16);
+  return g;
+}
+
+// kMaxQkSteps: the score K steps the registers hold (qk_pad / 16 at most); kSplitP: P as
+// bf16 hi + lo. Row tiles past q_len compute on zero queries over the valid keys and are never
+// stored; key rows past kv_len arrive as zeros (cp.async zero fill) and are masked.
+template <int kMaxQkSteps, bool kSplitP>
+__global__ void __launch_bounds__(kTcThreads, 1)
+    mla_prefill_tc_kernel(const __nv_bfloat16* __restrict__ q, const __nv_bfloat16* __restrict__ k_nope,
+                          const __nv_bfloat16* __restrict__ k_rot, const __nv_bfloat16* __restrict__ v, int q_len,
+                          int past, int heads, int nope, int rope, int v_dim, float scale_log2, int qk_stride,
+                          int v_stride, __nv_bfloat16* __restrict__ out) {
+  const int i0 = static_cast<int>(gridDim.x - 1 - blockIdx.x) * kTcBlockQ;  // latest block first
+  const int h = blockIdx.y;
+  const int b = blockIdx.z;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int quad_row = lane >> 2, quad_col = 2 * (lane & 3);
+  const int mi = lane >> 3, r8 = lane & 7;  // ldmatrix: which 8x8 matrix this lane addresses, which row
+  const int qk = nope + rope;
+  const int qk_steps = (qk + 15) / 16;
+  const int v_groups = (v_dim + 15) / 16;
+  const int qk_vecs = qk / 8, nope_vecs = nope / 8, v_vecs = v_dim / 8;  // 16-byte vectors per row
+  const int kv_len = past + q_len;
+
+  extern __shared__ __align__(16) unsigned char smem[];
+  __nv_bfloat16* q_s = reinterpret_cast<__nv_bfloat16*>(smem);                // [kTcBlockQ][qk_stride]
+  __nv_bfloat16* k_s = q_s + static_cast<std::size_t>(kTcBlockQ) * qk_stride;  // [kTcStages][kTcBlockK][qk_stride]
+  __nv_bfloat16* v_s = k_s + static_cast<std::size_t>(kTcStages * kTcBlockK) * qk_stride;  // [..][v_stride]
+
+  // Columns between the row and its 16-column padding are never copied into: zero them once
+  // (q_s and k_s are one run of rows of the same stride).
+  {
+    const int pad = qk_steps * 2 - qk_vecs;
+    for (int i = tid; i < (kTcBlockQ + kTcStages * kTcBlockK) * pad; i += kTcThreads) {
+      const int r = i / pad;
+      reinterpret_cast<uint4*>(q_s + static_cast<std::size_t>(r) * qk_stride)[qk_vecs + i - r * pad] =
+          make_uint4(0, 0, 0, 0);
+    }
+    const int vpad = v_groups * 2 - v_vecs;
+    for (int i = tid; i < kTcStages * kTcBlockK * vpad; i += kTcThreads) {
+      const int r = i / vpad;
+      reinterpret_cast<uint4*>(v_s + static_cast<std::size_t>(r) * v_stride)[v_vecs + i - r * vpad] =
+          make_uint4(0, 0, 0, 0);
+    }
+  }
+
+  for (int i = tid; i < kTcBlockQ * qk_vecs; i += kTcThreads) {
+    const int r = i / qk_vecs, c = i - r * qk_vecs;
+    const bool valid = i0 + r < q_len;
+    const __nv_bfloat16* src = q + ((static_cast<std::size_t>(b) * q_len + (valid ? i0 + r : 0)) * heads + h) * qk;
+    detail::cp_async16(detail::smem_addr(q_s + r * qk_stride + c * 8), src + c * 8, valid);
+  }
+  auto load_tile = [&](int t0, int stage) {
+    __nv_bfloat16* kd = k_s + static_cast<std::size_t>(stage) * kTcBlockK * qk_stride;
+    for (int i = tid; i < kTcBlockK * qk_vecs; i += kTcThreads) {
+      const int r = i / qk_vecs, c = i - r * qk_vecs;
+      const bool valid = t0 + r < kv_len;
+      const std::size_t row = static_cast<std::size_t>(b) * kv_len + (valid ? t0 + r : 0);
+      const __nv_bfloat16* src = c < nope_vecs ? k_nope + (row * heads + h) * nope + c * 8
+                                               : k_rot + row * rope + (c - nope_vecs) * 8;
+      detail::cp_async16(detail::smem_addr(kd + r * qk_stride + c * 8), src, valid);
+    }
+    __nv_bfloat16* vd = v_s + static_cast<std::size_t>(stage) * kTcBlockK * v_stride;
+    for (int i = tid; i < kTcBlockK * v_vecs; i += kTcThreads) {
+      const int r = i / v_vecs, c = i - r * v_vecs;
+      const bool valid = t0 + r < kv_len;
+      const std::size_t row = static_cast<std::size_t>(b) * kv_len + (valid ? t0 + r : 0);
+      detail::cp_async16(detail::smem_addr(vd + r * v_stride + c * 8), v + (row * heads + h) * v_dim + c * 8, valid);
+    }
+  };
+
+  // The block's last query sees keys up to past + i0 + kTcBlockQ - 1.
+  const int n_keys = min(kv_len, past + i0 + kTcBlockQ);
+  const int tiles = (n_keys + kTcBlockK - 1) / kTcBlockK;
+  load_tile(0, 0);
+  detail::cp_async_commit();
+  detail::cp_async_wait<0>();
+  __syncthreads();
+
+  // This warp's Q fragments, K step ks: columns 16 ks .. 16 ks + 15 of rows 16 warp ...
+  std::uint32_t qf[kMaxQkSteps][4];
+  {
+    const std::uint32_t q_addr = detail::smem_addr(q_s + (warp * 16 + (mi & 1) * 8 + r8) * qk_stride + (mi >> 1) * 8);
+#pragma unroll
+    for (int ks = 0; ks < kMaxQkSteps; ++ks)
+      if (ks < qk_steps) detail::ldmatrix_x4(q_addr + ks * 32, qf[ks]);
+  }
+
+  const int warp_first = past + i0 + warp * 16;  // position of the warp's first query
+  const int row_pos = warp_first + quad_row;      // this lane's rows: row_pos and row_pos + 8
+  float acc[2 * kTcMaxVGroups][4];                // 8-column output tiles
+#pragma unroll
+  for (int t = 0; t < 2 * kTcMaxVGroups; ++t) acc[t][0] = acc[t][1] = acc[t][2] = acc[t][3] = 0.0f;
+  float m_run[2] = {-INFINITY, -INFINITY};  // running max of the log2-scaled scores
+  float l_run[2] = {0.0f, 0.0f};            // this lane's part of the running sum (its columns)
+
+  const std::uint32_t k_addr0 = detail::smem_addr(k_s + ((mi >> 1) * 8 + r8) * qk_stride + (mi & 1) * 8);
+  const std::uint32_t v_addr0 = detail::smem_addr(v_s + ((mi & 1) * 8 + r8) * v_stride + (mi >> 1) * 8);
+  for (int it = 0; it < tiles; ++it) {
+    detail::cp_async_wait<0>();
+    __syncthreads();  // tile `it` landed for all; tile it - 1's stage is free
+    if (it + 1 < tiles) load_tile((it + 1) * kTcBlockK, (it + 1) % kTcStages);
+    detail::cp_async_commit();
+    const int t0 = it * kTcBlockK;
+    if (t0 > warp_first + 15) continue;  // every key of the tile is after the warp's queries
+
+    // S = Q K^T: 8 tiles of 8 keys, each a chain over the K steps.
+    float s[kTcBlockK / 8][4];
+#pragma unroll
+    for (int nt = 0; nt < kTcBlockK / 8; ++nt) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
+    const std::uint32_t k_addr =
+        k_addr0 + static_cast<std::uint32_t>((it % kTcStages) * kTcBlockK * qk_stride * 2);
+#pragma unroll
+    for (int ks = 0; ks < kMaxQkSteps; ++ks) {
+      if (ks < qk_steps) {
+#pragma unroll
+        for (int np = 0; np < kTcBlockK / 16; ++np) {
+          std::uint32_t kb[4];  // keys 16 np .. + 7 (kb[0], kb[1]) and + 8 .. + 15 (kb[2], kb[3])
+          detail::ldmatrix_x4(k_addr + (np * 16 * qk_stride + ks * 16) * 2, kb);
+          detail::mma_bf16(s[2 * np], qf[ks], kb[0], kb[1]);
+          detail::mma_bf16(s[2 * np + 1], qf[ks], kb[2], kb[3]);
+        }
+      }
+    }
+
+    // Scale into log2 units; mask where the tile crosses the diagonal or the end of the keys.
+    const bool needs_mask = t0 + kTcBlockK - 1 > warp_first || t0 + kTcBlockK > kv_len;
+#pragma unroll
+    for (int nt = 0; nt < kTcBlockK / 8; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int key = t0 + nt * 8 + quad_col + (e & 1);
+        const bool visible = !needs_mask || (key <= row_pos + 8 * (e >> 1) && key < kv_len);
+        s[nt][e] = visible ? s[nt][e] * scale_log2 : -INFINITY;
+      }
+    float m_new[2] = {m_run[0], m_run[1]};
+#pragma unroll
+    for (int nt = 0; nt < kTcBlockK / 8; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) m_new[e >> 1] = fmaxf(m_new[e >> 1], s[nt][e]);
+    float corr[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      m_new[r] = fmaxf(m_new[r], __shfl_xor_sync(0xffffffffu, m_new[r], 1));
+      m_new[r] = fmaxf(m_new[r], __shfl_xor_sync(0xffffffffu, m_new[r], 2));
+      // Tile 0 holds key 0, visible to every row: m_new is finite from the first tile on, and
+      // exp2(-inf) = 0 drops the empty start.
+      corr[r] = exp2f(m_run[r] - m_new[r]);
+      m_run[r] = m_new[r];
+    }
+
+    // P, as the A fragments of the four P·V K steps (16 keys each); l adds what the MMA sees.
+    std::uint32_t ph[kTcBlockK / 16][4];
+    [[maybe_unused]] std::uint32_t pl[kTcBlockK / 16][4];
+    float sum[2] = {0.0f, 0.0f};
+#pragma unroll
+    for (int kk = 0; kk < kTcBlockK / 16; ++kk)
+#pragma unroll
+      for (int half = 0; half < 2; ++half)
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+          const float p0 = exp2f(s[2 * kk + half][2 * r] - m_run[r]);
+          const float p1 = exp2f(s[2 * kk + half][2 * r + 1] - m_run[r]);
+          const __nv_bfloat16 h0 = __float2bfloat16_rn(p0), h1 = __float2bfloat16_rn(p1);
+          ph[kk][2 * half + r] = detail::pack_bf16x2(h0, h1);
+          float f0 = __bfloat162float(h0), f1 = __bfloat162float(h1);
+          if constexpr (kSplitP) {
+            const __nv_bfloat16 l0 = __float2bfloat16_rn(p0 - f0), l1 = __float2bfloat16_rn(p1 - f1);
+            pl[kk][2 * half + r] = detail::pack_bf16x2(l0, l1);
+            f0 += __bfloat162float(l0);
+            f1 += __bfloat162float(l1);
+          }
+          sum[r] += f0 + f1;
+        }
+#pragma unroll
+    for (int r = 0; r < 2; ++r) l_run[r] = l_run[r] * corr[r] + sum[r];
+#pragma unroll
+    for (int t = 0; t < 2 * kTcMaxVGroups; ++t) {
+      acc[t][0] *= corr[0];
+      acc[t][1] *= corr[0];
+      acc[t][2] *= corr[1];
+      acc[t][3] *= corr[1];
+    }
+
+    // O += P V: K step kk covers keys 16 kk .. 16 kk + 15 of the tile.
+    const std::uint32_t v_addr =
+        v_addr0 + static_cast<std::uint32_t>((it % kTcStages) * kTcBlockK * v_stride * 2);
+#pragma unroll
+    for (int kk = 0; kk < kTcBlockK / 16; ++kk)
+#pragma unroll
+      for (int vg = 0; vg < kTcMaxVGroups; ++vg) {
+        if (vg < v_groups) {
+          std::uint32_t vb[4];  // columns 16 vg .. + 7 (vb[0], vb[1]) and + 8 .. + 15 (vb[2], vb[3])
+          detail::ldmatrix_x4_trans(v_addr + (kk * 16 * v_stride + vg * 16) * 2, vb);
+          detail::mma_bf16(acc[2 * vg], ph[kk], vb[0], vb[1]);
+          detail::mma_bf16(acc[2 * vg + 1], ph[kk], vb[2], vb[3]);
+          if constexpr (kSplitP) {
+            detail::mma_bf16(acc[2 * vg], pl[kk], vb[0], vb[1]);
+            detail::mma_bf16(acc[2 * vg + 1], pl[kk], vb[2], vb[3]);
+          }
+        }
+      }
+  }
+
+  // Row sums over the quad's columns (a butterfly: every lane ends with the same bits), then
+  // one division per row.
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    l_run[r] += __shfl_xor_sync(0xffffffffu, l_run[r], 1);
+    l_run[r] += __shfl_xor_sync(0xffffffffu, l_run[r], 2);
+  }
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int i = i0 + warp * 16 + quad_row + 8 * r;
+    if (i >= q_len) continue;
+    const float inv = 1.0f / l_run[r];
+    __nv_bfloat16* orow = out + ((static_cast<std::size_t>(b) * q_len + i) * heads + h) * v_dim;
+#pragma unroll
+    for (int t = 0; t < 2 * kTcMaxVGroups; ++t) {
+      const int d = t * 8 + quad_col;
+      if (d < v_dim)
+        *reinterpret_cast<__nv_bfloat162*>(orow + d) =
+            __floats2bfloat162_rn(acc[t][2 * r] * inv, acc[t][2 * r + 1] * inv);
+    }
+  }
+}
+
+// ---- launchers ----
+
+enum Variant { kTensorCore = 0, kTensorCoreSplitP = 1, kCudaCore = 2, kVariants = 3 };
+
+void validate(const MlaPrefillShape& s) {
   TPB_CHECK(s.batch >= 1 && s.batch <= 65535, "mla_prefill: batch " << s.batch << " outside 1..65535");
   TPB_CHECK(s.heads >= 1 && s.heads <= 65535, "mla_prefill: heads " << s.heads << " outside 1..65535");
   TPB_CHECK(s.q_len >= 1 && s.past >= 0 && s.past + s.q_len <= (1 << 30),
@@ -205,6 +499,22 @@ void mla_prefill_attention(const __nv_bfloat16* q, const __nv_bfloat16* k_nope, 
             "mla_prefill: nope " << s.nope << " and rope " << s.rope << " must be even, nope + rope <= " << kMaxQk);
   TPB_CHECK(s.v_dim >= 2 && s.v_dim % 2 == 0 && s.v_dim <= kMaxV,
             "mla_prefill: v_dim " << s.v_dim << " must be even and <= " << kMaxV);
+}
+
+bool tensor_core_supports(const MlaPrefillShape& s) {
+  return s.nope % 8 == 0 && s.rope % 8 == 0 && s.v_dim % 8 == 0 && s.nope + s.rope <= kTcMaxQk &&
+         s.v_dim <= kTcMaxV;
+}
+
+bool tensor_core_aligned(const __nv_bfloat16* q, const __nv_bfloat16* k_nope, const __nv_bfloat16* k_rot,
+                         const __nv_bfloat16* v, const MlaPrefillShape& s, const __nv_bfloat16* out) {
+  return aligned16(q) && aligned16(k_nope) && (s.rope == 0 || aligned16(k_rot)) && aligned16(v) &&
+         reinterpret_cast<std::uintptr_t>(out) % 4 == 0;
+}
+
+void launch_cuda_core(const __nv_bfloat16* q, const __nv_bfloat16* k_nope, const __nv_bfloat16* k_rot,
+                      const __nv_bfloat16* v, const MlaPrefillShape& s, float scale, __nv_bfloat16* out,
+                      cudaStream_t stream) {
   const int qk = static_cast<int>(s.nope + s.rope);
   const std::size_t smem = static_cast<std::size_t>(kBlockQ) * qk * sizeof(float) +
                            static_cast<std::size_t>(kBlockK) * key_stride_words(qk) * 4 +
@@ -220,6 +530,79 @@ void mla_prefill_attention(const __nv_bfloat16* q, const __nv_bfloat16* k_nope, 
                                                         static_cast<int>(s.nope), static_cast<int>(s.rope),
                                                         static_cast<int>(s.v_dim), scale, out);
   TPB_CUDA_CHECK_LAUNCH();
+}
+
+template <bool kSplitP>
+void launch_tensor_core(const __nv_bfloat16* q, const __nv_bfloat16* k_nope, const __nv_bfloat16* k_rot,
+                        const __nv_bfloat16* v, const MlaPrefillShape& s, float scale, __nv_bfloat16* out,
+                        cudaStream_t stream) {
+  TPB_CHECK(tensor_core_aligned(q, k_nope, k_rot, v, s, out),
+            "mla_prefill: the tensor-core kernel needs 16-byte aligned q, k_nope, k_rot and v, 4-byte aligned out");
+  const TcGeometry g = tc_geometry(s);
+  // Kimi's 192 (and every smaller width) in 12 K steps of Q registers, up to 256 in 16.
+  auto* kernel = g.qk_pad <= 192 ? mla_prefill_tc_kernel<12, kSplitP> : mla_prefill_tc_kernel<16, kSplitP>;
+  // Above the default 48 KiB (134 KiB at Kimi's widths); a host-side attribute, legal under
+  // stream capture.
+  TPB_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(g.smem)));
+  const dim3 grid(static_cast<unsigned>((s.q_len + kTcBlockQ - 1) / kTcBlockQ), static_cast<unsigned>(s.heads),
+                  static_cast<unsigned>(s.batch));
+  const float scale_log2 = static_cast<float>(static_cast<double>(scale) * 1.4426950408889634);  // log2(e)
+  kernel<<<grid, kTcThreads, g.smem, stream>>>(q, k_nope, k_rot, v, static_cast<int>(s.q_len),
+                                               static_cast<int>(s.past), static_cast<int>(s.heads),
+                                               static_cast<int>(s.nope), static_cast<int>(s.rope),
+                                               static_cast<int>(s.v_dim), scale_log2, g.qk_stride, g.v_stride, out);
+  TPB_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace
+
+namespace tuning {
+
+int mla_prefill_variants() { return kVariants; }
+
+const char* mla_prefill_variant_name(int variant) {
+  switch (variant) {
+    case kTensorCore: return "tensor_core";
+    case kTensorCoreSplitP: return "tensor_core_split_p";
+    case kCudaCore: return "cuda_core";
+    default: return "?";
+  }
+}
+
+bool mla_prefill_variant_supports(int variant, const MlaPrefillShape& shape) {
+  if (variant == kTensorCore || variant == kTensorCoreSplitP) return tensor_core_supports(shape);
+  return variant == kCudaCore;
+}
+
+int mla_prefill_default_variant(const MlaPrefillShape& shape) {
+  return tensor_core_supports(shape) ? kTensorCore : kCudaCore;
+}
+
+void mla_prefill_variant(int variant, const __nv_bfloat16* q, const __nv_bfloat16* k_nope, const __nv_bfloat16* k_rot,
+                         const __nv_bfloat16* v, const MlaPrefillShape& shape, float scale, __nv_bfloat16* out,
+                         cudaStream_t stream) {
+  validate(shape);
+  TPB_CHECK(variant >= 0 && variant < kVariants, "mla_prefill: variant " << variant);
+  TPB_CHECK(mla_prefill_variant_supports(variant, shape),
+            "mla_prefill: variant " << mla_prefill_variant_name(variant) << " does not take nope " << shape.nope
+                                    << ", rope " << shape.rope << ", v_dim " << shape.v_dim);
+  switch (variant) {
+    case kTensorCore: launch_tensor_core<false>(q, k_nope, k_rot, v, shape, scale, out, stream); break;
+    case kTensorCoreSplitP: launch_tensor_core<true>(q, k_nope, k_rot, v, shape, scale, out, stream); break;
+    default: launch_cuda_core(q, k_nope, k_rot, v, shape, scale, out, stream); break;
+  }
+}
+
+}  // namespace tuning
+
+void mla_prefill_attention(const __nv_bfloat16* q, const __nv_bfloat16* k_nope, const __nv_bfloat16* k_rot,
+                           const __nv_bfloat16* v, const MlaPrefillShape& s, float scale, __nv_bfloat16* out,
+                           cudaStream_t stream) {
+  validate(s);
+  if (tensor_core_supports(s) && tensor_core_aligned(q, k_nope, k_rot, v, s, out))
+    launch_tensor_core<false>(q, k_nope, k_rot, v, s, scale, out, stream);
+  else
+    launch_cuda_core(q, k_nope, k_rot, v, s, scale, out, stream);
 }
 
 }  // namespace tpb::gpu

@@ -3,7 +3,10 @@
 //   score[h, i, j] = (q_nope[i,h]·k_nope[j,h] + q_rot[i,h]·k_rot[j]) * scale,  j <= past + i
 //   out[i, h]      = sum_j softmax_j(score) * v[j, h]
 // Online softmax over key blocks in a fixed order (flash-attention style), fp32 accumulate,
-// one thread block per (sequence, head, query block): deterministic.
+// one thread block per (sequence, head, query block): deterministic. On the tensor cores where
+// nope, rope and v_dim are multiples of 8 (nope + rope <= 256, v_dim <= 128) and q, k_nope,
+// k_rot, v are 16-byte aligned, P rounded to bf16 for the P·V MMA; on CUDA cores in fp32
+// otherwise (kernels/cuda/mla_prefill.cu; each kernel alone: mla_prefill_tuning.h).
 #pragma once
 
 #include <cuda_bf16.h>
