@@ -3,8 +3,9 @@
 #   1. the gpu tests that exercise it: MlaPrefill (every kernel variant against the CPU
 #      reference, dispatch, determinism) and the GPU engine against the CPU engine, HF
 #      transformers and the logits CLI (GpuEngineVsCpu, GpuHfParity, GpuLogitsCli);
-#   2. tpb_bench's attention/mla_prefill/<variant>/... (tensor_core: what the engine runs;
-#      tensor_core_split_p; cuda_core: the kernel it replaced) and bench/sdpa_reference.py (torch
+#   2. tpb_bench's attention/mla_prefill/<variant>/... (tensor_core: what the engine is to run
+#      once kTensorCoreByDefault in kernels/cuda/mla_prefill.cu is on; tensor_core_split_p;
+#      cuda_core: the engine's kernel until then) and bench/sdpa_reference.py (torch
 #      SDPA, cuDNN backend) at the same shapes: 1 x 8K and 4 x 2K, 64 and 32 heads, q/k 192, v 128;
 #   3. one table: useful causal TFLOP/s of each, tensor_core / cuDNN (issue 20's target: >= 0.75)
 #      and tensor_core / cuda_core.
