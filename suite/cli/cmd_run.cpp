@@ -15,6 +15,7 @@
 #include "suite/cli/json_stdout.h"
 #include "suite/cli/report.h"
 #include "suite/mps.h"
+#include "suite/launcher.h"
 #include "suite/placement.h"
 #include "suite/provenance.h"
 #include "suite/cli/subcommand.h"
@@ -48,6 +49,8 @@ constexpr const char* kUsage =
     "                   [--junit FILE] [--no-report] [--baselines DIR [--update-baselines]\n"
     "                   [--allow-unlike-baseline] [--force-dirty-baseline REASON]]\n"
     "                   [--placement exclusive|shared] [--mps auto|off|require] [--no-localize]\n"
+    "                   [--launcher fork|mpirun|srun [--hosts H:N,...] [--launcher-args ARGS]\n"
+    "                   [--control-host ADDR]] [--virtual-hosts N]\n"
     "Run a scenario: validate it, expand its sweep, run every case, check, record.\n"
     "\n"
     "  SCENARIO          a file, or a name looked up as scenarios/<name>.json in the working\n"
@@ -108,6 +111,19 @@ constexpr const char* kUsage =
     "                    auto (default: use a reachable MPS server, else start a private one for\n"
     "                    the run and stop it at the end, also on Ctrl-C; without one, ranks\n"
     "                    time-slice), off (never), require (fail, exit 2, without one)\n"
+    "  --launcher L      how each group of ranks starts: fork (default: forked on this host),\n"
+    "                    mpirun (one `mpirun -np TP ... tpbench __worker` job per group) or srun\n"
+    "                    (one `srun --ntasks=TP ...` job step, inside a Slurm allocation). Job\n"
+    "                    ranks reach this process over TCP with a random per-group token; the\n"
+    "                    mpi allreduce backend runs only under mpirun or srun\n"
+    "  --hosts H:N,...   mpirun/srun: the hosts and slots per host (node1:8,node2:8)\n"
+    "  --launcher-args A mpirun/srun: extra arguments, split at spaces (e.g. \"--oversubscribe\n"
+    "                    --allow-run-as-root\", \"--mpi=pmix\")\n"
+    "  --control-host H  mpirun/srun: the address ranks connect to (default: 127.0.0.1 for mpirun\n"
+    "                    without --hosts, else this host's name)\n"
+    "  --virtual-hosts N each group's ranks claim N hosts (blocks of consecutive ranks), to test\n"
+    "                    the host-local rules on one machine: shm is refused for a group that\n"
+    "                    spans hosts, custom allreduce runs nccl (recorded as a fallback)\n"
     "  --no-report       do not build the report (report.html, summary.md, plots; needs\n"
     "                    python3 + matplotlib; `tpbench report RUN_DIR` makes it later)\n"
     "\n"
@@ -142,6 +158,7 @@ struct RunArgs {
   bool retry_failed = false;
   bool no_localize = false;
   tpb::CaseSelection selection;  // --case, --filter
+  tpb::LauncherOptions launch;   // --launcher, --hosts, --launcher-args, --virtual-hosts, --control-host
 };
 
 const tpb::cli::Grammar kGrammar = {
@@ -149,7 +166,8 @@ const tpb::cli::Grammar kGrammar = {
     {{"--dry-run"}, {"--no-report"}, {"--json"}, {"--results-dir", true}, {"--resume", true}, {"--junit", true},
      {"--baselines", true}, {"--update-baselines"}, {"--allow-unlike-baseline"}, {"--force-dirty-baseline", true},
      {"--placement", true}, {"--mps", true}, {"--retry-failed"}, {"--no-localize"}, {"--case", true, true},
-     {"--filter", true, true}},
+     {"--filter", true, true}, {"--launcher", true}, {"--hosts", true}, {"--launcher-args", true},
+     {"--virtual-hosts", true}, {"--control-host", true}},
     1,
     "SCENARIO"};
 
@@ -183,6 +201,28 @@ RunArgs read_args(const tpb::cli::Args& given) {
   for (const auto& list : given.values("--case"))
     for (auto& id : tpb::split_case_ids(list)) a.selection.ids.push_back(std::move(id));
   for (const auto& filter : given.values("--filter")) a.selection.filters.push_back(tpb::parse_case_filter(filter));
+  if (auto launcher = given.value("--launcher")) a.launch.kind = tpb::parse_launcher(*launcher, "run: --launcher");
+  const bool job = a.launch.kind != tpb::LauncherKind::fork;
+  if (auto hosts = given.value("--hosts")) {
+    TPB_INPUT_CHECK(job, "run: --hosts places the ranks of an mpirun or srun job; it needs --launcher mpirun or srun");
+    a.launch.hosts = tpb::parse_hosts(*hosts, "run: --hosts");
+  }
+  if (auto extra = given.value("--launcher-args")) {
+    TPB_INPUT_CHECK(job, "run: --launcher-args are mpirun's or srun's; they need --launcher mpirun or srun");
+    std::istringstream words(*extra);
+    for (std::string w; words >> w;) a.launch.launcher_args.push_back(w);
+  }
+  if (auto host = given.value("--control-host")) {
+    TPB_INPUT_CHECK(job, "run: --control-host is where an mpirun or srun job's ranks reach the controller; it needs "
+                         "--launcher mpirun or srun");
+    a.launch.control_host = *host;
+  }
+  if (auto vh = given.value("--virtual-hosts")) {
+    const std::string& v = *vh;
+    TPB_INPUT_CHECK(!v.empty() && v.size() <= 3 && v.find_first_not_of("0123456789") == std::string::npos && std::stoi(v) >= 2,
+                    "run: --virtual-hosts: expected a number of hosts, at least 2, got '" << v << "'");
+    a.launch.virtual_hosts = std::stoi(v);
+  }
   TPB_INPUT_CHECK(!a.update_baselines || !a.baselines.empty(), "run: --update-baselines needs --baselines DIR");
   TPB_INPUT_CHECK(!a.retry_failed || !a.resume.empty(), "run: --retry-failed needs --resume RUN_DIR");
   TPB_INPUT_CHECK(a.resume.empty() || a.selection.empty(),
@@ -246,7 +286,10 @@ int run_run(const tpb::cli::Args& given) {
       scenario.placement = tpb::parse_placement(args.placement, "run: --placement");
       scenario.document["placement"] = args.placement;  // run.json records it; --resume keeps it
     }
-    all_cases = tpb::expand_cases(scenario, tpb::detect_machine());
+    tpb::MachineInfo machine = tpb::detect_machine();
+    machine.launcher = args.launch.kind;
+    machine.virtual_hosts = args.launch.virtual_hosts;
+    all_cases = tpb::expand_cases(scenario, machine);
   } catch (const tpb::ScenarioError& e) {
     for (const auto& p : e.problems()) std::fprintf(stderr, "%s\n", p.c_str());
     tpb::cli::print_error("run", std::to_string(e.problems().size()) + " problem(s) in the scenario; nothing was run");
@@ -296,6 +339,7 @@ int run_run(const tpb::cli::Args& given) {
   opt.resume_dir = args.resume;
   opt.junit_path = args.junit;
   opt.worker_binary = self_binary();
+  opt.launch = args.launch;
   opt.tty = ::isatty(STDOUT_FILENO) == 1;
   opt.baselines_dir = args.baselines;
   opt.update_baselines = args.update_baselines;
@@ -308,6 +352,14 @@ int run_run(const tpb::cli::Args& given) {
   const std::string mps = !args.mps.empty() ? args.mps : recorded_option(earlier_run, "--mps");
   if (!placement.empty()) opt.case_options.insert(opt.case_options.end(), {"--placement", placement});
   if (!mps.empty() && mps != "auto") opt.case_options.insert(opt.case_options.end(), {"--mps", mps});
+  // How the ranks start changes what a case can run (mpi, host-local backends): a record's
+  // reproduce command keeps it.
+  if (args.launch.kind != tpb::LauncherKind::fork)
+    opt.case_options.insert(opt.case_options.end(), {"--launcher", tpb::launcher_name(args.launch.kind)});
+  if (!args.launch.hosts.empty())
+    opt.case_options.insert(opt.case_options.end(), {"--hosts", tpb::hosts_text(args.launch.hosts)});
+  if (args.launch.virtual_hosts >= 2)
+    opt.case_options.insert(opt.case_options.end(), {"--virtual-hosts", std::to_string(args.launch.virtual_hosts)});
   opt.invocation = {{"argv", tpb::cli::process_argv()},
                     {"cwd", fs::current_path().string()},
                     {"environment", tpb::reproducibility_environment()},
