@@ -60,6 +60,9 @@ constexpr int kPollSliceMs = 20;
 // A rank whose socket closed gets this long to show up in waitpid with its exit status (a
 // job's rank: for the job to notice and end).
 constexpr double kExitStatusWaitS = 1.0;
+// A job's rank whose connection closed: how long its launcher gets to notice and end the job
+// by itself (Open MPI aborts the job when a rank dies, and says how the rank ended).
+constexpr double kJobExitWaitS = 3.0;
 // How long mpirun/srun get after SIGTERM to end their ranks (on every host) before SIGKILL.
 constexpr double kJobTermGraceS = 3.0;
 // How long a job's rank process on this host, killed by pid, gets to disappear.
@@ -507,17 +510,22 @@ CaseRun Launcher::run_case(const std::string& group_key, int world_size, const j
     }
     const double remaining_s = std::chrono::duration<double>(deadline - Clock::now()).count();
     if (remaining_s <= 0 && !g.progress) {
-      // A job's ranks keep no progress page here (they may be on other hosts).
-      std::vector<int> missing, unconnected;
+      // A job's ranks keep no progress page here (they may be on other hosts); those on this
+      // host can still be seen stopped.
+      std::vector<int> missing, unconnected, stopped;
+      const std::string here = this_host_name();
       for (int r = 0; r < world_size; ++r) {
         const auto& rk = g.ranks[static_cast<std::size_t>(r)];
         if (!rk.result) missing.push_back(r);
         if (rk.fd < 0) unconnected.push_back(r);
+        if (!rk.result && rk.job_pid_of_rank > 0 && rk.host == here && process_state(rk.job_pid_of_rank) == 'T')
+          stopped.push_back(r);
       }
       std::ostringstream os;
       os << "timeout after " << std::fixed << std::setprecision(1) << timeout_s << " s waiting for " << ranks_text(missing);
+      if (!stopped.empty()) os << ": " << ranks_text(stopped) << (stopped.size() == 1 ? " is" : " are") << " stopped (process state T)";
       if (!unconnected.empty()) os << " (" << ranks_text(unconnected) << " never connected to the controller)";
-      fail(os.str(), missing);
+      fail(os.str(), stopped.empty() ? missing : stopped);
       break;
     }
     if (remaining_s <= 0) {
@@ -548,7 +556,9 @@ CaseRun Launcher::run_case(const std::string& group_key, int world_size, const j
     std::vector<int> fd_rank;  // -1 for the listening socket, -2 for a job's connection not yet admitted
     const bool all_connected =
         std::all_of(g.ranks.begin(), g.ranks.end(), [](const Group::Rank& r) { return r.fd >= 0; });
-    if (!all_connected) {
+    // A job's port is reachable from the network: strangers are accepted and turned away
+    // (admit_pending) for as long as the group lives, not left in the backlog.
+    if (!all_connected || g.job_pid > 0) {
       fds.push_back({g.listen_fd, POLLIN, 0});
       fd_rank.push_back(-1);
     }
@@ -603,7 +613,7 @@ CaseRun Launcher::run_case(const std::string& group_key, int world_size, const j
       if (!rk.eof) continue;
       const auto eof_at = Clock::now();
       const bool job = g.job_pid > 0;
-      while (!(job ? g.job_reaped : rk.reaped) && seconds_since(eof_at) < kExitStatusWaitS) {
+      while (!(job ? g.job_reaped : rk.reaped) && seconds_since(eof_at) < (job ? kJobExitWaitS : kExitStatusWaitS)) {
         g.reap_exited();
         if (!(job ? g.job_reaped : rk.reaped)) std::this_thread::sleep_for(std::chrono::milliseconds(2));
       }
