@@ -408,16 +408,20 @@ void Launcher::shutdown() {
     g.flush(r);
     ::shutdown(r.fd, SHUT_WR);
   }
-  g.wait_all(kTermGraceS);
+  // A job's ranks finalise MPI and its launcher tears down after them: give it the time.
+  g.wait_all(g.job_pid > 0 ? kJobExitWaitS : kTermGraceS);
   g.kill_all();
   group_.reset();
 }
 
 namespace {
 
-// What a child does between fork and exec: only async-signal-safe calls.
-[[noreturn]] void exec_worker(const char* binary, char* const* argv, char* const* envp, int log_fd, int null_fd,
-                              int progress_fd, pid_t pgid, pid_t controller, const sigset_t* parent_mask) {
+// What a child does between fork and exec: only async-signal-safe calls. A rank (fork
+// launcher) keeps `keep_fd`, its progress page, and execs `file` as a path; a job launcher
+// (mpirun, srun) keeps nothing (-1) and is looked up on PATH.
+[[noreturn]] void exec_child(const char* file, char* const* argv, char* const* envp, int log_fd, int null_fd,
+                             int keep_fd, bool search_path, pid_t pgid, pid_t controller, const sigset_t* parent_mask,
+                             const char* failure) {
   // The controller's cleanup handlers (suite/mps.h) are the controller's: a rank signalled
   // between fork and exec must die of the signal, not quit the run's MPS daemon. The signals
   // were blocked around fork; default them, then restore the controller's mask.
@@ -427,17 +431,20 @@ namespace {
     sigaction(sig, &dfl, nullptr);
   }
   sigprocmask(SIG_SETMASK, parent_mask, nullptr);
-  setpgid(0, pgid);  // pgid 0: this rank leads a new group
-  // If the controller dies without shutting down, its workers die with it.
+  setpgid(0, pgid);  // pgid 0: this child leads a new group
+  // If the controller dies without shutting down, its children die with it.
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (getppid() != controller) _exit(125);
   dup2(null_fd, STDIN_FILENO);
   dup2(log_fd, STDOUT_FILENO);
   dup2(log_fd, STDERR_FILENO);
-  fcntl(progress_fd, F_SETFD, 0);  // the one descriptor the rank keeps across exec (TPB_PROGRESS_FD)
-  execve(binary, argv, envp);
-  const char msg[] = "tpbench launcher: execve of the worker binary failed: ";
-  (void)!write(STDERR_FILENO, msg, sizeof msg - 1);
+  if (keep_fd >= 0) fcntl(keep_fd, F_SETFD, 0);  // the one descriptor a rank keeps across exec (TPB_PROGRESS_FD)
+  if (search_path)
+    execvpe(file, argv, envp);
+  else
+    execve(file, argv, envp);
+  (void)!write(STDERR_FILENO, failure, strlen(failure));
+  (void)!write(STDERR_FILENO, ": ", 2);
   const char* err = strerror(errno);  // not async-signal-safe in theory; the child ends here anyway
   (void)!write(STDERR_FILENO, err, strlen(err));
   (void)!write(STDERR_FILENO, "\n", 1);
@@ -860,27 +867,9 @@ void Launcher::start_job(const std::string& group_key, int world_size) {
   for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&cleanup_signals, sig);
   sigprocmask(SIG_BLOCK, &cleanup_signals, &before);
   const pid_t pid = fork();
-  if (pid == 0) {
-    for (int sig : {SIGINT, SIGTERM, SIGHUP}) {
-      struct sigaction dfl {};
-      dfl.sa_handler = SIG_DFL;
-      sigaction(sig, &dfl, nullptr);
-    }
-    sigprocmask(SIG_SETMASK, &before, nullptr);
-    setpgid(0, 0);
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (getppid() != controller) _exit(125);
-    dup2(null_fd, STDIN_FILENO);
-    dup2(log_fd, STDOUT_FILENO);
-    dup2(log_fd, STDERR_FILENO);
-    execvpe(argv[0], argv.data(), envp.data());
-    const char msg[] = "tpbench launcher: cannot run the job launcher (is it installed and on PATH?): ";
-    (void)!write(STDERR_FILENO, msg, sizeof msg - 1);
-    const char* err = strerror(errno);
-    (void)!write(STDERR_FILENO, err, strlen(err));
-    (void)!write(STDERR_FILENO, "\n", 1);
-    _exit(127);
-  }
+  if (pid == 0)
+    exec_child(argv[0], argv.data(), envp.data(), log_fd, null_fd, -1, true, 0, controller, &before,
+               "tpbench launcher: cannot run the job launcher (is it installed and on PATH?)");
   const int fork_errno = errno;
   sigprocmask(SIG_SETMASK, &before, nullptr);
   close(log_fd);
@@ -977,8 +966,8 @@ void Launcher::start_group(const std::string& group_key, int world_size, const R
     sigprocmask(SIG_BLOCK, &cleanup_signals, &before);
     const pid_t pid = fork();
     if (pid == 0)
-      exec_worker(argv0.c_str(), argv, envp.data(), log_fd, null_fd, group.progress->fd(), group.pgid, controller,
-                  &before);
+      exec_child(argv0.c_str(), argv, envp.data(), log_fd, null_fd, group.progress->fd(), false, group.pgid, controller,
+                 &before, "tpbench launcher: execve of the worker binary failed");
     const int fork_errno = errno;
     sigprocmask(SIG_SETMASK, &before, nullptr);
     close(log_fd);
