@@ -14,9 +14,8 @@
 
 #include "reference_engine/comm/host_layout.h"
 #include "reference_engine/comm/mpi_session.h"
-#include "suite/launch_command.h"
-
 #include "suite/case_spec.h"
+#include "suite/launch_command.h"
 #include "suite/workload.h"
 #include "suite/workloads/workloads.h"
 #include "tpb/check.h"
@@ -61,6 +60,23 @@ void redirect_output_to_log(const char* dir, const char* group_id, int rank) {
   close(fd);
 }
 
+// Why this process cannot be a rank ("" when it can), filling `place` from its launcher's
+// variables (TPB_LAUNCHER names the launcher; fork when unset). A fork rank needs the
+// controller's Unix socket, a job's rank its TCP address and the group's token.
+std::string why_not_a_rank(LaunchedRank& place) {
+  const char* kind_name = std::getenv("TPB_LAUNCHER");
+  const std::string kind = kind_name != nullptr ? kind_name : "fork";
+  if (kind != "fork" && kind != "mpirun" && kind != "srun") return "TPB_LAUNCHER is '" + kind + "', expected fork, mpirun or srun";
+  std::string why;
+  if (!launched_rank(parse_launcher(kind, "TPB_LAUNCHER"), [](const char* n) { return std::getenv(n); }, place, why))
+    return why;
+  if (std::getenv("TPB_GROUP_ID") == nullptr) return "TPB_GROUP_ID is missing";
+  if (kind == "fork") return std::getenv("TPB_CONTROL_SOCKET") != nullptr ? "" : "TPB_CONTROL_SOCKET is missing";
+  return std::getenv("TPB_CONTROL_ADDR") != nullptr && std::getenv("TPB_CONTROL_TOKEN") != nullptr
+             ? ""
+             : "TPB_CONTROL_ADDR or TPB_CONTROL_TOKEN is missing";
+}
+
 // TEST-ONLY planted failure: with TPB_TEST_FAIL_CASE=<case id>[,<case id>...] every rank
 // fails those cases before their workload runs, as a crash of the case would; the next
 // invocation without the variable runs them (tests/cli/reproduce_any_record.sh retries one
@@ -93,22 +109,8 @@ std::vector<std::string> SocketBootstrap::all_gather(const std::string& mine) {
 }
 
 int run_worker() {
-  const char* kind_name = std::getenv("TPB_LAUNCHER");
-  const char* group_id = std::getenv("TPB_GROUP_ID");
-  const char* unix_address = std::getenv("TPB_CONTROL_SOCKET");
-  const char* tcp_address = std::getenv("TPB_CONTROL_ADDR");
-  const char* token = std::getenv("TPB_CONTROL_TOKEN");
-  const std::string kind_text = kind_name != nullptr ? kind_name : "fork";
-  const bool job = kind_text == "mpirun" || kind_text == "srun";
   LaunchedRank place;
-  std::string why;
-  if (!(kind_text == "fork" || job))
-    why = "TPB_LAUNCHER is '" + kind_text + "', expected fork, mpirun or srun";
-  else if (launched_rank(parse_launcher(kind_text, "TPB_LAUNCHER"), [](const char* n) { return std::getenv(n); }, place, why))
-    why = group_id == nullptr                                 ? "TPB_GROUP_ID is missing"
-          : !job && unix_address == nullptr                   ? "TPB_CONTROL_SOCKET is missing"
-          : job && (tcp_address == nullptr || token == nullptr) ? "TPB_CONTROL_ADDR or TPB_CONTROL_TOKEN is missing"
-                                                              : "";
+  const std::string why = why_not_a_rank(place);
   if (!why.empty()) {
     std::fprintf(stderr,
                  "tpbench __worker: internal role of a rank process, started by `tpbench run` (its fork, mpirun or "
@@ -117,6 +119,9 @@ int run_worker() {
     return 2;
   }
   const int rank = place.rank, world_size = place.world_size;
+  const char* group_id = std::getenv("TPB_GROUP_ID");
+  const char* kind = std::getenv("TPB_LAUNCHER");  // valid here (why_not_a_rank)
+  const bool job = kind != nullptr && std::string(kind) != "fork";
   // Virtual hosts (tpbench run --virtual-hosts N): this rank claims its block's host for the
   // host-local rules (reference_engine/comm/host_layout.h).
   int virtual_hosts = 0;
@@ -124,13 +129,13 @@ int run_worker() {
   if (virtual_hosts >= 2) setenv("TPB_HOST_ID", virtual_host_id(rank, world_size, virtual_hosts).c_str(), 1);
   if (job) redirect_output_to_log(std::getenv("TPB_RANK_LOG_DIR"), group_id, rank);
 
-  const int fd = job ? control::connect_tcp(tcp_address) : control::connect_unix(unix_address);
+  const int fd = job ? control::connect_tcp(std::getenv("TPB_CONTROL_ADDR")) : control::connect_unix(std::getenv("TPB_CONTROL_SOCKET"));
   control::LineReader reader;
   json hello = {{"type", "hello"}, {"rank", rank}, {"pid", static_cast<int>(getpid())}};
   if (job) {
     char host[256] = {};
     gethostname(host, sizeof host - 1);
-    hello.update({{"token", token}, {"host", host}, {"host_id", this_host_id()}});
+    hello.update({{"token", std::getenv("TPB_CONTROL_TOKEN")}, {"host", host}, {"host_id", this_host_id()}});
     leave_with_the_controller(fd);
   }
   control::write_all(fd, control::encode(hello));
