@@ -323,14 +323,14 @@ struct Launcher::Group {
   void kill_job_leftovers() {
     if (job_pid <= 0) return;
     const std::string here = this_host_name(), mark = "TPB_GROUP_ID=" + id;
-    std::vector<pid_t> killed;
+    std::vector<pid_t> local;  // killed here, or dead already: reaped below if they became ours
     for (const auto& r : ranks)
-      if (r.job_pid_of_rank > 0 && r.host == here && environment_has(r.job_pid_of_rank, mark)) {
-        kill(r.job_pid_of_rank, SIGKILL);
-        killed.push_back(r.job_pid_of_rank);
+      if (r.job_pid_of_rank > 0 && r.host == here) {
+        if (environment_has(r.job_pid_of_rank, mark)) kill(r.job_pid_of_rank, SIGKILL);
+        local.push_back(r.job_pid_of_rank);
       }
     const auto start = Clock::now();
-    for (pid_t pid : killed) {
+    for (pid_t pid : local) {
       int status = 0;
       while (seconds_since(start) < kLeftoverKillWaitS && kill(pid, 0) == 0 && waitpid(pid, &status, WNOHANG) != pid)
         std::this_thread::sleep_for(std::chrono::milliseconds(5));
@@ -464,8 +464,12 @@ CaseRun Launcher::run_case(const std::string& group_key, int world_size, const j
   if (group_ && (group_->key != group_key || group_->world_size != world_size)) shutdown();
   // A worker that died while idle between cases leaves a group that cannot run a case:
   // replace it (its death belonged to no case).
-  if (group_ && (!group_->reap_exited().empty() ||
-                 std::any_of(group_->ranks.begin(), group_->ranks.end(), [](const Group::Rank& r) { return r.eof; }))) {
+  // (A job's rank on another host is seen dead by its closed connection.)
+  if (group_ && (!group_->reap_exited().empty() || group_->job_reaped ||
+                 std::any_of(group_->ranks.begin(), group_->ranks.end(), [](const Group::Rank& r) {
+                   char byte;
+                   return r.eof || (r.fd >= 0 && recv(r.fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT) == 0);
+                 }))) {
     group_->kill_all();
     group_.reset();
   }

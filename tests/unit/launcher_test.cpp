@@ -12,6 +12,7 @@
 
 #include <cerrno>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -247,6 +248,33 @@ TEST(Launcher, WorkerDeadBetweenCasesIsReplacedByAFreshGroup) {
     usleep(1000);
   }
   const CaseRun b = launcher.run_case("g", 2, probe_spec(), 20);
+  ASSERT_TRUE(b.ok) << b.error;
+  for (int pid : b.pids) EXPECT_EQ(std::count(a.pids.begin(), a.pids.end(), pid), 0);
+  EXPECT_EQ(b.ranks[0]["metrics"]["cases_served"], 1);
+  launcher.shutdown();
+  expect_nothing_left(a.pids);
+  expect_nothing_left(b.pids);
+}
+
+// The mpirun launcher (a job per group, TCP with a token): a case runs, each rank says where
+// it runs, a rank killed between cases gets the next case a fresh job, and at shutdown nothing
+// is left, no zombie either (the launcher reaps mpirun and whatever it orphaned).
+TEST(Launcher, JobRankDeadBetweenCasesIsReplacedByAFreshJob) {
+  if (std::system("command -v mpirun >/dev/null 2>&1") != 0) GTEST_SKIP() << "mpirun is not installed";
+  ::setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);  // CI runs as root
+  ::setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
+  LauncherOptions options = test_options("job_idle_death");
+  options.kind = LauncherKind::mpirun;
+  options.launcher_args = {"--oversubscribe"};
+  Launcher launcher(options);
+  const CaseRun a = launcher.run_case("g", 2, probe_spec(), 60);
+  ASSERT_TRUE(a.ok) << a.error;
+  ASSERT_EQ(a.command.front(), "mpirun");
+  ASSERT_EQ(a.hosts.size(), 2u);
+  EXPECT_FALSE(a.hosts[1]["host"].get<std::string>().empty());
+  ASSERT_EQ(kill(a.pids[1], SIGKILL), 0);
+  for (int i = 0; i < 2000 && kill(a.pids[1], 0) == 0; ++i) usleep(1000);  // mpirun reaps it
+  const CaseRun b = launcher.run_case("g", 2, probe_spec(), 60);
   ASSERT_TRUE(b.ok) << b.error;
   for (int pid : b.pids) EXPECT_EQ(std::count(a.pids.begin(), a.pids.end(), pid), 0);
   EXPECT_EQ(b.ranks[0]["metrics"]["cases_served"], 1);
