@@ -250,6 +250,23 @@ std::string recorded_option(const nlohmann::json& run_json, const std::string& o
   return "";
 }
 
+// run.json's "launcher" (as run_scenario writes it) back into the options that made it.
+tpb::LauncherOptions launcher_from_run_json(const nlohmann::json& j, const std::string& file) {
+  tpb::LauncherOptions o;
+  try {
+    o.kind = tpb::parse_launcher(j.at("kind").get<std::string>(), file + ": $.launcher.kind");
+    const std::string hosts = j.at("hosts").get<std::string>();
+    if (!hosts.empty()) o.hosts = tpb::parse_hosts(hosts, file + ": $.launcher.hosts");
+    o.launcher_args = j.at("launcher_args").get<std::vector<std::string>>();
+    o.virtual_hosts = j.at("virtual_hosts").get<int>();
+    o.control_host = j.at("control_host").get<std::string>();
+  } catch (const nlohmann::json::exception& e) {
+    TPB_INPUT_FAIL(file << ": $.launcher: expected kind, hosts, launcher_args, virtual_hosts and control_host as tpbench "
+                           "writes them (" << e.what() << ")");
+  }
+  return o;
+}
+
 // The scenario JSON on stdin (`tpbench run -`), read as strictly as a file.
 tpb::Scenario load_stdin_scenario() {
   const std::string text((std::istreambuf_iterator<char>(std::cin)), std::istreambuf_iterator<char>());
@@ -263,11 +280,14 @@ int run_run(const tpb::cli::Args& given) {
   std::vector<tpb::Case> all_cases, cases;
   nlohmann::json earlier_run = nlohmann::json::object();  // run.json of the run to resume
   tpb::CaseSelection selection = args.selection;
+  tpb::LauncherOptions launch = args.launch;
   if (!args.resume.empty()) {
     const std::string rj = (fs::path(args.resume) / "run.json").string();
     TPB_INPUT_CHECK(fs::is_regular_file(rj), "--resume " << args.resume << ": no run.json there (not a tpbench run folder)");
     earlier_run = tpb::read_json_file(rj);
     selection = tpb::CaseSelection::from_json(earlier_run.value("selection", nlohmann::json()));
+    // The ranks start as they did in the run resumed, unless --launcher says otherwise.
+    if (!given.has("--launcher") && earlier_run.contains("launcher")) launch = launcher_from_run_json(earlier_run["launcher"], rj);
   }
   try {
     if (args.scenario.empty() && !args.resume.empty()) {
@@ -289,8 +309,8 @@ int run_run(const tpb::cli::Args& given) {
       scenario.document["placement"] = args.placement;  // run.json records it; --resume keeps it
     }
     tpb::MachineInfo machine = tpb::detect_machine();
-    machine.launcher = args.launch.kind;
-    machine.virtual_hosts = args.launch.virtual_hosts;
+    machine.launcher = launch.kind;
+    machine.virtual_hosts = launch.virtual_hosts;
     all_cases = tpb::expand_cases(scenario, machine);
   } catch (const tpb::ScenarioError& e) {
     for (const auto& p : e.problems()) std::fprintf(stderr, "%s\n", p.c_str());
@@ -341,7 +361,7 @@ int run_run(const tpb::cli::Args& given) {
   opt.resume_dir = args.resume;
   opt.junit_path = args.junit;
   opt.worker_binary = self_binary();
-  opt.launch = args.launch;
+  opt.launch = launch;
   opt.tty = ::isatty(STDOUT_FILENO) == 1;
   opt.baselines_dir = args.baselines;
   opt.update_baselines = args.update_baselines;
@@ -356,12 +376,11 @@ int run_run(const tpb::cli::Args& given) {
   if (!mps.empty() && mps != "auto") opt.case_options.insert(opt.case_options.end(), {"--mps", mps});
   // How the ranks start changes what a case can run (mpi, host-local backends): a record's
   // reproduce command keeps it.
-  if (args.launch.kind != tpb::LauncherKind::fork)
-    opt.case_options.insert(opt.case_options.end(), {"--launcher", tpb::launcher_name(args.launch.kind)});
-  if (!args.launch.hosts.empty())
-    opt.case_options.insert(opt.case_options.end(), {"--hosts", tpb::hosts_text(args.launch.hosts)});
-  if (args.launch.virtual_hosts >= 2)
-    opt.case_options.insert(opt.case_options.end(), {"--virtual-hosts", std::to_string(args.launch.virtual_hosts)});
+  if (launch.kind != tpb::LauncherKind::fork)
+    opt.case_options.insert(opt.case_options.end(), {"--launcher", tpb::launcher_name(launch.kind)});
+  if (!launch.hosts.empty()) opt.case_options.insert(opt.case_options.end(), {"--hosts", tpb::hosts_text(launch.hosts)});
+  if (launch.virtual_hosts >= 2)
+    opt.case_options.insert(opt.case_options.end(), {"--virtual-hosts", std::to_string(launch.virtual_hosts)});
   opt.invocation = {{"argv", tpb::cli::process_argv()},
                     {"cwd", fs::current_path().string()},
                     {"environment", tpb::reproducibility_environment()},

@@ -7,6 +7,8 @@
 #         mpirun's own account of the death in the error; the job is ended.
 #   STOP  rank 2 SIGSTOPped: the case times out naming the silent ranks; the stopped rank on
 #         this host is killed by pid although mpirun cannot end it.
+#   CONTROLLER  the controller SIGKILLed mid-case: no process of the job is left, and
+#         --resume (keeping the run's launcher) finishes the run.
 #   TOKEN a connection to the controller's TCP port with a wrong token is closed unheard, and
 #         the run is not disturbed by it.
 # Every row: exit 1 or 0 as the records say, no process of the run left (found by an
@@ -97,6 +99,34 @@ assert not set(recs[1]["pids"]) & set(first["pids"]), (first["pids"], recs[1]["p
 print(f"row rank-{row}: {first['error'].splitlines()[0]} | detected after {first['wall_s']:.1f} s")
 PY
 done
+
+# CONTROLLER: the controller SIGKILLed mid-case (nothing of it can clean up): mpirun dies with
+# it (PR_SET_PDEATHSIG) and the ranks with mpirun, or when the controller's connection closes;
+# nothing of the job may be left. Then --resume, which keeps the run's launcher, finishes it.
+root="$SCRATCH/controller-KILL"
+start "$root" "$SCRATCH/drill-60.json"
+first_case_in_flight "$root"
+kill -KILL "$pid"
+set +e; wait "$pid"; set -e
+killed=$pid
+for _ in $(seq 100); do
+  [[ -z $(marked_pids) ]] && break
+  sleep 0.1
+done
+left=$(marked_pids)
+[[ -z $left ]] || { ps -o pid,ppid,stat,args -p "$(echo $left | tr ' ' ,)" >&2; fail "controller KILL: left running: $left"; }
+run=$(run_dir_of "$root")
+expect_rc 0 env TPB_TEST_MARK=$MARK "$TPBENCH" run --resume "$run" --no-report
+grep -q "^\[1/3\] .* ok " "$SCRATCH/last.out" || { cat "$SCRATCH/last.out"; fail "controller KILL: the resume did not run the case cut short"; }
+expect_nothing_left "$killed" "controller KILL, then --resume"
+python3 - "$run" <<'PY' || fail "controller KILL: the resumed run is not whole, or not under mpirun"
+import json, sys
+recs = [json.loads(l) for l in open(sys.argv[1] + "/results.jsonl")]
+assert [r["status"] for r in recs] == ["ok"] * 3, [(r["status"], r.get("error")) for r in recs]
+assert all(r["launch_command"][0] == "mpirun" for r in recs), [r.get("launch_command") for r in recs]
+assert "--launcher mpirun" in recs[0]["reproduce"], recs[0]["reproduce"]
+PY
+echo "row controller-KILL: no process left; resumed under mpirun"
 
 # TOKEN: while the first case runs, connect to the controller's port (from rank 0's
 # environment) with a wrong token; the controller must close the connection without a word,
