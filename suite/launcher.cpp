@@ -451,6 +451,23 @@ namespace {
   _exit(127);
 }
 
+// fork() with the controller's cleanup signals blocked, so that none lands in the child
+// before exec_child defaults them; the child runs child(mask before) and never returns.
+// The parent's mask is restored; the pid, or -1 with errno.
+template <typename Child>
+pid_t fork_child(Child child) {
+  sigset_t cleanup_signals, before;
+  sigemptyset(&cleanup_signals);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&cleanup_signals, sig);
+  sigprocmask(SIG_BLOCK, &cleanup_signals, &before);
+  const pid_t pid = fork();
+  if (pid == 0) child(&before);
+  const int fork_errno = errno;
+  sigprocmask(SIG_SETMASK, &before, nullptr);
+  errno = fork_errno;
+  return pid;
+}
+
 }  // namespace
 
 CaseRun Launcher::run_case(const std::string& group_key, int world_size, const json& case_spec, double timeout_s,
@@ -866,16 +883,11 @@ void Launcher::start_job(const std::string& group_key, int world_size) {
   TPB_CHECK(log_fd >= 0, "launcher: cannot create log file '" << g->job_log << "': " << std::strerror(errno));
   const int null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
   const pid_t controller = getpid();
-  sigset_t cleanup_signals, before;
-  sigemptyset(&cleanup_signals);
-  for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&cleanup_signals, sig);
-  sigprocmask(SIG_BLOCK, &cleanup_signals, &before);
-  const pid_t pid = fork();
-  if (pid == 0)
-    exec_child(argv[0], argv.data(), envp.data(), log_fd, null_fd, -1, true, 0, controller, &before,
+  const pid_t pid = fork_child([&](const sigset_t* before) {
+    exec_child(argv[0], argv.data(), envp.data(), log_fd, null_fd, -1, true, 0, controller, before,
                "tpbench launcher: cannot run the job launcher (is it installed and on PATH?)");
+  });
   const int fork_errno = errno;
-  sigprocmask(SIG_SETMASK, &before, nullptr);
   close(log_fd);
   if (null_fd >= 0) close(null_fd);
   TPB_CHECK(pid > 0, "launcher: fork failed: " << std::strerror(fork_errno));
@@ -964,16 +976,11 @@ void Launcher::start_group(const std::string& group_key, int world_size, const R
       group_.reset();
       TPB_FAIL("launcher: cannot create log file '" << rk.log_path << "': " << std::strerror(err));
     }
-    sigset_t cleanup_signals, before;
-    sigemptyset(&cleanup_signals);
-    for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&cleanup_signals, sig);
-    sigprocmask(SIG_BLOCK, &cleanup_signals, &before);
-    const pid_t pid = fork();
-    if (pid == 0)
+    const pid_t pid = fork_child([&](const sigset_t* before) {
       exec_child(argv0.c_str(), argv, envp.data(), log_fd, null_fd, group.progress->fd(), false, group.pgid, controller,
-                 &before, "tpbench launcher: execve of the worker binary failed");
+                 before, "tpbench launcher: execve of the worker binary failed");
+    });
     const int fork_errno = errno;
-    sigprocmask(SIG_SETMASK, &before, nullptr);
     close(log_fd);
     if (pid < 0) {
       close(null_fd);
