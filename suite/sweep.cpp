@@ -86,6 +86,15 @@ std::string skip_reason(const Scenario& s, const json& p, const MachineInfo& m) 
     const std::string refusal = backend_across_hosts(backend, layout).refusal;
     if (!refusal.empty()) return refusal;
   }
+  if (s.device == "cuda" && m.launcher != LauncherKind::fork) {
+    // A job's GPU ranks take the device of their local rank on their own host (one rank per
+    // GPU): this host's GPU count says nothing about the others', and packing several ranks
+    // onto one GPU needs per-rank settings that only the fork launcher gives.
+    if (s.placement == Placement::shared)
+      return std::string("shared placement packs the ranks onto this host's GPUs, which only --launcher fork does; --launcher ") +
+             launcher_name(m.launcher) + " places one rank per GPU on each host";
+    return "";
+  }
   if (s.device == "cuda") return place_ranks(s.placement, tp, m.gpu_count).skip_reason;
   return "";
 }

@@ -127,7 +127,14 @@ int run_worker() {
   int virtual_hosts = 0;
   if (const char* v = std::getenv("TPB_VIRTUAL_HOSTS"); v != nullptr) virtual_hosts = std::atoi(v);
   if (virtual_hosts >= 2) setenv("TPB_HOST_ID", virtual_host_id(rank, world_size, virtual_hosts).c_str(), 1);
-  if (job) redirect_output_to_log(std::getenv("TPB_RANK_LOG_DIR"), group_id, rank);
+  if (job) {
+    redirect_output_to_log(std::getenv("TPB_RANK_LOG_DIR"), group_id, rank);
+    // What the fork launcher sets, from the job's own variables: a GPU rank takes the device
+    // of its local rank on its host (suite/placement.h, rank_device_from_env).
+    setenv("RANK", std::to_string(rank).c_str(), 1);
+    setenv("WORLD_SIZE", std::to_string(world_size).c_str(), 1);
+    setenv("LOCAL_RANK", std::to_string(place.local_rank).c_str(), 1);
+  }
 
   const int fd = job ? control::connect_tcp(std::getenv("TPB_CONTROL_ADDR")) : control::connect_unix(std::getenv("TPB_CONTROL_SOCKET"));
   control::LineReader reader;

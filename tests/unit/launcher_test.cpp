@@ -278,6 +278,8 @@ TEST(Launcher, JobRankDeadBetweenCasesIsReplacedByAFreshJob) {
   ASSERT_EQ(a.command.front(), "mpirun");
   ASSERT_EQ(a.hosts.size(), 2u);
   EXPECT_FALSE(a.hosts[1]["host"].get<std::string>().empty());
+  // A GPU rank of a job finds its device by its local rank on its host (one host here).
+  EXPECT_EQ(a.ranks[1]["metrics"]["environment"]["LOCAL_RANK"], "1") << a.ranks[1].dump();
   ASSERT_EQ(kill(a.pids[1], SIGKILL), 0);
   for (int i = 0; i < 2000 && kill(a.pids[1], 0) == 0; ++i) usleep(1000);  // mpirun reaps it
   expect_next_case_runs_afresh(launcher, a, 60);
