@@ -311,19 +311,6 @@ TEST(ShmCommunicator, PlantedFallbackRunsShmAndSaysSo) {
 
 // ---- shm as one instance of the allreduce conformance cases ---------------------------------
 
-// Host memory: the transfers are copies, done when they return; shm takes no stream.
-class HostMemory final : public test::RankMemory {
- public:
-  void* stream() override { return nullptr; }
-  std::shared_ptr<void> allocate(std::size_t bytes) override {
-    return std::shared_ptr<void>(new unsigned char[bytes == 0 ? 16 : bytes], std::default_delete<unsigned char[]>());
-  }
-  void upload(void* dst, const void* host, std::size_t bytes) override { std::memcpy(dst, host, bytes); }
-  void download(void* host, const void* src, std::size_t bytes) override { std::memcpy(host, src, bytes); }
-  void fill(void* dst, int byte, std::size_t bytes) override { std::memset(dst, byte, bytes); }
-  void synchronize() override {}
-};
-
 // Ranks as threads, buffers in host memory, the GPU cases' 4 MiB buffer and 60 s timeout.
 const test::ConformanceTarget kHostTarget = {
     /*skip_reason=*/[](int) { return std::string(); },
@@ -339,7 +326,7 @@ const test::ConformanceTarget kHostTarget = {
       return o;
     },
     /*select_device=*/[](const CommOptions&) {},
-    /*memory=*/[](const CommOptions&) -> std::unique_ptr<test::RankMemory> { return std::make_unique<HostMemory>(); },
+    /*memory=*/[](const CommOptions&) -> std::unique_ptr<test::RankMemory> { return std::make_unique<test::HostMemory>(); },
     /*min_memory_bytes=*/[](const std::string&) -> std::size_t { return 0; },
     /*auto_choice=*/nullptr,
 };
