@@ -65,8 +65,8 @@ constexpr double kExitStatusWaitS = 1.0;
 constexpr double kJobExitWaitS = 3.0;
 // How long mpirun/srun get after SIGTERM to end their ranks (on every host) before SIGKILL.
 constexpr double kJobTermGraceS = 3.0;
-// How long a job's rank process on this host, killed by pid, gets to disappear.
-constexpr double kLeftoverKillWaitS = 1.0;
+// How long a job's rank processes on this host, killed by pid, get to disappear (together).
+constexpr double kLeftoverKillWaitS = 3.0;
 
 std::atomic<unsigned> g_group_counter{0};
 
@@ -316,24 +316,37 @@ struct Launcher::Group {
   }
 
   // A job's ranks on this host that outlived their job (a launcher killed before it could
-  // end them; its ranks lead process groups of their own): SIGKILL by pid, those whose
-  // environment names this group only, then reap those that were reparented to this process
-  // (a child subreaper). Ranks on other hosts are their launcher's, and leave by themselves
-  // when their connection or their parent goes (suite/worker.cpp).
+  // end them): SIGKILL by pid, those whose environment names this group only, and to their
+  // process groups (Open MPI starts each rank as a group leader: what a rank forked, e.g.
+  // LeakSanitizer's tracer in a sanitized build, is in it; a pid in use as a group id is
+  // never reused, so the group is the rank's). Then everything of theirs that became this
+  // process's children (a child subreaper) is reaped. Ranks on other hosts are their
+  // launcher's, and leave by themselves when their connection or their parent goes
+  // (suite/worker.cpp).
   void kill_job_leftovers() {
     if (job_pid <= 0) return;
     const std::string here = this_host_name(), mark = "TPB_GROUP_ID=" + id;
-    std::vector<pid_t> local;  // killed here, or dead already: reaped below if they became ours
+    std::vector<pid_t> local;
     for (const auto& r : ranks)
       if (r.job_pid_of_rank > 0 && r.host == here) {
         if (environment_has(r.job_pid_of_rank, mark)) kill(r.job_pid_of_rank, SIGKILL);
+        kill(-r.job_pid_of_rank, SIGKILL);
         local.push_back(r.job_pid_of_rank);
       }
     const auto start = Clock::now();
-    for (pid_t pid : local) {
-      int status = 0;
-      while (seconds_since(start) < kLeftoverKillWaitS && kill(pid, 0) == 0 && waitpid(pid, &status, WNOHANG) != pid)
-        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    for (bool pending = !local.empty(); pending && seconds_since(start) < kLeftoverKillWaitS;) {
+      pending = false;
+      for (pid_t pid : local) {
+        int status = 0;
+        waitpid(pid, &status, WNOHANG);
+        pid_t w;
+        while ((w = waitpid(-pid, &status, WNOHANG)) > 0) {
+        }
+        // A child of ours still alive in that group, or the rank not gone yet (still dying,
+        // or a zombie about to be ours): look again.
+        pending = pending || w == 0 || kill(pid, 0) == 0;
+      }
+      if (pending) std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
   }
 
