@@ -80,8 +80,8 @@ PlacementPair pair_of(const json& a, const json& b, const std::string& placement
   p.case_id_b = text_of(b, "case_id");
   p.step_us_a = step_us(a);
   p.step_us_b = step_us(b);
-  const bool budget = bf16_budget_applies(a);
-  p.rule = budget ? "bitwise, else bf16 budget" : "bitwise";
+  const OutputBudget budget = output_budget(a, b);
+  p.rule = budget.rel_l2 > 0 ? std::string("bitwise, else ") + budget.name + " budget" : "bitwise";
   const std::string diff = digest_difference(a, b);
   if (diff.empty()) {
     p.verdict = "equal";
@@ -89,11 +89,11 @@ PlacementPair pair_of(const json& a, const json& b, const std::string& placement
   }
   p.verdict = "mismatch";
   p.detail = diff;
-  if (!budget) return p;
+  if (budget.rel_l2 == 0) return p;
   double worst = 0;
-  const std::string why = bf16_logits_difference(a, b, placement_a, placement_b, worst);
+  const std::string why = logits_difference(a, b, placement_a, placement_b, budget, worst);
   if (!why.empty()) {
-    p.detail = diff + "; not within the bf16 budget either: " + why;
+    p.detail = diff + std::string("; not within the ") + budget.name + " budget either: " + why;
     return p;
   }
   char buf[160];

@@ -1,5 +1,9 @@
 #include "suite/control_socket.h"
 
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -91,6 +95,60 @@ int connect_unix(const std::string& address) {
     close(fd);
     TPB_FAIL("cannot connect to control socket '" << address << "': " << std::strerror(err));
   }
+  return fd;
+}
+
+int listen_tcp(const std::string& bind_address, int backlog, int& port) {
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = 0;  // the kernel picks a free port
+  TPB_CHECK(inet_pton(AF_INET, bind_address.c_str(), &addr.sin_addr) == 1,
+            "control socket: '" << bind_address << "' is not an IPv4 address to listen on");
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  TPB_CHECK(fd >= 0, "socket(AF_INET) failed: " << std::strerror(errno));
+  socklen_t length = sizeof addr;
+  if (bind(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0 || listen(fd, backlog) != 0 ||
+      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &length) != 0) {
+    const int err = errno;
+    close(fd);
+    TPB_FAIL("cannot listen for ranks on TCP " << bind_address << ": " << std::strerror(err));
+  }
+  port = ntohs(addr.sin_port);
+  return fd;
+}
+
+int connect_tcp(const std::string& host_port) {
+  const std::size_t colon = host_port.rfind(':');
+  TPB_CHECK(colon != std::string::npos && colon > 0 && colon + 1 < host_port.size(),
+            "control address '" << host_port << "': expected HOST:PORT");
+  const std::string host = host_port.substr(0, colon), port = host_port.substr(colon + 1);
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  const int rc = getaddrinfo(host.c_str(), port.c_str(), &hints, &found);
+  TPB_CHECK(rc == 0, "control address '" << host_port << "': " << gai_strerror(rc));
+  int fd = -1, err = 0;
+  for (addrinfo* a = found; a != nullptr && fd < 0; a = a->ai_next) {
+    fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+    if (fd < 0) {
+      err = errno;
+      continue;
+    }
+    int c;
+    do {
+      c = connect(fd, a->ai_addr, a->ai_addrlen);
+    } while (c != 0 && errno == EINTR);
+    if (c != 0) {
+      err = errno;
+      close(fd);
+      fd = -1;
+    }
+  }
+  freeaddrinfo(found);
+  TPB_CHECK(fd >= 0, "cannot connect to the controller at " << host_port << ": " << std::strerror(err));
+  const int one = 1;  // control messages are small and answered at once: no Nagle delay
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
   return fd;
 }
 

@@ -1,8 +1,13 @@
 // The control channel between the launcher (controller) and its rank workers: one
-// Unix-domain stream socket per rank, carrying newline-delimited JSON messages.
+// stream socket per rank (Unix-domain; TCP for job launchers), carrying newline-delimited JSON messages.
+//
+// Ranks an MPI or Slurm job starts reach the controller over TCP instead, with the same messages.
 //
 // Messages (every one is a JSON object with a "type"):
-//   worker -> controller  {"type":"hello","rank":r,"pid":p}            once, on connect
+//   worker -> controller  {"type":"hello","rank":r,"pid":p}            once, on connect (Unix socket)
+//   worker -> controller  {"type":"hello","rank":r,"pid":p,"token":"<hex>","host":"<name>","host_id":"<id>"}
+//                                                                       once, on connect (TCP: the
+//                                                                       token admits it, launcher.h)
 //   controller -> worker  {"type":"case","spec":{...}}                  run one case (workload.h)
 //   worker -> controller  {"type":"allgather","seq":k,"data":"<hex>"}   bootstrap all_gather #k
 //   controller -> worker  {"type":"allgather","seq":k,"data":["<hex>",...]}  all ranks' data, rank order
@@ -33,6 +38,14 @@ int listen_unix(const std::string& address, int backlog);
 int try_listen_unix(const std::string& address, int backlog);
 // A connected socket (close-on-exec, blocking). Throws tpb::Error.
 int connect_unix(const std::string& address);
+
+// TCP, for ranks an MPI or Slurm job starts (on this host or others): a listening socket
+// (close-on-exec, non-blocking) on `bind_address` (IPv4, "0.0.0.0" for every interface) at a
+// port the kernel picks, returned in `port`; and a connected one (blocking, TCP_NODELAY) to
+// "host:port". Whoever can reach the port can connect: the launcher admits a connection only
+// with the run's token in its hello. Throw tpb::Error.
+int listen_tcp(const std::string& bind_address, int backlog, int& port);
+int connect_tcp(const std::string& host_port);
 
 // Splits a byte stream into lines.
 class LineReader {

@@ -38,6 +38,7 @@
 #include <sstream>
 #include <thread>
 
+#include "reference_engine/comm/host_layout.h"
 #include "suite/collective_progress.h"
 #include "suite/control_socket.h"
 #include "suite/mps.h"
@@ -56,8 +57,16 @@ using Clock = std::chrono::steady_clock;
 constexpr double kTermGraceS = 0.5;
 // Granularity of the child-exit check inside the poll loop, milliseconds.
 constexpr int kPollSliceMs = 20;
-// A rank whose socket closed gets this long to show up in waitpid with its exit status.
+// A rank whose socket closed gets this long to show up in waitpid with its exit status (a
+// job's rank: for the job to notice and end).
 constexpr double kExitStatusWaitS = 1.0;
+// A job's rank whose connection closed: how long its launcher gets to notice and end the job
+// by itself (Open MPI aborts the job when a rank dies, and says how the rank ended).
+constexpr double kJobExitWaitS = 3.0;
+// How long mpirun/srun get after SIGTERM to end their ranks (on every host) before SIGKILL.
+constexpr double kJobTermGraceS = 3.0;
+// How long a job's rank processes on this host, killed by pid, get to disappear (together).
+constexpr double kLeftoverKillWaitS = 3.0;
 
 std::atomic<unsigned> g_group_counter{0};
 
@@ -124,6 +133,30 @@ std::vector<std::string> tail_lines(const std::string& path, int lines) {
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
+std::string this_host_name() {
+  char name[256] = {};
+  gethostname(name, sizeof name - 1);
+  return name;
+}
+
+// 128 random bits as hex: the token a job's rank presents (launcher.h).
+std::string random_token() {
+  std::ifstream urandom("/dev/urandom", std::ios::binary);
+  std::string bytes(16, '\0');
+  urandom.read(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  TPB_CHECK(urandom.gcount() == static_cast<std::streamsize>(bytes.size()), "launcher: cannot read /dev/urandom for the control token");
+  return control::to_hex(bytes);
+}
+
+// Whether process `pid` has `entry` ("TPB_GROUP_ID=...") in its environment: a rank of ours,
+// not a process that reused its pid.
+bool environment_has(int pid, const std::string& entry) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/environ", std::ios::binary);
+  for (std::string e; std::getline(in, e, '\0');)
+    if (e == entry) return true;
+  return false;
+}
+
 // POSIX shared memory named after the groups of a controller that is gone
 // ("tpb<pid>-g<n>-...", /dev/shm): a controller killed with SIGKILL cleans nothing up, and
 // its ranks die with it (PR_SET_PDEATHSIG) leaving their shm communicators' segments. The next
@@ -154,6 +187,13 @@ struct Launcher::Group {
     int wait_status = 0;         // valid when reaped
     bool eof = false;            // the socket closed
     std::optional<json> result;  // of the current case
+    int job_pid_of_rank = -1;    // a job's rank: its pid on its host, from its hello
+    std::string host, host_id;   // where it runs (host_id: TPB_HOST_ID's, under virtual hosts)
+  };
+  // A job's connection that has not presented the token yet.
+  struct Pending {
+    int fd = -1;
+    control::LineReader reader;
   };
 
   std::string key;
@@ -164,19 +204,30 @@ struct Launcher::Group {
   pid_t pgid = 0;
   std::vector<Rank> ranks;
   std::map<std::uint64_t, std::vector<std::optional<std::string>>> gathers;  // seq -> hex per rank
-  std::unique_ptr<ProgressPage> progress;  // the ranks' collective counts (suite/collective_progress.h)
+  std::unique_ptr<ProgressPage> progress;  // the ranks' collective counts (suite/collective_progress.h);
+                                           // null for a job (its ranks may be on other hosts)
+  // mpirun/srun only:
+  LauncherKind kind = LauncherKind::fork;
+  pid_t job_pid = -1;         // mpirun/srun, leader of its own process group (pgid)
+  bool job_reaped = false;
+  int job_status = 0;         // valid when job_reaped
+  std::string job_log;        // its stdout + stderr
+  std::vector<std::string> command;  // its argv
+  std::string token;          // what a rank's hello must carry
+  std::vector<Pending> pending;
 
   ~Group() {
     if (pgid > 0) unregister_cleanup_process_group(pgid);
     for (auto& r : ranks) {
       if (r.fd >= 0) close(r.fd);
     }
+    for (auto& p : pending) close(p.fd);
     if (listen_fd >= 0) close(listen_fd);
   }
 
   std::vector<int> pids() const {
     std::vector<int> p;
-    for (const auto& r : ranks) p.push_back(r.pid);
+    for (const auto& r : ranks) p.push_back(job_pid > 0 ? r.job_pid_of_rank : r.pid);
     return p;
   }
 
@@ -194,11 +245,20 @@ struct Launcher::Group {
         dead.push_back(static_cast<int>(i));
       }
     }
+    if (job_pid > 0 && !job_reaped) {
+      int status = 0;
+      const pid_t w = waitpid(job_pid, &status, WNOHANG);
+      if (w == job_pid || (w < 0 && errno == ECHILD)) {
+        job_reaped = true;
+        job_status = status;
+      }
+    }
     return dead;
   }
 
   bool all_reaped() const {
-    return std::all_of(ranks.begin(), ranks.end(), [](const Rank& r) { return r.reaped || r.pid <= 0; });
+    return (job_pid <= 0 || job_reaped) &&
+           std::all_of(ranks.begin(), ranks.end(), [](const Rank& r) { return r.reaped || r.pid <= 0; });
   }
 
   // Waits up to `seconds` for every rank to exit on its own, reaping as they go.
@@ -211,10 +271,20 @@ struct Launcher::Group {
   }
 
   // SIGTERM to the whole process group (grandchildren included), grace, SIGKILL, reap all.
+  // A job: its ranks' connections close first (they leave on that, suite/worker.cpp), its
+  // launcher gets the longer grace to end them on every host, and what is left of them on
+  // this host is killed by pid.
   void kill_all() {
+    if (job_pid > 0) {
+      for (auto& r : ranks)
+        if (r.fd >= 0) {
+          close(r.fd);
+          r.fd = -1;
+        }
+    }
     if (pgid > 0 && !all_reaped()) {
       kill(-pgid, SIGTERM);
-      wait_all(kTermGraceS);
+      wait_all(job_pid > 0 ? kJobTermGraceS : kTermGraceS);
     }
     if (pgid > 0) kill(-pgid, SIGKILL);  // also whatever a rank left behind in its group
     for (auto& r : ranks) {
@@ -234,7 +304,50 @@ struct Launcher::Group {
       while (waitpid(-pgid, &status, 0) > 0 || errno == EINTR) {
       }
     }
+    if (job_pid > 0 && !job_reaped) {
+      int status = 0;
+      while (waitpid(job_pid, &status, 0) < 0 && errno == EINTR) {
+      }
+      job_reaped = true;
+      job_status = status;
+    }
+    kill_job_leftovers();
     remove_shared_memory();
+  }
+
+  // A job's ranks on this host that outlived their job (a launcher killed before it could
+  // end them): SIGKILL by pid, those whose environment names this group only, and to their
+  // process groups (Open MPI starts each rank as a group leader: what a rank forked, e.g.
+  // LeakSanitizer's tracer in a sanitized build, is in it; a pid in use as a group id is
+  // never reused, so the group is the rank's). Then everything of theirs that became this
+  // process's children (a child subreaper) is reaped. Ranks on other hosts are their
+  // launcher's, and leave by themselves when their connection or their parent goes
+  // (suite/worker.cpp).
+  void kill_job_leftovers() {
+    if (job_pid <= 0) return;
+    const std::string here = this_host_name(), mark = "TPB_GROUP_ID=" + id;
+    std::vector<pid_t> local;
+    for (const auto& r : ranks)
+      if (r.job_pid_of_rank > 0 && r.host == here) {
+        if (environment_has(r.job_pid_of_rank, mark)) kill(r.job_pid_of_rank, SIGKILL);
+        kill(-r.job_pid_of_rank, SIGKILL);
+        local.push_back(r.job_pid_of_rank);
+      }
+    const auto start = Clock::now();
+    for (bool pending = !local.empty(); pending && seconds_since(start) < kLeftoverKillWaitS;) {
+      pending = false;
+      for (pid_t pid : local) {
+        int status = 0;
+        waitpid(pid, &status, WNOHANG);
+        pid_t w;
+        while ((w = waitpid(-pid, &status, WNOHANG)) > 0) {
+        }
+        // A child of ours still alive in that group, or the rank not gone yet (still dying,
+        // or a zombie about to be ours): look again.
+        pending = pending || w == 0 || kill(pid, 0) == 0;
+      }
+      if (pending) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
   }
 
   // POSIX shared memory that the group's ranks named after the group id (the shm
@@ -308,16 +421,20 @@ void Launcher::shutdown() {
     g.flush(r);
     ::shutdown(r.fd, SHUT_WR);
   }
-  g.wait_all(kTermGraceS);
+  // A job's ranks finalise MPI and its launcher tears down after them: give it the time.
+  g.wait_all(g.job_pid > 0 ? kJobExitWaitS : kTermGraceS);
   g.kill_all();
   group_.reset();
 }
 
 namespace {
 
-// What a child does between fork and exec: only async-signal-safe calls.
-[[noreturn]] void exec_worker(const char* binary, char* const* argv, char* const* envp, int log_fd, int null_fd,
-                              int progress_fd, pid_t pgid, pid_t controller, const sigset_t* parent_mask) {
+// What a child does between fork and exec: only async-signal-safe calls. A rank (fork
+// launcher) keeps `keep_fd`, its progress page, and execs `file` as a path; a job launcher
+// (mpirun, srun) keeps nothing (-1) and is looked up on PATH.
+[[noreturn]] void exec_child(const char* file, char* const* argv, char* const* envp, int log_fd, int null_fd,
+                             int keep_fd, bool search_path, pid_t pgid, pid_t controller, const sigset_t* parent_mask,
+                             const char* failure) {
   // The controller's cleanup handlers (suite/mps.h) are the controller's: a rank signalled
   // between fork and exec must die of the signal, not quit the run's MPS daemon. The signals
   // were blocked around fork; default them, then restore the controller's mask.
@@ -327,21 +444,41 @@ namespace {
     sigaction(sig, &dfl, nullptr);
   }
   sigprocmask(SIG_SETMASK, parent_mask, nullptr);
-  setpgid(0, pgid);  // pgid 0: this rank leads a new group
-  // If the controller dies without shutting down, its workers die with it.
+  setpgid(0, pgid);  // pgid 0: this child leads a new group
+  // If the controller dies without shutting down, its children die with it.
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (getppid() != controller) _exit(125);
   dup2(null_fd, STDIN_FILENO);
   dup2(log_fd, STDOUT_FILENO);
   dup2(log_fd, STDERR_FILENO);
-  fcntl(progress_fd, F_SETFD, 0);  // the one descriptor the rank keeps across exec (TPB_PROGRESS_FD)
-  execve(binary, argv, envp);
-  const char msg[] = "tpbench launcher: execve of the worker binary failed: ";
-  (void)!write(STDERR_FILENO, msg, sizeof msg - 1);
+  if (keep_fd >= 0) fcntl(keep_fd, F_SETFD, 0);  // the one descriptor a rank keeps across exec (TPB_PROGRESS_FD)
+  if (search_path)
+    execvpe(file, argv, envp);
+  else
+    execve(file, argv, envp);
+  (void)!write(STDERR_FILENO, failure, strlen(failure));
+  (void)!write(STDERR_FILENO, ": ", 2);
   const char* err = strerror(errno);  // not async-signal-safe in theory; the child ends here anyway
   (void)!write(STDERR_FILENO, err, strlen(err));
   (void)!write(STDERR_FILENO, "\n", 1);
   _exit(127);
+}
+
+// fork() with the controller's cleanup signals blocked, so that none lands in the child
+// before exec_child defaults them; the child runs child(mask before) and never returns.
+// The parent's mask is restored; the pid, or -1 with errno.
+template <typename Child>
+pid_t fork_child(Child child) {
+  sigset_t cleanup_signals, before;
+  sigemptyset(&cleanup_signals);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&cleanup_signals, sig);
+  sigprocmask(SIG_BLOCK, &cleanup_signals, &before);
+  const pid_t pid = fork();
+  if (pid == 0) child(&before);
+  const int fork_errno = errno;
+  sigprocmask(SIG_SETMASK, &before, nullptr);
+  errno = fork_errno;
+  return pid;
 }
 
 }  // namespace
@@ -357,14 +494,18 @@ CaseRun Launcher::run_case(const std::string& group_key, int world_size, const j
   if (group_ && (group_->key != group_key || group_->world_size != world_size)) shutdown();
   // A worker that died while idle between cases leaves a group that cannot run a case:
   // replace it (its death belonged to no case).
-  if (group_ && (!group_->reap_exited().empty() ||
-                 std::any_of(group_->ranks.begin(), group_->ranks.end(), [](const Group::Rank& r) { return r.eof; }))) {
+  // (A job's rank on another host is seen dead by its closed connection.)
+  if (group_ && (!group_->reap_exited().empty() || group_->job_reaped ||
+                 std::any_of(group_->ranks.begin(), group_->ranks.end(), [](const Group::Rank& r) {
+                   char byte;
+                   return r.eof || (r.fd >= 0 && recv(r.fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT) == 0);
+                 }))) {
     group_->kill_all();
     group_.reset();
   }
   if (!group_) start_group(group_key, world_size, placement);
   Group& g = *group_;
-  run.pids = g.pids();
+  run.command = g.command;
   for (int r = 0; r < world_size; ++r) {
     g.ranks[static_cast<std::size_t>(r)].result.reset();
     g.queue(r, {{"type", "case"}, {"spec", case_spec}});
@@ -391,7 +532,43 @@ CaseRun Launcher::run_case(const std::string& group_key, int world_size, const j
            {dead[0]});
       break;
     }
+    if (g.job_reaped) {
+      // The job ended with results missing: blame the ranks whose connection closed, else
+      // every rank that has not answered.
+      std::vector<int> closed, missing;
+      for (int r = 0; r < world_size; ++r) {
+        auto& rk = g.ranks[static_cast<std::size_t>(r)];
+        if (rk.result) continue;
+        missing.push_back(r);
+        char byte;
+        if (rk.fd >= 0 && (rk.eof || recv(rk.fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT) == 0)) closed.push_back(r);
+      }
+      const std::vector<int>& blame = closed.empty() ? missing : closed;
+      fail(std::string(launcher_name(g.kind)) + " " + wait_status_text(g.job_status) + " with no result from " +
+               ranks_text(missing) + (closed.empty() ? "" : " (" + ranks_text(closed) + " closed the control connection)"),
+           blame);
+      break;
+    }
     const double remaining_s = std::chrono::duration<double>(deadline - Clock::now()).count();
+    if (remaining_s <= 0 && !g.progress) {
+      // A job's ranks keep no progress page here (they may be on other hosts); those on this
+      // host can still be seen stopped.
+      std::vector<int> missing, unconnected, stopped;
+      const std::string here = this_host_name();
+      for (int r = 0; r < world_size; ++r) {
+        const auto& rk = g.ranks[static_cast<std::size_t>(r)];
+        if (!rk.result) missing.push_back(r);
+        if (rk.fd < 0) unconnected.push_back(r);
+        if (!rk.result && rk.job_pid_of_rank > 0 && rk.host == here && process_state(rk.job_pid_of_rank) == 'T')
+          stopped.push_back(r);
+      }
+      std::ostringstream os;
+      os << "timeout after " << std::fixed << std::setprecision(1) << timeout_s << " s waiting for " << ranks_text(missing);
+      if (!stopped.empty()) os << ": " << ranks_text(stopped) << (stopped.size() == 1 ? " is" : " are") << " stopped (process state T)";
+      if (!unconnected.empty()) os << " (" << ranks_text(unconnected) << " never connected to the controller)";
+      fail(os.str(), stopped.empty() ? missing : stopped);
+      break;
+    }
     if (remaining_s <= 0) {
       // Every silent rank may be waiting inside one collective: name the one that did not
       // arrive there (suite/collective_progress.h), not all of them.
@@ -417,12 +594,18 @@ CaseRun Launcher::run_case(const std::string& group_key, int world_size, const j
     }
 
     std::vector<pollfd> fds;
-    std::vector<int> fd_rank;  // -1 for the listening socket
+    std::vector<int> fd_rank;  // -1 for the listening socket, -2 for a job's connection not yet admitted
     const bool all_connected =
         std::all_of(g.ranks.begin(), g.ranks.end(), [](const Group::Rank& r) { return r.fd >= 0; });
-    if (!all_connected) {
+    // A job's port is reachable from the network: strangers are accepted and turned away
+    // (admit_pending) for as long as the group lives, not left in the backlog.
+    if (!all_connected || g.job_pid > 0) {
       fds.push_back({g.listen_fd, POLLIN, 0});
       fd_rank.push_back(-1);
+    }
+    for (const auto& p : g.pending) {
+      fds.push_back({p.fd, POLLIN, 0});
+      fd_rank.push_back(-2);
     }
     for (int r = 0; r < world_size; ++r) {
       const auto& rk = g.ranks[static_cast<std::size_t>(r)];
@@ -437,10 +620,9 @@ CaseRun Launcher::run_case(const std::string& group_key, int world_size, const j
 
     for (std::size_t k = 0; k < fds.size() && failure.empty(); ++k) {
       if (fds[k].revents == 0) continue;
-      if (fd_rank[k] < 0) {
-        accept_ranks();
-        continue;
-      }
+      if (fd_rank[k] == -1) accept_ranks();
+      if (fd_rank[k] == -2) admit_pending(fail);
+      if (fd_rank[k] < 0) continue;
       const int r = fd_rank[k];
       auto& rk = g.ranks[static_cast<std::size_t>(r)];
       if ((fds[k].revents & POLLOUT) && !g.flush(rk)) rk.eof = true;
@@ -471,15 +653,25 @@ CaseRun Launcher::run_case(const std::string& group_key, int world_size, const j
       auto& rk = g.ranks[static_cast<std::size_t>(r)];
       if (!rk.eof) continue;
       const auto eof_at = Clock::now();
-      while (!rk.reaped && seconds_since(eof_at) < kExitStatusWaitS) {
+      const bool job = g.job_pid > 0;
+      while (!(job ? g.job_reaped : rk.reaped) && seconds_since(eof_at) < (job ? kJobExitWaitS : kExitStatusWaitS)) {
         g.reap_exited();
-        if (!rk.reaped) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+        if (!(job ? g.job_reaped : rk.reaped)) std::this_thread::sleep_for(std::chrono::milliseconds(2));
       }
-      fail("rank " + std::to_string(r) + ": " + (rk.reaped ? wait_status_text(rk.wait_status) : "closed its control connection"),
-           {r});
+      if (job)  // how the rank ended is in the job's output (appended below) and the rank's log
+        fail("rank " + std::to_string(r) + ": closed its control connection" +
+                 (g.job_reaped ? "; " + std::string(launcher_name(g.kind)) + " " + wait_status_text(g.job_status) : ""),
+             {r});
+      else
+        fail("rank " + std::to_string(r) + ": " + (rk.reaped ? wait_status_text(rk.wait_status) : "closed its control connection"),
+             {r});
     }
   }
 
+  run.pids = g.pids();
+  run.hosts = json::array();
+  for (const auto& r : g.ranks)
+    run.hosts.push_back(r.host.empty() ? json(nullptr) : json({{"host", r.host}, {"host_id", r.host_id}}));
   if (failure.empty()) {
     run.ok = true;
     for (auto& r : g.ranks) run.ranks.push_back(std::move(*r.result));
@@ -495,6 +687,13 @@ CaseRun Launcher::run_case(const std::string& group_key, int world_size, const j
         os << "\n--- rank " << r << " wrote nothing to stderr (" << path << ") ---";
       } else {
         os << "\n--- last " << lines.size() << " lines of rank " << r << " stderr (" << path << ") ---";
+        for (const auto& l : lines) os << "\n" << l;
+      }
+    }
+    if (!g.job_log.empty()) {
+      const auto lines = tail_lines(g.job_log, options_.stderr_tail_lines);
+      if (!lines.empty()) {
+        os << "\n--- last " << lines.size() << " lines of " << launcher_name(g.kind) << " output (" << g.job_log << ") ---";
         for (const auto& l : lines) os << "\n" << l;
       }
     }
@@ -565,6 +764,10 @@ void Launcher::accept_ranks() {
   for (;;) {
     const int fd = accept4(g.listen_fd, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
     if (fd < 0) return;  // EAGAIN: nothing more pending (other errors: retried next round)
+    if (g.job_pid > 0) {  // TCP: who it is comes with the token in its hello (admit_pending)
+      g.pending.push_back({fd, {}});
+      continue;
+    }
     // The abstract namespace is visible to every process in the network namespace: accept
     // only our own children, and know which rank each is from its pid.
     ucred cred{};
@@ -585,7 +788,134 @@ void Launcher::accept_ranks() {
   }
 }
 
+void Launcher::admit_pending(const std::function<void(std::string, std::vector<int>)>& fail) {
+  Group& g = *group_;
+  for (std::size_t i = 0; i < g.pending.size();) {
+    auto& p = g.pending[i];
+    char buf[4096];
+    const ssize_t got = recv(p.fd, buf, sizeof buf, MSG_DONTWAIT);
+    if (got > 0) p.reader.append(buf, static_cast<std::size_t>(got));
+    std::string line;
+    const bool closed = got == 0 || (got < 0 && errno != EAGAIN && errno != EINTR && errno != EWOULDBLOCK);
+    // Anything but a well-formed hello with the token, for a rank not yet connected, is closed
+    // unheard: the port is reachable from the network. A hello has a few hundred bytes.
+    if (!p.reader.next_line(line)) {
+      if (closed || p.reader.buffered_bytes() > 4096) {
+        close(p.fd);
+        g.pending.erase(g.pending.begin() + static_cast<std::ptrdiff_t>(i));
+      } else {
+        ++i;
+      }
+      continue;
+    }
+    const json hello = json::parse(line, nullptr, false);
+    auto text = [&](const char* key) {
+      return hello.is_object() && hello.contains(key) && hello[key].is_string() ? hello[key].get<std::string>() : std::string();
+    };
+    const bool valid = text("type") == "hello" && text("token") == g.token && hello.contains("rank") && hello["rank"].is_number_integer() && hello.contains("pid") &&
+                       hello["pid"].is_number_integer();
+    const int rank = valid ? hello["rank"].get<int>() : -1;
+    if (!valid || rank < 0 || rank >= g.world_size || g.ranks[static_cast<std::size_t>(rank)].fd >= 0) {
+      close(p.fd);
+      g.pending.erase(g.pending.begin() + static_cast<std::ptrdiff_t>(i));
+      continue;
+    }
+    auto& rk = g.ranks[static_cast<std::size_t>(rank)];
+    rk.fd = p.fd;
+    rk.job_pid_of_rank = hello["pid"].get<int>();
+    rk.host = text("host");
+    rk.host_id = text("host_id").empty() ? rk.host : text("host_id");
+    rk.reader = std::move(p.reader);  // whatever followed the hello
+    g.pending.erase(g.pending.begin() + static_cast<std::ptrdiff_t>(i));
+    if (!g.flush(rk)) rk.eof = true;
+    // Messages that came in the same read as the hello.
+    for (std::string next; rk.reader.next_line(next);) {
+      const json message = json::parse(next, nullptr, false);
+      if (message.is_discarded()) {
+        fail("rank " + std::to_string(rank) + ": malformed control message: " + next.substr(0, 200), {rank});
+        return;
+      }
+      handle_message(rank, message, fail);
+    }
+  }
+}
+
+void Launcher::start_job(const std::string& group_key, int world_size) {
+  auto g = std::make_unique<Group>();
+  g->key = group_key;
+  g->world_size = world_size;
+  g->kind = options_.kind;
+  g->id = "tpb" + std::to_string(getpid()) + "-g" + std::to_string(g_group_counter++);
+  // Every rank on this host (mpirun without --hosts): loopback only. Otherwise every interface,
+  // and the ranks are told this host's name (or --control-host's address).
+  const bool local = options_.hosts.empty() && options_.kind == LauncherKind::mpirun;
+  const std::string advertised = !options_.control_host.empty() ? options_.control_host : local ? "127.0.0.1" : this_host_name();
+  int port = 0;
+  g->listen_fd = control::listen_tcp(local ? "127.0.0.1" : "0.0.0.0", world_size + 4, port);
+  g->token = random_token();
+  g->ranks.resize(static_cast<std::size_t>(world_size));
+  for (int r = 0; r < world_size; ++r)
+    g->ranks[static_cast<std::size_t>(r)].log_path =
+        (std::filesystem::path(options_.log_dir) / (g->id + "-rank" + std::to_string(r) + ".log")).string();
+  g->job_log = (std::filesystem::path(options_.log_dir) / (g->id + "-" + launcher_name(options_.kind) + ".log")).string();
+
+  // The job's environment: this process's, less the fork launcher's variables, plus where the
+  // controller is. Every TPB_ variable is forwarded to the ranks on every host.
+  const char* const overridden[] = {"RANK=", "WORLD_SIZE=", "LOCAL_RANK=", "TPB_CONTROL_SOCKET=", "TPB_PROGRESS_FD=",
+                                    "TPB_GROUP_ID=", "TPB_LAUNCHER=", "TPB_CONTROL_ADDR=", "TPB_CONTROL_TOKEN=",
+                                    "TPB_RANK_LOG_DIR=", "TPB_VIRTUAL_HOSTS="};
+  std::vector<std::string> env;
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
+    const std::string entry = *e;
+    if (std::none_of(std::begin(overridden), std::end(overridden), [&](const char* p) { return entry.rfind(p, 0) == 0; }))
+      env.push_back(entry);
+  }
+  env.push_back(std::string("TPB_LAUNCHER=") + launcher_name(options_.kind));
+  env.push_back("TPB_CONTROL_ADDR=" + advertised + ":" + std::to_string(port));
+  env.push_back("TPB_CONTROL_TOKEN=" + g->token);
+  env.push_back("TPB_GROUP_ID=" + g->id);
+  env.push_back("TPB_RANK_LOG_DIR=" + options_.log_dir);
+  if (options_.virtual_hosts >= 2) env.push_back("TPB_VIRTUAL_HOSTS=" + std::to_string(options_.virtual_hosts));
+  JobLaunch job;
+  job.kind = options_.kind;
+  job.world_size = world_size;
+  job.hosts = options_.hosts;
+  job.extra_args = options_.launcher_args;
+  job.worker_binary = options_.worker_binary;
+  for (const auto& e : env)
+    if (e.rfind("TPB_", 0) == 0) job.forwarded_env.push_back(e.substr(0, e.find('=')));
+  g->command = job_command(job);
+
+  std::vector<std::string> argv_strings = g->command;
+  std::vector<char*> argv, envp;
+  for (auto& a : argv_strings) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  for (auto& e : env) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  const int log_fd = open(g->job_log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
+  TPB_CHECK(log_fd >= 0, "launcher: cannot create log file '" << g->job_log << "': " << std::strerror(errno));
+  const int null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+  const pid_t controller = getpid();
+  const pid_t pid = fork_child([&](const sigset_t* before) {
+    exec_child(argv[0], argv.data(), envp.data(), log_fd, null_fd, -1, true, 0, controller, before,
+               "tpbench launcher: cannot run the job launcher (is it installed and on PATH?)");
+  });
+  const int fork_errno = errno;
+  close(log_fd);
+  if (null_fd >= 0) close(null_fd);
+  TPB_CHECK(pid > 0, "launcher: fork failed: " << std::strerror(fork_errno));
+  setpgid(pid, pid);
+  g->job_pid = pid;
+  g->pgid = pid;
+  register_cleanup_process_group(pid);
+  group_ = std::move(g);
+}
+
 void Launcher::start_group(const std::string& group_key, int world_size, const RankPlacement* placement) {
+  if (options_.kind != LauncherKind::fork) {
+    start_job(group_key, world_size);
+    return;
+  }
   TPB_CHECK(placement == nullptr || static_cast<int>(placement->device_of_rank.size()) == world_size,
             "launcher: a placement of " << (placement ? placement->device_of_rank.size() : 0) << " ranks for a group of "
                                         << world_size);
@@ -607,7 +937,8 @@ void Launcher::start_group(const std::string& group_key, int world_size, const R
 
   // Everything the child needs is built before fork: after it, only async-signal-safe calls.
   const char* const overridden[] = {"RANK=", "WORLD_SIZE=", "LOCAL_RANK=", "TPB_CONTROL_SOCKET=", "TPB_GROUP_ID=", "TPB_PROGRESS_FD=",
-                                    "TPB_DEVICE=", "TPB_RANKS_PER_GPU=", "TPB_PLACEMENT="};
+                                    "TPB_DEVICE=", "TPB_RANKS_PER_GPU=", "TPB_PLACEMENT=", "TPB_LAUNCHER=",
+                                    "TPB_CONTROL_ADDR=", "TPB_CONTROL_TOKEN=", "TPB_VIRTUAL_HOSTS="};
   // A user's NCCL_HOSTID stands, except where ranks share a device and each needs its own.
   const bool own_hostids = placement != nullptr && placement->device_shared();
   std::vector<std::string> base_env;
@@ -637,6 +968,13 @@ void Launcher::start_group(const std::string& group_key, int world_size, const R
     env.push_back("TPB_CONTROL_SOCKET=" + group.address);
     env.push_back("TPB_GROUP_ID=" + group.id);
     env.push_back("TPB_PROGRESS_FD=" + std::to_string(group.progress->fd()));
+    env.push_back("TPB_LAUNCHER=fork");
+    rk.host = this_host_name();
+    rk.host_id = rk.host;
+    if (options_.virtual_hosts >= 2) {
+      env.push_back("TPB_VIRTUAL_HOSTS=" + std::to_string(options_.virtual_hosts));
+      rk.host_id = virtual_host_id(r, world_size, options_.virtual_hosts);
+    }
     if (placement != nullptr)
       for (std::string& e : rank_environment(*placement, r, group.id)) env.push_back(std::move(e));
     std::vector<char*> envp;
@@ -651,16 +989,11 @@ void Launcher::start_group(const std::string& group_key, int world_size, const R
       group_.reset();
       TPB_FAIL("launcher: cannot create log file '" << rk.log_path << "': " << std::strerror(err));
     }
-    sigset_t cleanup_signals, before;
-    sigemptyset(&cleanup_signals);
-    for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&cleanup_signals, sig);
-    sigprocmask(SIG_BLOCK, &cleanup_signals, &before);
-    const pid_t pid = fork();
-    if (pid == 0)
-      exec_worker(argv0.c_str(), argv, envp.data(), log_fd, null_fd, group.progress->fd(), group.pgid, controller,
-                  &before);
+    const pid_t pid = fork_child([&](const sigset_t* before) {
+      exec_child(argv0.c_str(), argv, envp.data(), log_fd, null_fd, group.progress->fd(), false, group.pgid, controller,
+                 before, "tpbench launcher: execve of the worker binary failed");
+    });
     const int fork_errno = errno;
-    sigprocmask(SIG_SETMASK, &before, nullptr);
     close(log_fd);
     if (pid < 0) {
       close(null_fd);

@@ -1,7 +1,20 @@
 // Launcher (controller side): one OS process per rank, the tpbench binary re-executed in
-// its hidden worker role (`tpbench __worker`), RANK / WORLD_SIZE / LOCAL_RANK in the
-// environment. The controller relays the ranks' bootstrap traffic over Unix-domain
-// sockets, sends each case as JSON and collects one JSON result per rank.
+// its hidden worker role (`tpbench __worker`). The controller relays the ranks' bootstrap
+// traffic, sends each case as JSON and collects one JSON result per rank.
+//
+// Two ways to start the ranks (LauncherKind, launch_command.h):
+//   fork    the controller forks them on this host, RANK / WORLD_SIZE / LOCAL_RANK in their
+//           environment; they connect back over an abstract Unix socket, and the controller
+//           knows each one by its pid (SO_PEERCRED).
+//   mpirun, srun  the controller runs one job per group (`mpirun -np N ... tpbench __worker`),
+//           the ranks read their place from the job's environment (OMPI_COMM_WORLD_*,
+//           SLURM_*) and connect back over TCP to TPB_CONTROL_ADDR (host:port), presenting
+//           TPB_CONTROL_TOKEN, random per group: a connection without it is closed unheard.
+//           A rank's death shows as its connection closing (the job's exit status and the
+//           rank's log say how); ending a group ends the job (SIGTERM, then SIGKILL, to
+//           mpirun/srun, which end their ranks on every host), and a rank on this host that
+//           outlives its job is killed by pid. The ranks also leave on their own when the
+//           controller's connection closes or their parent dies (suite/worker.cpp).
 //
 // A group of workers stays alive across consecutive cases with the same group key (model,
 // TP, device), so only what changes is rebuilt. A rank that crashes, hangs past the case's
@@ -18,6 +31,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "suite/launch_command.h"
 #include "suite/placement.h"
 
 namespace tpb {
@@ -27,6 +41,14 @@ struct LauncherOptions {
   std::string log_dir;        // each rank's stdout+stderr go to <log_dir>/<group id>-rank<r>.log
                               // (empty: <tmp>/tpbench-logs-<pid>)
   int stderr_tail_lines = 20; // how many of a failed rank's last stderr lines to report
+  LauncherKind kind = LauncherKind::fork;
+  std::vector<HostSlots> hosts;           // mpirun/srun: where ranks run (empty: the job's default)
+  std::vector<std::string> launcher_args; // mpirun/srun: extra arguments, before the binary
+  int virtual_hosts = 0;                  // >= 2: the ranks of a group claim that many hosts
+                                          // (TPB_VIRTUAL_HOSTS, reference_engine/comm/host_layout.h)
+  std::string control_host;               // mpirun/srun: the address ranks connect to; empty:
+                                          // 127.0.0.1 when every rank is local (no hosts, mpirun),
+                                          // else this host's name
 };
 
 struct CaseRun {
@@ -37,7 +59,11 @@ struct CaseRun {
   std::string error;
   std::vector<int> failed_ranks;    // when !ok: the ranks the error is about (may be several on a timeout)
   std::vector<nlohmann::json> ranks;  // when ok: one result per rank, in rank order (RankResult::to_json)
-  std::vector<int> pids;            // the rank processes that ran the case, in rank order
+  std::vector<int> pids;            // the rank processes that ran the case, in rank order (-1: a
+                                    // job's rank that never connected)
+  nlohmann::json hosts;             // per rank {"host": name, "host_id": id} (host_id differs from
+                                    // the name under virtual hosts); null when a rank never said
+  std::vector<std::string> command; // mpirun/srun: the job's argv; empty for fork
   double wall_s = 0;                // controller wall time for the case, seconds
 };
 
@@ -66,7 +92,9 @@ class Launcher {
  private:
   struct Group;
   void start_group(const std::string& group_key, int world_size, const RankPlacement* placement);
+  void start_job(const std::string& group_key, int world_size);
   void accept_ranks();
+  void admit_pending(const std::function<void(std::string, std::vector<int>)>& fail);
   void handle_message(int rank, const nlohmann::json& message,
                       const std::function<void(std::string, std::vector<int>)>& fail);
 

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <string_view>
 
+#include "reference_engine/comm/mpi_session.h"
 #include "suite/build_info.h"
 #include "tpb/kernels/device.h"
 #include "tpb/test_hooks.h"
@@ -98,6 +99,8 @@ nlohmann::json collect_provenance(const std::string& start_time_utc) {
   p["nccl_version"] = b.nccl_version;
   p["have_cuda"] = b.have_cuda;
   p["have_nccl"] = b.have_nccl;
+  p["have_mpi"] = mpi_compiled_in();
+  p["mpi_library"] = mpi_library_version();
 
   char host[256] = {0};
   ::gethostname(host, sizeof host - 1);

@@ -138,6 +138,8 @@ bool run_into_record(Launcher& launcher, const Scenario& s, const Case& c, const
       record["failed_ranks"] = run.failed_ranks;
     }
     record["pids"] = run.pids;  // the rank processes that ran it (reuse across cases shows here)
+    record["hosts"] = run.hosts;
+    if (!run.command.empty()) record["launch_command"] = run.command;
     return run.ok;
   } catch (const std::exception& e) {
     // The launcher reports rank failures in CaseRun; an exception is a failure to launch.
@@ -393,7 +395,7 @@ RunSummary run_scenario(const Scenario& s, const std::vector<Case>& cases, const
   }
 
   ResultsWriter writer((fs::path(run_dir) / "results.jsonl").string());
-  LauncherOptions lo;
+  LauncherOptions lo = opt.launch;
   lo.worker_binary = opt.worker_binary;
   lo.log_dir = (fs::path(run_dir) / "logs").string();
   fs::create_directories(lo.log_dir);
@@ -419,6 +421,12 @@ RunSummary run_scenario(const Scenario& s, const std::vector<Case>& cases, const
   }
   const json mps_json = mps ? mps->status().to_json() : json({{"state", "not needed (no rank shares a GPU)"}});
   run_json["placement"] = {{"placement", placement_name(s.placement)}, {"mps", mps_json}};
+  // How the ranks were started, for every group (each record adds its hosts and job command).
+  run_json["launcher"] = {{"kind", launcher_name(opt.launch.kind)},
+                          {"hosts", hosts_text(opt.launch.hosts)},
+                          {"launcher_args", opt.launch.launcher_args},
+                          {"virtual_hosts", opt.launch.virtual_hosts},
+                          {"control_host", opt.launch.control_host}};
   write_file_atomic((fs::path(run_dir) / "run.json").string(), run_json.dump(2) + "\n");
   Launcher launcher(lo);
   Progress progress(static_cast<int>(cases.size()), stdout, opt.tty);

@@ -13,6 +13,7 @@
 
 #include "suite/baseline.h"
 #include "suite/case_spec.h"
+#include "suite/launcher.h"
 #include "suite/measure.h"  // latency_summary, throughput_from_mean: the record's latency and rates
 #include "suite/mps.h"
 #include "suite/scenario.h"
@@ -25,6 +26,8 @@ struct RunOptions {
   std::string resume_dir;                // non-empty: append to this run, skipping finished case ids
   std::string junit_path;                // non-empty: write JUnit XML here
   std::string worker_binary;             // the tpbench binary the launcher re-executes
+  LauncherOptions launch;                // how ranks start: kind, hosts, launcher args, virtual
+                                         // hosts (the runner sets its worker_binary and log_dir)
   bool tty = false;                      // progress as one in-place line
   std::string baselines_dir;             // non-empty: compare every ok case with
                                          // <baselines_dir>/<hardware>/<scenario>.jsonl

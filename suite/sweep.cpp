@@ -4,6 +4,7 @@
 #include <set>
 
 #include "reference_engine/comm/backends.h"
+#include "reference_engine/comm/host_layout.h"
 #include "suite/build_info.h"
 #include "suite/checks/check.h"
 #include "suite/digest.h"
@@ -76,6 +77,24 @@ std::string skip_reason(const Scenario& s, const json& p, const MachineInfo& m) 
     std::string avail;
     for (const auto& b : m.backends) avail += (avail.empty() ? "" : ", ") + b;
     return "backend " + backend + " is not compiled into this tpbench (available: " + (avail.empty() ? "none" : avail) + ")";
+  }
+  // MPI's world is the job an MPI launcher started; forked ranks are no MPI job.
+  if (backend == "mpi" && m.launcher == LauncherKind::fork)
+    return "backend mpi needs ranks started by MPI: run with --launcher mpirun (or srun in a Slurm allocation)";
+  if (m.virtual_hosts >= 2) {
+    HostLayout layout;
+    for (int r = 0; r < tp; ++r) layout.host_of_rank.push_back(virtual_host_id(r, tp, m.virtual_hosts));
+    const std::string refusal = backend_across_hosts(backend, layout).refusal;
+    if (!refusal.empty()) return refusal;
+  }
+  if (s.device == "cuda" && m.launcher != LauncherKind::fork) {
+    // A job's GPU ranks take the device of their local rank on their own host (one rank per
+    // GPU): this host's GPU count says nothing about the others', and packing several ranks
+    // onto one GPU needs per-rank settings that only the fork launcher gives.
+    if (s.placement == Placement::shared)
+      return std::string("shared placement packs the ranks onto this host's GPUs, which only --launcher fork does; --launcher ") +
+             launcher_name(m.launcher) + " places one rank per GPU on each host";
+    return "";
   }
   if (s.device == "cuda") return place_ranks(s.placement, tp, m.gpu_count).skip_reason;
   return "";

@@ -13,7 +13,8 @@
 // not part of the id: more iterations measure the same case.
 //
 // A case the machine cannot run (a GPU backend on the CPU, more ranks than GPUs in exclusive
-// placement, a backend not compiled in) is kept with a skip reason: it is recorded `skipped`,
+// placement, a backend not compiled in, mpi without an MPI launcher, a host-local backend
+// whose group spans virtual hosts) is kept with a skip reason: it is recorded `skipped`,
 // never silently dropped.
 //
 // Shared placement (suite/placement.h) is part of a case's identity: its ids, group keys and
@@ -26,6 +27,7 @@
 #include <nlohmann/json.hpp>
 
 #include "suite/case_spec.h"
+#include "suite/launch_command.h"
 #include "suite/placement.h"
 #include "suite/scenario.h"
 
@@ -36,6 +38,8 @@ struct MachineInfo {
   bool cuda = false;                  // CUDA compiled in and at least one GPU visible
   int gpu_count = 0;                  // visible GPUs
   std::vector<std::string> backends;  // allreduce backends compiled in (available_backends())
+  LauncherKind launcher = LauncherKind::fork;  // how the run starts its ranks (launch_command.h)
+  int virtual_hosts = 0;              // >= 2: each group's ranks claim that many hosts (host_layout.h)
 };
 MachineInfo detect_machine();
 

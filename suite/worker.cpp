@@ -1,12 +1,21 @@
 #include "suite/worker.h"
 
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
+#include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <thread>
 
+#include "reference_engine/comm/host_layout.h"
+#include "reference_engine/comm/mpi_session.h"
 #include "suite/case_spec.h"
+#include "suite/launch_command.h"
 #include "suite/workload.h"
 #include "suite/workloads/workloads.h"
 #include "tpb/check.h"
@@ -17,14 +26,55 @@ namespace {
 
 using nlohmann::json;
 
-bool env_int(const char* name, int& value) {
-  const char* text = std::getenv(name);
-  if (text == nullptr || *text == '\0') return false;
-  char* end = nullptr;
-  const long v = std::strtol(text, &end, 10);
-  if (*end != '\0' || v < 0 || v > 1 << 20) return false;
-  value = static_cast<int>(v);
-  return true;
+// Serves cases from the controller until "exit" or the connection's end.
+void serve_cases(int fd, control::LineReader& reader, Bootstrap& bootstrap, int rank);
+
+// How long a job's rank stays after the controller's connection closed, seconds: enough for
+// a worker told "exit" to finalise MPI and leave on its own, no more.
+constexpr double kOrphanGraceS = 2.0;
+
+// A job's rank (mpirun, srun) has no controller watching its pid: it leaves by itself when its
+// parent (the job's launcher daemon) dies, and when the controller's connection closes, even
+// while its main thread is stuck in a collective with a dead peer.
+void leave_with_the_controller(int fd) {
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  std::thread([fd] {
+    pollfd p{fd, POLLRDHUP, 0};
+    while (poll(&p, 1, -1) < 0 || (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) == 0) {
+    }
+    std::this_thread::sleep_for(std::chrono::duration<double>(kOrphanGraceS));
+    std::fprintf(stderr, "tpbench __worker: the controller closed its connection; leaving\n");
+    std::_Exit(0);
+  }).detach();
+}
+
+// A job's rank writes its output where the fork launcher would have put it, when that folder
+// is reachable from its host (this host, a shared file system); else to the job's output.
+void redirect_output_to_log(const char* dir, const char* group_id, int rank) {
+  if (dir == nullptr || *dir == '\0') return;
+  const std::string path = std::string(dir) + "/" + group_id + "-rank" + std::to_string(rank) + ".log";
+  const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
+  if (fd < 0) return;
+  dup2(fd, STDOUT_FILENO);
+  dup2(fd, STDERR_FILENO);
+  close(fd);
+}
+
+// Why this process cannot be a rank ("" when it can), filling `place` from its launcher's
+// variables (TPB_LAUNCHER names the launcher; fork when unset). A fork rank needs the
+// controller's Unix socket, a job's rank its TCP address and the group's token.
+std::string why_not_a_rank(LaunchedRank& place) {
+  const char* kind_name = std::getenv("TPB_LAUNCHER");
+  const std::string kind = kind_name != nullptr ? kind_name : "fork";
+  if (kind != "fork" && kind != "mpirun" && kind != "srun") return "TPB_LAUNCHER is '" + kind + "', expected fork, mpirun or srun";
+  std::string why;
+  if (!launched_rank(parse_launcher(kind, "TPB_LAUNCHER"), [](const char* n) { return std::getenv(n); }, place, why))
+    return why;
+  if (std::getenv("TPB_GROUP_ID") == nullptr) return "TPB_GROUP_ID is missing";
+  if (kind == "fork") return std::getenv("TPB_CONTROL_SOCKET") != nullptr ? "" : "TPB_CONTROL_SOCKET is missing";
+  return std::getenv("TPB_CONTROL_ADDR") != nullptr && std::getenv("TPB_CONTROL_TOKEN") != nullptr
+             ? ""
+             : "TPB_CONTROL_ADDR or TPB_CONTROL_TOKEN is missing";
 }
 
 // TEST-ONLY planted failure: with TPB_TEST_FAIL_CASE=<case id>[,<case id>...] every rank
@@ -59,23 +109,56 @@ std::vector<std::string> SocketBootstrap::all_gather(const std::string& mine) {
 }
 
 int run_worker() {
-  int rank = -1, world_size = -1, local_rank = -1;
-  const char* address = std::getenv("TPB_CONTROL_SOCKET");
-  const char* group_id = std::getenv("TPB_GROUP_ID");
-  if (!env_int("RANK", rank) || !env_int("WORLD_SIZE", world_size) || !env_int("LOCAL_RANK", local_rank) ||
-      address == nullptr || group_id == nullptr || world_size < 1 || rank >= world_size) {
+  LaunchedRank place;
+  const std::string why = why_not_a_rank(place);
+  if (!why.empty()) {
     std::fprintf(stderr,
-                 "tpbench __worker: internal role of a rank process; it needs RANK, WORLD_SIZE, LOCAL_RANK, "
-                 "TPB_CONTROL_SOCKET and TPB_GROUP_ID from the launcher\n");
+                 "tpbench __worker: internal role of a rank process, started by `tpbench run` (its fork, mpirun or "
+                 "srun launcher), not by hand: %s\n",
+                 why.c_str());
     return 2;
   }
+  const int rank = place.rank, world_size = place.world_size;
+  const char* group_id = std::getenv("TPB_GROUP_ID");
+  const char* kind = std::getenv("TPB_LAUNCHER");  // valid here (why_not_a_rank)
+  const bool job = kind != nullptr && std::string(kind) != "fork";
+  // Virtual hosts (tpbench run --virtual-hosts N): this rank claims its block's host for the
+  // host-local rules (reference_engine/comm/host_layout.h).
+  int virtual_hosts = 0;
+  if (const char* v = std::getenv("TPB_VIRTUAL_HOSTS"); v != nullptr) virtual_hosts = std::atoi(v);
+  if (virtual_hosts >= 2) setenv("TPB_HOST_ID", virtual_host_id(rank, world_size, virtual_hosts).c_str(), 1);
+  if (job) {
+    redirect_output_to_log(std::getenv("TPB_RANK_LOG_DIR"), group_id, rank);
+    // What the fork launcher sets, from the job's own variables: a GPU rank takes the device
+    // of its local rank on its host (suite/placement.h, rank_device_from_env).
+    setenv("RANK", std::to_string(rank).c_str(), 1);
+    setenv("WORLD_SIZE", std::to_string(world_size).c_str(), 1);
+    setenv("LOCAL_RANK", std::to_string(place.local_rank).c_str(), 1);
+  }
 
-  const int fd = control::connect_unix(address);
+  const int fd = job ? control::connect_tcp(std::getenv("TPB_CONTROL_ADDR")) : control::connect_unix(std::getenv("TPB_CONTROL_SOCKET"));
   control::LineReader reader;
-  control::write_all(fd, control::encode({{"type", "hello"}, {"rank", rank}, {"pid", static_cast<int>(getpid())}}));
+  json hello = {{"type", "hello"}, {"rank", rank}, {"pid", static_cast<int>(getpid())}};
+  if (job) {
+    char host[256] = {};
+    gethostname(host, sizeof host - 1);
+    hello.update({{"token", std::getenv("TPB_CONTROL_TOKEN")}, {"host", host}, {"host_id", this_host_id()}});
+    leave_with_the_controller(fd);
+  }
+  control::write_all(fd, control::encode(hello));
   SocketBootstrap bootstrap(fd, reader, rank, world_size, group_id);
-  WorkerState state(bootstrap);
+  serve_cases(fd, reader, bootstrap, rank);
+  // MPI, if a case started it, ends before the process does (a job launcher counts a rank
+  // that exits without MPI_Finalize as failed), and after every communicator is gone.
+  finalize_mpi();
+  close(fd);
+  return 0;
+}
 
+namespace {
+
+void serve_cases(int fd, control::LineReader& reader, Bootstrap& bootstrap, int rank) {
+  WorkerState state(bootstrap);
   json message;
   while (control::read_message(fd, reader, message)) {
     const std::string type = message["type"];
@@ -103,8 +186,8 @@ int run_worker() {
     if (reply["type"] == "error") std::fprintf(stderr, "rank %d: %s\n", rank, reply["message"].get<std::string>().c_str());
     control::write_all(fd, control::encode(reply));
   }
-  close(fd);
-  return 0;
 }
+
+}  // namespace
 
 }  // namespace tpb

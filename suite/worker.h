@@ -1,6 +1,8 @@
 // The rank worker: what `tpbench __worker` does in each rank process the launcher starts.
-// It reads its place from the environment (RANK, WORLD_SIZE, LOCAL_RANK, TPB_CONTROL_SOCKET,
-// TPB_GROUP_ID), connects to the controller, and serves cases until told to exit:
+// It reads its place from the environment its launcher gave it (TPB_LAUNCHER: fork's RANK,
+// WORLD_SIZE, LOCAL_RANK; mpirun's OMPI_COMM_WORLD_*; srun's SLURM_*: launch_command.h),
+// connects to the controller (TPB_CONTROL_SOCKET, or TPB_CONTROL_ADDR with TPB_CONTROL_TOKEN),
+// and serves cases until told to exit:
 // find_workload(spec["workload"]) -> run -> send the result (or the error). A workload that
 // throws fails only its case; the controller decides what happens to the group.
 #pragma once

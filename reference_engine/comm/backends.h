@@ -41,6 +41,9 @@ struct BackendInfo {
   bool compiled_in;            // this build has its code (the GPU backends need CUDA and NCCL)
   BackendBuffers buffers;      // device buffers per rank, for the memory planner
   MakeCommunicator make;       // this rank's communicator; null when not compiled in
+  const char* across_hosts;    // what runs when the group spans hosts (host_layout.h): its own
+                               // name (mpi, nccl), another row's (custom -> nccl, recorded as
+                               // a fallback), or null: refused (shm)
   bool planted_for_tests;      // TEST ONLY: a row only while TPB_TEST_PLANT_FALLBACK=1 (factory.cpp)
 };
 

@@ -62,6 +62,7 @@ CheckResult compare_sides(const std::vector<Side>& sides) {
   const json& ref = *sides.front().record;
   const std::string& ref_name = sides.front().name;
   std::string identical = ref_name, tolerated;
+  OutputBudget used;  // the budget the tolerated sides were held to
   for (std::size_t i = 1; i < sides.size(); ++i) {
     const std::string& name = sides[i].name;
     const json& got = *sides[i].record;
@@ -71,21 +72,23 @@ CheckResult compare_sides(const std::vector<Side>& sides) {
       continue;
     }
     const std::vector<std::string> pair = {ref.value("case_id", ""), got.value("case_id", "")};
-    if (!bf16_budget_applies(ref)) return {"fail", ref_name + " vs " + name + ": " + diff, pair};
+    const OutputBudget tol = output_budget(ref, got);
+    if (tol.rel_l2 == 0) return {"fail", ref_name + " vs " + name + ": " + diff, pair};
     double worst = 0;
-    const std::string why = bf16_logits_difference(ref, got, ref_name, name, worst);
+    const std::string why = logits_difference(ref, got, ref_name, name, tol, worst);
     if (!why.empty())
       return {"fail",
               ref_name + " vs " + name + " (TP " + std::to_string(record_tp(ref)) + ": not bitwise, and not within tolerance): " + why,
-              pair, kTpRelL2Bf16};
+              pair, tol.rel_l2};
+    used = tol;
     char buf[160];
-    std::snprintf(buf, sizeof buf, " (rel-L2 %.3g, %.3g%% of %.0e)", worst, 100.0 * worst / kTpRelL2Bf16, kTpRelL2Bf16);
+    std::snprintf(buf, sizeof buf, " (rel-L2 %.3g, %.3g%% of %.0e)", worst, 100.0 * worst / tol.rel_l2, tol.rel_l2);
     tolerated += (tolerated.empty() ? "" : ", ") + name + buf;
   }
   std::string detail = "identical digests on every rank: " + identical;
   if (!tolerated.empty())
-    detail += "; within the bf16 budget of " + ref_name + " with the same greedy tokens (TP " +
-              std::to_string(record_tp(ref)) + " > 2: NCCL rounds after each hop): " + tolerated;
+    detail += std::string("; within the ") + used.name + " budget of " + ref_name + " with the same greedy tokens (TP " +
+              std::to_string(record_tp(ref)) + " > 2: " + used.why + "): " + tolerated;
   return {"pass", detail};
 }
 

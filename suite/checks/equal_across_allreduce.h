@@ -8,7 +8,10 @@
 // later bf16 activations. For GPU engine cases above TP 2 whose digests differ, the logits
 // must agree within the bf16 engine budget (kTpRelL2Bf16) on every rank with the same greedy
 // tokens, and the check says which pairs passed that way. Everywhere else (TP <= 2, the CPU,
-// the allreduce workload, whose inputs above 2 ranks are integers) it stays bitwise.
+// the allreduce workload, whose inputs above 2 ranks are integers) it stays bitwise, with one
+// more exception: MPI sums in its own order (reference_engine/comm/mpi/mpi_communicator.h),
+// so a CPU engine case above TP 2 with an mpi side is held to the fp32 budget (kTpRelL2Fp32)
+// with the same greedy tokens.
 //
 // Sides are named and told apart by what RAN (record.allreduce_ran, suite/allreduce_ran.h),
 // not by what was requested: a case whose requested backend carried none of its allreduces

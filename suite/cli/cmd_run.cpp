@@ -15,6 +15,7 @@
 #include "suite/cli/json_stdout.h"
 #include "suite/cli/report.h"
 #include "suite/mps.h"
+#include "suite/launcher.h"
 #include "suite/placement.h"
 #include "suite/provenance.h"
 #include "suite/cli/subcommand.h"
@@ -48,6 +49,8 @@ constexpr const char* kUsage =
     "                   [--junit FILE] [--no-report] [--baselines DIR [--update-baselines]\n"
     "                   [--allow-unlike-baseline] [--force-dirty-baseline REASON]]\n"
     "                   [--placement exclusive|shared] [--mps auto|off|require] [--no-localize]\n"
+    "                   [--launcher fork|mpirun|srun [--hosts H:N,...] [--launcher-args ARGS]\n"
+    "                   [--control-host ADDR]] [--virtual-hosts N]\n"
     "Run a scenario: validate it, expand its sweep, run every case, check, record.\n"
     "\n"
     "  SCENARIO          a file, or a name looked up as scenarios/<name>.json in the working\n"
@@ -108,6 +111,21 @@ constexpr const char* kUsage =
     "                    auto (default: use a reachable MPS server, else start a private one for\n"
     "                    the run and stop it at the end, also on Ctrl-C; without one, ranks\n"
     "                    time-slice), off (never), require (fail, exit 2, without one)\n"
+    "  --launcher L      how each group of ranks starts: fork (default: forked on this host),\n"
+    "                    mpirun (one `mpirun -np TP ... tpbench __worker` job per group) or srun\n"
+    "                    (one `srun --ntasks=TP ...` job step, inside a Slurm allocation). Job\n"
+    "                    ranks reach this process over TCP with a random per-group token; the\n"
+    "                    mpi allreduce backend runs only under mpirun or srun\n"
+    "  --hosts H:N,...   mpirun/srun: the hosts and slots per host (node1:8,node2:8)\n"
+    "  --launcher-args A mpirun/srun: extra arguments, split at spaces, placed before the binary\n"
+    "                    (Open MPI's oversubscribe flag on a machine with fewer cores than\n"
+    "                    ranks, srun's MPI plugin choice); write --launcher-args=A when A starts\n"
+    "                    with a dash\n"
+    "  --control-host H  mpirun/srun: the address ranks connect to (default: 127.0.0.1 for mpirun\n"
+    "                    without --hosts, else this host's name)\n"
+    "  --virtual-hosts N each group's ranks claim N hosts (blocks of consecutive ranks), to test\n"
+    "                    the host-local rules on one machine: shm is refused for a group that\n"
+    "                    spans hosts, custom allreduce runs nccl (recorded as a fallback)\n"
     "  --no-report       do not build the report (report.html, summary.md, plots; needs\n"
     "                    python3 + matplotlib; `tpbench report RUN_DIR` makes it later)\n"
     "\n"
@@ -142,6 +160,7 @@ struct RunArgs {
   bool retry_failed = false;
   bool no_localize = false;
   tpb::CaseSelection selection;  // --case, --filter
+  tpb::LauncherOptions launch;   // --launcher, --hosts, --launcher-args, --virtual-hosts, --control-host
 };
 
 const tpb::cli::Grammar kGrammar = {
@@ -149,7 +168,8 @@ const tpb::cli::Grammar kGrammar = {
     {{"--dry-run"}, {"--no-report"}, {"--json"}, {"--results-dir", true}, {"--resume", true}, {"--junit", true},
      {"--baselines", true}, {"--update-baselines"}, {"--allow-unlike-baseline"}, {"--force-dirty-baseline", true},
      {"--placement", true}, {"--mps", true}, {"--retry-failed"}, {"--no-localize"}, {"--case", true, true},
-     {"--filter", true, true}},
+     {"--filter", true, true}, {"--launcher", true}, {"--hosts", true}, {"--launcher-args", true},
+     {"--virtual-hosts", true}, {"--control-host", true}},
     1,
     "SCENARIO"};
 
@@ -183,6 +203,28 @@ RunArgs read_args(const tpb::cli::Args& given) {
   for (const auto& list : given.values("--case"))
     for (auto& id : tpb::split_case_ids(list)) a.selection.ids.push_back(std::move(id));
   for (const auto& filter : given.values("--filter")) a.selection.filters.push_back(tpb::parse_case_filter(filter));
+  if (auto launcher = given.value("--launcher")) a.launch.kind = tpb::parse_launcher(*launcher, "run: --launcher");
+  const bool job = a.launch.kind != tpb::LauncherKind::fork;
+  if (auto hosts = given.value("--hosts")) {
+    TPB_INPUT_CHECK(job, "run: --hosts places the ranks of an mpirun or srun job; it needs --launcher mpirun or srun");
+    a.launch.hosts = tpb::parse_hosts(*hosts, "run: --hosts");
+  }
+  if (auto extra = given.value("--launcher-args")) {
+    TPB_INPUT_CHECK(job, "run: --launcher-args are mpirun's or srun's; they need --launcher mpirun or srun");
+    std::istringstream words(*extra);
+    for (std::string w; words >> w;) a.launch.launcher_args.push_back(w);
+  }
+  if (auto host = given.value("--control-host")) {
+    TPB_INPUT_CHECK(job, "run: --control-host is where an mpirun or srun job's ranks reach the controller; it needs "
+                         "--launcher mpirun or srun");
+    a.launch.control_host = *host;
+  }
+  if (auto vh = given.value("--virtual-hosts")) {
+    const std::string& v = *vh;
+    TPB_INPUT_CHECK(!v.empty() && v.size() <= 3 && v.find_first_not_of("0123456789") == std::string::npos && std::stoi(v) >= 2,
+                    "run: --virtual-hosts: expected a number of hosts, at least 2, got '" << v << "'");
+    a.launch.virtual_hosts = std::stoi(v);
+  }
   TPB_INPUT_CHECK(!a.update_baselines || !a.baselines.empty(), "run: --update-baselines needs --baselines DIR");
   TPB_INPUT_CHECK(!a.retry_failed || !a.resume.empty(), "run: --retry-failed needs --resume RUN_DIR");
   TPB_INPUT_CHECK(a.resume.empty() || a.selection.empty(),
@@ -208,6 +250,23 @@ std::string recorded_option(const nlohmann::json& run_json, const std::string& o
   return "";
 }
 
+// run.json's "launcher" (as run_scenario writes it) back into the options that made it.
+tpb::LauncherOptions launcher_from_run_json(const nlohmann::json& j, const std::string& file) {
+  tpb::LauncherOptions o;
+  try {
+    o.kind = tpb::parse_launcher(j.at("kind").get<std::string>(), file + ": $.launcher.kind");
+    const std::string hosts = j.at("hosts").get<std::string>();
+    if (!hosts.empty()) o.hosts = tpb::parse_hosts(hosts, file + ": $.launcher.hosts");
+    o.launcher_args = j.at("launcher_args").get<std::vector<std::string>>();
+    o.virtual_hosts = j.at("virtual_hosts").get<int>();
+    o.control_host = j.at("control_host").get<std::string>();
+  } catch (const nlohmann::json::exception& e) {
+    TPB_INPUT_FAIL(file << ": $.launcher: expected kind, hosts, launcher_args, virtual_hosts and control_host as tpbench "
+                           "writes them (" << e.what() << ")");
+  }
+  return o;
+}
+
 // The scenario JSON on stdin (`tpbench run -`), read as strictly as a file.
 tpb::Scenario load_stdin_scenario() {
   const std::string text((std::istreambuf_iterator<char>(std::cin)), std::istreambuf_iterator<char>());
@@ -221,11 +280,14 @@ int run_run(const tpb::cli::Args& given) {
   std::vector<tpb::Case> all_cases, cases;
   nlohmann::json earlier_run = nlohmann::json::object();  // run.json of the run to resume
   tpb::CaseSelection selection = args.selection;
+  tpb::LauncherOptions launch = args.launch;
   if (!args.resume.empty()) {
     const std::string rj = (fs::path(args.resume) / "run.json").string();
     TPB_INPUT_CHECK(fs::is_regular_file(rj), "--resume " << args.resume << ": no run.json there (not a tpbench run folder)");
     earlier_run = tpb::read_json_file(rj);
     selection = tpb::CaseSelection::from_json(earlier_run.value("selection", nlohmann::json()));
+    // The ranks start as they did in the run resumed, unless --launcher says otherwise.
+    if (!given.has("--launcher") && earlier_run.contains("launcher")) launch = launcher_from_run_json(earlier_run["launcher"], rj);
   }
   try {
     if (args.scenario.empty() && !args.resume.empty()) {
@@ -246,7 +308,10 @@ int run_run(const tpb::cli::Args& given) {
       scenario.placement = tpb::parse_placement(args.placement, "run: --placement");
       scenario.document["placement"] = args.placement;  // run.json records it; --resume keeps it
     }
-    all_cases = tpb::expand_cases(scenario, tpb::detect_machine());
+    tpb::MachineInfo machine = tpb::detect_machine();
+    machine.launcher = launch.kind;
+    machine.virtual_hosts = launch.virtual_hosts;
+    all_cases = tpb::expand_cases(scenario, machine);
   } catch (const tpb::ScenarioError& e) {
     for (const auto& p : e.problems()) std::fprintf(stderr, "%s\n", p.c_str());
     tpb::cli::print_error("run", std::to_string(e.problems().size()) + " problem(s) in the scenario; nothing was run");
@@ -296,6 +361,7 @@ int run_run(const tpb::cli::Args& given) {
   opt.resume_dir = args.resume;
   opt.junit_path = args.junit;
   opt.worker_binary = self_binary();
+  opt.launch = launch;
   opt.tty = ::isatty(STDOUT_FILENO) == 1;
   opt.baselines_dir = args.baselines;
   opt.update_baselines = args.update_baselines;
@@ -308,6 +374,13 @@ int run_run(const tpb::cli::Args& given) {
   const std::string mps = !args.mps.empty() ? args.mps : recorded_option(earlier_run, "--mps");
   if (!placement.empty()) opt.case_options.insert(opt.case_options.end(), {"--placement", placement});
   if (!mps.empty() && mps != "auto") opt.case_options.insert(opt.case_options.end(), {"--mps", mps});
+  // How the ranks start changes what a case can run (mpi, host-local backends): a record's
+  // reproduce command keeps it.
+  if (launch.kind != tpb::LauncherKind::fork)
+    opt.case_options.insert(opt.case_options.end(), {"--launcher", tpb::launcher_name(launch.kind)});
+  if (!launch.hosts.empty()) opt.case_options.insert(opt.case_options.end(), {"--hosts", tpb::hosts_text(launch.hosts)});
+  if (launch.virtual_hosts >= 2)
+    opt.case_options.insert(opt.case_options.end(), {"--virtual-hosts", std::to_string(launch.virtual_hosts)});
   opt.invocation = {{"argv", tpb::cli::process_argv()},
                     {"cwd", fs::current_path().string()},
                     {"environment", tpb::reproducibility_environment()},

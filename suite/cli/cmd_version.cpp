@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "reference_engine/comm/mpi_session.h"
 #include "suite/build_info.h"
 #include "suite/cli/subcommand.h"
 
@@ -13,8 +14,8 @@ namespace {
 constexpr const char* kUsage =
     "usage: tpbench version [--json]      (also: tpbench --version, tpbench -V)\n"
     "What this binary was built from: version, git sha and whether the tree was dirty, build\n"
-    "type, C++ compiler and flags, and whether CUDA and NCCL were built in (with their versions\n"
-    "and the CUDA architectures). Run records carry the same in their provenance.\n"
+    "type, C++ compiler and flags, and whether CUDA, NCCL and MPI were built in (with their\n"
+    "versions and the CUDA architectures). Run records carry the same in their provenance.\n"
     "  --json   one JSON object with those fields\n";
 
 const tpb::cli::Grammar kGrammar = {"version", {{"--json"}}, 0, ""};
@@ -39,7 +40,9 @@ int run_version(const tpb::cli::Args& args) {
                               {"cuda_flags", b.cuda_flags},
                               {"cuda_architectures", b.cuda_architectures},
                               {"nccl", b.have_nccl},
-                              {"nccl_version", b.nccl_version}};
+                              {"nccl_version", b.nccl_version},
+                              {"mpi", tpb::mpi_compiled_in()},
+                              {"mpi_library", tpb::mpi_library_version()}};
     std::printf("%s\n", j.dump(2).c_str());
     return 0;
   }
@@ -49,6 +52,7 @@ int run_version(const tpb::cli::Args& args) {
   std::printf("build:    %s, %s, flags %s\n", b.build_type, b.cxx_compiler, b.cxx_flags);
   std::printf("cuda:     %s\n", built_in(b.have_cuda, cuda_detail).c_str());
   std::printf("nccl:     %s\n", built_in(b.have_nccl, b.nccl_version).c_str());
+  std::printf("mpi:      %s\n", built_in(tpb::mpi_compiled_in(), tpb::mpi_library_version()).c_str());
   return 0;
 }
 

@@ -7,8 +7,10 @@ namespace {
 
 constexpr const char* kUsage =
     "usage: tpbench __worker\n"
-    "Internal: one rank of a case, started by the launcher with RANK, WORLD_SIZE, LOCAL_RANK,\n"
-    "TPB_CONTROL_SOCKET and TPB_GROUP_ID set. Not meant to be run by hand.\n";
+    "Internal: one rank of a case, started by tpbench run's launcher: fork (RANK, WORLD_SIZE,\n"
+    "LOCAL_RANK, TPB_CONTROL_SOCKET), mpirun (OMPI_COMM_WORLD_*) or srun (SLURM_*), with\n"
+    "TPB_LAUNCHER, TPB_GROUP_ID and, for mpirun and srun, TPB_CONTROL_ADDR and\n"
+    "TPB_CONTROL_TOKEN set. Not meant to be run by hand.\n";
 
 const tpb::cli::Grammar kGrammar = {"__worker", {}, 0, ""};
 

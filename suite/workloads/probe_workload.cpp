@@ -65,11 +65,12 @@ std::string payload_of(int rank, int pid) {
   TPB_INPUT_FAIL("case_spec.params.fault.kind: expected crash, abort, hang, hang_with_child, stop, exit or throw, got '" << kind << "'");
 }
 
-// The rank's place as the launcher put it in its environment (suite/placement.h): what
-// tests check about placement without a GPU. Unset variables are null.
+// The rank's place as the launcher put it in its environment (suite/placement.h; LOCAL_RANK,
+// which a job's rank sets from its launcher's variables; TPB_HOST_ID under virtual hosts):
+// what tests check about placement without a GPU. Unset variables are null.
 json placement_environment() {
   json env = json::object();
-  for (const char* name : {"TPB_DEVICE", "TPB_RANKS_PER_GPU", "TPB_PLACEMENT", "NCCL_HOSTID"}) {
+  for (const char* name : {"TPB_DEVICE", "TPB_RANKS_PER_GPU", "TPB_PLACEMENT", "NCCL_HOSTID", "LOCAL_RANK", "TPB_HOST_ID"}) {
     const char* v = std::getenv(name);
     env[name] = v != nullptr ? json(v) : json(nullptr);
   }

@@ -48,9 +48,26 @@ struct ConformanceTarget {
   CommOptions (*options)();                      // this rank's options for make_communicator
   void (*select_device)(const CommOptions&);     // before the communicator is made
   std::unique_ptr<RankMemory> (*memory)(const CommOptions&);
-  std::size_t (*min_memory_bytes)(const std::string& backend);  // 0: only memory_bytes() > 0
+  std::size_t (*min_memory_bytes)(const std::string& backend);  // 0: only memory_bytes() > 0;
+                                                                // kHoldsNoBuffers: memory_bytes() == 0
   // The path auto's thresholds choose for a message of `bytes` (backend "auto" only).
   std::string (*auto_choice)(const Communicator& comm, std::size_t bytes);
+};
+
+// min_memory_bytes for a backend whose buffers are its library's, not its own (mpi): it
+// reports none.
+constexpr std::size_t kHoldsNoBuffers = static_cast<std::size_t>(-1);
+
+// Host memory, for the host backends (shm, mpi): the transfers are copies, done when they
+// return; no stream.
+class HostMemory final : public RankMemory {
+ public:
+  void* stream() override { return nullptr; }
+  std::shared_ptr<void> allocate(std::size_t bytes) override;
+  void upload(void* dst, const void* host, std::size_t bytes) override;
+  void download(void* host, const void* src, std::size_t bytes) override;
+  void fill(void* dst, int byte, std::size_t bytes) override;
+  void synchronize() override {}
 };
 
 struct ConformanceParam {
@@ -97,6 +114,8 @@ bool expect_matches(const std::vector<std::uint8_t>& got, const Expected& want, 
                     int max_ulps, const std::string& what);
 
 // NCCL rounds after each hop at TP > 2 (and auto may pick NCCL): TP-1 ulps of sum |x| there.
+// MPI sums in fp32 in its own order and rounds once: the order alone moves an fp32 result by
+// up to TP-1 ulps of sum |x| (and a bf16 one across a rounding boundary), so the same budget.
 int ulps_budget(const std::string& backend, int world);
 
 // One allreduce of every rank's input for `seed`; returns this rank's output bytes.

@@ -8,6 +8,7 @@
 #include <set>
 
 #include "reference_engine/comm/backends.h"
+#include "reference_engine/comm/mpi_session.h"
 #include "reference_engine/memory/comm_bytes.h"
 #include "suite/build_info.h"
 #include "tpb/check.h"
@@ -26,15 +27,18 @@ TEST(BackendTable, NamesAreUniqueAndHostBackendsComeFirst) {
     EXPECT_EQ(row->compiled_in, row->make != nullptr) << row->name;
     EXPECT_EQ(find_backend(row->name), row);
   }
-  EXPECT_EQ(backend_list(), "shm, nccl, custom-oneshot, custom-twoshot, auto");
-  EXPECT_EQ(backend_list(BackendDevice::host), "shm");
+  EXPECT_EQ(backend_list(), "shm, mpi, nccl, custom-oneshot, custom-twoshot, auto");
+  EXPECT_EQ(backend_list(BackendDevice::host), "shm, mpi");
   EXPECT_EQ(backend_list(BackendDevice::gpu), "nccl, custom-oneshot, custom-twoshot, auto");
 }
 
 TEST(BackendTable, CompiledInFollowsTheBuild) {
   const auto available = available_backends();
   const bool gpu = build_info().have_cuda && build_info().have_nccl;
-  EXPECT_EQ(available, gpu ? backend_names() : std::vector<std::string>{"shm"});
+  std::vector<std::string> expected = {"shm"};
+  if (mpi_compiled_in()) expected.push_back("mpi");
+  if (gpu) expected.insert(expected.end(), {"nccl", "custom-oneshot", "custom-twoshot", "auto"});
+  EXPECT_EQ(available, expected);
   EXPECT_TRUE(is_gpu_backend("nccl"));
   EXPECT_FALSE(is_gpu_backend("shm"));
   EXPECT_FALSE(is_gpu_backend("gloo"));
@@ -47,28 +51,28 @@ TEST(BackendTable, ThePlannerSizesEveryRowAndNoOtherName) {
     EXPECT_EQ(b.nccl_bytes > 0, row->buffers != BackendBuffers::none) << row->name;
   }
   try {
-    comm_bytes("mpi", 2, 8 * kMiB, 32, "plan: --allreduce");
-    ADD_FAILURE() << "mpi planned";
+    comm_bytes("planted", 2, 8 * kMiB, 32, "plan: --allreduce");
+    ADD_FAILURE() << "planted planned without the switch";
   } catch (const InputError& e) {
     EXPECT_STREQ(e.what(),
-                 "plan: --allreduce: expected one of shm, nccl, custom-oneshot, custom-twoshot, auto, got 'mpi'");
+                 "plan: --allreduce: expected one of shm, mpi, nccl, custom-oneshot, custom-twoshot, auto, got 'planted'");
   }
 }
 
 // TEST-ONLY: the planted fallback (factory.cpp) is a row only while the switch is on.
 TEST(BackendTable, PlantedFallbackRowOnlyWithTheSwitch) {
-  EXPECT_EQ(find_backend("mpi"), nullptr);
+  EXPECT_EQ(find_backend("planted"), nullptr);
   ::setenv("TPB_TEST_PLANT_FALLBACK", "1", 1);
-  const BackendInfo* planted = find_backend("mpi");
+  const BackendInfo* planted = find_backend("planted");
   const std::string host = backend_list(BackendDevice::host);
-  const CommBytes bytes = comm_bytes("mpi", 2, 8 * kMiB, 32, "--allreduce");
+  const CommBytes bytes = comm_bytes("planted", 2, 8 * kMiB, 32, "--allreduce");
   ::unsetenv("TPB_TEST_PLANT_FALLBACK");
   ASSERT_NE(planted, nullptr);
   EXPECT_TRUE(planted->planted_for_tests);
   EXPECT_EQ(planted->runs_on, BackendDevice::host);
-  EXPECT_EQ(host, "shm, mpi");
+  EXPECT_EQ(host, "shm, mpi, planted");
   EXPECT_EQ(bytes.total(), 0);
-  EXPECT_EQ(find_backend("mpi"), nullptr);
+  EXPECT_EQ(find_backend("planted"), nullptr);
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 
 #include <cerrno>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -232,6 +233,18 @@ TEST(Launcher, ReusesTheGroupForTheSameKeyAndReplacesItOtherwise) {
 
 // A worker killed from outside while its group is idle belongs to no case: the next case
 // gets a fresh group and runs, and the dead one is reaped.
+// After a rank of `before`'s group died idle: the next case of the same key runs on new
+// processes as their first case, and at shutdown nothing is left of either group.
+void expect_next_case_runs_afresh(Launcher& launcher, const CaseRun& before, double timeout_s) {
+  const CaseRun next = launcher.run_case("g", 2, probe_spec(), timeout_s);
+  ASSERT_TRUE(next.ok) << next.error;
+  for (int pid : next.pids) EXPECT_EQ(std::count(before.pids.begin(), before.pids.end(), pid), 0);
+  EXPECT_EQ(next.ranks[0]["metrics"]["cases_served"], 1);
+  launcher.shutdown();
+  expect_nothing_left(before.pids);
+  expect_nothing_left(next.pids);
+}
+
 TEST(Launcher, WorkerDeadBetweenCasesIsReplacedByAFreshGroup) {
   Launcher launcher(test_options("idle_death"));
   const CaseRun a = launcher.run_case("g", 2, probe_spec(), 20);
@@ -246,13 +259,30 @@ TEST(Launcher, WorkerDeadBetweenCasesIsReplacedByAFreshGroup) {
     if (zombie) break;
     usleep(1000);
   }
-  const CaseRun b = launcher.run_case("g", 2, probe_spec(), 20);
-  ASSERT_TRUE(b.ok) << b.error;
-  for (int pid : b.pids) EXPECT_EQ(std::count(a.pids.begin(), a.pids.end(), pid), 0);
-  EXPECT_EQ(b.ranks[0]["metrics"]["cases_served"], 1);
-  launcher.shutdown();
-  expect_nothing_left(a.pids);
-  expect_nothing_left(b.pids);
+  expect_next_case_runs_afresh(launcher, a, 20);
+}
+
+// The mpirun launcher (a job per group, TCP with a token): a case runs, each rank says where
+// it runs, a rank killed between cases gets the next case a fresh job, and at shutdown nothing
+// is left, no zombie either (the launcher reaps mpirun and whatever it orphaned).
+TEST(Launcher, JobRankDeadBetweenCasesIsReplacedByAFreshJob) {
+  if (std::system("command -v mpirun >/dev/null 2>&1") != 0) GTEST_SKIP() << "mpirun is not installed";
+  ::setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);  // CI runs as root
+  ::setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
+  LauncherOptions options = test_options("job_idle_death");
+  options.kind = LauncherKind::mpirun;
+  options.launcher_args = {"--oversubscribe"};
+  Launcher launcher(options);
+  const CaseRun a = launcher.run_case("g", 2, probe_spec(), 60);
+  ASSERT_TRUE(a.ok) << a.error;
+  ASSERT_EQ(a.command.front(), "mpirun");
+  ASSERT_EQ(a.hosts.size(), 2u);
+  EXPECT_FALSE(a.hosts[1]["host"].get<std::string>().empty());
+  // A GPU rank of a job finds its device by its local rank on its host (one host here).
+  EXPECT_EQ(a.ranks[1]["metrics"]["environment"]["LOCAL_RANK"], "1") << a.ranks[1].dump();
+  ASSERT_EQ(kill(a.pids[1], SIGKILL), 0);
+  for (int i = 0; i < 2000 && kill(a.pids[1], 0) == 0; ++i) usleep(1000);  // mpirun reaps it
+  expect_next_case_runs_afresh(launcher, a, 60);
 }
 
 // A shared-memory name the group's ranks left in /dev/shm (a rank killed before its peers

@@ -226,11 +226,23 @@ TEST(Checks, EqualAcrossAllreduceAboveTp2AllowsTheBf16Budget) {
   EXPECT_EQ(token.status, "fail");
   EXPECT_NE(token.detail.find("greedy token, row 0 rank 1"), std::string::npos) << token.detail;
 
-  // Bitwise everywhere else: TP 2, the CPU engine, the allreduce workload.
+  // Bitwise everywhere else: TP 2, the CPU engine without an mpi side, the allreduce workload.
   const json tp2a = engine_record("6", "nccl", 2, "aa", 0.0), tp2b = engine_record("7", "custom-oneshot", 2, "bb", 1e-6);
   EXPECT_EQ(check->evaluate({&tp2a, &tp2b}).status, "fail");
-  const json cpu_a = engine_record("8", "shm", 4, "aa", 0.0, "cpu"), cpu_b = engine_record("9", "mpi", 4, "bb", 1e-6, "cpu");
+  const json cpu_a = engine_record("8", "shm", 4, "aa", 0.0, "cpu"), cpu_b = engine_record("9", "planted", 4, "bb", 1e-6, "cpu");
   EXPECT_EQ(check->evaluate({&cpu_a, &cpu_b}).status, "fail");
+  // The CPU engine above TP 2 with an mpi side (MPI sums in its own order): the fp32 budget
+  // (1e-5), with the same greedy tokens; bitwise again at TP 2.
+  const json cpu_mpi = engine_record("12", "mpi", 4, "bb", 1e-6, "cpu"), cpu_mpi_far = engine_record("13", "mpi", 4, "cc", 1e-3, "cpu");
+  const CheckResult mpi_close = check->evaluate({&cpu_a, &cpu_mpi});
+  EXPECT_EQ(mpi_close.status, "pass") << mpi_close.detail;
+  EXPECT_NE(mpi_close.detail.find("within the fp32 budget of shm with the same greedy tokens (TP 4 > 2: MPI sums in its own order): mpi"),
+            std::string::npos) << mpi_close.detail;
+  const CheckResult mpi_far = check->evaluate({&cpu_a, &cpu_mpi_far});
+  EXPECT_EQ(mpi_far.status, "fail") << mpi_far.detail;
+  EXPECT_NE(mpi_far.detail.find("logits (fp32 budget)"), std::string::npos) << mpi_far.detail;
+  const json cpu2_a = engine_record("14", "shm", 2, "aa", 0.0, "cpu"), cpu2_mpi = engine_record("15", "mpi", 2, "bb", 1e-6, "cpu");
+  EXPECT_EQ(check->evaluate({&cpu2_a, &cpu2_mpi}).status, "fail");
   json ar_a = record("10", "nccl", "aa"), ar_b = record("11", "custom-oneshot", "bb");
   ar_a["params"]["tp"] = 4;
   ar_b["params"]["tp"] = 4;

@@ -276,19 +276,19 @@ TEST(ShmCommunicator, CountsItsAllreduceCallsPerCase) {
   }
 }
 
-// TEST-ONLY planted fault (factory.cpp): with TPB_TEST_PLANT_FALLBACK=1, asking for "mpi" gives
+// TEST-ONLY planted fault (factory.cpp): with TPB_TEST_PLANT_FALLBACK=1, asking for "planted" gives
 // shm and says so, as a custom backend without peer access gives NCCL; without it, mpi is not
 // in this build.
 TEST(ShmCommunicator, PlantedFallbackRunsShmAndSaysSo) {
   const std::vector<std::string> without_plant = available_backends();
-  EXPECT_EQ(std::count(without_plant.begin(), without_plant.end(), "mpi"), 0);
+  EXPECT_EQ(std::count(without_plant.begin(), without_plant.end(), "planted"), 0);
   ::setenv("TPB_TEST_PLANT_FALLBACK", "1", 1);
   const std::vector<std::string> with_plant = available_backends();
   std::vector<std::vector<AllreduceCalls>> calls(2);
   std::vector<std::string> names(2), reasons(2);
   try {
     run_ranks(2, [&](int rank, Bootstrap& bootstrap) {
-      auto comm = make_communicator("mpi", bootstrap, CommOptions{});
+      auto comm = make_communicator("planted", bootstrap, CommOptions{});
       std::vector<float> buf(8, 1.0f);
       comm->all_reduce(buf.data(), buf.data(), buf.size(), DType::f32, nullptr);
       calls[static_cast<std::size_t>(rank)] = comm->allreduce_calls();
@@ -300,29 +300,16 @@ TEST(ShmCommunicator, PlantedFallbackRunsShmAndSaysSo) {
     throw;
   }
   ::unsetenv("TPB_TEST_PLANT_FALLBACK");
-  EXPECT_EQ(std::count(with_plant.begin(), with_plant.end(), "mpi"), 1);
+  EXPECT_EQ(std::count(with_plant.begin(), with_plant.end(), "planted"), 1);
   EXPECT_EQ(names[0], "shm");
   EXPECT_NE(reasons[0].find("planted by TPB_TEST_PLANT_FALLBACK"), std::string::npos) << reasons[0];
   ASSERT_EQ(calls[1].size(), 1u);
   EXPECT_EQ(calls[1][0].backend, "shm");
   EXPECT_EQ(calls[1][0].calls, 1u);
-  run_ranks(1, [&](int, Bootstrap& bootstrap) { EXPECT_THROW(make_communicator("mpi", bootstrap, CommOptions{}), InputError); });
+  run_ranks(1, [&](int, Bootstrap& bootstrap) { EXPECT_THROW(make_communicator("planted", bootstrap, CommOptions{}), InputError); });
 }
 
 // ---- shm as one instance of the allreduce conformance cases ---------------------------------
-
-// Host memory: the transfers are copies, done when they return; shm takes no stream.
-class HostMemory final : public test::RankMemory {
- public:
-  void* stream() override { return nullptr; }
-  std::shared_ptr<void> allocate(std::size_t bytes) override {
-    return std::shared_ptr<void>(new unsigned char[bytes == 0 ? 16 : bytes], std::default_delete<unsigned char[]>());
-  }
-  void upload(void* dst, const void* host, std::size_t bytes) override { std::memcpy(dst, host, bytes); }
-  void download(void* host, const void* src, std::size_t bytes) override { std::memcpy(host, src, bytes); }
-  void fill(void* dst, int byte, std::size_t bytes) override { std::memset(dst, byte, bytes); }
-  void synchronize() override {}
-};
 
 // Ranks as threads, buffers in host memory, the GPU cases' 4 MiB buffer and 60 s timeout.
 const test::ConformanceTarget kHostTarget = {
@@ -339,7 +326,7 @@ const test::ConformanceTarget kHostTarget = {
       return o;
     },
     /*select_device=*/[](const CommOptions&) {},
-    /*memory=*/[](const CommOptions&) -> std::unique_ptr<test::RankMemory> { return std::make_unique<HostMemory>(); },
+    /*memory=*/[](const CommOptions&) -> std::unique_ptr<test::RankMemory> { return std::make_unique<test::HostMemory>(); },
     /*min_memory_bytes=*/[](const std::string&) -> std::size_t { return 0; },
     /*auto_choice=*/nullptr,
 };

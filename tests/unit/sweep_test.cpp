@@ -193,6 +193,41 @@ TEST(Sweep, CasesTheMachineCannotRunAreSkippedWithAReason) {
   EXPECT_NE(cases[0].skip_reason.find("not compiled into this tpbench"), std::string::npos);
 }
 
+// How the ranks start decides what runs (issue 19): mpi only under an MPI launcher; a host-local
+// backend not in a group that spans virtual hosts (a group of one is on one host); GPU ranks of
+// a job one per GPU on each host, so shared placement stays the fork launcher's and this host's
+// GPU count does not limit a job's TP.
+TEST(Sweep, TheLauncherAndVirtualHostsDecideWhatRuns) {
+  json doc = base();
+  doc["sweep"] = {{"tp", {1, 2}}, {"allreduce", {"shm", "mpi"}}, {"dtype", {"f32"}}, {"message_bytes", {1024}}};
+  MachineInfo m{false, 0, {"shm", "mpi"}};
+  auto skip = [&](int tp, const std::string& backend) {
+    for (const auto& c : expand_cases(scenario(doc), m))
+      if (c.tp == tp && c.params["allreduce"] == backend) return c.skip_reason;
+    ADD_FAILURE() << "no case tp" << tp << " " << backend;
+    return std::string();
+  };
+  EXPECT_EQ(skip(2, "mpi"), "backend mpi needs ranks started by MPI: run with --launcher mpirun (or srun in a Slurm allocation)");
+  EXPECT_EQ(skip(2, "shm"), "");
+  m.launcher = LauncherKind::mpirun;
+  m.virtual_hosts = 2;
+  EXPECT_EQ(skip(2, "mpi"), "");
+  EXPECT_EQ(skip(1, "shm"), "");
+  EXPECT_EQ(skip(2, "shm"), "shm works only within one host, and this group of 2 ranks spans 2 hosts (rank 0 on vhost0, rank 1 on "
+                            "vhost1); backends that cross hosts: mpi");
+
+  json gpu = base();
+  gpu["device"] = "cuda";
+  gpu["sweep"] = {{"tp", {4}}, {"allreduce", {"nccl"}}, {"dtype", {"bf16"}}, {"message_bytes", {1024}}};
+  const MachineInfo one_gpu_mpirun{true, 1, {"nccl"}, LauncherKind::mpirun};
+  EXPECT_EQ(expand_cases(scenario(gpu, true), one_gpu_mpirun)[0].skip_reason, "");
+  gpu["placement"] = "shared";
+  EXPECT_EQ(expand_cases(scenario(gpu, true), one_gpu_mpirun)[0].skip_reason,
+            "shared placement packs the ranks onto this host's GPUs, which only --launcher fork does; --launcher mpirun places "
+            "one rank per GPU on each host");
+  EXPECT_EQ(expand_cases(scenario(gpu, true), MachineInfo{true, 1, {"nccl"}})[0].skip_reason, "");  // fork packs them
+}
+
 TEST(Sweep, CaseSpecFollowsTheWorkloadContract) {
   json doc = base();
   doc["model"] = {{"preset", "tiny-dsv3"}, {"seed", 5}};

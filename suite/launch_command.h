@@ -1,0 +1,67 @@
+// How rank workers are started, in pieces the launcher (launcher.h) and the worker
+// (worker.h) share and the unit tests can read without starting anything:
+//   - the launcher kinds: fork (tpbench forks its ranks on this host, the default), mpirun
+//     and srun (one MPI / Slurm job per rank group, on one host or several);
+//   - the job command the controller runs for mpirun and srun;
+//   - where a started rank finds its rank, world size, local rank and node in the environment
+//     its launcher gave it.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace tpb {
+
+enum class LauncherKind { fork, mpirun, srun };
+
+// "fork" | "mpirun" | "srun"; anything else is an InputError naming `what` and the choices.
+LauncherKind parse_launcher(const std::string& name, const std::string& what);
+const char* launcher_name(LauncherKind kind);
+
+// `--hosts h1:8,h2:8`: host names with a slot count each.
+struct HostSlots {
+  std::string host;
+  int slots = 1;
+};
+// "h1:8,h2:8" (a host without ":N" has one slot); an InputError naming `what` otherwise.
+std::vector<HostSlots> parse_hosts(const std::string& text, const std::string& what);
+std::string hosts_text(const std::vector<HostSlots>& hosts);  // back to "h1:8,h2:8"
+
+// One job: `world_size` ranks of `worker_binary __worker`.
+struct JobLaunch {
+  LauncherKind kind = LauncherKind::mpirun;
+  int world_size = 1;
+  std::vector<HostSlots> hosts;              // empty: the launcher's default (this host, or the allocation)
+  std::vector<std::string> extra_args;       // --launcher-args, before the binary
+  std::string worker_binary;
+  std::vector<std::string> forwarded_env;    // variable names the ranks need on every host
+};
+
+// The job's argv:
+//   mpirun -np N [--host h1:8,h2:8] -x VAR ... EXTRA... BINARY __worker
+//   srun --ntasks=N --kill-on-bad-exit=1 --export=ALL [--nodelist=h1,h2 --ntasks-per-node=8] EXTRA... BINARY __worker
+// srun exports the whole environment (--export=ALL); it takes hosts with equal slot counts
+// only (an InputError otherwise). Not for fork, which starts no job.
+std::vector<std::string> job_command(const JobLaunch& job);
+
+// Where a started rank stands. `node` is the launcher's node index (-1 when it gives none).
+struct LaunchedRank {
+  int rank = -1;
+  int world_size = 0;
+  int local_rank = -1;
+  int node = -1;
+};
+
+// Reads the rank's place from its launcher's variables, through `getenv`:
+//   fork    RANK, WORLD_SIZE, LOCAL_RANK
+//   mpirun  OMPI_COMM_WORLD_RANK, _SIZE, _LOCAL_RANK (Open MPI), else PMI_RANK, PMI_SIZE,
+//           MPI_LOCALRANKID (MPICH's hydra)
+//   srun    SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID, SLURM_NODEID
+// Each kind reads only its own: under mpirun inside a Slurm allocation, SLURM_PROCID is the
+// batch step's and says nothing about the rank. False with `error` naming what is missing or
+// malformed.
+using EnvLookup = std::function<const char*(const char*)>;
+bool launched_rank(LauncherKind kind, const EnvLookup& getenv, LaunchedRank& out, std::string& error);
+
+}  // namespace tpb

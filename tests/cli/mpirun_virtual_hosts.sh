@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Issue 19: the CPU engine under mpirun across two virtual hosts (--virtual-hosts 2): each
+# group's ranks claim vhost0 and vhost1, so shm is refused with the reason (recorded skipped)
+# while mpi, which crosses hosts, runs at TP 2 and 4; every record names each rank's host and
+# host id, and the job command that started it.
+source "$(dirname "$0")/common.bash" "$@"
+cd "$SOURCE_DIR"
+command -v mpirun >/dev/null || { echo "skipped: mpirun is not installed (Debian: openmpi-bin)"; exit 77; }
+"$TPBENCH" version | grep -q '^mpi: *yes' || { echo "skipped: this tpbench was built without MPI"; exit 77; }
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+
+expect_rc 0 "$TPBENCH" run scenarios/conformance/cpu-engine-mpi.json --launcher mpirun --launcher-args=--oversubscribe \
+  --virtual-hosts 2 --no-report --results-dir "$SCRATCH/r"
+cat "$SCRATCH/last.out"
+run=$(run_dir_of "$SCRATCH/r")
+python3 - "$run" <<'PY' || fail "wrong records"
+import json, socket, sys
+run = sys.argv[1]
+recs = [json.loads(l) for l in open(run + "/results.jsonl")]
+by = {(r["params"]["tp"], r["params"]["allreduce"]): r for r in recs}
+for tp in (2, 4):
+    shm, mpi = by[(tp, "shm")], by[(tp, "mpi")]
+    assert shm["status"] == "skipped", shm["status"]
+    assert shm["error"].startswith(f"shm works only within one host, and this group of {tp} ranks spans 2 hosts"), shm["error"]
+    assert mpi["status"] == "ok", (mpi["status"], mpi.get("error"))
+    assert mpi["allreduce_ran"]["backend"] == "mpi", mpi["allreduce_ran"]
+    half = tp // 2
+    assert [h["host_id"] for h in mpi["hosts"]] == ["vhost0"] * half + ["vhost1"] * half, mpi["hosts"]
+    assert {h["host"] for h in mpi["hosts"]} == {socket.gethostname()}, mpi["hosts"]
+    assert mpi["launch_command"][:3] == ["mpirun", "-np", str(tp)] and "TPB_VIRTUAL_HOSTS" in mpi["launch_command"], mpi["launch_command"]
+launcher = json.load(open(run + "/run.json"))["launcher"]
+assert launcher["kind"] == "mpirun" and launcher["virtual_hosts"] == 2, launcher
+PY
+echo ok

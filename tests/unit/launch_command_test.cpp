@@ -1,0 +1,130 @@
+// The launchers' pieces that need no job to check (suite/launch_command.h): the mpirun and srun
+// command lines the controller runs, --hosts and --launcher parsing, and where a started rank
+// reads its place for each launcher. srun is only ever exercised here: no Slurm on CI.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+
+#include "suite/launch_command.h"
+#include "tpb/check.h"
+
+namespace tpb {
+namespace {
+
+using Env = std::map<std::string, std::string>;
+
+EnvLookup lookup(const Env& env) {
+  return [&env](const char* name) -> const char* {
+    const auto it = env.find(name);
+    return it == env.end() ? nullptr : it->second.c_str();
+  };
+}
+
+JobLaunch job(LauncherKind kind) {
+  JobLaunch j;
+  j.kind = kind;
+  j.world_size = 4;
+  j.worker_binary = "/opt/tpbench/bin/tpbench";
+  j.forwarded_env = {"TPB_CONTROL_ADDR", "TPB_CONTROL_TOKEN"};
+  return j;
+}
+
+TEST(LaunchCommand, MpirunOnThisHost) {
+  JobLaunch j = job(LauncherKind::mpirun);
+  j.extra_args = {"--oversubscribe", "--allow-run-as-root"};
+  EXPECT_EQ(job_command(j), (std::vector<std::string>{"mpirun", "-np", "4", "-x", "TPB_CONTROL_ADDR", "-x", "TPB_CONTROL_TOKEN",
+                                                      "--oversubscribe", "--allow-run-as-root", "/opt/tpbench/bin/tpbench",
+                                                      "__worker"}));
+}
+
+TEST(LaunchCommand, MpirunOnTwoHosts) {
+  JobLaunch j = job(LauncherKind::mpirun);
+  j.hosts = parse_hosts("node1:2,node2:2", "--hosts");
+  EXPECT_EQ(job_command(j), (std::vector<std::string>{"mpirun", "-np", "4", "--host", "node1:2,node2:2", "-x", "TPB_CONTROL_ADDR",
+                                                      "-x", "TPB_CONTROL_TOKEN", "/opt/tpbench/bin/tpbench", "__worker"}));
+}
+
+TEST(LaunchCommand, SrunInAnAllocationAndOnNamedNodes) {
+  JobLaunch j = job(LauncherKind::srun);
+  j.extra_args = {"--mpi=pmix"};
+  EXPECT_EQ(job_command(j), (std::vector<std::string>{"srun", "--ntasks=4", "--kill-on-bad-exit=1", "--export=ALL", "--mpi=pmix",
+                                                      "/opt/tpbench/bin/tpbench", "__worker"}));
+  j.hosts = parse_hosts("gpu01:2,gpu02:2", "--hosts");
+  EXPECT_EQ(job_command(j), (std::vector<std::string>{"srun", "--ntasks=4", "--kill-on-bad-exit=1", "--export=ALL",
+                                                      "--nodelist=gpu01,gpu02", "--ntasks-per-node=2", "--mpi=pmix",
+                                                      "/opt/tpbench/bin/tpbench", "__worker"}));
+  j.hosts = parse_hosts("gpu01:2,gpu02:1", "--hosts");
+  try {
+    job_command(j);
+    ADD_FAILURE() << "srun with unequal slots accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("every host needs the same slot count"), std::string::npos) << e.what();
+  }
+}
+
+TEST(LaunchCommand, HostsAndLauncherNames) {
+  const auto hosts = parse_hosts("a:8,b", "--hosts");
+  ASSERT_EQ(hosts.size(), 2u);
+  EXPECT_EQ(hosts[1].host, "b");
+  EXPECT_EQ(hosts[1].slots, 1);
+  EXPECT_EQ(hosts_text(hosts), "a:8,b:1");
+  for (const char* bad : {"", "a:", ":4", "a:0", "a:x", "a:4,,b:4", "a b:4"}) {
+    try {
+      parse_hosts(bad, "run: --hosts");
+      ADD_FAILURE() << "accepted '" << bad << "'";
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find("run: --hosts: expected HOST[:SLOTS]"), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_EQ(parse_launcher("srun", "x"), LauncherKind::srun);
+  EXPECT_STREQ(launcher_name(LauncherKind::mpirun), "mpirun");
+  EXPECT_THROW(parse_launcher("torchrun", "run: --launcher"), InputError);
+}
+
+TEST(LaunchedRank, EachLauncherReadsItsOwnVariables) {
+  // Under mpirun inside a Slurm allocation the batch step's SLURM_PROCID=0 is inherited:
+  // mpirun's ranks must not read it.
+  const Env mpirun_in_slurm = {{"OMPI_COMM_WORLD_RANK", "3"}, {"OMPI_COMM_WORLD_SIZE", "4"},
+                               {"OMPI_COMM_WORLD_LOCAL_RANK", "1"}, {"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "1"},
+                               {"SLURM_LOCALID", "0"}, {"RANK", "0"}, {"WORLD_SIZE", "1"}, {"LOCAL_RANK", "0"}};
+  LaunchedRank r;
+  std::string error;
+  ASSERT_TRUE(launched_rank(LauncherKind::mpirun, lookup(mpirun_in_slurm), r, error)) << error;
+  EXPECT_EQ(r.rank, 3);
+  EXPECT_EQ(r.world_size, 4);
+  EXPECT_EQ(r.local_rank, 1);
+  ASSERT_TRUE(launched_rank(LauncherKind::fork, lookup(mpirun_in_slurm), r, error)) << error;
+  EXPECT_EQ(r.rank, 0);
+  EXPECT_EQ(r.world_size, 1);
+
+  const Env srun = {{"SLURM_PROCID", "5"}, {"SLURM_NTASKS", "8"}, {"SLURM_LOCALID", "1"}, {"SLURM_NODEID", "2"}};
+  ASSERT_TRUE(launched_rank(LauncherKind::srun, lookup(srun), r, error)) << error;
+  EXPECT_EQ(r.rank, 5);
+  EXPECT_EQ(r.world_size, 8);
+  EXPECT_EQ(r.local_rank, 1);
+  EXPECT_EQ(r.node, 2);
+
+  const Env hydra = {{"PMI_RANK", "1"}, {"PMI_SIZE", "2"}, {"MPI_LOCALRANKID", "1"}};  // MPICH's launcher
+  ASSERT_TRUE(launched_rank(LauncherKind::mpirun, lookup(hydra), r, error)) << error;
+  EXPECT_EQ(r.rank, 1);
+  EXPECT_EQ(r.node, -1);
+}
+
+TEST(LaunchedRank, MissingOrMalformedVariablesAreNamed) {
+  LaunchedRank r;
+  std::string error;
+  EXPECT_FALSE(launched_rank(LauncherKind::srun, lookup({{"SLURM_PROCID", "0"}}), r, error));
+  EXPECT_EQ(error, "the srun launcher's variables are missing: SLURM_NTASKS, SLURM_LOCALID");
+  EXPECT_FALSE(launched_rank(LauncherKind::mpirun, lookup({}), r, error));
+  EXPECT_EQ(error,
+            "the mpirun launcher's variables are missing: OMPI_COMM_WORLD_RANK or PMI_RANK, OMPI_COMM_WORLD_SIZE or "
+            "PMI_SIZE, OMPI_COMM_WORLD_LOCAL_RANK or MPI_LOCALRANKID");
+  EXPECT_FALSE(launched_rank(LauncherKind::fork, lookup({{"RANK", "-1"}, {"WORLD_SIZE", "2"}, {"LOCAL_RANK", "0"}}), r, error));
+  EXPECT_EQ(error, "RANK is '-1', expected a non-negative integer");
+  EXPECT_FALSE(launched_rank(LauncherKind::fork, lookup({{"RANK", "2"}, {"WORLD_SIZE", "2"}, {"LOCAL_RANK", "0"}}), r, error));
+  EXPECT_EQ(error, "rank 2, local rank 0 of 2 ranks does not add up");
+}
+
+}  // namespace
+}  // namespace tpb
