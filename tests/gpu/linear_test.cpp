@@ -159,35 +159,45 @@ TEST(GpuLinear, StridedRowsWriteOnlyTheirSlice) {
   expect_close(got32, ref, in, false, "strided f32_out");
 }
 
-// The absorbed-MLA pattern: x is [rows, heads, in] (per-head slices of a token row), w is
-// [heads, out, in] or [heads, in, out], y is [rows, heads, out].
-void run_batched(bool w_trans) {
+// The absorbed-MLA pattern: x is [rows, heads, x_bs] (per-head slices of a token row), head h's
+// weight starts h * w_bs in, [out, in] or (w_trans) [in, out] with row stride w_ld, y is
+// [rows, heads, y_bs]; each head checked against the reference alone.
+struct Batched {
+  std::int64_t heads, rows, in, out;
+  std::int64_t x_bs, w_bs, w_ld, y_bs;
+  bool w_trans;
+};
+
+void run_batched(const Batched& b, std::uint32_t seed, const std::string& what) {
   gpu::Linear lin;
-  const std::int64_t heads = 5, rows = 9, in = 48, out = 24;
-  const std::int64_t x_ld = heads * in, y_ld = heads * out;
-  auto hx = random_bf16(static_cast<std::size_t>(rows * heads * in), w_trans ? 400 : 410);
-  auto hw = random_bf16(static_cast<std::size_t>(heads * out * in), w_trans ? 401 : 411);
-  DevBuf<std::uint16_t> x(hx.size()), w(hw.size()), y(static_cast<std::size_t>(rows * heads * out));
+  const std::int64_t x_ld = b.heads * b.x_bs, y_ld = b.heads * b.y_bs;
+  auto hx = random_bf16(static_cast<std::size_t>(b.rows * x_ld), seed);
+  auto hw = random_bf16(static_cast<std::size_t>(b.heads * b.w_bs), seed + 1);
+  DevBuf<std::uint16_t> x(hx.size()), w(hw.size()), y(static_cast<std::size_t>(b.rows * y_ld));
   x.upload(hx);
   w.upload(hw);
-  const std::int64_t w_ld = w_trans ? out : in;
-  lin.bf16_out_batched(bf(x.p), x_ld, in, bf(w.p), w_trans, w_ld, out * in, bf(y.p), y_ld, out, heads, rows, in,
-                       out, nullptr);
+  lin.bf16_out_batched(bf(x.p), x_ld, b.x_bs, bf(w.p), b.w_trans, b.w_ld, b.w_bs, bf(y.p), y_ld, b.y_bs, b.heads, b.rows,
+                       b.in, b.out, nullptr);
   TPB_CUDA_CHECK(cudaDeviceSynchronize());
   const auto gy = y.download();
-  for (std::int64_t h = 0; h < heads; ++h) {
-    std::vector<float> xh(static_cast<std::size_t>(rows * in)), wh(static_cast<std::size_t>(out * in)),
-        got(static_cast<std::size_t>(rows * out));
-    for (std::int64_t r = 0; r < rows; ++r)
-      for (std::int64_t i = 0; i < in; ++i) xh[r * in + i] = bf16_to_float(hx[r * x_ld + h * in + i]);
-    for (std::int64_t o = 0; o < out; ++o)
-      for (std::int64_t i = 0; i < in; ++i)  // w_trans: w_h is [in, out]; the reference wants [out, in]
-        wh[o * in + i] = bf16_to_float(w_trans ? hw[h * out * in + i * out + o] : hw[h * out * in + o * in + i]);
-    for (std::int64_t r = 0; r < rows; ++r)
-      for (std::int64_t o = 0; o < out; ++o) got[r * out + o] = bf16_to_float(gy[r * y_ld + h * out + o]);
-    expect_close(got, reference(xh, wh, rows, in, out), in, true,
-                 std::string("batched w_trans=") + (w_trans ? "1" : "0") + " head " + std::to_string(h));
+  for (std::int64_t h = 0; h < b.heads; ++h) {
+    std::vector<float> xh(static_cast<std::size_t>(b.rows * b.in)), wh(static_cast<std::size_t>(b.out * b.in)),
+        got(static_cast<std::size_t>(b.rows * b.out));
+    for (std::int64_t r = 0; r < b.rows; ++r)
+      for (std::int64_t i = 0; i < b.in; ++i) xh[r * b.in + i] = bf16_to_float(hx[r * x_ld + h * b.x_bs + i]);
+    for (std::int64_t o = 0; o < b.out; ++o)
+      for (std::int64_t i = 0; i < b.in; ++i)  // w_trans: w_h is [in, out]; the reference wants [out, in]
+        wh[o * b.in + i] = bf16_to_float(b.w_trans ? hw[h * b.w_bs + i * b.w_ld + o] : hw[h * b.w_bs + o * b.w_ld + i]);
+    for (std::int64_t r = 0; r < b.rows; ++r)
+      for (std::int64_t o = 0; o < b.out; ++o) got[r * b.out + o] = bf16_to_float(gy[r * y_ld + h * b.y_bs + o]);
+    expect_close(got, reference(xh, wh, b.rows, b.in, b.out), b.in, true, what + " head " + std::to_string(h));
   }
+}
+
+void run_batched(bool w_trans) {
+  const std::int64_t in = 48, out = 24;
+  run_batched({5, 9, in, out, in, out * in, w_trans ? out : in, out, w_trans}, w_trans ? 400 : 410,
+              std::string("batched w_trans=") + (w_trans ? "1" : "0"));
 }
 
 TEST(GpuLinear, BatchedMatchesReference) {
@@ -236,31 +246,10 @@ TEST(GpuLinear, UnalignedWidthsAndPointersMatchReference) {
     expect_close(got, ref, s.in, true, "unaligned bf16_out " + what);
     expect_close(got32, ref, s.in, false, "unaligned f32_out " + what);
   }
-  // The absorbed-MLA products of an odd model (heads 4, nope 11, lora 20, v 13): per-head
-  // weight slices at odd element offsets and odd batch strides.
-  const std::int64_t heads = 4, rows = 3, in = 11, out = 20, kvr = 24;
-  auto hx = random_bf16(static_cast<std::size_t>(rows * heads * 17), 520);
-  auto hw = random_bf16(static_cast<std::size_t>(heads * kvr * out), 521);
-  DevBuf<std::uint16_t> x(hx.size()), w(hw.size()), y(static_cast<std::size_t>(rows * heads * 26));
-  x.upload(hx);
-  w.upload(hw);
-  // x: [rows, heads, 17] (q rows: nope 11 | rope 6), w_h = rows [h*kvr, h*kvr + in) of [heads*kvr, out]
-  // stored [in, out] (w_trans), y: [rows, heads, 26] (cache rows: lora 20 | rope 6).
-  lin.bf16_out_batched(bf(x.p), heads * 17, 17, bf(w.p), true, out, kvr * out, bf(y.p), heads * 26, 26, heads, rows,
-                       in, out, nullptr);
-  TPB_CUDA_CHECK(cudaDeviceSynchronize());
-  const auto gy = y.download();
-  for (std::int64_t h = 0; h < heads; ++h) {
-    std::vector<float> xh(static_cast<std::size_t>(rows * in)), wh(static_cast<std::size_t>(out * in)),
-        got(static_cast<std::size_t>(rows * out));
-    for (std::int64_t r = 0; r < rows; ++r)
-      for (std::int64_t i = 0; i < in; ++i) xh[r * in + i] = bf16_to_float(hx[r * heads * 17 + h * 17 + i]);
-    for (std::int64_t o = 0; o < out; ++o)
-      for (std::int64_t i = 0; i < in; ++i) wh[o * in + i] = bf16_to_float(hw[h * kvr * out + i * out + o]);
-    for (std::int64_t r = 0; r < rows; ++r)
-      for (std::int64_t o = 0; o < out; ++o) got[r * out + o] = bf16_to_float(gy[r * heads * 26 + h * 26 + o]);
-    expect_close(got, reference(xh, wh, rows, in, out), in, true, "unaligned batched head " + std::to_string(h));
-  }
+  // The absorbed-MLA product of an odd model (heads 4, nope 11, lora 20, rope 6): q rows of
+  // nope | rope (17), head h's W_UK = rows [h*24, h*24 + 11) of kv_b [heads * 24, 20] stored
+  // [in, out] (w_trans), cache rows of lora | rope (26): odd strides and element offsets.
+  run_batched({4, 3, 11, 20, 17, 24 * 20, 20, 26, true}, 520, "unaligned batched");
 }
 
 // What no kernel can take must throw, never compute garbage.
