@@ -94,7 +94,16 @@ class KeyTracker {
   }
   std::string path() const {
     std::string p = "$";
-    for (const Frame& f : open_) p += f.object ? "." + f.key : "[" + std::to_string(f.index) + "]";
+    for (const Frame& f : open_) {
+      if (f.object) {
+        p += '.';
+        p += f.key;
+      } else {
+        p += '[';
+        p += std::to_string(f.index);
+        p += ']';
+      }
+    }
     return p;
   }
   std::vector<Frame> open_;

@@ -59,7 +59,9 @@ TEST(CaseSummary, OneTablePerWorkloadAndMode) {
   for (const std::string& text : {t, gpu}) {
     std::size_t line_start = 0;
     for (std::size_t nl = text.find('\n'); nl != std::string::npos; line_start = nl + 1, nl = text.find('\n', line_start))
-      if (text.compare(line_start, 2, "  ") != 0) EXPECT_LE(nl - line_start, 70u) << "an explanation wider than 70 columns";
+      if (text.compare(line_start, 2, "  ") != 0) {
+        EXPECT_LE(nl - line_start, 70u) << "an explanation wider than 70 columns";
+      }
   }
   EXPECT_NE(gpu.find("  case           step p50       p99  tokens/s  x weight-read  status\n"), std::string::npos) << gpu;
   EXPECT_NE(gpu.find("  decode tp1 b1  15.90 us  23.85 us     62918           3.21  ok\n"), std::string::npos) << gpu;
