@@ -64,6 +64,8 @@ struct CaseRun {
   nlohmann::json hosts;             // per rank {"host": name, "host_id": id} (host_id differs from
                                     // the name under virtual hosts); null when a rank never said
   std::vector<std::string> command; // mpirun/srun: the job's argv; empty for fork
+  std::vector<nlohmann::json> host_reports;  // the facts of hosts reported during this case (once
+                                    // per host and group: suite/host_facts.h, host_report)
   double wall_s = 0;                // controller wall time for the case, seconds
 };
 
