@@ -130,16 +130,16 @@ nlohmann::json collect_host_facts() {
 nlohmann::json collect_provenance(const std::string& start_time_utc) {
   const BuildInfo& b = build_info();
   nlohmann::json p = collect_host_facts();
-  p["build_type"] = b.build_type;
-  p["compiler"] = b.cxx_compiler;
-  p["cxx_flags"] = b.cxx_flags;
-  p["cuda_compiler"] = b.cuda_compiler;
-  p["cuda_flags"] = b.cuda_flags;
-  p["cuda_architectures"] = b.cuda_architectures;
-  p["have_cuda"] = b.have_cuda;
-  p["have_nccl"] = b.have_nccl;
-  p["have_mpi"] = mpi_compiled_in();
-  p["start_time"] = start_time_utc;
+  p.update({{"build_type", b.build_type},
+            {"compiler", b.cxx_compiler},
+            {"cxx_flags", b.cxx_flags},
+            {"cuda_compiler", b.cuda_compiler},
+            {"cuda_flags", b.cuda_flags},
+            {"cuda_architectures", b.cuda_architectures},
+            {"have_cuda", b.have_cuda},
+            {"have_nccl", b.have_nccl},
+            {"have_mpi", mpi_compiled_in()},
+            {"start_time", start_time_utc}});
   return p;
 }
 
