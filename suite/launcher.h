@@ -16,6 +16,9 @@
 //           outlives its job is killed by pid. The ranks also leave on their own when the
 //           controller's connection closes or their parent dies (suite/worker.cpp).
 //
+// The first rank of each host in a group also sends its host's facts once (suite/host_facts.h);
+// the launcher hands each report over with the case during which it came (CaseRun::host_reports).
+//
 // A group of workers stays alive across consecutive cases with the same group key (model,
 // TP, device), so only what changes is rebuilt. A rank that crashes, hangs past the case's
 // timeout or exits non-zero fails that case: every process of the group is killed and
