@@ -74,6 +74,10 @@ def provenance(run, records):
         if isinstance(value, dict) and value and prefix.split(".")[-1] not in ("topology",):
             for key in sorted(value):
                 walk(f"{prefix}.{key}" if prefix else key, value[key])
+        elif prefix == "hosts" and isinstance(value, list) and all(isinstance(v, dict) for v in value):
+            # provenance.hosts: the lines of each host the ranks ran on, under its host id.
+            for i, host in enumerate(value):
+                walk(f"hosts.{host.get('host_id', i)}", {k: v for k, v in host.items() if k != "host_id"})
         elif isinstance(value, list) and all(isinstance(v, str) for v in value):
             items.append((prefix, ", ".join(value)))
         elif isinstance(value, bool):

@@ -8,6 +8,8 @@
 //   worker -> controller  {"type":"hello","rank":r,"pid":p,"token":"<hex>","host":"<name>","host_id":"<id>"}
 //                                                                       once, on connect (TCP: the
 //                                                                       token admits it, launcher.h)
+//   worker -> controller  {"type":"host_facts","pid":p,"facts":{...}}   after the hello, from the first
+//                                                                       rank of each host only (host_facts.h)
 //   controller -> worker  {"type":"case","spec":{...}}                  run one case (workload.h)
 //   worker -> controller  {"type":"allgather","seq":k,"data":"<hex>"}   bootstrap all_gather #k
 //   controller -> worker  {"type":"allgather","seq":k,"data":["<hex>",...]}  all ranks' data, rank order

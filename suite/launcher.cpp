@@ -41,6 +41,7 @@
 #include "reference_engine/comm/host_layout.h"
 #include "suite/collective_progress.h"
 #include "suite/control_socket.h"
+#include "suite/host_facts.h"
 #include "suite/mps.h"
 #include "tpb/check.h"
 
@@ -189,6 +190,8 @@ struct Launcher::Group {
     std::optional<json> result;  // of the current case
     int job_pid_of_rank = -1;    // a job's rank: its pid on its host, from its hello
     std::string host, host_id;   // where it runs (host_id: TPB_HOST_ID's, under virtual hosts)
+    json host_report;            // its host's facts when it reports them (suite/host_facts.h), else null
+    bool host_report_handed = false;  // already in a CaseRun's host_reports
   };
   // A job's connection that has not presented the token yet.
   struct Pending {
@@ -672,6 +675,11 @@ CaseRun Launcher::run_case(const std::string& group_key, int world_size, const j
   run.hosts = json::array();
   for (const auto& r : g.ranks)
     run.hosts.push_back(r.host.empty() ? json(nullptr) : json({{"host", r.host}, {"host_id", r.host_id}}));
+  for (auto& r : g.ranks) {
+    if (r.host_report.is_null() || r.host_report_handed) continue;
+    run.host_reports.push_back(r.host_report);
+    r.host_report_handed = true;
+  }
   if (failure.empty()) {
     run.ok = true;
     for (auto& r : g.ranks) run.ranks.push_back(std::move(*r.result));
@@ -716,6 +724,15 @@ void Launcher::handle_message(int rank, const json& message,
   }
   const std::string type = message["type"];
   if (type == "hello") return;  // identity comes from the socket's peer credentials
+  if (type == "host_facts") {
+    if (!message.contains("facts") || !message["facts"].is_object() || !message.contains("pid") ||
+        !message["pid"].is_number_integer()) {
+      fail(prefix + "malformed host_facts message: " + message.dump().substr(0, 200), {rank});
+      return;
+    }
+    rk.host_report = host_report(rk.host_id, g.id, rank, message["pid"].get<int>(), message["facts"]);
+    return;
+  }
   if (type == "result") {
     if (!message.contains("result") || !message["result"].is_object()) {
       fail(prefix + "result message without a result object", {rank});

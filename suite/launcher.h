@@ -16,6 +16,9 @@
 //           outlives its job is killed by pid. The ranks also leave on their own when the
 //           controller's connection closes or their parent dies (suite/worker.cpp).
 //
+// The first rank of each host in a group also sends its host's facts once (suite/host_facts.h);
+// the launcher hands each report over with the case during which it came (CaseRun::host_reports).
+//
 // A group of workers stays alive across consecutive cases with the same group key (model,
 // TP, device), so only what changes is rebuilt. A rank that crashes, hangs past the case's
 // timeout or exits non-zero fails that case: every process of the group is killed and
@@ -64,6 +67,8 @@ struct CaseRun {
   nlohmann::json hosts;             // per rank {"host": name, "host_id": id} (host_id differs from
                                     // the name under virtual hosts); null when a rank never said
   std::vector<std::string> command; // mpirun/srun: the job's argv; empty for fork
+  std::vector<nlohmann::json> host_reports;  // the facts of hosts reported during this case (once
+                                    // per host and group: suite/host_facts.h, host_report)
   double wall_s = 0;                // controller wall time for the case, seconds
 };
 

@@ -84,28 +84,19 @@ bool build_is_dirty() {
   return build_info().git_dirty || (pretend && std::string_view(pretend) == "1");
 }
 
-nlohmann::json collect_provenance(const std::string& start_time_utc) {
+nlohmann::json collect_host_facts() {
   const BuildInfo& b = build_info();
   nlohmann::json p;
+  // The binary: a host that runs another build than its peers shows here.
   p["tpbench_version"] = b.version;
   p["git_sha"] = b.git_sha;
   p["git_dirty"] = build_is_dirty();
-  p["build_type"] = b.build_type;
-  p["compiler"] = b.cxx_compiler;
-  p["cxx_flags"] = b.cxx_flags;
-  p["cuda_compiler"] = b.cuda_compiler;
-  p["cuda_flags"] = b.cuda_flags;
-  p["cuda_architectures"] = b.cuda_architectures;
   p["nccl_version"] = b.nccl_version;
-  p["have_cuda"] = b.have_cuda;
-  p["have_nccl"] = b.have_nccl;
-  p["have_mpi"] = mpi_compiled_in();
   p["mpi_library"] = mpi_library_version();
 
   char host[256] = {0};
   ::gethostname(host, sizeof host - 1);
   p["hostname"] = host;
-  p["start_time"] = start_time_utc;
   struct utsname u{};
   if (::uname(&u) == 0) p["os"] = std::string(u.sysname) + " " + u.release + " " + u.machine;
   p["cpu_count"] = static_cast<int>(::sysconf(_SC_NPROCESSORS_ONLN));
@@ -133,6 +124,22 @@ nlohmann::json collect_provenance(const std::string& start_time_utc) {
   p["nvidia_driver"] = driver_lines;
 
   p["env"] = environment_with_prefixes({"NCCL_", "CUDA_"});
+  return p;
+}
+
+nlohmann::json collect_provenance(const std::string& start_time_utc) {
+  const BuildInfo& b = build_info();
+  nlohmann::json p = collect_host_facts();
+  p.update({{"build_type", b.build_type},
+            {"compiler", b.cxx_compiler},
+            {"cxx_flags", b.cxx_flags},
+            {"cuda_compiler", b.cuda_compiler},
+            {"cuda_flags", b.cuda_flags},
+            {"cuda_architectures", b.cuda_architectures},
+            {"have_cuda", b.have_cuda},
+            {"have_nccl", b.have_nccl},
+            {"have_mpi", mpi_compiled_in()},
+            {"start_time", start_time_utc}});
   return p;
 }
 

@@ -11,7 +11,13 @@
 
 namespace tpb {
 
-// The full record, for run.json. `start_time_utc` is ISO 8601 ("2026-11-30T22:48:36Z").
+// The facts of the machine this process runs on and of its binary: hostname, os, cpu_count,
+// gpus, cuda_driver, cuda_runtime, nvidia_driver, topology, env (every NCCL_* and CUDA_*
+// variable), and tpbench_version, git_sha, git_dirty, nccl_version, mpi_library. The
+// controller's provenance holds them for its own machine; each host's reporting rank sends
+// them for its host (suite/host_facts.h, run.json provenance.hosts).
+nlohmann::json collect_host_facts();
+// The full record, for run.json: collect_host_facts() plus the rest of the build and the start. `start_time_utc` is ISO 8601 ("2026-11-30T22:48:36Z").
 nlohmann::json collect_provenance(const std::string& start_time_utc);
 // The part repeated in every results record: enough to tell builds and machines apart.
 nlohmann::json compact_provenance(const nlohmann::json& full);

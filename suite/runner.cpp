@@ -19,6 +19,7 @@
 
 #include "suite/case_plan.h"
 #include "suite/case_selection.h"
+#include "suite/host_facts.h"
 #include "suite/checks/check.h"
 #include "suite/checks/divergence.h"
 #include "suite/junit_cases.h"
@@ -124,11 +125,15 @@ std::string first_line(const std::string& s) {
 // Runs `spec` (case `c`) on the launcher and fills `record` from what came back: wall_s, the
 // rank processes, and the ranks' results (status ok, or infeasible as measured) when every rank
 // answered, else status failed with the launcher's error and the failed ranks; an exception is a
-// failure to launch. True when the ranks answered. The sweep and the localization reruns share it.
-bool run_into_record(Launcher& launcher, const Scenario& s, const Case& c, const CaseSpec& spec, json& record) {
+// failure to launch. The facts of hosts that reported during the case go into `hosts` (run.json
+// provenance.hosts, suite/host_facts.h). True when the ranks answered. The sweep and the
+// localization reruns share it.
+bool run_into_record(Launcher& launcher, const Scenario& s, const Case& c, const CaseSpec& spec, json& record,
+                     json& hosts) {
   try {
     const CaseRun run = launcher.run_case(c.group_key, c.tp, spec.to_json(), s.measure.timeout_s,
                                           c.placement.device_of_rank.empty() ? nullptr : &c.placement);
+    for (const json& report : run.host_reports) merge_host_report(hosts, report);
     record["wall_s"] = run.wall_s;
     if (run.ok) {
       record.update(case_record_from_ranks(s, c, rank_results_from_json(run.ranks)));
@@ -367,6 +372,9 @@ RunSummary run_scenario(const Scenario& s, const std::vector<Case>& cases, const
     run_json["resumed"].push_back({{"provenance", provenance}, {"invocation", opt.invocation}, {"cases", case_list},
                                    {"retry_failed", opt.retry_failed}, {"retried", retried}});
   }
+  // The hosts the ranks reported from, over every invocation of the run (suite/host_facts.h);
+  // the controller's own machine is the rest of provenance.
+  if (!run_json["provenance"].contains("hosts")) run_json["provenance"]["hosts"] = json::array();
   fs::create_directories(run_dir);
   if (!lock) lock.emplace(run_dir);
   write_file_atomic((fs::path(run_dir) / "run.json").string(), run_json.dump(2) + "\n");
@@ -470,8 +478,12 @@ RunSummary run_scenario(const Scenario& s, const std::vector<Case>& cases, const
     } else {
       CaseSpec spec = case_spec(s, c);
       spec.trace_dir = (fs::path(run_dir) / "traces").string();  // instrumentation=trace|debug writes here
-      if (run_into_record(launcher, s, c, spec, record) && plan)
+      const json hosts_before = run_json["provenance"]["hosts"];
+      if (run_into_record(launcher, s, c, spec, record, run_json["provenance"]["hosts"]) && plan)
         record["plan"] = plan->plan;  // the serving plan (its breakdown: the same terms)
+      // A host seen for the first time, or again: run.json says so before the next case.
+      if (run_json["provenance"]["hosts"] != hosts_before)
+        write_file_atomic((fs::path(run_dir) / "run.json").string(), run_json.dump(2) + "\n");
       wall_s = record.value("wall_s", 0.0);
     }
     // A first signal lets this case finish: it is recorded below, and the loop stops before
@@ -539,7 +551,7 @@ RunSummary run_scenario(const Scenario& s, const std::vector<Case>& cases, const
         record["localizes"] = {{"check", check.name()}, {"case_id", c->id}, {"group", ids}};
         CaseSpec spec = case_spec(s, *c);
         spec.params["instrumentation"] = "digests";
-        run_into_record(launcher, s, *c, spec, record);
+        run_into_record(launcher, s, *c, spec, record, run_json["provenance"]["hosts"]);
         writer.append(record);
         reruns.push_back(record);
         names.push_back(c->label + (c->role == "sweep" ? std::string() : " [" + c->role + "]"));

@@ -15,7 +15,9 @@
 #include "reference_engine/comm/host_layout.h"
 #include "reference_engine/comm/mpi_session.h"
 #include "suite/case_spec.h"
+#include "suite/host_facts.h"
 #include "suite/launch_command.h"
+#include "suite/provenance.h"
 #include "suite/workload.h"
 #include "suite/workloads/workloads.h"
 #include "tpb/check.h"
@@ -146,6 +148,11 @@ int run_worker() {
     leave_with_the_controller(fd);
   }
   control::write_all(fd, control::encode(hello));
+  // The first rank of each host says what the host has (suite/host_facts.h): after the hello,
+  // which stays small, and before any result, so the controller has it when the case ends.
+  if (reports_host_facts(rank, world_size, place.local_rank, virtual_hosts))
+    control::write_all(fd, control::encode({{"type", "host_facts"}, {"pid", static_cast<int>(getpid())},
+                                            {"facts", collect_host_facts()}}));
   SocketBootstrap bootstrap(fd, reader, rank, world_size, group_id);
   serve_cases(fd, reader, bootstrap, rank);
   // MPI, if a case started it, ends before the process does (a job launcher counts a rank

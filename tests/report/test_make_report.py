@@ -5,6 +5,7 @@ sections without data one line each (and their stale PNG removed). Results first
 rest of issue 18's point 7: test_results_first.py."""
 
 import base64
+import json
 import os
 import re
 import sys
@@ -163,6 +164,29 @@ class PartialData(unittest.TestCase):
             # Without run.json the provenance comes from the records.
             self.assertIn("from results.jsonl (first record)", html)
             self.assertIn(allreduce_only[0]["provenance"]["git_sha"], html)
+        finally:
+            tmp.cleanup()
+
+    def test_provenance_lists_each_host(self):
+        # run.json's provenance.hosts: one block of lines per host id (two virtual hosts of
+        # one machine stay apart), not one JSON blob.
+        tmp = util.fixture_copy()
+        try:
+            util.write_records(tmp.name, util.read_records(tmp.name)[:8])
+            path = os.path.join(tmp.name, "run.json")
+            with open(path, encoding="utf-8") as f:
+                run = json.load(f)
+            run["provenance"]["hosts"] = [{"host_id": f"vhost{i}", "hostname": "box", "env": {"NCCL_DEBUG": "WARN"}}
+                                          for i in (0, 1)]
+            with open(path, "w", encoding="utf-8") as f:
+                json.dump(run, f)
+            proc = util.run_report(tmp.name)
+            self.assertEqual(proc.returncode, 0, proc.stderr)
+            with open(os.path.join(tmp.name, "summary.md"), encoding="utf-8") as f:
+                md = f.read()
+            for i in (0, 1):
+                self.assertIn(f"| hosts.vhost{i}.hostname | box |", md)
+                self.assertIn(f"| hosts.vhost{i}.env.NCCL_DEBUG | WARN |", md)
         finally:
             tmp.cleanup()
 

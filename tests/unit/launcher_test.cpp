@@ -215,11 +215,16 @@ TEST(Launcher, ReusesTheGroupForTheSameKeyAndReplacesItOtherwise) {
   EXPECT_EQ(a.pids, b.pids);
   EXPECT_EQ(launcher.worker_pids(), a.pids);
   EXPECT_EQ(b.ranks[0]["metrics"]["cases_served"], 2) << "the second case ran in the same worker process";
+  // A group's host reports once, with its first case (suite/host_facts.h).
+  ASSERT_EQ(a.host_reports.size(), 1u);
+  EXPECT_EQ(a.host_reports[0]["reported_by"]["pid"], a.pids[0]);
+  EXPECT_TRUE(b.host_reports.empty()) << b.host_reports[0].dump();
 
   const CaseRun c = launcher.run_case("model=y;tp=2", 2, probe_spec(), 20);
   ASSERT_TRUE(c.ok) << c.error;
   EXPECT_NE(c.pids, a.pids);
   EXPECT_EQ(c.ranks[1]["metrics"]["cases_served"], 1);
+  EXPECT_EQ(c.host_reports.size(), 1u) << "a new group reports again";
   for (int pid : a.pids) EXPECT_EQ(kill(pid, 0), -1) << "the replaced group's pid " << pid << " is still there";
 
   const CaseRun d = launcher.run_case("model=y;tp=2", 3, probe_spec(), 20);  // same key, other world size
@@ -229,6 +234,31 @@ TEST(Launcher, ReusesTheGroupForTheSameKeyAndReplacesItOtherwise) {
   launcher.shutdown();
   EXPECT_TRUE(launcher.worker_pids().empty());
   expect_nothing_left(d.pids);
+}
+
+// Under virtual hosts the first rank of each host reports its host's facts, from its own
+// process: the pid in the report is that rank's (the controller's own would fail this).
+TEST(Launcher, FirstRankOfEachVirtualHostReportsItsFacts) {
+  LauncherOptions options = test_options("host_reports");
+  options.virtual_hosts = 2;
+  Launcher launcher(options);
+  const CaseRun run = launcher.run_case("g", 4, probe_spec(), 20);
+  ASSERT_TRUE(run.ok) << run.error;
+  ASSERT_EQ(run.host_reports.size(), 2u);
+  for (std::size_t i = 0; i < 2; ++i) {
+    const json& report = run.host_reports[i];
+    const int rank = 2 * static_cast<int>(i);
+    EXPECT_EQ(report["host_id"], "vhost" + std::to_string(i));
+    EXPECT_EQ(report["host_id"], run.hosts[static_cast<std::size_t>(rank)]["host_id"]);
+    EXPECT_EQ(report["reported_by"]["rank"], rank);
+    EXPECT_EQ(report["reported_by"]["pid"], run.pids[static_cast<std::size_t>(rank)]);
+    EXPECT_NE(report["reported_by"]["pid"], getpid());
+    for (const char* key : {"hostname", "os", "cpu_count", "gpus", "cuda_driver", "cuda_runtime", "nvidia_driver",
+                            "nccl_version", "env"})
+      EXPECT_TRUE(report["facts"].contains(key)) << key << ": " << report.dump();
+  }
+  launcher.shutdown();
+  expect_nothing_left(run.pids);
 }
 
 // A worker killed from outside while its group is idle belongs to no case: the next case
@@ -278,6 +308,9 @@ TEST(Launcher, JobRankDeadBetweenCasesIsReplacedByAFreshJob) {
   ASSERT_EQ(a.command.front(), "mpirun");
   ASSERT_EQ(a.hosts.size(), 2u);
   EXPECT_FALSE(a.hosts[1]["host"].get<std::string>().empty());
+  // One host: its local rank 0 reports the host's facts.
+  ASSERT_EQ(a.host_reports.size(), 1u);
+  EXPECT_EQ(a.host_reports[0]["reported_by"]["pid"], a.pids[0]);
   // A GPU rank of a job finds its device by its local rank on its host (one host here).
   EXPECT_EQ(a.ranks[1]["metrics"]["environment"]["LOCAL_RANK"], "1") << a.ranks[1].dump();
   ASSERT_EQ(kill(a.pids[1], SIGKILL), 0);
