@@ -99,6 +99,28 @@ def tpbench(*args, cwd=ROOT):
     return subprocess.run([TPBENCH, *args], cwd=cwd, capture_output=True, text=True, timeout=240)
 
 
+def edited(doc, edit):
+    """A deep copy of `doc` with `edit` applied: one broken variant of a good document."""
+    out = copy.deepcopy(doc)
+    edit(out)
+    return out
+
+
+def expect_refused(test, validator, kind, cases, command):
+    """Each broken document (`cases`: what is wrong -> document) fails the schema AND makes
+    tpbench exit 2: the schema and the C++ validator say the same. `command(path)` runs
+    tpbench on the document written to `path`."""
+    os.makedirs(SCRATCH, exist_ok=True)
+    for what, doc in cases.items():
+        with test.subTest(broken=what):
+            test.assertNotEqual(problems(validator, doc), [], f"the schema accepts a {kind} with {what}")
+            path = os.path.join(SCRATCH, kind + "-" + re.sub(r"[^a-z0-9]+", "-", what) + ".json")
+            with open(path, "w", encoding="utf-8") as f:
+                json.dump(doc, f)
+            out = command(path)
+            test.assertEqual(out.returncode, 2, f"tpbench accepts a {kind} with {what}: {out.stdout}{out.stderr}")
+
+
 def scenario_files():
     """Every scenario under scenarios/: not the model presets, not the qualification profiles."""
     out = []
@@ -170,9 +192,7 @@ class Scenarios(unittest.TestCase):
         self.assertEqual(problems(SCENARIO, good), [])
 
         def broken(edit):
-            doc = copy.deepcopy(good)
-            edit(doc)
-            return doc
+            return edited(good, edit)
 
         cases = {
             "unknown top-level key": broken(lambda d: d.update(sweeps=d["sweep"])),
@@ -192,15 +212,7 @@ class Scenarios(unittest.TestCase):
         for what, mode in {"a mode listed twice": ["decode", "decode"], "mode \"both\"": "both"}.items():
             cases[what] = dict(copy.deepcopy(engine), mode=mode)
         cases["matches_reference on the engine"] = dict(copy.deepcopy(engine), checks=["matches_reference"])
-        os.makedirs(SCRATCH, exist_ok=True)
-        for what, doc in cases.items():
-            with self.subTest(broken=what):
-                self.assertNotEqual(problems(SCENARIO, doc), [], f"the schema accepts a scenario with {what}")
-                path = os.path.join(SCRATCH, re.sub(r"[^a-z0-9]+", "-", what) + ".json")
-                with open(path, "w", encoding="utf-8") as f:
-                    json.dump(doc, f)
-                dry = tpbench("run", path, "--dry-run")
-                self.assertEqual(dry.returncode, 2, f"tpbench accepts a scenario with {what}: {dry.stdout}{dry.stderr}")
+        expect_refused(self, SCENARIO, "scenario", cases, lambda path: tpbench("run", path, "--dry-run"))
 
 
 def profile_files():
@@ -226,9 +238,7 @@ class QualifyProfiles(unittest.TestCase):
             good = json.load(f)
 
         def broken(edit):
-            doc = copy.deepcopy(good)
-            edit(doc)
-            return doc
+            return edited(good, edit)
 
         def probe(kind):
             return next(p for p in good["probes"] if p["probe"] == kind)
@@ -247,15 +257,8 @@ class QualifyProfiles(unittest.TestCase):
                 {"probe": "conformance", "scenario": probe("engine_decode")["scenario"], "max_latency_us": 5})),
         }
         self.assertEqual(problems(PROFILE, good), [])
-        os.makedirs(SCRATCH, exist_ok=True)
-        for what, doc in cases.items():
-            with self.subTest(broken=what):
-                self.assertNotEqual(problems(PROFILE, doc), [], f"the schema accepts a profile with {what}")
-                path = os.path.join(SCRATCH, "profile-" + re.sub(r"[^a-z0-9]+", "-", what) + ".json")
-                with open(path, "w", encoding="utf-8") as f:
-                    json.dump(doc, f)
-                out = tpbench("qualify", path, "--out", os.path.join(SCRATCH, "qualify-out"))
-                self.assertEqual(out.returncode, 2, f"tpbench qualify accepts a profile with {what}: {out.stdout}{out.stderr}")
+        expect_refused(self, PROFILE, "profile", cases,
+                       lambda path: tpbench("qualify", path, "--out", os.path.join(SCRATCH, "qualify-out")))
 
 
 class Results(unittest.TestCase):
@@ -324,9 +327,7 @@ class Results(unittest.TestCase):
         self.assertEqual(problems(RECORD, good), [])
 
         def broken(edit):
-            rec = copy.deepcopy(good)
-            edit(rec)
-            return rec
+            return edited(good, edit)
 
         cases = {
             "status 3": broken(lambda r: r.update(status=3)),
