@@ -37,6 +37,7 @@
 #include <optional>
 #include <sstream>
 #include <thread>
+#include <utility>
 
 #include "reference_engine/comm/host_layout.h"
 #include "suite/collective_progress.h"
@@ -134,12 +135,6 @@ std::vector<std::string> tail_lines(const std::string& path, int lines) {
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
-std::string this_host_name() {
-  char name[256] = {};
-  gethostname(name, sizeof name - 1);
-  return name;
-}
-
 // 128 random bits as hex: the token a job's rank presents (launcher.h).
 std::string random_token() {
   std::ifstream urandom("/dev/urandom", std::ios::binary);
@@ -190,8 +185,14 @@ struct Launcher::Group {
     std::optional<json> result;  // of the current case
     int job_pid_of_rank = -1;    // a job's rank: its pid on its host, from its hello
     std::string host, host_id;   // where it runs (host_id: TPB_HOST_ID's, under virtual hosts)
-    json host_report;            // its host's facts when it reports them (suite/host_facts.h), else null
-    bool host_report_handed = false;  // already in a CaseRun's host_reports
+    json host_report;            // its host's facts, reported and not yet in a CaseRun's host_reports
+                                 // (suite/host_facts.h), else null
+
+    // The control connection has ended: seen at a read, or a peek finds the stream closed.
+    bool connection_closed() const {
+      char byte;
+      return eof || (fd >= 0 && recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT) == 0);
+    }
   };
   // A job's connection that has not presented the token yet.
   struct Pending {
@@ -499,10 +500,8 @@ CaseRun Launcher::run_case(const std::string& group_key, int world_size, const j
   // replace it (its death belonged to no case).
   // (A job's rank on another host is seen dead by its closed connection.)
   if (group_ && (!group_->reap_exited().empty() || group_->job_reaped ||
-                 std::any_of(group_->ranks.begin(), group_->ranks.end(), [](const Group::Rank& r) {
-                   char byte;
-                   return r.eof || (r.fd >= 0 && recv(r.fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT) == 0);
-                 }))) {
+                 std::any_of(group_->ranks.begin(), group_->ranks.end(),
+                             [](const Group::Rank& r) { return r.connection_closed(); }))) {
     group_->kill_all();
     group_.reset();
   }
@@ -543,8 +542,7 @@ CaseRun Launcher::run_case(const std::string& group_key, int world_size, const j
         auto& rk = g.ranks[static_cast<std::size_t>(r)];
         if (rk.result) continue;
         missing.push_back(r);
-        char byte;
-        if (rk.fd >= 0 && (rk.eof || recv(rk.fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT) == 0)) closed.push_back(r);
+        if (rk.fd >= 0 && rk.connection_closed()) closed.push_back(r);
       }
       const std::vector<int>& blame = closed.empty() ? missing : closed;
       fail(std::string(launcher_name(g.kind)) + " " + wait_status_text(g.job_status) + " with no result from " +
@@ -676,9 +674,8 @@ CaseRun Launcher::run_case(const std::string& group_key, int world_size, const j
   for (const auto& r : g.ranks)
     run.hosts.push_back(r.host.empty() ? json(nullptr) : json({{"host", r.host}, {"host_id", r.host_id}}));
   for (auto& r : g.ranks) {
-    if (r.host_report.is_null() || r.host_report_handed) continue;
-    run.host_reports.push_back(r.host_report);
-    r.host_report_handed = true;
+    if (r.host_report.is_null()) continue;
+    run.host_reports.push_back(std::exchange(r.host_report, nullptr));  // handed over once
   }
   if (failure.empty()) {
     run.ok = true;
@@ -975,6 +972,7 @@ void Launcher::start_group(const std::string& group_key, int world_size, const R
 
   group_ = std::move(g);
   Group& group = *group_;
+  const std::string here = this_host_name();  // every forked rank's host
   for (int r = 0; r < world_size; ++r) {
     auto& rk = group.ranks[static_cast<std::size_t>(r)];
     rk.log_path = (std::filesystem::path(options_.log_dir) / (group.id + "-rank" + std::to_string(r) + ".log")).string();
@@ -986,7 +984,7 @@ void Launcher::start_group(const std::string& group_key, int world_size, const R
     env.push_back("TPB_GROUP_ID=" + group.id);
     env.push_back("TPB_PROGRESS_FD=" + std::to_string(group.progress->fd()));
     env.push_back("TPB_LAUNCHER=fork");
-    rk.host = this_host_name();
+    rk.host = here;
     rk.host_id = rk.host;
     if (options_.virtual_hosts >= 2) {
       env.push_back("TPB_VIRTUAL_HOSTS=" + std::to_string(options_.virtual_hosts));

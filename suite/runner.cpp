@@ -126,14 +126,17 @@ std::string first_line(const std::string& s) {
 // rank processes, and the ranks' results (status ok, or infeasible as measured) when every rank
 // answered, else status failed with the launcher's error and the failed ranks; an exception is a
 // failure to launch. The facts of hosts that reported during the case go into `hosts` (run.json
-// provenance.hosts, suite/host_facts.h). True when the ranks answered. The sweep and the
-// localization reruns share it.
+// provenance.hosts, suite/host_facts.h); *hosts_changed says whether any did. True when the
+// ranks answered. The sweep and the localization reruns share it.
 bool run_into_record(Launcher& launcher, const Scenario& s, const Case& c, const CaseSpec& spec, json& record,
-                     json& hosts) {
+                     json& hosts, bool* hosts_changed = nullptr) {
   try {
     const CaseRun run = launcher.run_case(c.group_key, c.tp, spec.to_json(), s.measure.timeout_s,
                                           c.placement.device_of_rank.empty() ? nullptr : &c.placement);
-    for (const json& report : run.host_reports) merge_host_report(hosts, report);
+    for (const json& report : run.host_reports) {
+      const bool changed = merge_host_report(hosts, report);
+      if (hosts_changed != nullptr) *hosts_changed = *hosts_changed || changed;
+    }
     record["wall_s"] = run.wall_s;
     if (run.ok) {
       record.update(case_record_from_ranks(s, c, rank_results_from_json(run.ranks)));
@@ -478,11 +481,11 @@ RunSummary run_scenario(const Scenario& s, const std::vector<Case>& cases, const
     } else {
       CaseSpec spec = case_spec(s, c);
       spec.trace_dir = (fs::path(run_dir) / "traces").string();  // instrumentation=trace|debug writes here
-      const json hosts_before = run_json["provenance"]["hosts"];
-      if (run_into_record(launcher, s, c, spec, record, run_json["provenance"]["hosts"]) && plan)
+      bool hosts_changed = false;
+      if (run_into_record(launcher, s, c, spec, record, run_json["provenance"]["hosts"], &hosts_changed) && plan)
         record["plan"] = plan->plan;  // the serving plan (its breakdown: the same terms)
       // A host seen for the first time, or again: run.json says so before the next case.
-      if (run_json["provenance"]["hosts"] != hosts_before)
+      if (hosts_changed)
         write_file_atomic((fs::path(run_dir) / "run.json").string(), run_json.dump(2) + "\n");
       wall_s = record.value("wall_s", 0.0);
     }

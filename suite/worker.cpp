@@ -142,9 +142,7 @@ int run_worker() {
   control::LineReader reader;
   json hello = {{"type", "hello"}, {"rank", rank}, {"pid", static_cast<int>(getpid())}};
   if (job) {
-    char host[256] = {};
-    gethostname(host, sizeof host - 1);
-    hello.update({{"token", std::getenv("TPB_CONTROL_TOKEN")}, {"host", host}, {"host_id", this_host_id()}});
+    hello.update({{"token", std::getenv("TPB_CONTROL_TOKEN")}, {"host", this_host_name()}, {"host_id", this_host_id()}});
     leave_with_the_controller(fd);
   }
   control::write_all(fd, control::encode(hello));

@@ -11,12 +11,16 @@
 
 namespace tpb {
 
-std::string this_host_id() {
-  const char* id = std::getenv("TPB_HOST_ID");
-  if (id != nullptr && *id != '\0') return id;
+std::string this_host_name() {
   char name[HOST_NAME_MAX + 1] = {};
   TPB_CHECK(gethostname(name, sizeof name - 1) == 0, "gethostname failed");
   return name;
+}
+
+std::string this_host_id() {
+  const char* id = std::getenv("TPB_HOST_ID");
+  if (id != nullptr && *id != '\0') return id;
+  return this_host_name();
 }
 
 std::string virtual_host_id(int rank, int world_size, int hosts) {

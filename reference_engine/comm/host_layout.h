@@ -15,7 +15,10 @@
 
 namespace tpb {
 
-// This process's host: TPB_HOST_ID when set and non-empty, else gethostname().
+// This machine's name (gethostname).
+std::string this_host_name();
+
+// This process's host: TPB_HOST_ID when set and non-empty, else this_host_name().
 std::string this_host_id();
 
 // The host of rank `rank` of `world_size` ranks spread over `hosts` virtual hosts: blocks of
