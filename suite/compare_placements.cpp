@@ -98,7 +98,7 @@ PlacementPair pair_of(const json& a, const json& b, const std::string& placement
   }
   char buf[160];
   std::snprintf(buf, sizeof buf, "digests differ (%s); logits rel-L2 %.3g, %.3g%% of %.0e, same greedy tokens",
-                diff.c_str(), worst, 100.0 * worst / kTpRelL2Bf16, kTpRelL2Bf16);
+                diff.c_str(), worst, 100.0 * worst / budget.rel_l2, budget.rel_l2);
   p.verdict = "within-budget";
   p.detail = buf;
   return p;

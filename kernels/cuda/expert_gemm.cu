@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "cuda/bf16_vectors.cuh"
 #include "tpb/check.h"
 #include "tpb/cuda_check.h"
 
@@ -192,8 +193,7 @@ __global__ void __launch_bounds__(kWarps * 32)
 
 bool vector_rows(const __nv_bfloat16* x_sorted, const __nv_bfloat16* weights, std::int64_t expert_stride,
                  std::int64_t in) {
-  return in % kVec == 0 && expert_stride % kVec == 0 && reinterpret_cast<std::uintptr_t>(x_sorted) % 16 == 0 &&
-         reinterpret_cast<std::uintptr_t>(weights) % 16 == 0;
+  return in % kVec == 0 && expert_stride % kVec == 0 && detail::aligned16(x_sorted) && detail::aligned16(weights);
 }
 
 void launch_grouped_narrow(const __nv_bfloat16* x_sorted, const std::int32_t* offsets, std::int64_t experts,

@@ -608,7 +608,7 @@ void mla_prefill_attention(const __nv_bfloat16* q, const __nv_bfloat16* k_nope, 
                            const __nv_bfloat16* v, const MlaPrefillShape& s, float scale, __nv_bfloat16* out,
                            cudaStream_t stream) {
   validate(s);
-  if (kTensorCoreByDefault && tensor_core_supports(s) && tensor_core_aligned(q, k_nope, k_rot, v, s, out))
+  if (tuning::mla_prefill_default_variant(s) == kTensorCore && tensor_core_aligned(q, k_nope, k_rot, v, s, out))
     launch_tensor_core<false>(q, k_nope, k_rot, v, s, scale, out, stream);
   else
     launch_cuda_core(q, k_nope, k_rot, v, s, scale, out, stream);

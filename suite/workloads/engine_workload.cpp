@@ -32,8 +32,6 @@
 #include "tpb/kernels/device.h"
 #include "tpb/kernels/tensor_digest.h"
 
-
-
 #if TPB_HAVE_CUDA
 #include <cuda_runtime_api.h>
 
@@ -424,13 +422,15 @@ std::int64_t workload_token(std::uint64_t seed, std::int64_t seq, std::int64_t p
   return static_cast<std::int64_t>(h % static_cast<std::uint64_t>(vocab));
 }
 
+// The logits mode's prefill: the first `prefill` of `seq` tokens (0 or more than seq: all).
+std::int64_t prefilled_tokens(std::int64_t prefill, std::int64_t seq) { return (prefill <= 0 || prefill > seq) ? seq : prefill; }
 
 // engine_logits for either engine (the CPU Engine and the GpuEngine have the same step API).
 template <class AnyEngine>
 std::vector<float> step_logits(AnyEngine& engine, const std::vector<std::vector<std::int64_t>>& ids, std::int64_t prefill) {
   const std::int64_t B = static_cast<std::int64_t>(ids.size()), S = static_cast<std::int64_t>(ids.at(0).size());
   const std::int64_t V = engine.config().vocab_size;
-  const std::int64_t K = (prefill <= 0 || prefill > S) ? S : prefill;
+  const std::int64_t K = prefilled_tokens(prefill, S);
   std::vector<float> out(B * S * V);
   std::vector<std::int64_t> first;
   for (const auto& row : ids) first.insert(first.end(), row.begin(), row.begin() + K);
@@ -668,7 +668,7 @@ RankResult run_gpu_engine_workload(const CaseSpec& spec, WorkerState& state) {
     GpuEngineOptions exact;
     exact.max_batch = B;
     exact.max_len = S;
-    exact.max_prefill_tokens = B * ((prefill <= 0 || prefill > S) ? S : prefill);
+    exact.max_prefill_tokens = B * prefilled_tokens(prefill, S);
     comm.reset_allreduce_calls();
     CachedGpuEngine& ce = gpu_engine_for(spec, state, observed, tp, exact);
     const auto logits = step_logits(*ce.engine, ids, prefill);
