@@ -99,11 +99,11 @@ void GpuEngine::allocate_buffers() {
   const std::int64_t H = c.hidden_size, qk = c.qk_head_dim();
   const std::int64_t lora = c.kv_lora_rank, rope = c.qk_rope_head_dim, width = lora + rope;
   const std::int64_t nope = c.qk_nope_head_dim, vd = c.v_head_dim, kvr = nope + vd;
-  const AttentionWidths a = attention_widths(c);
+  Impl& m = *impl_;
+  const AttentionWidths& a = m.widths;
   const bool cache_padded = a.cache_row() != width;
   const std::int64_t heads = dims_.heads, E = c.n_routed_experts, K = c.num_experts_per_tok;
   const std::int64_t L = c.num_hidden_layers, T = max_tokens_;
-  Impl& m = *impl_;
   m.target = &m.buffer_allocations;
   if (options_.on_phase) options_.on_phase("before_buffers");
   const std::size_t before_kv = m.bytes;
@@ -114,7 +114,7 @@ void GpuEngine::allocate_buffers() {
   // max_len rows are held, unused, as a server holds the pages no request has taken yet.
   // Padded rows: zeros in the pads of rows no step has written yet (fill_kv_synthetic writes
   // the model's columns only).
-  m.cache = cache_padded ? m.alloc_zeroed<bf16>(pool_tokens * L * a.cache_row()) : m.alloc<bf16>(pool_tokens * L * width);
+  m.cache = m.alloc_padded<bf16>(pool_tokens * L * a.cache_row(), cache_padded);
   kv_pool_tokens_ = pool_tokens;
   kv_bytes_ = m.bytes - before_kv;
   if (options_.on_phase) options_.on_phase("after_kv");
@@ -138,16 +138,15 @@ void GpuEngine::allocate_buffers() {
   }
   m.q = m.alloc<bf16>(T * heads * qk);
   m.ckv = m.alloc<bf16>(T * width);
-  m.kvrow = cache_padded ? m.alloc_zeroed<bf16>(T * a.cache_row()) : m.alloc<bf16>(T * width);
+  m.kvrow = m.alloc_padded<bf16>(T * a.cache_row(), cache_padded);
   const std::int64_t Tp = options_.max_prefill_tokens;
   m.kv = m.alloc<bf16>(Tp * heads * kvr);
-  m.k_nope = a.nope != nope ? m.alloc_zeroed<bf16>(Tp * heads * a.nope) : m.alloc<bf16>(Tp * heads * nope);
-  m.v = a.v != vd ? m.alloc_zeroed<bf16>(Tp * heads * a.v) : m.alloc<bf16>(Tp * heads * vd);
+  m.k_nope = m.alloc_padded<bf16>(Tp * heads * a.nope, a.nope != nope);
+  m.v = m.alloc_padded<bf16>(Tp * heads * a.v, a.v != vd);
   m.k_rot = m.alloc<bf16>(Tp * rope);
-  m.q_prefill = a.nope != nope ? m.alloc_zeroed<bf16>(Tp * heads * (a.nope + rope)) : nullptr;
+  m.q_prefill = a.nope != nope ? m.alloc_padded<bf16>(Tp * heads * (a.nope + rope), true) : nullptr;
   m.attn_prefill = a.v != vd ? m.alloc<bf16>(Tp * heads * a.v) : nullptr;
-  m.qdec = cache_padded ? m.alloc_zeroed<bf16>(options_.max_batch * heads * a.cache_row())
-                        : m.alloc<bf16>(options_.max_batch * heads * width);
+  m.qdec = m.alloc_padded<bf16>(options_.max_batch * heads * a.cache_row(), cache_padded);
   m.o_lat = m.alloc<bf16>(options_.max_batch * heads * a.lora);
   // The split count depends on the batch (fewer sequences, more splits), so the workspace is
   // the largest any batch size up to max_batch asks for.
@@ -227,7 +226,8 @@ void GpuEngine::fill_kv_synthetic(std::int64_t batch, std::int64_t tokens, std::
                   "fill_kv_synthetic: batch " << batch << " x " << tokens << " tokens outside the cache ("
                                               << options_.max_batch << " x " << options_.max_len << ")");
   const std::int64_t width = config_.kv_cache_width(), lora = config_.kv_lora_rank;
-  const AttentionWidths a = attention_widths(config_);
+  const AttentionWidths& a = impl_->widths;
+  const bool padded = a.cache_row() != width;
   for (std::int64_t l = 0; l < config_.num_hidden_layers; ++l) {
     // Layer l is one global [batch * 2^24, width] tensor (2^24 rows per sequence, whatever
     // max_len this engine was sized for, so the values do not depend on the sizing history);
@@ -242,7 +242,6 @@ void GpuEngine::fill_kv_synthetic(std::int64_t batch, std::int64_t tokens, std::
       w.row_begin = b << 24;
       w.rows = tokens;
       bf16* dst = impl_->cache + (l * options_.max_batch + b) * options_.max_len * a.cache_row();
-      const bool padded = a.cache_row() != width;
       w.col_begin = 0;
       w.cols = padded ? lora : width;
       gpu::synthetic_fill_bf16(w, dst, a.cache_row(), stream_);

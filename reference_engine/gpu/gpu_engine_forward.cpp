@@ -73,7 +73,7 @@ void GpuEngine::Impl::mla_project(const LayerW& lw, const ModelConfig& c, std::i
   Impl& m = *this;
   const std::int64_t H = c.hidden_size, qk = c.qk_head_dim(), lora = c.kv_lora_rank, rope = c.qk_rope_head_dim;
   const std::int64_t width = lora + rope, ql = c.q_lora_rank;
-  const AttentionWidths a = attention_widths(c);  // kvrow's row: lora | rope at a.lora (zero pads)
+  const AttentionWidths& a = widths;  // kvrow's row: lora | rope at a.lora (zero pads)
   const std::int64_t row = a.cache_row();
   const float eps = static_cast<float>(c.rms_norm_eps);
   if (ql > 0) {
@@ -100,7 +100,7 @@ void GpuEngine::attention_prefill(std::int64_t layer, std::int64_t n) {
   const std::int64_t H = c.hidden_size, heads = dims_.heads, T = batch_ * n;
   const std::int64_t lora = c.kv_lora_rank, rope = c.qk_rope_head_dim;
   const std::int64_t nope = c.qk_nope_head_dim, vd = c.v_head_dim, kvr = nope + vd, qk = c.qk_head_dim();
-  const AttentionWidths a = attention_widths(c);  // pads: zero columns (attention_widths.h)
+  const AttentionWidths& a = m.widths;  // pads: zero columns (attention_widths.h)
   TPB_CHECK(length_ == 0, "gpu prefill starts new sequences (chunked prefill is not implemented)");
   bf16* cache_layer = m.cache + layer * options_.max_batch * options_.max_len * a.cache_row();
   m.mla_project(lw, c, heads, T, n, cache_layer, options_.max_len, rope_factor_, stream_);
@@ -143,7 +143,7 @@ void GpuEngine::attention_decode(std::int64_t layer) {
   // The cache row and q_lat are lora | rope, each padded (attention_widths.h): the pads of q
   // are zero, so whatever the cache pads hold adds nothing to a score, and o_lat's padded
   // columns are never read.
-  const AttentionWidths a = attention_widths(c);
+  const AttentionWidths& a = m.widths;
   const std::int64_t row = a.cache_row();
   bf16* cache_layer = m.cache + layer * options_.max_batch * options_.max_len * row;
   m.mla_project(lw, c, heads, B, 1, cache_layer, options_.max_len, rope_factor_, stream_);

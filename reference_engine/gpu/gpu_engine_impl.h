@@ -61,6 +61,9 @@ struct GpuEngine::Impl {
   std::vector<void*>* target = &weight_allocations;
   std::size_t bytes = 0;  // counted by the caller per phase
   gpu::Linear linear;
+  // The attention kernels' widths (reference_engine/memory/attention_widths.h), set once at
+  // construction: the cache row, q_lat and the prefill head dims, padded where the kernels need it.
+  AttentionWidths widths;
 
   // weights
   bf16* embed = nullptr;       // [vocab_local, H]
@@ -114,12 +117,12 @@ struct GpuEngine::Impl {
   float* logits_local = nullptr;  // [T, vocab_local]
   float* gathered = nullptr;      // [tp, T, vocab_local]
 
-  // A buffer whose padding columns must read as zeros: cleared once here, and no kernel
-  // writes them later (each writes only the model's own columns).
+  // A buffer with padding columns (`padded`), which must read as zeros: cleared once here, and
+  // no kernel writes them later (each writes only the model's own columns). Unpadded: as alloc.
   template <class T>
-  T* alloc_zeroed(std::int64_t count) {
+  T* alloc_padded(std::int64_t count, bool padded) {
     T* p = alloc<T>(count);
-    if (p != nullptr) TPB_CUDA_CHECK(cudaMemset(p, 0, static_cast<std::size_t>(count) * sizeof(T)));
+    if (padded && p != nullptr) TPB_CUDA_CHECK(cudaMemset(p, 0, static_cast<std::size_t>(count) * sizeof(T)));
     return p;
   }
   template <class T>

@@ -102,6 +102,7 @@ GpuEngine::GpuEngine(const ModelConfig& config, Shard shard, Communicator& comm,
 
   TPB_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   impl_ = std::make_unique<Impl>();
+  impl_->widths = attention_widths(config_);
   Impl& m = *impl_;
   m.linear.set_one_row_gemv(options_.one_row_gemv);
 
