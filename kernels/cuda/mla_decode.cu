@@ -73,7 +73,7 @@ struct Geometry {
   std::size_t smem = 0;
 };
 
-int round_up(int v, int m) { return (v + m - 1) / m * m; }
+using detail::round_up;
 
 void validate(const MlaDecodeShape& s) {
   TPB_CHECK(s.batch >= 1 && s.batch <= 65535, "mla_decode: batch " << s.batch << " outside 1..65535");

@@ -237,7 +237,7 @@ constexpr int kTcMaxQk = 256;             // padded nope + rope
 constexpr int kTcMaxV = 128;
 constexpr int kTcMaxVGroups = kTcMaxV / 16;  // 16-column V groups (one ldmatrix.x4.trans, two MMAs)
 
-int round_up(int v, int m) { return (v + m - 1) / m * m; }
+using detail::round_up;
 
 // Shared-memory geometry of one shape. Rows are zero-padded to 16 columns (the MMA's K step
 // for S, two 8-column tiles for P·V), plus 8 columns so that consecutive rows start an odd

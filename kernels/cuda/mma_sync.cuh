@@ -17,6 +17,9 @@
 
 namespace tpb::gpu::detail {
 
+// v rounded up to a multiple of m (shared-memory row and tile geometry).
+inline int round_up(int v, int m) { return (v + m - 1) / m * m; }
+
 __device__ __forceinline__ std::uint32_t smem_addr(const void* p) {
   return static_cast<std::uint32_t>(__cvta_generic_to_shared(p));
 }

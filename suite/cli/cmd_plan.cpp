@@ -144,16 +144,14 @@ std::int64_t to_int(const std::string& flag, const std::string& s, std::int64_t 
   return v;
 }
 
-std::optional<std::string> get(const Args& a, const std::string& flag) { return a.value(flag); }
-
 std::int64_t kv_dtype_bytes(const Args& a) {
-  const std::string d = get(a, "--kv-dtype").value_or("bf16");
+  const std::string d = a.value("--kv-dtype").value_or("bf16");
   TPB_INPUT_CHECK(d == "bf16" || d == "fp8", "plan: --kv-dtype: expected bf16 or fp8, got '" << d << "'");
   return d == "fp8" ? 1 : 2;
 }
 
 double mem_fraction(const Args& a, bool required) {
-  auto v = get(a, "--mem-fraction");
+  auto v = a.value("--mem-fraction");
   TPB_INPUT_CHECK(v || !required, "plan: --from-measured needs --mem-fraction");
   const double f = v ? to_double("--mem-fraction", *v) : 0.85;
   TPB_INPUT_CHECK(f > 0.0 && f <= 1.0, "plan: --mem-fraction: expected a value in (0, 1], got " << f);
@@ -161,10 +159,10 @@ double mem_fraction(const Args& a, bool required) {
 }
 
 tpb::ModelConfig load_model(const Args& a) {
-  auto model = get(a, "--model");
+  auto model = a.value("--model");
   TPB_INPUT_CHECK(model, "plan: --model PRESET|DIR is required");
   tpb::ModelConfig c = tpb::load_model_config_by_name(*model);
-  if (auto o = get(a, "--overrides")) {
+  if (auto o = a.value("--overrides")) {
     nlohmann::json j;
     try {
       j = nlohmann::json::parse(*o);
@@ -190,17 +188,17 @@ int run_from_measured(const Args& a) {
   for (const char* f : {"--tp", "--quant", "--gpu", "--gpu-mem-gib", "--allreduce", "--interconnect",
                         "--context-mib", "--custom-max-mib", "--nccl-channels", "--graph-batch-sizes", "--batch",
                         "--seq-len"})
-    TPB_INPUT_CHECK(!get(a, f), "plan: " << f << " does not apply to --from-measured (it reads total and avail off a log)");
+    TPB_INPUT_CHECK(!a.value(f), "plan: " << f << " does not apply to --from-measured (it reads total and avail off a log)");
   TPB_INPUT_CHECK(!a.has("--nccl-over-sockets"),
                   "plan: --nccl-over-sockets does not apply to --from-measured (it reads total and avail off a log)");
-  auto total_s = get(a, "--total-gib"), avail_s = get(a, "--avail-gib");
+  auto total_s = a.value("--total-gib"), avail_s = a.value("--avail-gib");
   TPB_INPUT_CHECK(total_s && avail_s, "plan: --from-measured needs --total-gib and --avail-gib");
   const double total_gib = to_double("--total-gib", *total_s), avail_gib = to_double("--avail-gib", *avail_s);
   TPB_INPUT_CHECK(total_gib > 0, "plan: --total-gib: expected > 0, got " << total_gib);
   TPB_INPUT_CHECK(avail_gib >= 0 && avail_gib <= total_gib,
                   "plan: --avail-gib: expected 0.." << total_gib << " (free after weights <= free before), got " << avail_gib);
   const double f = mem_fraction(a, true);
-  const std::int64_t tokens = get(a, "--tokens") ? to_int("--tokens", *get(a, "--tokens"), 0) : 0;
+  const std::int64_t tokens = a.value("--tokens") ? to_int("--tokens", *a.value("--tokens"), 0) : 0;
   const double total = total_gib * kGiB, avail = avail_gib * kGiB;
   const double rest = tpb::kv_rest_bytes(total, avail, f);
 
@@ -215,7 +213,7 @@ int run_from_measured(const Args& a) {
   bool feasible = rest > 0;
   double min_fraction = 1.0 - avail / total;
   std::string verdict;
-  if (get(a, "--model")) {
+  if (a.value("--model")) {
     const tpb::ModelConfig c = load_model(a);
     const std::int64_t cell = tpb::kv_cell_bytes(c, kv_dtype_bytes(a));
     const std::int64_t max_tokens = tpb::kv_max_tokens(total, avail, f, cell);
@@ -262,7 +260,7 @@ int run_from_measured(const Args& a) {
 // ---- predicted plan ---------------------------------------------------------------------
 
 std::vector<std::int64_t> graph_batch_sizes(const Args& a) {
-  const std::string s = get(a, "--graph-batch-sizes").value_or("1,2,4,8,16,32,64,128,256");
+  const std::string s = a.value("--graph-batch-sizes").value_or("1,2,4,8,16,32,64,128,256");
   std::vector<std::int64_t> out;
   if (s == "none") return out;
   std::stringstream ss(s);
@@ -426,16 +424,16 @@ void print_plan(const tpb::MemoryPlan& p, const DeviceSource& dev) {
 int run_plan(const Args& a) {
   if (a.has("--from-measured")) return run_from_measured(a);
   for (const char* f : {"--total-gib", "--avail-gib"})
-    TPB_INPUT_CHECK(!get(a, f), "plan: " << f << " applies only with --from-measured");
+    TPB_INPUT_CHECK(!a.value(f), "plan: " << f << " applies only with --from-measured");
 
   tpb::PlanInput in;
   in.config = load_model(a);
-  auto tp = get(a, "--tp");
+  auto tp = a.value("--tp");
   TPB_INPUT_CHECK(tp, "plan: --tp N is required");
   in.tp = static_cast<int>(to_int("--tp", *tp, 1));
-  in.quant = tpb::parse_quantization(get(a, "--quant").value_or("bf16"), "plan: --quant");
-  auto gpu = get(a, "--gpu");
-  auto gpu_gib = get(a, "--gpu-mem-gib");
+  in.quant = tpb::parse_quantization(a.value("--quant").value_or("bf16"), "plan: --quant");
+  auto gpu = a.value("--gpu");
+  auto gpu_gib = a.value("--gpu-mem-gib");
   TPB_INPUT_CHECK(gpu.has_value() != gpu_gib.has_value(), "plan: give exactly one of --gpu NAME or --gpu-mem-gib X");
   DeviceSource dev;
   if (gpu) {
@@ -458,11 +456,11 @@ int run_plan(const Args& a) {
     dev.context_source = "the Hopper figure, measured on H200 (gpu_catalog.h); --context-mib to change";
     dev.interconnect_source = "default without --gpu; --interconnect to change";
   }
-  if (auto c = get(a, "--context-mib")) {
+  if (auto c = a.value("--context-mib")) {
     in.cuda_context_bytes = to_int("--context-mib", *c, 0) * kMiB;
     dev.context_source = "as given (--context-mib)";
   }
-  if (auto i = get(a, "--interconnect")) {
+  if (auto i = a.value("--interconnect")) {
     in.interconnect = tpb::parse_interconnect(*i, "plan: --interconnect");
     dev.interconnect_source = "as given, --interconnect";
     dev.interconnect_note.clear();
@@ -470,21 +468,21 @@ int run_plan(const Args& a) {
   in.mem_fraction = mem_fraction(a, false);
   // Serving engines start with their custom allreduce on (SGLang's and vLLM's default), so the
   // plan counts its buffers unless told otherwise: the incident of issue 18 was a plan without them.
-  in.allreduce = get(a, "--allreduce").value_or("auto");
+  in.allreduce = a.value("--allreduce").value_or("auto");
   tpb::comm_bytes(in.allreduce, 2, in.custom_max_bytes, in.nccl_channels, "plan: --allreduce");  // names the flag
-  if (auto t = get(a, "--tokens")) in.requested_tokens = to_int("--tokens", *t, 0);
+  if (auto t = a.value("--tokens")) in.requested_tokens = to_int("--tokens", *t, 0);
   in.kv_dtype_bytes = kv_dtype_bytes(a);
-  if (auto m = get(a, "--custom-max-mib")) in.custom_max_bytes = to_int("--custom-max-mib", *m, 1) * kMiB;
-  if (auto n = get(a, "--nccl-channels")) in.nccl_channels = static_cast<int>(to_int("--nccl-channels", *n, 1));
+  if (auto m = a.value("--custom-max-mib")) in.custom_max_bytes = to_int("--custom-max-mib", *m, 1) * kMiB;
+  if (auto n = a.value("--nccl-channels")) in.nccl_channels = static_cast<int>(to_int("--nccl-channels", *n, 1));
   in.nccl_over_sockets = a.has("--nccl-over-sockets");
   in.graph_batch_sizes = graph_batch_sizes(a);
-  if (auto b = get(a, "--batch")) in.activation_batch = to_int("--batch", *b, 1);
-  if (auto s = get(a, "--seq-len")) in.activation_seq_len = to_int("--seq-len", *s, 1);
+  if (auto b = a.value("--batch")) in.activation_batch = to_int("--batch", *b, 1);
+  if (auto s = a.value("--seq-len")) in.activation_seq_len = to_int("--seq-len", *s, 1);
   in.include_vision_tower = !a.has("--text-only");
 
   const tpb::MemoryPlan p = tpb::plan_memory(in);
   std::vector<tpb::FractionSweepPoint> sweep;
-  if (auto list = get(a, "--sweep-fractions")) {
+  if (auto list = a.value("--sweep-fractions")) {
     std::vector<double> fractions;
     std::stringstream ss(*list);
     for (std::string item; std::getline(ss, item, ',');) {
@@ -494,14 +492,14 @@ int run_plan(const Args& a) {
     }
     TPB_INPUT_CHECK(!fractions.empty(), "plan: --sweep-fractions: expected a comma-separated list");
     std::vector<std::string> backends;
-    std::stringstream bs(get(a, "--sweep-backends").value_or("nccl,auto"));
+    std::stringstream bs(a.value("--sweep-backends").value_or("nccl,auto"));
     for (std::string item; std::getline(bs, item, ',');) {
       tpb::comm_bytes(item, 2, in.custom_max_bytes, in.nccl_channels, "plan: --sweep-backends");
       backends.push_back(item);
     }
     sweep = tpb::sweep_mem_fraction(in, backends, fractions);
   } else {
-    TPB_INPUT_CHECK(!get(a, "--sweep-backends"), "plan: --sweep-backends needs --sweep-fractions");
+    TPB_INPUT_CHECK(!a.value("--sweep-backends"), "plan: --sweep-backends needs --sweep-fractions");
   }
   if (a.has("--json")) {
     nlohmann::json j = plan_json(p, dev);
