@@ -1,8 +1,8 @@
 // MLA attention microbenchmarks.
 //
 // Decode: absorbed-MLA decode attention microbenchmarks: tpb::gpu::mla_decode_attention at Kimi-K2.5
-// TP2 shapes (32 heads per rank, kv_lora 512, rope 64) over batch {1, 8, 64, 256} x seq_len
-// {1K, 8K, 32K}, every sequence at the full length (max_len = seq_len). Timing as STYLE.md 12:
+// TP1 and TP2 shapes (64 and 32 heads per rank, kv_lora 512, rope 64) over batch {1, 8, 64, 256}
+// x seq_len {1K, 8K, 32K}, every sequence at the full length (max_len = seq_len). Timing as STYLE.md 12:
 // device events around a batch of `ops` calls replayed from a CUDA graph (the engine's decode
 // mode, and no host launch overhead in the number), manual time per call, warm-up first.
 //
@@ -49,16 +49,18 @@ namespace tpb::bench {
 
 namespace {
 
-constexpr std::int64_t kHeads = 32, kKvLora = 512, kRope = 64, kRow = kKvLora + kRope;
+constexpr std::int64_t kKvLora = 512, kRope = 64, kRow = kKvLora + kRope;
+constexpr std::int64_t kDecodeHeads[] = {64, 32};  // Kimi-K2.5 at TP1 and TP2
+constexpr std::int64_t kMaxDecodeHeads = 64;
 constexpr std::int64_t kBatches[] = {1, 8, 64, 256};
 constexpr std::int64_t kSeqLens[] = {1024, 8192, 32768};
 constexpr double kRotateBytes = 256.0 * (1 << 20);
 constexpr std::size_t kHeadroom = std::size_t{2} << 30;  // left free for the workspace, q and the runtime
 
-gpu::MlaDecodeShape decode_shape(std::int64_t batch, std::int64_t seq_len) {
+gpu::MlaDecodeShape decode_shape(std::int64_t heads, std::int64_t batch, std::int64_t seq_len) {
   gpu::MlaDecodeShape s;
   s.batch = batch;
-  s.heads = kHeads;
+  s.heads = heads;
   s.kv_lora = kKvLora;
   s.rope = kRope;
   s.max_len = seq_len;
@@ -123,13 +125,14 @@ struct AttentionBenchState {
     prepare_stream();
     const std::int64_t max_batch = kBatches[std::size(kBatches) - 1];
     std::size_t ws = 0;
-    for (std::int64_t b : kBatches)
-      for (std::int64_t n : kSeqLens) ws = std::max(ws, gpu::mla_decode_workspace_bytes(decode_shape(b, n)));
+    for (std::int64_t h : kDecodeHeads)
+      for (std::int64_t b : kBatches)
+        for (std::int64_t n : kSeqLens) ws = std::max(ws, gpu::mla_decode_workspace_bytes(decode_shape(h, b, n)));
     TPB_CUDA_CHECK(cudaMalloc(&workspace, ws));
-    TPB_CUDA_CHECK(cudaMalloc(&q, static_cast<std::size_t>(max_batch * kHeads * kRow) * 2));
-    TPB_CUDA_CHECK(cudaMalloc(&out, static_cast<std::size_t>(max_batch * kHeads * kKvLora) * 2));
+    TPB_CUDA_CHECK(cudaMalloc(&q, static_cast<std::size_t>(max_batch * kMaxDecodeHeads * kRow) * 2));
+    TPB_CUDA_CHECK(cudaMalloc(&out, static_cast<std::size_t>(max_batch * kMaxDecodeHeads * kKvLora) * 2));
     TPB_CUDA_CHECK(cudaMalloc(&seq_lens, static_cast<std::size_t>(max_batch) * sizeof(std::int32_t)));
-    fill_random(q, static_cast<std::size_t>(max_batch * kHeads * kRow), 21);
+    fill_random(q, static_cast<std::size_t>(max_batch * kMaxDecodeHeads * kRow), 21);
     // The largest cache of the sweep, or what memory allows; shapes beyond it are skipped.
     std::size_t free_b = 0, total_b = 0;
     TPB_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
@@ -145,10 +148,10 @@ struct AttentionBenchState {
 
 AttentionBenchState* g_attn = nullptr;  // lives until exit
 
-void bm_decode(benchmark::State& state, std::int64_t batch, std::int64_t seq_len) {
+void bm_decode(benchmark::State& state, std::int64_t heads, std::int64_t batch, std::int64_t seq_len) {
   AttentionBenchState& g = *g_attn;
   g.prepare();
-  const gpu::MlaDecodeShape shape = decode_shape(batch, seq_len);
+  const gpu::MlaDecodeShape shape = decode_shape(heads, batch, seq_len);
   const std::size_t bytes = cache_bytes(batch, seq_len);
   if (bytes > g.cache_capacity) {
     state.SkipWithError("not enough device memory for this cache");
@@ -159,7 +162,7 @@ void bm_decode(benchmark::State& state, std::int64_t batch, std::int64_t seq_len
   const std::size_t step = (bytes + 255) / 256 * 256;
   const int copies = static_cast<int>(std::max<std::size_t>(
       1, std::min<std::size_t>(g.cache_capacity / step, static_cast<std::size_t>(std::ceil(kRotateBytes / bytes)))));
-  const double flops = 2.0 * static_cast<double>(batch * kHeads * seq_len) * static_cast<double>(kRow + kKvLora);
+  const double flops = 2.0 * static_cast<double>(batch * heads * seq_len) * static_cast<double>(kRow + kKvLora);
   // Calls per timed batch: ~300 us at an H200's copy rate, 1..64.
   const int ops = static_cast<int>(std::clamp(300e-6 / (static_cast<double>(bytes) / 4e12), 1.0, 64.0));
 
@@ -185,7 +188,7 @@ void bm_decode(benchmark::State& state, std::int64_t batch, std::int64_t seq_len
   const double gbps = static_cast<double>(bytes) / mean_s / 1e9;
   state.counters["batch"] = static_cast<double>(batch);
   state.counters["seq_len"] = static_cast<double>(seq_len);
-  state.counters["heads"] = static_cast<double>(kHeads);
+  state.counters["heads"] = static_cast<double>(heads);
   state.counters["us_per_op"] = mean_s * 1e6;
   state.counters["bytes"] = static_cast<double>(bytes);
   state.counters["GBps"] = gbps;
@@ -272,15 +275,17 @@ void bm_prefill(benchmark::State& state, int variant, std::int64_t heads, Prefil
 void register_attention_benchmarks(RankContext& ctx) {
   g_attn = new AttentionBenchState;
   g_attn->device = ctx.rank;
-  for (std::int64_t batch : kBatches)
-    for (std::int64_t seq_len : kSeqLens) {
-      const std::string name =
-          "attention/mla_decode/heads:32/batch:" + std::to_string(batch) + "/seq_len:" + std::to_string(seq_len);
-      benchmark::RegisterBenchmark(name.c_str(), [batch, seq_len](benchmark::State& st) { bm_decode(st, batch, seq_len); })
-          ->UseManualTime()
-          ->Unit(benchmark::kMicrosecond)
-          ->Iterations(10);
-    }
+  for (std::int64_t heads : kDecodeHeads)
+    for (std::int64_t batch : kBatches)
+      for (std::int64_t seq_len : kSeqLens) {
+        const std::string name = "attention/mla_decode/heads:" + std::to_string(heads) +
+                                 "/batch:" + std::to_string(batch) + "/seq_len:" + std::to_string(seq_len);
+        benchmark::RegisterBenchmark(name.c_str(),
+                                     [heads, batch, seq_len](benchmark::State& st) { bm_decode(st, heads, batch, seq_len); })
+            ->UseManualTime()
+            ->Unit(benchmark::kMicrosecond)
+            ->Iterations(10);
+      }
   g_prefill = new PrefillBenchState;
   for (int variant = 0; variant < gpu::tuning::mla_prefill_variants(); ++variant)
     for (std::int64_t heads : kPrefillHeads)

@@ -2,7 +2,8 @@
 # the repository root as working directory, NCCL's multicast off, a timed `step` printer, and
 # the CUDA build of tpbench and the gpu tests (GPU_CALL_TARGETS: other targets), its log in
 # $OUT/build.log.
-#   source "$(dirname "$0")/gpu_call_common.bash" "$@"   (sets OUT, START, TPB; defines step)
+#   source "$(dirname "$0")/gpu_call_common.bash" "$@"   (sets OUT, START, TPB; defines step and
+#   baseline_verdicts)
 set -u -o pipefail
 OUT=${1:?usage: $(basename "$0") OUTDIR}
 mkdir -p "$OUT"
@@ -15,3 +16,24 @@ read -r -a GPU_CALL_TARGET_LIST <<<"${GPU_CALL_TARGETS:-tpbench tpb_gpu_tests}"
 { cmake --preset cuda >/dev/null && cmake --build build-cuda -j "$(nproc)" --target "${GPU_CALL_TARGET_LIST[@]}"; } >"$OUT/build.log" 2>&1 \
   || { tail -30 "$OUT/build.log"; echo "BUILD FAILED"; exit 1; }
 TPB=build-cuda/suite/tpbench
+
+# $1 a --results-dir of one `tpbench run --baselines`: each case's latency against the stored
+# baseline (new, stored, ratio, verdict), then the digest verdicts counted, the others named.
+baseline_verdicts() {
+  python3 - "$1" <<'PY'
+import collections, glob, json, sys
+counts, lat = collections.Counter(), []
+for line in open(glob.glob(sys.argv[1] + "/*/results.jsonl")[0]):
+    r = json.loads(line)
+    for metric, v in (r.get("baseline") or {}).items():
+        if metric.startswith("digest."):
+            counts[v.get("verdict")] += 1
+            if v.get("verdict") != "ok":
+                print("  ", r["label"], metric, v.get("verdict"), v.get("detail", ""))
+        elif metric == "latency_us" and v.get("ratio"):
+            lat.append(v["ratio"])
+            print(f"   {r['label']}: latency {v.get('new')} vs stored {v.get('old')} us, ratio {v['ratio']:.3f} {v.get('verdict')}")
+print("  digest verdicts:", dict(counts), "| latency ratios new/stored: min %.3f max %.3f over %d" %
+      (min(lat), max(lat), len(lat)) if lat else "")
+PY
+}

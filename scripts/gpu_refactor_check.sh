@@ -13,23 +13,6 @@ if [ "${SKIP_TESTS:-0}" != 1 ]; then  # SKIP_TESTS=1: the digest comparison alon
   grep -E "tests passed|tests failed|\*\*\*Failed|Not Run|Timeout" "$OUT/ctest.log" | head -20
 fi
 RUNS=$(mktemp -d /tmp/tpb-refactor-runs.XXXXXX)
-digests() {  # $1 results root: digest verdicts and latency ratios against the stored baseline
-  python3 - "$1" <<'PY'
-import collections, glob, json, sys
-counts, lat = collections.Counter(), []
-for line in open(glob.glob(sys.argv[1] + "/*/results.jsonl")[0]):
-    r = json.loads(line)
-    for metric, v in (r.get("baseline") or {}).items():
-        if metric.startswith("digest."):
-            counts[v.get("verdict")] += 1
-            if v.get("verdict") != "ok":
-                print("  ", r["label"], metric, v.get("verdict"), v.get("detail", ""))
-        elif metric == "latency_us" and v.get("ratio"):
-            lat.append(v["ratio"])
-print("  digest verdicts:", dict(counts), "| latency ratios new/stored: min %.3f max %.3f over %d" %
-      (min(lat), max(lat), len(lat)) if lat else "")
-PY
-}
 for spec in "decode-1gpu" "conformance/gpu-engine-shared --filter tp=1 --filter tp=2"; do
   name=${spec%% *}; name=${name##*/}
   step "$name against baselines/"
@@ -38,7 +21,7 @@ for spec in "decode-1gpu" "conformance/gpu-engine-shared --filter tp=1 --filter 
     >"$RUNS/$name.log" 2>&1
   echo "tpbench run $name: rc=$?"
   grep -E "^(cases|checks \(|baseline |builds|not like)" "$RUNS/$name.log" | cut -c1-300
-  digests "$RUNS/$name"
+  baseline_verdicts "$RUNS/$name"
 done
 ls /dev/shm | grep -c tpb || true
 tar -czf "$OUT/runs.tgz" --exclude='*/logs' --exclude='*/traces' --exclude='*/mps-log' -C "$RUNS" . 2>/dev/null

@@ -2,8 +2,10 @@
 //
 // Tensor cores (mma.sync m16n8k16, bf16 in, fp32 accumulate), flash-attention-2 style, where
 // nope, rope and v_dim are multiples of 8 (16-byte rows for cp.async; every published model
-// and the test presets). One CTA of 8 warps per (128-query block, head, sequence); warp w owns
-// queries 16w..16w+15 and holds their Q fragments in registers for the whole key loop. Keys
+// and the test presets). One CTA of 8 warps per (128-query block, head, sequence) (a 4-warp
+// variant runs 64-query blocks, two CTAs per SM); warp w owns queries 16w..16w+15 and holds
+// their Q fragments in registers for the whole key loop. A row's arithmetic depends on its
+// warp alone, never on the CTA's size: both variants give the same bits. Keys
 // stream through shared memory 64 at a time (K = [k_nope of head h | k_rot], V), cp.async
 // double-buffered, in increasing order. Per tile a warp computes S = Q K^T (16 x 64) over the
 // concatenated head dim zero-padded to a multiple of 16, scales it into log2 units, masks the
@@ -228,14 +230,17 @@ __global__ void __launch_bounds__(kThreads)
 
 // ---- tensor-core kernel ----
 
-constexpr int kTcWarps = 8;
-constexpr int kTcThreads = 32 * kTcWarps;
-constexpr int kTcBlockQ = 16 * kTcWarps;  // 16 query rows per warp: one MMA row tile
+// A CTA is kWarps warps (8: one CTA of 256 threads per SM; 4: two CTAs of 128 per SM, whose
+// barriers and loads interleave), 16 query rows each.
 constexpr int kTcBlockK = 64;             // keys per pipeline stage: 8 score tiles, 4 P·V K steps
 constexpr int kTcStages = 2;              // cp.async pipeline depth
 constexpr int kTcMaxQk = 256;             // padded nope + rope
 constexpr int kTcMaxV = 128;
 constexpr int kTcMaxVGroups = kTcMaxV / 16;  // 16-column V groups (one ldmatrix.x4.trans, two MMAs)
+// Kimi-K2.5's (and DeepSeek-V3's) widths, compiled with constant loop bounds: nope + rope = 192
+// (12 score K steps), v_dim = 128 (8 V groups). Other widths take the guarded kernel.
+constexpr int kKimiQkSteps = 12;
+constexpr int kKimiVGroups = 8;
 
 using detail::round_up;
 
@@ -251,36 +256,43 @@ struct TcGeometry {
   std::size_t smem = 0;
 };
 
-TcGeometry tc_geometry(const MlaPrefillShape& s) {
+TcGeometry tc_geometry(const MlaPrefillShape& s, int warps) {
   TcGeometry g;
   g.qk_pad = round_up(static_cast<int>(s.nope + s.rope), 16);
   g.v_pad = round_up(static_cast<int>(s.v_dim), 16);
   g.qk_stride = g.qk_pad + 8;
   g.v_stride = g.v_pad + 8;
-  g.smem = (static_cast<std::size_t>(kTcBlockQ + kTcStages * kTcBlockK) * g.qk_stride +
+  g.smem = (static_cast<std::size_t>(16 * warps + kTcStages * kTcBlockK) * g.qk_stride +
             static_cast<std::size_t>(kTcStages * kTcBlockK) * g.v_stride) * sizeof(__nv_bfloat16);
   return g;
 }
 
-// kMaxQkSteps: the score K steps the registers hold (qk_pad / 16 at most); kSplitP: P as
-// bf16 hi + lo. Row tiles past q_len compute on zero queries over the valid keys and are never
-// stored; key rows past kv_len arrive as zeros (cp.async zero fill) and are masked.
-template <int kMaxQkSteps, bool kSplitP>
-__global__ void __launch_bounds__(kTcThreads, 1)
+// kWarps: warps per CTA; kMaxQkSteps: the score K steps the registers hold (qk_pad / 16 at
+// most); kVGroups: the 16-column V groups the accumulators hold; kExact: the widths are exactly
+// kMaxQkSteps * 16 and kVGroups * 16 (no padding, constant loop bounds, no guards between the
+// MMAs, which would keep the compiler from overlapping one K step's loads with the last's
+// MMAs); kSplitP: P as bf16 hi + lo. Row tiles past q_len compute on zero queries over the
+// valid keys and are never stored; key rows past kv_len arrive as zeros (cp.async zero fill)
+// and are masked.
+template <int kWarps, int kMaxQkSteps, int kVGroups, bool kExact, bool kSplitP>
+__global__ void __launch_bounds__(32 * kWarps, 8 / kWarps)
     mla_prefill_tc_kernel(const __nv_bfloat16* __restrict__ q, const __nv_bfloat16* __restrict__ k_nope,
                           const __nv_bfloat16* __restrict__ k_rot, const __nv_bfloat16* __restrict__ v, int q_len,
                           int past, int heads, int nope, int rope, int v_dim, float scale_log2, int qk_stride,
                           int v_stride, __nv_bfloat16* __restrict__ out) {
+  constexpr int kTcThreads = 32 * kWarps;
+  constexpr int kTcBlockQ = 16 * kWarps;  // 16 query rows per warp: one MMA row tile
   const int i0 = static_cast<int>(gridDim.x - 1 - blockIdx.x) * kTcBlockQ;  // latest block first
   const int h = blockIdx.y;
   const int b = blockIdx.z;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int quad_row = lane >> 2, quad_col = 2 * (lane & 3);
   const int mi = lane >> 3, r8 = lane & 7;  // ldmatrix: which 8x8 matrix this lane addresses, which row
-  const int qk = nope + rope;
-  const int qk_steps = (qk + 15) / 16;
-  const int v_groups = (v_dim + 15) / 16;
-  const int qk_vecs = qk / 8, nope_vecs = nope / 8, v_vecs = v_dim / 8;  // 16-byte vectors per row
+  const int qk = kExact ? 16 * kMaxQkSteps : nope + rope;
+  const int qk_steps = kExact ? kMaxQkSteps : (qk + 15) / 16;
+  const int v_groups = kExact ? kVGroups : (v_dim + 15) / 16;
+  // 16-byte vectors per row
+  const int qk_vecs = qk / 8, nope_vecs = nope / 8, v_vecs = kExact ? 2 * kVGroups : v_dim / 8;
   const int kv_len = past + q_len;
 
   extern __shared__ __align__(16) unsigned char smem[];
@@ -289,8 +301,8 @@ __global__ void __launch_bounds__(kTcThreads, 1)
   __nv_bfloat16* v_s = k_s + static_cast<std::size_t>(kTcStages * kTcBlockK) * qk_stride;  // [..][v_stride]
 
   // Columns between the row and its 16-column padding are never copied into: zero them once
-  // (q_s and k_s are one run of rows of the same stride).
-  {
+  // (q_s and k_s are one run of rows of the same stride). Exact widths have none.
+  if constexpr (!kExact) {
     const int pad = qk_steps * 2 - qk_vecs;
     for (int i = tid; i < (kTcBlockQ + kTcStages * kTcBlockK) * pad; i += kTcThreads) {
       const int r = i / pad;
@@ -349,9 +361,9 @@ __global__ void __launch_bounds__(kTcThreads, 1)
 
   const int warp_first = past + i0 + warp * 16;  // position of the warp's first query
   const int row_pos = warp_first + quad_row;      // this lane's rows: row_pos and row_pos + 8
-  float acc[2 * kTcMaxVGroups][4];                // 8-column output tiles
+  float acc[2 * kVGroups][4];                     // 8-column output tiles
 #pragma unroll
-  for (int t = 0; t < 2 * kTcMaxVGroups; ++t) acc[t][0] = acc[t][1] = acc[t][2] = acc[t][3] = 0.0f;
+  for (int t = 0; t < 2 * kVGroups; ++t) acc[t][0] = acc[t][1] = acc[t][2] = acc[t][3] = 0.0f;
   float m_run[2] = {-INFINITY, -INFINITY};  // running max of the log2-scaled scores
   float l_run[2] = {0.0f, 0.0f};            // this lane's part of the running sum (its columns)
 
@@ -436,7 +448,7 @@ __global__ void __launch_bounds__(kTcThreads, 1)
 #pragma unroll
     for (int r = 0; r < 2; ++r) l_run[r] = l_run[r] * corr[r] + sum[r];
 #pragma unroll
-    for (int t = 0; t < 2 * kTcMaxVGroups; ++t) {
+    for (int t = 0; t < 2 * kVGroups; ++t) {
       acc[t][0] *= corr[0];
       acc[t][1] *= corr[0];
       acc[t][2] *= corr[1];
@@ -449,7 +461,7 @@ __global__ void __launch_bounds__(kTcThreads, 1)
 #pragma unroll
     for (int kk = 0; kk < kTcBlockK / 16; ++kk)
 #pragma unroll
-      for (int vg = 0; vg < kTcMaxVGroups; ++vg) {
+      for (int vg = 0; vg < kVGroups; ++vg) {
         if (vg < v_groups) {
           std::uint32_t vb[4];  // columns 16 vg .. + 7 (vb[0], vb[1]) and + 8 .. + 15 (vb[2], vb[3])
           detail::ldmatrix_x4_trans(v_addr + (kk * 16 * v_stride + vg * 16) * 2, vb);
@@ -477,7 +489,7 @@ __global__ void __launch_bounds__(kTcThreads, 1)
     const float inv = 1.0f / l_run[r];
     __nv_bfloat16* orow = out + ((static_cast<std::size_t>(b) * q_len + i) * heads + h) * v_dim;
 #pragma unroll
-    for (int t = 0; t < 2 * kTcMaxVGroups; ++t) {
+    for (int t = 0; t < 2 * kVGroups; ++t) {
       const int d = t * 8 + quad_col;
       if (d < v_dim)
         *reinterpret_cast<__nv_bfloat162*>(orow + d) =
@@ -488,7 +500,7 @@ __global__ void __launch_bounds__(kTcThreads, 1)
 
 // ---- launchers ----
 
-enum Variant { kTensorCore = 0, kTensorCoreSplitP = 1, kCudaCore = 2, kVariants = 3 };
+enum Variant { kTensorCore = 0, kTensorCoreSplitP = 1, kCudaCore = 2, kTensorCore4Warps = 3, kVariants = 4 };
 
 void validate(const MlaPrefillShape& s) {
   TPB_CHECK(s.batch >= 1 && s.batch <= 65535, "mla_prefill: batch " << s.batch << " outside 1..65535");
@@ -501,12 +513,12 @@ void validate(const MlaPrefillShape& s) {
             "mla_prefill: v_dim " << s.v_dim << " must be even and <= " << kMaxV);
 }
 
-// Whether mla_prefill_attention launches the tensor-core kernel where it applies. Off until it
-// has passed on a GPU: it was written and compiled on 2026-12-01 without one (its CPU emulation
-// matched an fp64 reference), and the engine keeps the kernel its h200 baselines were recorded
-// with. To switch: scripts/gpu_prefill_check.sh green on a GPU, then true here, then the
-// baselines/h200x* digests re-recorded (the engine's prefill bits change).
-constexpr bool kTensorCoreByDefault = false;
+// Whether mla_prefill_attention launches the tensor-core kernel where it applies. On since
+// 2026-12-01: on one H200 every variant matched the CPU reference (MlaPrefill), the GPU engine
+// matched the CPU engine and HF transformers with it, and it ran 6.5-6.9 x the CUDA-core
+// kernel's speed at Kimi-K2.5's widths (scripts/gpu_issue20.sh). Turning it on changed
+// the engine's prefill bits: the baselines/h200x1 prefill digests were re-recorded with it.
+constexpr bool kTensorCoreByDefault = true;
 
 bool tensor_core_supports(const MlaPrefillShape& s) {
   return s.nope % 8 == 0 && s.rope % 8 == 0 && s.v_dim % 8 == 0 && s.nope + s.rope <= kTcMaxQk &&
@@ -539,25 +551,30 @@ void launch_cuda_core(const __nv_bfloat16* q, const __nv_bfloat16* k_nope, const
   TPB_CUDA_CHECK_LAUNCH();
 }
 
-template <bool kSplitP>
+template <int kWarps, bool kSplitP>
 void launch_tensor_core(const __nv_bfloat16* q, const __nv_bfloat16* k_nope, const __nv_bfloat16* k_rot,
                         const __nv_bfloat16* v, const MlaPrefillShape& s, float scale, __nv_bfloat16* out,
                         cudaStream_t stream) {
   TPB_CHECK(tensor_core_aligned(q, k_nope, k_rot, v, s, out),
             "mla_prefill: the tensor-core kernel needs 16-byte aligned q, k_nope, k_rot and v, 4-byte aligned out");
-  const TcGeometry g = tc_geometry(s);
-  // Kimi's 192 (and every smaller width) in 12 K steps of Q registers, up to 256 in 16.
-  auto* kernel = g.qk_pad <= 192 ? mla_prefill_tc_kernel<12, kSplitP> : mla_prefill_tc_kernel<16, kSplitP>;
-  // Above the default 48 KiB (134 KiB at Kimi's widths); a host-side attribute, legal under
-  // stream capture.
+  const TcGeometry g = tc_geometry(s, kWarps);
+  // Kimi's widths with constant bounds; other widths up to 192 in 12 K steps of Q registers,
+  // up to 256 in 16.
+  const bool kimi = s.nope + s.rope == 16 * kKimiQkSteps && s.v_dim == 16 * kKimiVGroups;
+  auto* kernel = kimi              ? mla_prefill_tc_kernel<kWarps, kKimiQkSteps, kKimiVGroups, true, kSplitP>
+                 : g.qk_pad <= 192 ? mla_prefill_tc_kernel<kWarps, 12, kTcMaxVGroups, false, kSplitP>
+                                   : mla_prefill_tc_kernel<kWarps, 16, kTcMaxVGroups, false, kSplitP>;
+  // Above the default 48 KiB (134 KiB at Kimi's widths with 8 warps, 109 KiB with 4); a
+  // host-side attribute, legal under stream capture.
   TPB_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(g.smem)));
-  const dim3 grid(static_cast<unsigned>((s.q_len + kTcBlockQ - 1) / kTcBlockQ), static_cast<unsigned>(s.heads),
+  constexpr int kBlockRows = 16 * kWarps;
+  const dim3 grid(static_cast<unsigned>((s.q_len + kBlockRows - 1) / kBlockRows), static_cast<unsigned>(s.heads),
                   static_cast<unsigned>(s.batch));
   const float scale_log2 = static_cast<float>(static_cast<double>(scale) * 1.4426950408889634);  // log2(e)
-  kernel<<<grid, kTcThreads, g.smem, stream>>>(q, k_nope, k_rot, v, static_cast<int>(s.q_len),
-                                               static_cast<int>(s.past), static_cast<int>(s.heads),
-                                               static_cast<int>(s.nope), static_cast<int>(s.rope),
-                                               static_cast<int>(s.v_dim), scale_log2, g.qk_stride, g.v_stride, out);
+  kernel<<<grid, 32 * kWarps, g.smem, stream>>>(q, k_nope, k_rot, v, static_cast<int>(s.q_len),
+                                                static_cast<int>(s.past), static_cast<int>(s.heads),
+                                                static_cast<int>(s.nope), static_cast<int>(s.rope),
+                                                static_cast<int>(s.v_dim), scale_log2, g.qk_stride, g.v_stride, out);
   TPB_CUDA_CHECK_LAUNCH();
 }
 
@@ -572,12 +589,14 @@ const char* mla_prefill_variant_name(int variant) {
     case kTensorCore: return "tensor_core";
     case kTensorCoreSplitP: return "tensor_core_split_p";
     case kCudaCore: return "cuda_core";
+    case kTensorCore4Warps: return "tensor_core_4warps";
     default: return "?";
   }
 }
 
 bool mla_prefill_variant_supports(int variant, const MlaPrefillShape& shape) {
-  if (variant == kTensorCore || variant == kTensorCoreSplitP) return tensor_core_supports(shape);
+  if (variant == kTensorCore || variant == kTensorCoreSplitP || variant == kTensorCore4Warps)
+    return tensor_core_supports(shape);
   return variant == kCudaCore;
 }
 
@@ -596,8 +615,9 @@ void mla_prefill_variant(int variant, const __nv_bfloat16* q, const __nv_bfloat1
             "mla_prefill: variant " << mla_prefill_variant_name(variant) << " does not take nope " << shape.nope
                                     << ", rope " << shape.rope << ", v_dim " << shape.v_dim);
   switch (variant) {
-    case kTensorCore: launch_tensor_core<false>(q, k_nope, k_rot, v, shape, scale, out, stream); break;
-    case kTensorCoreSplitP: launch_tensor_core<true>(q, k_nope, k_rot, v, shape, scale, out, stream); break;
+    case kTensorCore: launch_tensor_core<8, false>(q, k_nope, k_rot, v, shape, scale, out, stream); break;
+    case kTensorCoreSplitP: launch_tensor_core<8, true>(q, k_nope, k_rot, v, shape, scale, out, stream); break;
+    case kTensorCore4Warps: launch_tensor_core<4, false>(q, k_nope, k_rot, v, shape, scale, out, stream); break;
     default: launch_cuda_core(q, k_nope, k_rot, v, shape, scale, out, stream); break;
   }
 }
@@ -609,7 +629,7 @@ void mla_prefill_attention(const __nv_bfloat16* q, const __nv_bfloat16* k_nope, 
                            cudaStream_t stream) {
   validate(s);
   if (tuning::mla_prefill_default_variant(s) == kTensorCore && tensor_core_aligned(q, k_nope, k_rot, v, s, out))
-    launch_tensor_core<false>(q, k_nope, k_rot, v, s, scale, out, stream);
+    launch_tensor_core<8, false>(q, k_nope, k_rot, v, s, scale, out, stream);
   else
     launch_cuda_core(q, k_nope, k_rot, v, s, scale, out, stream);
 }

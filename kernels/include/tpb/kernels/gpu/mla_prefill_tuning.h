@@ -1,10 +1,11 @@
 // The kernels behind mla_prefill_attention, one by one, for tpb_bench to time side by side and
 // for the test that holds each to the CPU reference. Not an engine interface.
 //   0 tensor_core          mma.sync m16n8k16, P enters the P·V MMA as bf16 (flash-attention's
-//                          choice): what mla_prefill_attention launches where it applies, once
-//                          mla_prefill_tensor_core_by_default() (off until it has passed on a GPU)
+//                          choice), 8 warps per CTA: what mla_prefill_attention launches where
+//                          it applies (mla_prefill_tensor_core_by_default())
 //   1 tensor_core_split_p  the same with P = bf16 hi + lo, two MMAs (P to 2^-16 relative)
 //   2 cuda_core            fp32 FMA on CUDA cores, any even head dims: the fallback
+//   3 tensor_core_4warps   tensor_core with 4 warps per CTA, two CTAs per SM: the same bits
 // Each variant is deterministic (fixed sum order, no atomics).
 #pragma once
 
@@ -21,7 +22,7 @@ const char* mla_prefill_variant_name(int variant);
 // multiples of 8, nope + rope <= 256, v_dim <= 128; their pointers must be 16-byte aligned).
 bool mla_prefill_variant_supports(int variant, const MlaPrefillShape& shape);
 // Whether mla_prefill_attention takes the tensor cores where they apply (mla_prefill.cu says
-// why it is off for now).
+// since when and on what evidence).
 bool mla_prefill_tensor_core_by_default();
 // The variant mla_prefill_attention launches for this shape with 16-byte aligned pointers.
 int mla_prefill_default_variant(const MlaPrefillShape& shape);

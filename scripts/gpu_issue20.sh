@@ -1,0 +1,123 @@
+#!/usr/bin/env bash
+# Issue 20's measurements on one GPU, in one device-machine call:
+#   1. the gpu tests of the attention kernels and the engine around them (GPU_TESTS; default
+#      MlaPrefill: every prefill variant against the CPU reference, dispatch, determinism, the
+#      4-warp CTAs' bits; and the GPU engine against the CPU engine, HF transformers and the
+#      logits CLI). The steps after it that need the engine stop when they fail;
+#   2. tpb_bench attention/: mla_prefill/<variant>/... at 1 x 8K and 4 x 2K, 64 and 32 heads,
+#      and mla_decode/heads:{64,32}/... (vs_copy_bw: the cache read rate over the copy
+#      bandwidth measured in the same process), and bench/sdpa_reference.py (torch SDPA,
+#      cuDNN backend) at the prefill shapes;
+#   3. one table: useful causal TFLOP/s of each prefill variant, each / cuDNN (issue 20's
+#      target: >= 0.75), and the decode kernel's share of copy bandwidth (target: >= 0.85);
+#   4. NCU=1: Nsight Compute on one launch of the engine's prefill kernel (8 warps) and of the
+#      decode kernel at 64 heads x batch 64 x 8K (speed of light, occupancy, warp states,
+#      source counters), and their SASS (ncu.txt, sass.txt.gz);
+#   5. SCENARIOS="prefill-1gpu decode-1gpu": each against the stored baselines/h200x1 (the
+#      before/after: latency ratios and digest verdicts), then with RECORD=1 recorded anew
+#      (--update-baselines; pass TPB_GIT_SHA=<sha> TPB_GIT_DIRTY=0 from a clean commit) and
+#      compared once more with what was just recorded; baselines come back in runs.tgz.
+#   usage: scripts/gpu_issue20.sh OUTDIR
+# OUTDIR receives at most 8 files: build.log, ctest.log, attention_bench.json, sdpa.json,
+# attention_table.md, ncu.txt, sass.txt.gz, runs.tgz. CTEST_BUDGET_S (default 240) bounds step 1.
+# shellcheck disable=SC2034  # read by gpu_call_common.bash
+GPU_CALL_TARGETS="tpbench tpb_gpu_tests tpb_bench"
+source "$(dirname "$0")/gpu_call_common.bash" "$@"
+RUNS=$(mktemp -d /tmp/tpb-issue20-runs.XXXXXX)
+BENCH=build-cuda/bench/tpb_bench
+
+step "gpu tests (${GPU_TESTS:=MlaPrefill|GpuEngineVsCpu|GpuHfParity|GpuLogitsCli|GpuEngineTp})"
+( cd build-cuda && timeout "${CTEST_BUDGET_S:-240}" ctest -L gpu -R "$GPU_TESTS" --timeout 200 --output-on-failure ) \
+  >"$OUT/ctest.log" 2>&1
+TESTS_RC=$?
+echo "ctest: rc=$TESTS_RC"
+grep -E "tests passed|tests failed|\*\*\*Failed|Not Run|Timeout" "$OUT/ctest.log" | head -20
+
+step "tpb_bench attention/"
+timeout 200 "$BENCH" --tpb_ranks=1 --benchmark_filter='attention/' \
+  --benchmark_out="$OUT/attention_bench.json" --benchmark_out_format=json >"$RUNS/bench.log" 2>&1
+echo "tpb_bench: rc=$?"
+
+step "torch SDPA, cuDNN backend"
+timeout 120 python3 bench/sdpa_reference.py --out "$OUT/sdpa.json" >"$RUNS/sdpa.log" 2>&1
+echo "sdpa_reference.py: rc=$?"
+
+step table
+python3 - "$OUT/attention_bench.json" "$OUT/sdpa.json" <<'PY' | tee "$OUT/attention_table.md"
+import json, re, sys
+def load(path):
+    try:
+        return json.load(open(path))["benchmarks"]
+    except (OSError, ValueError, KeyError) as e:
+        print(f"({path}: {e})")
+        return []
+tflops, variants, decode = {}, [], []  # prefill: (heads, batch, q_len) -> {column: TFLOP/s}
+for b in load(sys.argv[1]):
+    name = b.get("name", "")
+    if b.get("error_occurred"):
+        continue
+    m = re.match(r"attention/mla_prefill/(\w+)/heads:(\d+)/batch:(\d+)/q_len:(\d+)", name)
+    if m and "TFLOPs" in b:
+        tflops.setdefault(tuple(map(int, m.group(2, 3, 4))), {})[m.group(1)] = b["TFLOPs"]
+        if m.group(1) not in variants:
+            variants.append(m.group(1))
+    m = re.match(r"attention/mla_decode/heads:(\d+)/batch:(\d+)/seq_len:(\d+)", name)
+    if m and "vs_copy_bw" in b:
+        decode.append((*map(int, m.groups()), b["us_per_op"], b["GBps"], b["copy_GBps"], b["vs_copy_bw"]))
+for b in load(sys.argv[2]):
+    tflops.setdefault((b["heads"], b["batch"], b["q_len"]), {})["cudnn"] = b["TFLOPs"]
+f = lambda x: "-" if x is None else f"{x:.1f}"
+ratio = lambda a, b: "-" if a is None or not b else f"{a / b:.2f}"
+print("Prefill attention, causal, q/k 192, v 128, bf16: useful causal TFLOP/s (each / cuDNN SDPA)\n")
+print("| shape | " + " | ".join(variants) + " | cuDNN SDPA |")
+print("| --- |" + " --- |" * (len(variants) + 1))
+for (heads, batch, q_len), c in sorted(tflops.items(), key=lambda kv: (-kv[0][0], kv[0][1])):
+    cells = [f"{f(c.get(v))} ({ratio(c.get(v), c.get('cudnn'))})" for v in variants]
+    print(f"| {heads} heads, {batch} x {q_len} | " + " | ".join(cells) + f" | {f(c.get('cudnn'))} |")
+print("\nDecode attention (absorbed MLA, latent cache 576 x bf16 per token): cache read rate vs copy bandwidth\n")
+print("| heads | batch x seq_len | us | GB/s | copy GB/s | read / copy |")
+print("| --- | --- | --- | --- | --- | --- |")
+for heads, batch, seq, us, gbps, copy, share in sorted(decode, key=lambda d: (-d[0], d[1], d[2])):
+    print(f"| {heads} | {batch} x {seq} | {us:.1f} | {gbps:.0f} | {copy:.0f} | {share:.3f} |")
+PY
+
+if [ "${NCU:-0}" = 1 ]; then
+  step "Nsight Compute: prefill (tensor_core, 64 heads, 1 x 8K) and decode (64 heads, 64 x 8K)"
+  NCU_SECTIONS=(--section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats
+                --section SchedulerStats --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis
+                --section SourceCounters)
+  {
+    timeout 120 ncu --clock-control none --kernel-name regex:mla_prefill_tc --launch-skip 1 --launch-count 1 \
+      "${NCU_SECTIONS[@]}" "$BENCH" --tpb_ranks=1 \
+      --benchmark_filter='attention/mla_prefill/tensor_core/heads:64/batch:1/q_len:8192$'
+    timeout 120 ncu --clock-control none --kernel-name regex:mla_decode --launch-skip 2 --launch-count 1 \
+      "${NCU_SECTIONS[@]}" "$BENCH" --tpb_ranks=1 --benchmark_filter='attention/mla_decode/heads:64/batch:64/seq_len:8192$'
+  } >"$OUT/ncu.txt" 2>&1
+  echo "ncu: rc=$?"; grep -E "Duration|Compute \(SM\) Throughput|Memory Throughput|Achieved Occupancy|Registers Per" "$OUT/ncu.txt" | head -20
+  cuobjdump -sass "$BENCH" 2>/dev/null | awk '/Function : .*(mla_prefill_tc_kernelILi8ELi12ELi8ELb1ELb0|mla_decode)/{p=1} /Function : /{if (!/mla_prefill_tc_kernelILi8ELi12ELi8ELb1ELb0|mla_decode/) p=0} p' \
+    | gzip >"$OUT/sass.txt.gz"
+fi
+
+if [ -n "${SCENARIOS:-}" ]; then
+  if [ "$TESTS_RC" != 0 ]; then
+    echo "SCENARIOS not run: the gpu tests failed"
+  else
+    for name in $SCENARIOS; do
+      passes="before"
+      [ "${RECORD:-0}" = 1 ] && passes="before record after"
+      for pass in $passes; do
+        step "$name: $pass"
+        flags=(--baselines baselines --allow-unlike-baseline)
+        [ "$pass" = record ] && flags=(--baselines baselines --update-baselines)
+        timeout 240 "$TPB" run "scenarios/$name.json" --results-dir "$RUNS/$name-$pass" --no-report "${flags[@]}" \
+          >"$RUNS/$name-$pass.log" 2>&1
+        echo "tpbench run $name ($pass): rc=$?"
+        grep -E "^(cases|checks \(|baseline |builds|not like)" "$RUNS/$name-$pass.log" | cut -c1-300
+        [ "$pass" != record ] && baseline_verdicts "$RUNS/$name-$pass"
+      done
+    done
+    cp -r baselines/h200x1 "$RUNS/baselines-h200x1"
+  fi
+fi
+tar -czf "$OUT/runs.tgz" --exclude='*/logs' --exclude='*/traces' --exclude='*/mps-log' -C "$RUNS" . 2>/dev/null
+step done
