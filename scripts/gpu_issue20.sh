@@ -5,12 +5,12 @@
 #      4-warp CTAs' bits; and the GPU engine against the CPU engine, HF transformers and the
 #      logits CLI). The steps after it that need the engine stop when they fail;
 #   2. tpb_bench attention/: mla_prefill/<variant>/... at 1 x 8K and 4 x 2K, 64 and 32 heads,
-#      and mla_decode/heads:{64,32}/... (vs_copy_bw: the cache read rate over the copy
+#      and mla_decode/heads:{64,32}/... (BENCH_FILTER narrows them; vs_copy_bw: the cache read rate over the copy
 #      bandwidth measured in the same process), and bench/sdpa_reference.py (torch SDPA,
 #      cuDNN backend) at the prefill shapes;
 #   3. one table: useful causal TFLOP/s of each prefill variant, each / cuDNN (issue 20's
 #      target: >= 0.75), and the decode kernel's share of copy bandwidth (target: >= 0.85);
-#   4. NCU=1: Nsight Compute on one launch of the engine's prefill kernel (8 warps) and of the
+#   4. NCU=1: Nsight Compute on one launch of the engine's prefill kernel (split P) and of the
 #      decode kernel at 64 heads x batch 64 x 8K (speed of light, occupancy, warp states,
 #      source counters), and their SASS (ncu.txt, sass.txt.gz);
 #   5. SCENARIOS="prefill-1gpu decode-1gpu": each against the stored baselines/h200x1 (the
@@ -33,8 +33,8 @@ TESTS_RC=$?
 echo "ctest: rc=$TESTS_RC"
 grep -E "tests passed|tests failed|\*\*\*Failed|Not Run|Timeout" "$OUT/ctest.log" | head -20
 
-step "tpb_bench attention/"
-timeout 200 "$BENCH" --tpb_ranks=1 --benchmark_filter='attention/' \
+step "tpb_bench ${BENCH_FILTER:=attention/}"
+timeout 200 "$BENCH" --tpb_ranks=1 --benchmark_filter="$BENCH_FILTER" \
   --benchmark_out="$OUT/attention_bench.json" --benchmark_out_format=json >"$RUNS/bench.log" 2>&1
 echo "tpb_bench: rc=$?"
 
@@ -89,12 +89,12 @@ if [ "${NCU:-0}" = 1 ]; then
   {
     timeout 120 ncu --clock-control none --kernel-name regex:mla_prefill_tc --launch-skip 1 --launch-count 1 \
       "${NCU_SECTIONS[@]}" "$BENCH" --tpb_ranks=1 \
-      --benchmark_filter='attention/mla_prefill/tensor_core/heads:64/batch:1/q_len:8192$'
+      --benchmark_filter='attention/mla_prefill/tensor_core_split_p/heads:64/batch:1/q_len:8192/'
     timeout 120 ncu --clock-control none --kernel-name regex:mla_decode --launch-skip 2 --launch-count 1 \
-      "${NCU_SECTIONS[@]}" "$BENCH" --tpb_ranks=1 --benchmark_filter='attention/mla_decode/heads:64/batch:64/seq_len:8192$'
+      "${NCU_SECTIONS[@]}" "$BENCH" --tpb_ranks=1 --benchmark_filter='attention/mla_decode/heads:64/batch:64/seq_len:8192/'
   } >"$OUT/ncu.txt" 2>&1
   echo "ncu: rc=$?"; grep -E "Duration|Compute \(SM\) Throughput|Memory Throughput|Achieved Occupancy|Registers Per" "$OUT/ncu.txt" | head -20
-  cuobjdump -sass "$BENCH" 2>/dev/null | awk '/Function : .*(mla_prefill_tc_kernelILi8ELi12ELi8ELb1ELb0|mla_decode)/{p=1} /Function : /{if (!/mla_prefill_tc_kernelILi8ELi12ELi8ELb1ELb0|mla_decode/) p=0} p' \
+  cuobjdump -sass "$BENCH" 2>/dev/null | awk '/Function : .*(mla_prefill_tc_kernelILi12ELi8ELb1ELb1|mla_decode)/{p=1} /Function : /{if (!/mla_prefill_tc_kernelILi12ELi8ELb1ELb1|mla_decode/) p=0} p' \
     | gzip >"$OUT/sass.txt.gz"
 fi
 

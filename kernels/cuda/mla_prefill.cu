@@ -2,10 +2,8 @@
 //
 // Tensor cores (mma.sync m16n8k16, bf16 in, fp32 accumulate), flash-attention-2 style, where
 // nope, rope and v_dim are multiples of 8 (16-byte rows for cp.async; every published model
-// and the test presets). One CTA of 8 warps per (128-query block, head, sequence) (a 4-warp
-// variant runs 64-query blocks, two CTAs per SM); warp w owns queries 16w..16w+15 and holds
-// their Q fragments in registers for the whole key loop. A row's arithmetic depends on its
-// warp alone, never on the CTA's size: both variants give the same bits. Keys
+// and the test presets). One CTA of 8 warps per (128-query block, head, sequence); warp w owns
+// queries 16w..16w+15 and holds their Q fragments in registers for the whole key loop. Keys
 // stream through shared memory 64 at a time (K = [k_nope of head h | k_rot], V), cp.async
 // double-buffered, in increasing order. Per tile a warp computes S = Q K^T (16 x 64) over the
 // concatenated head dim zero-padded to a multiple of 16, scales it into log2 units, masks the
@@ -230,19 +228,36 @@ __global__ void __launch_bounds__(kThreads)
 
 // ---- tensor-core kernel ----
 
-// A CTA is kWarps warps (8: one CTA of 256 threads per SM; 4: two CTAs of 128 per SM, whose
-// barriers and loads interleave), 16 query rows each.
+constexpr int kTcWarps = 8;
+constexpr int kTcThreads = 32 * kTcWarps;
+constexpr int kTcBlockQ = 16 * kTcWarps;  // 16 query rows per warp: one MMA row tile
 constexpr int kTcBlockK = 64;             // keys per pipeline stage: 8 score tiles, 4 P·V K steps
 constexpr int kTcStages = 2;              // cp.async pipeline depth
 constexpr int kTcMaxQk = 256;             // padded nope + rope
 constexpr int kTcMaxV = 128;
 constexpr int kTcMaxVGroups = kTcMaxV / 16;  // 16-column V groups (one ldmatrix.x4.trans, two MMAs)
-// Kimi-K2.5's (and DeepSeek-V3's) widths, compiled with constant loop bounds: nope + rope = 192
-// (12 score K steps), v_dim = 128 (8 V groups). Other widths take the guarded kernel.
-constexpr int kKimiQkSteps = 12;
-constexpr int kKimiVGroups = 8;
+// Kimi-K2.5's (and DeepSeek-V3's) widths, compiled with constant loop bounds: nope 128 + rope 64
+// (12 score K steps), v_dim 128 (8 V groups). Other widths take the guarded kernel.
+constexpr int kKimiNope = 128, kKimiRope = 64, kKimiV = 128;
+constexpr int kKimiQkSteps = (kKimiNope + kKimiRope) / 16;
+constexpr int kKimiVGroups = kKimiV / 16;
+// At those widths each thread copies the same columns of the same rows of every key tile:
+// K as 32 rows x 8 column lanes of 16-byte vectors (columns c, c + 8 of k_nope and c of k_rot;
+// rows r, r + 32), V as 16 rows x 16 column lanes (rows r, r + 16, r + 32, r + 48). One pointer
+// per source then moves by a tile per step: no per-vector index arithmetic in the loop.
+static_assert(kKimiNope / 8 == 16 && kKimiRope / 8 == 8 && kKimiV / 8 == 16 && kTcThreads == 256 && kTcBlockK == 64,
+              "the exact-width copy mapping covers a 64-row tile of 16 + 8 K vectors and 16 V vectors per row");
 
 using detail::round_up;
+
+// 2^x in one MUFU.EX2 (flash-attention's exp2f under fast math): results below 2^-126 flush to
+// zero, so exp2f's denormal fix-up goes; such weights are below P's bf16 resolution relative to
+// the row's largest weight (1) by 118 binades. Deterministic like every instruction here.
+__device__ __forceinline__ float exp2_ftz(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
 
 // Shared-memory geometry of one shape. Rows are zero-padded to 16 columns (the MMA's K step
 // for S, two 8-column tiles for P·V), plus 8 columns so that consecutive rows start an odd
@@ -256,39 +271,38 @@ struct TcGeometry {
   std::size_t smem = 0;
 };
 
-TcGeometry tc_geometry(const MlaPrefillShape& s, int warps) {
+TcGeometry tc_geometry(const MlaPrefillShape& s) {
   TcGeometry g;
   g.qk_pad = round_up(static_cast<int>(s.nope + s.rope), 16);
   g.v_pad = round_up(static_cast<int>(s.v_dim), 16);
   g.qk_stride = g.qk_pad + 8;
   g.v_stride = g.v_pad + 8;
-  g.smem = (static_cast<std::size_t>(16 * warps + kTcStages * kTcBlockK) * g.qk_stride +
+  g.smem = (static_cast<std::size_t>(kTcBlockQ + kTcStages * kTcBlockK) * g.qk_stride +
             static_cast<std::size_t>(kTcStages * kTcBlockK) * g.v_stride) * sizeof(__nv_bfloat16);
   return g;
 }
 
-// kWarps: warps per CTA; kMaxQkSteps: the score K steps the registers hold (qk_pad / 16 at
-// most); kVGroups: the 16-column V groups the accumulators hold; kExact: the widths are exactly
-// kMaxQkSteps * 16 and kVGroups * 16 (no padding, constant loop bounds, no guards between the
-// MMAs, which would keep the compiler from overlapping one K step's loads with the last's
-// MMAs); kSplitP: P as bf16 hi + lo. Row tiles past q_len compute on zero queries over the
+// kMaxQkSteps: the score K steps the registers hold (qk_pad / 16 at most); kVGroups: the
+// 16-column V groups the accumulators hold; kExact: Kimi's widths (no padding, constant loop
+// bounds, no guards between the MMAs, which would keep the compiler from overlapping one K
+// step's loads with the last's MMAs, and the fixed copy mapping above); kSplitP: P as bf16
+// hi + lo. Row tiles past q_len compute on zero queries over the
 // valid keys and are never stored; key rows past kv_len arrive as zeros (cp.async zero fill)
 // and are masked.
-template <int kWarps, int kMaxQkSteps, int kVGroups, bool kExact, bool kSplitP>
-__global__ void __launch_bounds__(32 * kWarps, 8 / kWarps)
+template <int kMaxQkSteps, int kVGroups, bool kExact, bool kSplitP>
+__global__ void __launch_bounds__(kTcThreads, 1)
     mla_prefill_tc_kernel(const __nv_bfloat16* __restrict__ q, const __nv_bfloat16* __restrict__ k_nope,
                           const __nv_bfloat16* __restrict__ k_rot, const __nv_bfloat16* __restrict__ v, int q_len,
                           int past, int heads, int nope, int rope, int v_dim, float scale_log2, int qk_stride,
                           int v_stride, __nv_bfloat16* __restrict__ out) {
-  constexpr int kTcThreads = 32 * kWarps;
-  constexpr int kTcBlockQ = 16 * kWarps;  // 16 query rows per warp: one MMA row tile
   const int i0 = static_cast<int>(gridDim.x - 1 - blockIdx.x) * kTcBlockQ;  // latest block first
   const int h = blockIdx.y;
   const int b = blockIdx.z;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int quad_row = lane >> 2, quad_col = 2 * (lane & 3);
   const int mi = lane >> 3, r8 = lane & 7;  // ldmatrix: which 8x8 matrix this lane addresses, which row
-  const int qk = kExact ? 16 * kMaxQkSteps : nope + rope;
+  if constexpr (kExact) nope = kKimiNope, rope = kKimiRope, v_dim = kKimiV;
+  const int qk = nope + rope;
   const int qk_steps = kExact ? kMaxQkSteps : (qk + 15) / 16;
   const int v_groups = kExact ? kVGroups : (v_dim + 15) / 16;
   // 16-byte vectors per row
@@ -323,7 +337,43 @@ __global__ void __launch_bounds__(32 * kWarps, 8 / kWarps)
     const __nv_bfloat16* src = q + ((static_cast<std::size_t>(b) * q_len + (valid ? i0 + r : 0)) * heads + h) * qk;
     detail::cp_async16(detail::smem_addr(q_s + r * qk_stride + c * 8), src + c * 8, valid);
   }
+  // Exact widths: this thread's K and V columns at key 0 of sequence b, and its shared
+  // destinations in stage 0 (the mapping above; rows past kv_len read key 0, zero-filled).
+  const int r_k = tid >> 3, c_k = tid & 7, r_v = tid >> 4, c_v = tid & 15;
+  const std::size_t seq_row0 = static_cast<std::size_t>(b) * kv_len;
+  const __nv_bfloat16* nope_src = k_nope + (seq_row0 * heads + h) * nope + c_k * 8;
+  const __nv_bfloat16* rope_src = k_rot + seq_row0 * rope + c_k * 8;
+  const __nv_bfloat16* v_src = v + (seq_row0 * heads + h) * v_dim + c_v * 8;
+  const std::uint32_t k_dst0 = detail::smem_addr(k_s + r_k * qk_stride + c_k * 8);
+  const std::uint32_t v_dst0 = detail::smem_addr(v_s + r_v * v_stride + c_v * 8);
+  auto load_tile_exact = [&](int t0, int stage) {
+    const std::size_t nope_row = static_cast<std::size_t>(heads) * nope;  // elements between key rows
+    const std::size_t v_row = static_cast<std::size_t>(heads) * v_dim;
+    const std::uint32_t kd = k_dst0 + static_cast<std::uint32_t>(stage * kTcBlockK * qk_stride * 2);
+    const std::uint32_t vd = v_dst0 + static_cast<std::uint32_t>(stage * kTcBlockK * v_stride * 2);
+#pragma unroll
+    for (int m = 0; m < 2; ++m) {  // rows r_k and r_k + 32
+      const int row = t0 + r_k + 32 * m;
+      const bool valid = row < kv_len;
+      const std::size_t at = valid ? static_cast<std::size_t>(row) : 0;
+      const std::uint32_t d = kd + static_cast<std::uint32_t>(32 * m * qk_stride * 2);
+      detail::cp_async16(d, nope_src + at * nope_row, valid);
+      detail::cp_async16(d + 128, nope_src + at * nope_row + 64, valid);
+      detail::cp_async16(d + 256, rope_src + at * rope, valid);
+    }
+#pragma unroll
+    for (int m = 0; m < 4; ++m) {  // rows r_v + 16 m
+      const int row = t0 + r_v + 16 * m;
+      const bool valid = row < kv_len;
+      const std::size_t at = valid ? static_cast<std::size_t>(row) : 0;
+      detail::cp_async16(vd + static_cast<std::uint32_t>(16 * m * v_stride * 2), v_src + at * v_row, valid);
+    }
+  };
   auto load_tile = [&](int t0, int stage) {
+    if constexpr (kExact) {
+      load_tile_exact(t0, stage);
+      return;
+    }
     __nv_bfloat16* kd = k_s + static_cast<std::size_t>(stage) * kTcBlockK * qk_stride;
     for (int i = tid; i < kTcBlockK * qk_vecs; i += kTcThreads) {
       const int r = i / qk_vecs, c = i - r * qk_vecs;
@@ -396,16 +446,24 @@ __global__ void __launch_bounds__(32 * kWarps, 8 / kWarps)
       }
     }
 
-    // Scale into log2 units; mask where the tile crosses the diagonal or the end of the keys.
+    // Scale into log2 units; mask where the tile crosses the diagonal or the end of the keys
+    // (a warp-uniform branch; inside it, selects, not a branch per element).
     const bool needs_mask = t0 + kTcBlockK - 1 > warp_first || t0 + kTcBlockK > kv_len;
+    if (needs_mask) {
+      const int last_key[2] = {min(row_pos, kv_len - 1) - t0, min(row_pos + 8, kv_len - 1) - t0};
 #pragma unroll
-    for (int nt = 0; nt < kTcBlockK / 8; ++nt)
+      for (int nt = 0; nt < kTcBlockK / 8; ++nt)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int key = t0 + nt * 8 + quad_col + (e & 1);
-        const bool visible = !needs_mask || (key <= row_pos + 8 * (e >> 1) && key < kv_len);
-        s[nt][e] = visible ? s[nt][e] * scale_log2 : -INFINITY;
-      }
+        for (int e = 0; e < 4; ++e) {
+          const int key = nt * 8 + quad_col + (e & 1);  // within the tile
+          s[nt][e] = key <= last_key[e >> 1] ? s[nt][e] * scale_log2 : -INFINITY;
+        }
+    } else {
+#pragma unroll
+      for (int nt = 0; nt < kTcBlockK / 8; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) s[nt][e] *= scale_log2;
+    }
     float m_new[2] = {m_run[0], m_run[1]};
 #pragma unroll
     for (int nt = 0; nt < kTcBlockK / 8; ++nt)
@@ -418,7 +476,7 @@ __global__ void __launch_bounds__(32 * kWarps, 8 / kWarps)
       m_new[r] = fmaxf(m_new[r], __shfl_xor_sync(0xffffffffu, m_new[r], 2));
       // Tile 0 holds key 0, visible to every row: m_new is finite from the first tile on, and
       // exp2(-inf) = 0 drops the empty start.
-      corr[r] = exp2f(m_run[r] - m_new[r]);
+      corr[r] = exp2_ftz(m_run[r] - m_new[r]);
       m_run[r] = m_new[r];
     }
 
@@ -432,8 +490,8 @@ __global__ void __launch_bounds__(32 * kWarps, 8 / kWarps)
       for (int half = 0; half < 2; ++half)
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
-          const float p0 = exp2f(s[2 * kk + half][2 * r] - m_run[r]);
-          const float p1 = exp2f(s[2 * kk + half][2 * r + 1] - m_run[r]);
+          const float p0 = exp2_ftz(s[2 * kk + half][2 * r] - m_run[r]);
+          const float p1 = exp2_ftz(s[2 * kk + half][2 * r + 1] - m_run[r]);
           const __nv_bfloat16 h0 = __float2bfloat16_rn(p0), h1 = __float2bfloat16_rn(p1);
           ph[kk][2 * half + r] = detail::pack_bf16x2(h0, h1);
           float f0 = __bfloat162float(h0), f1 = __bfloat162float(h1);
@@ -500,7 +558,7 @@ __global__ void __launch_bounds__(32 * kWarps, 8 / kWarps)
 
 // ---- launchers ----
 
-enum Variant { kTensorCore = 0, kTensorCoreSplitP = 1, kCudaCore = 2, kTensorCore4Warps = 3, kVariants = 4 };
+enum Variant { kTensorCore = 0, kTensorCoreSplitP = 1, kCudaCore = 2, kVariants = 3 };
 
 void validate(const MlaPrefillShape& s) {
   TPB_CHECK(s.batch >= 1 && s.batch <= 65535, "mla_prefill: batch " << s.batch << " outside 1..65535");
@@ -513,12 +571,18 @@ void validate(const MlaPrefillShape& s) {
             "mla_prefill: v_dim " << s.v_dim << " must be even and <= " << kMaxV);
 }
 
-// Whether mla_prefill_attention launches the tensor-core kernel where it applies. On since
-// 2026-12-01: on one H200 every variant matched the CPU reference (MlaPrefill), the GPU engine
-// matched the CPU engine and HF transformers with it, and it ran 6.5-6.9 x the CUDA-core
-// kernel's speed at Kimi-K2.5's widths (scripts/gpu_issue20.sh). Turning it on changed
-// the engine's prefill bits: the baselines/h200x1 prefill digests were re-recorded with it.
+// Whether mla_prefill_attention launches the tensor cores where they apply, and with P as what.
+// On since 2026-12-01: on one H200 every variant matched the CPU reference (MlaPrefill) and ran
+// 6.5-6.9 x the CUDA-core kernel's speed at Kimi-K2.5's widths (scripts/gpu_issue20.sh). The
+// engine takes the split-P variant: with P as one bf16 (2^-8 per weight), `tpbench logits` on
+// k25-fused-f16 at TP 2 gave rel-L2 8.2e-2 against HF's fp32 logits, beyond the 2e-2 bf16
+// budget (TP 1 and 4 stayed inside: likely a near-tie expert choice that flipped, as
+// tests/gpu/logits_cli_test.cpp records for decode steps), where the CUDA-core kernel (fp32 P)
+// gave at most 1.25e-2; split P keeps the weights to 2^-16, near fp32, at 0.89 x bf16 P's speed.
+// Turning the tensor cores on changed the engine's prefill bits: the baselines/h200x1 prefill
+// digests were re-recorded with them.
 constexpr bool kTensorCoreByDefault = true;
+constexpr int kEngineTensorCoreVariant = kTensorCoreSplitP;
 
 bool tensor_core_supports(const MlaPrefillShape& s) {
   return s.nope % 8 == 0 && s.rope % 8 == 0 && s.v_dim % 8 == 0 && s.nope + s.rope <= kTcMaxQk &&
@@ -551,30 +615,29 @@ void launch_cuda_core(const __nv_bfloat16* q, const __nv_bfloat16* k_nope, const
   TPB_CUDA_CHECK_LAUNCH();
 }
 
-template <int kWarps, bool kSplitP>
+template <bool kSplitP>
 void launch_tensor_core(const __nv_bfloat16* q, const __nv_bfloat16* k_nope, const __nv_bfloat16* k_rot,
                         const __nv_bfloat16* v, const MlaPrefillShape& s, float scale, __nv_bfloat16* out,
                         cudaStream_t stream) {
   TPB_CHECK(tensor_core_aligned(q, k_nope, k_rot, v, s, out),
             "mla_prefill: the tensor-core kernel needs 16-byte aligned q, k_nope, k_rot and v, 4-byte aligned out");
-  const TcGeometry g = tc_geometry(s, kWarps);
+  const TcGeometry g = tc_geometry(s);
   // Kimi's widths with constant bounds; other widths up to 192 in 12 K steps of Q registers,
   // up to 256 in 16.
-  const bool kimi = s.nope + s.rope == 16 * kKimiQkSteps && s.v_dim == 16 * kKimiVGroups;
-  auto* kernel = kimi              ? mla_prefill_tc_kernel<kWarps, kKimiQkSteps, kKimiVGroups, true, kSplitP>
-                 : g.qk_pad <= 192 ? mla_prefill_tc_kernel<kWarps, 12, kTcMaxVGroups, false, kSplitP>
-                                   : mla_prefill_tc_kernel<kWarps, 16, kTcMaxVGroups, false, kSplitP>;
-  // Above the default 48 KiB (134 KiB at Kimi's widths with 8 warps, 109 KiB with 4); a
-  // host-side attribute, legal under stream capture.
+  const bool kimi = s.nope == kKimiNope && s.rope == kKimiRope && s.v_dim == kKimiV;
+  auto* kernel = kimi              ? mla_prefill_tc_kernel<kKimiQkSteps, kKimiVGroups, true, kSplitP>
+                 : g.qk_pad <= 192 ? mla_prefill_tc_kernel<12, kTcMaxVGroups, false, kSplitP>
+                                   : mla_prefill_tc_kernel<16, kTcMaxVGroups, false, kSplitP>;
+  // Above the default 48 KiB (134 KiB at Kimi's widths); a host-side attribute, legal under
+  // stream capture.
   TPB_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(g.smem)));
-  constexpr int kBlockRows = 16 * kWarps;
-  const dim3 grid(static_cast<unsigned>((s.q_len + kBlockRows - 1) / kBlockRows), static_cast<unsigned>(s.heads),
+  const dim3 grid(static_cast<unsigned>((s.q_len + kTcBlockQ - 1) / kTcBlockQ), static_cast<unsigned>(s.heads),
                   static_cast<unsigned>(s.batch));
   const float scale_log2 = static_cast<float>(static_cast<double>(scale) * 1.4426950408889634);  // log2(e)
-  kernel<<<grid, 32 * kWarps, g.smem, stream>>>(q, k_nope, k_rot, v, static_cast<int>(s.q_len),
-                                                static_cast<int>(s.past), static_cast<int>(s.heads),
-                                                static_cast<int>(s.nope), static_cast<int>(s.rope),
-                                                static_cast<int>(s.v_dim), scale_log2, g.qk_stride, g.v_stride, out);
+  kernel<<<grid, kTcThreads, g.smem, stream>>>(q, k_nope, k_rot, v, static_cast<int>(s.q_len),
+                                               static_cast<int>(s.past), static_cast<int>(s.heads),
+                                               static_cast<int>(s.nope), static_cast<int>(s.rope),
+                                               static_cast<int>(s.v_dim), scale_log2, g.qk_stride, g.v_stride, out);
   TPB_CUDA_CHECK_LAUNCH();
 }
 
@@ -589,21 +652,19 @@ const char* mla_prefill_variant_name(int variant) {
     case kTensorCore: return "tensor_core";
     case kTensorCoreSplitP: return "tensor_core_split_p";
     case kCudaCore: return "cuda_core";
-    case kTensorCore4Warps: return "tensor_core_4warps";
     default: return "?";
   }
 }
 
 bool mla_prefill_variant_supports(int variant, const MlaPrefillShape& shape) {
-  if (variant == kTensorCore || variant == kTensorCoreSplitP || variant == kTensorCore4Warps)
-    return tensor_core_supports(shape);
+  if (variant == kTensorCore || variant == kTensorCoreSplitP) return tensor_core_supports(shape);
   return variant == kCudaCore;
 }
 
 bool mla_prefill_tensor_core_by_default() { return kTensorCoreByDefault; }
 
 int mla_prefill_default_variant(const MlaPrefillShape& shape) {
-  return kTensorCoreByDefault && tensor_core_supports(shape) ? kTensorCore : kCudaCore;
+  return kTensorCoreByDefault && tensor_core_supports(shape) ? kEngineTensorCoreVariant : kCudaCore;
 }
 
 void mla_prefill_variant(int variant, const __nv_bfloat16* q, const __nv_bfloat16* k_nope, const __nv_bfloat16* k_rot,
@@ -615,9 +676,8 @@ void mla_prefill_variant(int variant, const __nv_bfloat16* q, const __nv_bfloat1
             "mla_prefill: variant " << mla_prefill_variant_name(variant) << " does not take nope " << shape.nope
                                     << ", rope " << shape.rope << ", v_dim " << shape.v_dim);
   switch (variant) {
-    case kTensorCore: launch_tensor_core<8, false>(q, k_nope, k_rot, v, shape, scale, out, stream); break;
-    case kTensorCoreSplitP: launch_tensor_core<8, true>(q, k_nope, k_rot, v, shape, scale, out, stream); break;
-    case kTensorCore4Warps: launch_tensor_core<4, false>(q, k_nope, k_rot, v, shape, scale, out, stream); break;
+    case kTensorCore: launch_tensor_core<false>(q, k_nope, k_rot, v, shape, scale, out, stream); break;
+    case kTensorCoreSplitP: launch_tensor_core<true>(q, k_nope, k_rot, v, shape, scale, out, stream); break;
     default: launch_cuda_core(q, k_nope, k_rot, v, shape, scale, out, stream); break;
   }
 }
@@ -628,8 +688,8 @@ void mla_prefill_attention(const __nv_bfloat16* q, const __nv_bfloat16* k_nope, 
                            const __nv_bfloat16* v, const MlaPrefillShape& s, float scale, __nv_bfloat16* out,
                            cudaStream_t stream) {
   validate(s);
-  if (tuning::mla_prefill_default_variant(s) == kTensorCore && tensor_core_aligned(q, k_nope, k_rot, v, s, out))
-    launch_tensor_core<8, false>(q, k_nope, k_rot, v, s, scale, out, stream);
+  if (tuning::mla_prefill_default_variant(s) == kEngineTensorCoreVariant && tensor_core_aligned(q, k_nope, k_rot, v, s, out))
+    launch_tensor_core<kEngineTensorCoreVariant == kTensorCoreSplitP>(q, k_nope, k_rot, v, s, scale, out, stream);
   else
     launch_cuda_core(q, k_nope, k_rot, v, s, scale, out, stream);
 }

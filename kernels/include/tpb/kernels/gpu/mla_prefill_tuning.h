@@ -1,11 +1,11 @@
 // The kernels behind mla_prefill_attention, one by one, for tpb_bench to time side by side and
 // for the test that holds each to the CPU reference. Not an engine interface.
 //   0 tensor_core          mma.sync m16n8k16, P enters the P·V MMA as bf16 (flash-attention's
-//                          choice), 8 warps per CTA: what mla_prefill_attention launches where
-//                          it applies (mla_prefill_tensor_core_by_default())
-//   1 tensor_core_split_p  the same with P = bf16 hi + lo, two MMAs (P to 2^-16 relative)
+//                          choice)
+//   1 tensor_core_split_p  the same with P = bf16 hi + lo, two MMAs (P to 2^-16 relative): what
+//                          mla_prefill_attention launches where the tensor cores apply
+//                          (mla_prefill.cu says why this one)
 //   2 cuda_core            fp32 FMA on CUDA cores, any even head dims: the fallback
-//   3 tensor_core_4warps   tensor_core with 4 warps per CTA, two CTAs per SM: the same bits
 // Each variant is deterministic (fixed sum order, no atomics).
 #pragma once
 
