@@ -2,8 +2,8 @@
 # the repository root as working directory, NCCL's multicast off, a timed `step` printer, and
 # the CUDA build of tpbench and the gpu tests (GPU_CALL_TARGETS: other targets), its log in
 # $OUT/build.log.
-#   source "$(dirname "$0")/gpu_call_common.bash" "$@"   (sets OUT, START, TPB; defines step and
-#   baseline_verdicts)
+#   source "$(dirname "$0")/gpu_call_common.bash" "$@"   (sets OUT, START, TPB; defines step,
+#   baseline_verdicts and observer_verdicts)
 set -u -o pipefail
 OUT=${1:?usage: $(basename "$0") OUTDIR}
 mkdir -p "$OUT"
@@ -35,5 +35,16 @@ for line in open(glob.glob(sys.argv[1] + "/*/results.jsonl")[0]):
             print(f"   {r['label']}: latency {v.get('new')} vs stored {v.get('old')} us, ratio {v['ratio']:.3f} {v.get('verdict')}")
 print("  digest verdicts:", dict(counts), "| latency ratios new/stored: min %.3f max %.3f over %d" %
       (min(lat), max(lat), len(lat)) if lat else "")
+PY
+}
+
+# $1 a --results-dir of one `tpbench run`: its observer_invariant verdicts, one line per group,
+# "<status> <detail>".
+observer_verdicts() {
+  python3 - "$1" <<'PY'
+import glob, json, sys
+run = json.load(open(glob.glob(sys.argv[1] + "/*/run.json")[0]))
+for g in run["summary"]["checks"].get("observer_invariant", []):
+    print(" ", g["status"], g["detail"])
 PY
 }

@@ -23,23 +23,14 @@ run() {
   echo "-- $name: rc=$?"
   grep -E "^(cases|checks \(case|localize|localized):" "$RUNS/$name.log" | cut -c1-600
 }
-# The observer_invariant verdicts of a run, one line per group: "<status> <detail>".
-observer_lines() {
-  python3 - "$RUNS/$1" <<'PY'
-import glob, json, sys
-run = json.load(open(glob.glob(sys.argv[1] + "/*/run.json")[0]))
-for g in run["summary"]["checks"].get("observer_invariant", []):
-    print(" ", g["status"], g["detail"])
-PY
-}
 step "observer: clean"
 OBS=scenarios/conformance/gpu-engine-observer-shared.json
 run observer-clean "$OBS"
-observer_lines observer-clean
+observer_verdicts "$RUNS/observer-clean"
 for fault in value allreduce allocation; do
   step "observer: planted $fault"
   TPB_TEST_ENGINE_DEBUG_FAULT=$fault run "observer-$fault" "$OBS" --filter instrumentation=off --filter instrumentation=debug
-  observer_lines "observer-$fault"
+  observer_verdicts "$RUNS/observer-$fault"
 done
 # bf16's TP budget (rel-L2 2e-2 on the logits) hides a 6 % error in one layer's MoE output: the
 # TP 1 plant doubles it, so that tp_invariant fails and the reruns have something to find.
