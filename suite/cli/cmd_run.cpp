@@ -226,6 +226,11 @@ RunArgs read_args(const tpb::cli::Args& given) {
     a.launch.virtual_hosts = std::stoi(v);
   }
   TPB_INPUT_CHECK(!a.update_baselines || !a.baselines.empty(), "run: --update-baselines needs --baselines DIR");
+  // A stored baseline is one run's records of the whole scenario under one provenance: a
+  // selection would replace it with the selected cases alone.
+  TPB_INPUT_CHECK(!a.update_baselines || a.selection.empty(),
+                  "run: --update-baselines stores the whole scenario's records, and --case or --filter would leave "
+                  "the other cases out of the stored baseline; record the scenario whole");
   TPB_INPUT_CHECK(!a.retry_failed || !a.resume.empty(), "run: --retry-failed needs --resume RUN_DIR");
   TPB_INPUT_CHECK(a.resume.empty() || a.selection.empty(),
                   "run: --resume keeps the selection the run was started with; --case and --filter start a new run");

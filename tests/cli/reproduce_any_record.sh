@@ -84,6 +84,11 @@ expect_rc 2 "$TPBENCH" run "$SCENARIO" --filter colour=blue --results-dir "$SCRA
 grep -q "'colour' is not a parameter" "$SCRATCH/last.out" || { cat "$SCRATCH/last.out"; fail "unknown key"; }
 expect_rc 2 "$TPBENCH" run "$SCENARIO" --retry-failed --results-dir "$SCRATCH/bad"
 grep -q "needs --resume" "$SCRATCH/last.out" || fail "--retry-failed without --resume"
+# A selection would store only the selected cases as the scenario's whole baseline.
+expect_rc 2 "$TPBENCH" run "$SCENARIO" --filter tp=2 --baselines "$SCRATCH/baselines" --update-baselines \
+  --results-dir "$SCRATCH/bad"
+grep -q "update-baselines stores the whole scenario's records" "$SCRATCH/last.out" || { cat "$SCRATCH/last.out"; fail "selected re-record"; }
+[[ ! -e "$SCRATCH/baselines" ]] || fail "a refused re-record wrote a baseline"
 [[ ! -e "$SCRATCH/bad" ]] || fail "a rejected selection wrote results"
 
 # 5. A planted failure (TPB_TEST_FAIL_CASE, test-only: the ranks fail that case) in a TP 1 run.
