@@ -1,6 +1,9 @@
 #include "suite/launch_command.h"
 
+#include <algorithm>
 #include <cstdlib>
+#include <filesystem>
+#include <iterator>
 #include <sstream>
 
 #include "tpb/check.h"
@@ -68,6 +71,26 @@ std::string hosts_text(const std::vector<HostSlots>& hosts) {
   std::string out;
   for (const auto& h : hosts) out += (out.empty() ? "" : ",") + h.host + ":" + std::to_string(h.slots);
   return out;
+}
+
+std::vector<std::string> inherited_environment(char** environ_entries, bool drop_nccl_hostid) {
+  static const char* const kSetByTheLauncher[] = {
+      "RANK=", "WORLD_SIZE=", "LOCAL_RANK=", "TPB_CONTROL_SOCKET=", "TPB_PROGRESS_FD=", "TPB_GROUP_ID=",
+      "TPB_LAUNCHER=", "TPB_CONTROL_ADDR=", "TPB_CONTROL_TOKEN=", "TPB_RANK_LOG_DIR=", "TPB_VIRTUAL_HOSTS=",
+      "TPB_DEVICE=", "TPB_RANKS_PER_GPU=", "TPB_PLACEMENT="};
+  std::vector<std::string> env;
+  for (char** e = environ_entries; e != nullptr && *e != nullptr; ++e) {
+    const std::string entry = *e;
+    const auto starts = [&](const char* prefix) { return entry.rfind(prefix, 0) == 0; };
+    if (std::none_of(std::begin(kSetByTheLauncher), std::end(kSetByTheLauncher), starts) &&
+        !(drop_nccl_hostid && starts("NCCL_HOSTID=")))
+      env.push_back(entry);
+  }
+  return env;
+}
+
+std::string rank_log_path(const std::string& dir, const std::string& group_id, int rank) {
+  return (std::filesystem::path(dir) / (group_id + "-rank" + std::to_string(rank) + ".log")).string();
 }
 
 std::vector<std::string> job_command(const JobLaunch& job) {

@@ -4,7 +4,8 @@
 //     and srun (one MPI / Slurm job per rank group, on one host or several);
 //   - the job command the controller runs for mpirun and srun;
 //   - where a started rank finds its rank, world size, local rank and node in the environment
-//     its launcher gave it.
+//     its launcher gave it;
+//   - the variables a launcher sets for its ranks, and where a rank's output goes.
 #pragma once
 
 #include <functional>
@@ -44,6 +45,16 @@ struct JobLaunch {
 // srun exports the whole environment (--export=ALL); it takes hosts with equal slot counts
 // only (an InputError otherwise). Not for fork, which starts no job.
 std::vector<std::string> job_command(const JobLaunch& job);
+
+// The controller's environment as every launcher passes it on: less the variables a launcher
+// sets for its ranks itself (RANK, TPB_GROUP_ID, TPB_DEVICE, ...), which an inherited value
+// (a nested run, a user's shell) must never override; less NCCL_HOSTID where
+// `drop_nccl_hostid` (ranks sharing a device each get their own).
+std::vector<std::string> inherited_environment(char** environ_entries, bool drop_nccl_hostid);
+
+// A rank's log, the same file whoever opens it: the fork launcher for its children, a job's
+// rank for itself (when the folder is reachable from its host).
+std::string rank_log_path(const std::string& dir, const std::string& group_id, int rank);
 
 // Where a started rank stands. `node` is the launcher's node index (-1 when it gives none).
 struct LaunchedRank {

@@ -868,22 +868,12 @@ void Launcher::start_job(const std::string& group_key, int world_size) {
   g->listen_fd = control::listen_tcp(local ? "127.0.0.1" : "0.0.0.0", world_size + 4, port);
   g->token = random_token();
   g->ranks.resize(static_cast<std::size_t>(world_size));
-  for (int r = 0; r < world_size; ++r)
-    g->ranks[static_cast<std::size_t>(r)].log_path =
-        (std::filesystem::path(options_.log_dir) / (g->id + "-rank" + std::to_string(r) + ".log")).string();
+  for (int r = 0; r < world_size; ++r) g->ranks[static_cast<std::size_t>(r)].log_path = rank_log_path(options_.log_dir, g->id, r);
   g->job_log = (std::filesystem::path(options_.log_dir) / (g->id + "-" + launcher_name(options_.kind) + ".log")).string();
 
-  // The job's environment: this process's, less the fork launcher's variables, plus where the
-  // controller is. Every TPB_ variable is forwarded to the ranks on every host.
-  const char* const overridden[] = {"RANK=", "WORLD_SIZE=", "LOCAL_RANK=", "TPB_CONTROL_SOCKET=", "TPB_PROGRESS_FD=",
-                                    "TPB_GROUP_ID=", "TPB_LAUNCHER=", "TPB_CONTROL_ADDR=", "TPB_CONTROL_TOKEN=",
-                                    "TPB_RANK_LOG_DIR=", "TPB_VIRTUAL_HOSTS="};
-  std::vector<std::string> env;
-  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
-    const std::string entry = *e;
-    if (std::none_of(std::begin(overridden), std::end(overridden), [&](const char* p) { return entry.rfind(p, 0) == 0; }))
-      env.push_back(entry);
-  }
+  // The job's environment: this process's (less what launchers set), plus where the controller
+  // is. Every TPB_ variable is forwarded to the ranks on every host.
+  std::vector<std::string> env = inherited_environment(environ, false);
   env.push_back(std::string("TPB_LAUNCHER=") + launcher_name(options_.kind));
   env.push_back("TPB_CONTROL_ADDR=" + advertised + ":" + std::to_string(port));
   env.push_back("TPB_CONTROL_TOKEN=" + g->token);
@@ -950,19 +940,9 @@ void Launcher::start_group(const std::string& group_key, int world_size, const R
   g->progress = std::make_unique<ProgressPage>(world_size);
 
   // Everything the child needs is built before fork: after it, only async-signal-safe calls.
-  const char* const overridden[] = {"RANK=", "WORLD_SIZE=", "LOCAL_RANK=", "TPB_CONTROL_SOCKET=", "TPB_GROUP_ID=", "TPB_PROGRESS_FD=",
-                                    "TPB_DEVICE=", "TPB_RANKS_PER_GPU=", "TPB_PLACEMENT=", "TPB_LAUNCHER=",
-                                    "TPB_CONTROL_ADDR=", "TPB_CONTROL_TOKEN=", "TPB_VIRTUAL_HOSTS="};
   // A user's NCCL_HOSTID stands, except where ranks share a device and each needs its own.
-  const bool own_hostids = placement != nullptr && placement->device_shared();
-  std::vector<std::string> base_env;
-  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
-    const std::string entry = *e;
-    bool drop = false;
-    for (const char* prefix : overridden) drop = drop || entry.rfind(prefix, 0) == 0;
-    drop = drop || (own_hostids && entry.rfind("NCCL_HOSTID=", 0) == 0);
-    if (!drop) base_env.push_back(entry);
-  }
+  const std::vector<std::string> base_env =
+      inherited_environment(environ, placement != nullptr && placement->device_shared());
   const int null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
   TPB_CHECK(null_fd >= 0, "launcher: cannot open /dev/null: " << std::strerror(errno));
   const pid_t controller = getpid();
@@ -975,7 +955,7 @@ void Launcher::start_group(const std::string& group_key, int world_size, const R
   const std::string here = this_host_name();  // every forked rank's host
   for (int r = 0; r < world_size; ++r) {
     auto& rk = group.ranks[static_cast<std::size_t>(r)];
-    rk.log_path = (std::filesystem::path(options_.log_dir) / (group.id + "-rank" + std::to_string(r) + ".log")).string();
+    rk.log_path = rank_log_path(options_.log_dir, group.id, r);
     std::vector<std::string> env = base_env;
     env.push_back("RANK=" + std::to_string(r));
     env.push_back("WORLD_SIZE=" + std::to_string(world_size));

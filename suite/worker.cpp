@@ -54,7 +54,7 @@ void leave_with_the_controller(int fd) {
 // is reachable from its host (this host, a shared file system); else to the job's output.
 void redirect_output_to_log(const char* dir, const char* group_id, int rank) {
   if (dir == nullptr || *dir == '\0') return;
-  const std::string path = std::string(dir) + "/" + group_id + "-rank" + std::to_string(rank) + ".log";
+  const std::string path = rank_log_path(dir, group_id, rank);
   const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
   if (fd < 0) return;
   dup2(fd, STDOUT_FILENO);

@@ -67,3 +67,35 @@ expect_nothing_left() {
   shm=$(compgen -G "/dev/shm/tpb${controller}-g*" || true)
   [[ -z $shm ]] || fail "$what: shared memory left in /dev/shm: $shm"
 }
+
+# Drills that start a run in the background (`pid`, its output in $SCRATCH/<basename ROOT>.out):
+# first_case_in_flight ROOT [SETTLE_S]: waits until the first case's four ranks are up, then
+# SETTLE_S (into the measurement), and checks that no record is written yet.
+first_case_in_flight() {
+  local root=$1
+  for _ in $(seq 500); do
+    compgen -G "$root/*/logs/*rank3.log" >/dev/null && break
+    sleep 0.02
+  done
+  sleep "${2:-0.2}"
+  local f
+  f=$(compgen -G "$root/*/results.jsonl" | head -1 || true)
+  [[ -z $f || ! -s $f ]] || fail "$root: the first case ended before the fault; the drill needs it in flight"
+}
+
+# finish ROOT WANT_RC: waits for the run, checks its exit status and that nothing of it is
+# left; sets `run` to its run folder.
+finish() {
+  set +e; wait "$pid"; local rc=$?; set -e
+  [[ $rc -eq $2 ]] || { cat "$SCRATCH/$(basename "$1").out" >&2; fail "$1: exit $rc, expected $2"; }
+  expect_nothing_left "$pid" "$1"
+  run=$(run_dir_of "$1")
+}
+
+# require_mpirun: skips the test (77) without mpirun or an MPI-built tpbench; as root, Open MPI
+# wants its two variables to start at all.
+require_mpirun() {
+  command -v mpirun >/dev/null || { echo "skipped: mpirun is not installed (Debian: openmpi-bin)"; exit 77; }
+  "$TPBENCH" version | grep -q '^mpi: *yes' || { echo "skipped: this tpbench was built without MPI"; exit 77; }
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+}

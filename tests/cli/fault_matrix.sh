@@ -41,19 +41,6 @@ start() {
   pid=$!
 }
 
-# first_case_in_flight ROOT: waits until the first case's ranks are up and no record is written.
-first_case_in_flight() {
-  local root=$1
-  for _ in $(seq 500); do
-    compgen -G "$root/*/logs/*rank3.log" >/dev/null && break
-    sleep 0.02
-  done
-  sleep 0.2  # into the measurement (the group's start-up takes a few ms)
-  local f
-  f=$(compgen -G "$root/*/results.jsonl" | head -1 || true)
-  [[ -z $f || ! -s $f ]] || fail "$root: the first case ended before the fault; the drill needs it in flight"
-}
-
 # rank_pid CONTROLLER RANK: the rank process of that rank among the controller's children.
 rank_pid() {
   local c
@@ -61,14 +48,6 @@ rank_pid() {
     environ_has "$c" "RANK=$2" && { echo "$c"; return 0; }
   done
   fail "no rank $2 among the children of $1"
-}
-
-# finish ROOT WANT_RC: waits for the run, checks its exit status and what it left.
-finish() {
-  set +e; wait "$pid"; local rc=$?; set -e
-  [[ $rc -eq $2 ]] || { cat "$SCRATCH/$(basename "$1").out" >&2; fail "$1: exit $rc, expected $2"; }
-  expect_nothing_left "$pid" "$1"
-  run=$(run_dir_of "$1")
 }
 
 # records RUN PYTHON_ASSERTIONS: every line of results.jsonl is a whole JSON record, no case

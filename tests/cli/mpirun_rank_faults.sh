@@ -16,10 +16,7 @@
 source "$(dirname "$0")/common.bash" "$@"
 cd "$SOURCE_DIR"
 set -m
-command -v mpirun >/dev/null || { echo "skipped: mpirun is not installed (Debian: openmpi-bin)"; exit 77; }
-"$TPBENCH" version | grep -q '^mpi: *yes' || { echo "skipped: this tpbench was built without MPI"; exit 77; }
-# As root Open MPI refuses to start without these; CI has fewer cores than ranks.
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+require_mpirun
 
 iterations=300
 python3 - "$SCRATCH" "$iterations" <<'PY'
@@ -49,24 +46,10 @@ rank_of_job() {
   fail "no rank $1 of an mpirun job carries the mark"
 }
 
-# first_case_in_flight ROOT: every rank of the first case connected, no record written yet.
-first_case_in_flight() {
-  for _ in $(seq 500); do
-    compgen -G "$1/*/logs/*rank3.log" >/dev/null && break
-    sleep 0.02
-  done
-  sleep 0.3
-  local f
-  f=$(compgen -G "$1/*/results.jsonl" | head -1 || true)
-  [[ -z $f || ! -s $f ]] || fail "$1: the first case ended before the fault; the drill needs it in flight"
-}
-
-finish() {
-  set +e; wait "$pid"; local rc=$?; set -e
-  [[ $rc -eq $2 ]] || { cat "$SCRATCH/$(basename "$1").out" >&2; fail "$1: exit $rc, expected $2"; }
-  expect_nothing_left "$pid" "$1"
+# finish_job ROOT WANT_RC: finish (common.bash), and no mpirun of the run is left.
+finish_job() {
+  finish "$1" "$2"
   [[ -z $(pgrep -f "mpirun.*$(basename "$1")" || true) ]] || fail "$1: an mpirun is left"
-  run=$(run_dir_of "$1")
 }
 
 for row in KILL STOP; do
@@ -74,9 +57,9 @@ for row in KILL STOP; do
   timeout_s=60
   [[ $row == STOP ]] && timeout_s=8
   start "$root" "$SCRATCH/drill-$timeout_s.json"
-  first_case_in_flight "$root"
+  first_case_in_flight "$root" 0.3
   kill -"$row" "$(rank_of_job 2)"
-  finish "$root" 1
+  finish_job "$root" 1
   case $row in
     KILL) want="rank 2: closed its control connection" ;;
     STOP) want="timeout after 8.0 s waiting for ranks 0, 1, 2, 3: rank 2 is stopped (process state T)" ;;
@@ -105,7 +88,7 @@ done
 # nothing of the job may be left. Then --resume, which keeps the run's launcher, finishes it.
 root="$SCRATCH/controller-KILL"
 start "$root" "$SCRATCH/drill-60.json"
-first_case_in_flight "$root"
+first_case_in_flight "$root" 0.3
 kill -KILL "$pid"
 set +e; wait "$pid"; set -e
 killed=$pid
@@ -133,7 +116,7 @@ echo "row controller-KILL: no process left; resumed under mpirun"
 # and the run must end as if nothing happened.
 root="$SCRATCH/token"
 start "$root" "$SCRATCH/drill-60.json"
-first_case_in_flight "$root"
+first_case_in_flight "$root" 0.3
 addr=$(tr '\0' '\n' <"/proc/$(rank_of_job 0)/environ" | sed -n 's/^TPB_CONTROL_ADDR=//p')
 [[ -n $addr ]] || fail "rank 0 has no TPB_CONTROL_ADDR"
 python3 - "$addr" <<'PY' || fail "a connection with a wrong token was not closed unheard"
@@ -144,7 +127,7 @@ s.sendall((json.dumps({"type": "hello", "rank": 1, "pid": 1, "token": "0" * 32, 
 assert s.recv(4096) == b"", "the controller answered a connection with a wrong token"
 print("TOKEN: a hello with a wrong token was closed unheard")
 PY
-finish "$root" 0
+finish_job "$root" 0
 python3 - "$run" <<'PY' || fail "token: the run was disturbed"
 import json, sys
 recs = [json.loads(l) for l in open(sys.argv[1] + "/results.jsonl")]

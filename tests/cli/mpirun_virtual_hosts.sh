@@ -7,9 +7,7 @@
 # NCCL_* variable that mpirun's -x gives the ranks only, the reporting rank's own pid.
 source "$(dirname "$0")/common.bash" "$@"
 cd "$SOURCE_DIR"
-command -v mpirun >/dev/null || { echo "skipped: mpirun is not installed (Debian: openmpi-bin)"; exit 77; }
-"$TPBENCH" version | grep -q '^mpi: *yes' || { echo "skipped: this tpbench was built without MPI"; exit 77; }
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+require_mpirun
 
 expect_rc 0 "$TPBENCH" run scenarios/conformance/cpu-engine-mpi.json --launcher mpirun \
   --launcher-args="--oversubscribe -x NCCL_TPB_TEST_MARK=seen-by-the-ranks" \

@@ -143,19 +143,14 @@ class Schemas(unittest.TestCase):
                 Draft202012Validator.check_schema(doc)
 
     def test_names_are_those_tpbench_lists(self):
-        listed = tpbench("list")
+        listed = tpbench("list", "--json")
         self.assertEqual(listed.returncode, 0, listed.stderr)
-        section, names = None, {"checks": [], "allreduce backends": []}
-        for line in listed.stdout.splitlines():
-            if not line.startswith(" "):
-                section = line.rstrip(":")
-            elif section in names and line.strip():
-                names[section].append(line.split()[0])
+        doc = json.loads(listed.stdout)
         checks = SCHEMA_DOCS["scenario.schema.json"]["$defs"]["check_name"]["enum"]
-        self.assertEqual(sorted(checks), sorted(names["checks"]))
+        self.assertEqual(sorted(checks), sorted(c["name"] for c in doc["checks"]))
         self.assertEqual(checks, SCHEMA_DOCS["record.schema.json"]["$defs"]["check_name"]["enum"])
         backends = SCHEMA_DOCS["scenario.schema.json"]["$defs"]["axis_value"]["allreduce"]["enum"]
-        self.assertEqual(sorted(backends), sorted(names["allreduce backends"]))
+        self.assertEqual(sorted(backends), sorted(b["name"] for b in doc["allreduce_backends"]))
 
 
 class Scenarios(unittest.TestCase):
