@@ -30,6 +30,7 @@
 #include "tpb/cuda_check.h"
 #include "tpb/dtype.h"
 #include "tpb/kernels/mla_decode_split.h"
+#include "tpb/kernels/mla_widths.h"
 #include "cuda/mma_sync.cuh"
 
 namespace tpb::gpu {
@@ -52,8 +53,8 @@ constexpr int kMaxRowTiles = 2;                     // 16-head MMA row tiles per
 static_assert(kTileKeys == kernels::kMlaDecodeTileKeys && kMaxRowTiles * 16 == kernels::kMlaDecodeHeadsPerCta,
               "the split plan (tpb/kernels/mla_decode_split.h) describes this kernel");
 constexpr int kMaxThreads = kMaxRowTiles * kSlices * 32;
-constexpr int kMaxKvLora = 512;
-constexpr int kMaxRope = 128;
+constexpr int kMaxKvLora = static_cast<int>(kernels::kMlaDecodeMaxKvLora);
+constexpr int kMaxRope = static_cast<int>(kernels::kMlaDecodeMaxRope);
 constexpr int kMaxColTiles = kMaxKvLora / (8 * kSlices);  // 8-column output tiles per warp
 constexpr int kMaxSplits = static_cast<int>(kernels::kMlaDecodeMaxSplits);
 constexpr int kMergeColumns = 64;  // column pairs (threads) per merge CTA

@@ -43,6 +43,7 @@
 #include "tpb/check.h"
 #include "tpb/cuda_check.h"
 #include "tpb/kernels/gpu/mla_prefill_tuning.h"
+#include "tpb/kernels/mla_widths.h"
 #include "cuda/bf16_vectors.cuh"
 #include "cuda/mma_sync.cuh"
 
@@ -58,8 +59,8 @@ constexpr int kThreads = 256;
 constexpr int kQueriesPerWarp = 4;
 constexpr int kBlockQ = (kThreads / 32) * kQueriesPerWarp;  // 32
 constexpr int kBlockK = 32;                                   // one key per lane
-constexpr int kMaxQk = 256;
-constexpr int kMaxV = 128;                                    // two column pairs per lane
+constexpr int kMaxQk = static_cast<int>(kernels::kMlaPrefillMaxQk);
+constexpr int kMaxV = static_cast<int>(kernels::kMlaPrefillMaxV);  // two column pairs per lane
 constexpr int kVPairsPerLane = kMaxV / 64;
 
 __device__ __forceinline__ float2 bf2_to_f2(std::uint32_t bits) {
@@ -233,8 +234,8 @@ constexpr int kTcThreads = 32 * kTcWarps;
 constexpr int kTcBlockQ = 16 * kTcWarps;  // 16 query rows per warp: one MMA row tile
 constexpr int kTcBlockK = 64;             // keys per pipeline stage: 8 score tiles, 4 P·V K steps
 constexpr int kTcStages = 2;              // cp.async pipeline depth
-constexpr int kTcMaxQk = 256;             // padded nope + rope
-constexpr int kTcMaxV = 128;
+constexpr int kTcMaxQk = kMaxQk;          // padded nope + rope
+constexpr int kTcMaxV = kMaxV;
 constexpr int kTcMaxVGroups = kTcMaxV / 16;  // 16-column V groups (one ldmatrix.x4.trans, two MMAs)
 // Kimi-K2.5's (and DeepSeek-V3's) widths, compiled with constant loop bounds: nope 128 + rope 64
 // (12 score K steps), v_dim 128 (8 V groups). Other widths take the guarded kernel.

@@ -13,6 +13,7 @@
 
 #include "reference_engine/config/model_config.h"
 #include "tpb/check.h"
+#include "tpb/kernels/mla_widths.h"
 
 namespace tpb {
 
@@ -27,22 +28,26 @@ inline AttentionWidths attention_widths(const ModelConfig& c) {
   return {up(c.kv_lora_rank, 8), up(c.qk_rope_head_dim, 8), up(c.qk_nope_head_dim, 2), up(c.v_head_dim, 2)};
 }
 
-// The GPU engine's attention kernels hold a head's row in registers and shared memory: the
-// padded kv_lora_rank at most 512 and qk_rope_head_dim at most 128 (decode), the padded
-// nope + rope at most 256 and v_head_dim at most 128 (prefill). Published models sit within
+// The GPU engine's attention kernels hold a head's row in registers and shared memory
+// (tpb/kernels/mla_widths.h): the padded kv_lora_rank at most 512 and qk_rope_head_dim at most
+// 128 (decode), the padded nope + rope at most 256 and v_head_dim at most 128 (prefill). Published models sit within
 // (Kimi-K2.5: 512, 64, 192, 128). A config beyond them is an InputError naming `source` and the
 // field, before anything is allocated: validation refuses what would fail later on a shape.
 inline void check_gpu_attention_widths(const ModelConfig& c, const std::string& source) {
+  using namespace tpb::kernels;
   const AttentionWidths a = attention_widths(c);
-  TPB_INPUT_CHECK(a.lora <= 512, source << ": kv_lora_rank: " << c.kv_lora_rank
-                                        << " exceeds the GPU engine's decode attention (at most 512)");
-  TPB_INPUT_CHECK(a.rope <= 128, source << ": qk_rope_head_dim: " << c.qk_rope_head_dim
-                                        << " exceeds the GPU engine's decode attention (at most 128)");
-  TPB_INPUT_CHECK(a.nope + c.qk_rope_head_dim <= 256,
+  TPB_INPUT_CHECK(a.lora <= kMlaDecodeMaxKvLora, source << ": kv_lora_rank: " << c.kv_lora_rank
+                                                        << " exceeds the GPU engine's decode attention (at most "
+                                                        << kMlaDecodeMaxKvLora << ")");
+  TPB_INPUT_CHECK(a.rope <= kMlaDecodeMaxRope, source << ": qk_rope_head_dim: " << c.qk_rope_head_dim
+                                                      << " exceeds the GPU engine's decode attention (at most "
+                                                      << kMlaDecodeMaxRope << ")");
+  TPB_INPUT_CHECK(a.nope + c.qk_rope_head_dim <= kMlaPrefillMaxQk,
                   source << ": qk_nope_head_dim: " << c.qk_nope_head_dim << " + qk_rope_head_dim " << c.qk_rope_head_dim
-                         << " exceeds the GPU engine's prefill attention (at most 256)");
-  TPB_INPUT_CHECK(a.v <= 128, source << ": v_head_dim: " << c.v_head_dim
-                                     << " exceeds the GPU engine's prefill attention (at most 128)");
+                         << " exceeds the GPU engine's prefill attention (at most " << kMlaPrefillMaxQk << ")");
+  TPB_INPUT_CHECK(a.v <= kMlaPrefillMaxV, source << ": v_head_dim: " << c.v_head_dim
+                                                 << " exceeds the GPU engine's prefill attention (at most "
+                                                 << kMlaPrefillMaxV << ")");
 }
 
 }  // namespace tpb
