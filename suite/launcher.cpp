@@ -382,6 +382,30 @@ struct Launcher::Group {
   }
 };
 
+nlohmann::json launcher_to_json(const LauncherOptions& o) {
+  return {{"kind", launcher_name(o.kind)},
+          {"hosts", hosts_text(o.hosts)},
+          {"launcher_args", o.launcher_args},
+          {"virtual_hosts", o.virtual_hosts},
+          {"control_host", o.control_host}};
+}
+
+LauncherOptions launcher_from_json(const nlohmann::json& j, const std::string& file) {
+  LauncherOptions o;
+  try {
+    o.kind = parse_launcher(j.at("kind").get<std::string>(), file + ": $.launcher.kind");
+    const std::string hosts = j.at("hosts").get<std::string>();
+    if (!hosts.empty()) o.hosts = parse_hosts(hosts, file + ": $.launcher.hosts");
+    o.launcher_args = j.at("launcher_args").get<std::vector<std::string>>();
+    o.virtual_hosts = j.at("virtual_hosts").get<int>();
+    o.control_host = j.at("control_host").get<std::string>();
+  } catch (const nlohmann::json::exception& e) {
+    TPB_INPUT_FAIL(file << ": $.launcher: expected kind, hosts, launcher_args, virtual_hosts and control_host as tpbench "
+                           "writes them (" << e.what() << ")");
+  }
+  return o;
+}
+
 Launcher::Launcher(LauncherOptions options) : options_(std::move(options)) {
   if (options_.log_dir.empty()) {
     options_.log_dir =

@@ -54,6 +54,13 @@ struct LauncherOptions {
                                           // else this host's name
 };
 
+// run.json's "launcher": how the ranks were started (kind, hosts, launcher_args,
+// virtual_hosts, control_host), and back into the options that made it (`--resume` keeps
+// the run's launcher). A document not as tpbench writes it is an InputError naming `file` and
+// $.launcher.
+nlohmann::json launcher_to_json(const LauncherOptions& o);
+LauncherOptions launcher_from_json(const nlohmann::json& j, const std::string& file);
+
 struct CaseRun {
   bool ok = false;                  // every rank returned a result
   // When !ok, first line: "rank 1: killed by signal 11 (SIGSEGV)" | "rank 0: exited with

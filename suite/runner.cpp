@@ -433,11 +433,7 @@ RunSummary run_scenario(const Scenario& s, const std::vector<Case>& cases, const
   const json mps_json = mps ? mps->status().to_json() : json({{"state", "not needed (no rank shares a GPU)"}});
   run_json["placement"] = {{"placement", placement_name(s.placement)}, {"mps", mps_json}};
   // How the ranks were started, for every group (each record adds its hosts and job command).
-  run_json["launcher"] = {{"kind", launcher_name(opt.launch.kind)},
-                          {"hosts", hosts_text(opt.launch.hosts)},
-                          {"launcher_args", opt.launch.launcher_args},
-                          {"virtual_hosts", opt.launch.virtual_hosts},
-                          {"control_host", opt.launch.control_host}};
+  run_json["launcher"] = launcher_to_json(opt.launch);
   write_file_atomic((fs::path(run_dir) / "run.json").string(), run_json.dump(2) + "\n");
   Launcher launcher(lo);
   Progress progress(static_cast<int>(cases.size()), stdout, opt.tty);

@@ -255,23 +255,6 @@ std::string recorded_option(const nlohmann::json& run_json, const std::string& o
   return "";
 }
 
-// run.json's "launcher" (as run_scenario writes it) back into the options that made it.
-tpb::LauncherOptions launcher_from_run_json(const nlohmann::json& j, const std::string& file) {
-  tpb::LauncherOptions o;
-  try {
-    o.kind = tpb::parse_launcher(j.at("kind").get<std::string>(), file + ": $.launcher.kind");
-    const std::string hosts = j.at("hosts").get<std::string>();
-    if (!hosts.empty()) o.hosts = tpb::parse_hosts(hosts, file + ": $.launcher.hosts");
-    o.launcher_args = j.at("launcher_args").get<std::vector<std::string>>();
-    o.virtual_hosts = j.at("virtual_hosts").get<int>();
-    o.control_host = j.at("control_host").get<std::string>();
-  } catch (const nlohmann::json::exception& e) {
-    TPB_INPUT_FAIL(file << ": $.launcher: expected kind, hosts, launcher_args, virtual_hosts and control_host as tpbench "
-                           "writes them (" << e.what() << ")");
-  }
-  return o;
-}
-
 // The scenario JSON on stdin (`tpbench run -`), read as strictly as a file.
 tpb::Scenario load_stdin_scenario() {
   const std::string text((std::istreambuf_iterator<char>(std::cin)), std::istreambuf_iterator<char>());
@@ -292,7 +275,7 @@ int run_run(const tpb::cli::Args& given) {
     earlier_run = tpb::read_json_file(rj);
     selection = tpb::CaseSelection::from_json(earlier_run.value("selection", nlohmann::json()));
     // The ranks start as they did in the run resumed, unless --launcher says otherwise.
-    if (!given.has("--launcher") && earlier_run.contains("launcher")) launch = launcher_from_run_json(earlier_run["launcher"], rj);
+    if (!given.has("--launcher") && earlier_run.contains("launcher")) launch = tpb::launcher_from_json(earlier_run["launcher"], rj);
   }
   try {
     if (args.scenario.empty() && !args.resume.empty()) {

@@ -534,5 +534,32 @@ TEST(AllreduceWorkload, IntegerInputsAboveTwoRanksSumExactlyInAnyOrder) {
     }
 }
 
+// run.json's "launcher" reads back into the options that wrote it (--resume keeps the run's
+// launcher), and a document not as tpbench writes it names the file and $.launcher.
+TEST(LauncherJson, RoundTripsAndNamesWhatIsWrong) {
+  LauncherOptions o;
+  o.kind = LauncherKind::mpirun;
+  o.hosts = parse_hosts("a:4,b:4", "test");
+  o.launcher_args = {"--oversubscribe", "-x", "FOO"};
+  o.virtual_hosts = 2;
+  o.control_host = "10.0.0.1";
+  const nlohmann::json j = launcher_to_json(o);
+  const LauncherOptions back = launcher_from_json(j, "run.json");
+  EXPECT_EQ(back.kind, o.kind);
+  EXPECT_EQ(hosts_text(back.hosts), "a:4,b:4");
+  EXPECT_EQ(back.launcher_args, o.launcher_args);
+  EXPECT_EQ(back.virtual_hosts, 2);
+  EXPECT_EQ(back.control_host, "10.0.0.1");
+  nlohmann::json broken = j;
+  broken.erase("virtual_hosts");
+  try {
+    launcher_from_json(broken, "runs/x/run.json");
+    FAIL() << "a launcher without virtual_hosts was read";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("runs/x/run.json: $.launcher: expected kind, hosts"), std::string::npos)
+        << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace tpb
