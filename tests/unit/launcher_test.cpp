@@ -23,6 +23,7 @@
 
 #include "suite/digest.h"
 #include "suite/launcher.h"
+#include "tpb/check.h"
 #include "suite/workloads/workloads.h"
 #include "tpb/dtype.h"
 
