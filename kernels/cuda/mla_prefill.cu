@@ -573,8 +573,9 @@ void validate(const MlaPrefillShape& s) {
 }
 
 // Whether mla_prefill_attention launches the tensor cores where they apply, and with P as what.
-// On since 2026-12-01: on one H200 every variant matched the CPU reference (MlaPrefill) and ran
-// 6.5-6.9 x the CUDA-core kernel's speed at Kimi-K2.5's widths (scripts/gpu_issue20.sh). The
+// On since 2026-12-01: on one H200 every variant matched the CPU reference (MlaPrefill), and the
+// one the engine takes ran 11.6-12.4 x the CUDA-core kernel's speed at Kimi-K2.5's widths
+// (scripts/gpu_issue20.sh, docs/performance.md). The
 // engine takes the split-P variant: with P as one bf16 (2^-8 per weight), `tpbench logits` on
 // k25-fused-f16 at TP 2 gave rel-L2 8.2e-2 against HF's fp32 logits, beyond the 2e-2 bf16
 // budget (TP 1 and 4 stayed inside: likely a near-tie expert choice that flipped, as
