@@ -33,10 +33,11 @@ struct Option {
 
 // What a subcommand accepts.
 struct Grammar {
-  std::string command;              // "run": names the subcommand in every message
   std::vector<Option> options;
   std::size_t max_positionals = 0;  // arguments that are not options, e.g. SCENARIO: 1
   std::string positionals_name;     // how the usage calls them, for messages: "SCENARIO"
+  std::string command = "";         // "run": names the subcommand in every message; a registered
+                                    // subcommand's is its name (Registrar fills it in)
 };
 
 // What one command line gave, read by option name. Asking for an option the grammar does not

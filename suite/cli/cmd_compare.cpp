@@ -133,7 +133,7 @@ std::vector<Geomean> geomeans(const std::vector<tpb::MetricVerdict>& verdicts) {
   return out;
 }
 
-const tpb::cli::Grammar kGrammar = {"compare",
+const tpb::cli::Grammar kGrammar = {
                                     {{"--json"},
                                      {"--placements"},
                                      {"--latency-tol", true},

@@ -20,7 +20,7 @@ constexpr const char* kUsage =
     "  tpbench completion bash > ~/.local/share/bash-completion/completions/tpbench\n"
     "or `source <(tpbench completion bash)` in a shell.\n";
 
-const tpb::cli::Grammar kGrammar = {"completion", {}, 1, "SHELL"};
+const tpb::cli::Grammar kGrammar = {{}, 1, "SHELL"};
 
 // The visible subcommands, sorted: the words completed after `tpbench`.
 std::vector<const tpb::cli::Subcommand*> visible_subcommands() {

@@ -26,7 +26,7 @@ constexpr const char* kUsage =
     "  --json   one JSON object: presets, scenarios (per folder searched), backends, workloads,\n"
     "           checks (name, description, implemented)\n";
 
-const tpb::cli::Grammar kGrammar = {"list", {{"--json"}}, 0, ""};
+const tpb::cli::Grammar kGrammar = {{{"--json"}}, 0, ""};
 
 // What `tpbench list` shows, gathered once for the text and the JSON.
 struct Listing {

@@ -73,7 +73,7 @@ bool has_safetensors(const fs::path& dir) {
   return false;
 }
 
-const tpb::cli::Grammar kGrammar = {"logits",
+const tpb::cli::Grammar kGrammar = {
                                     {{"--model", true},
                                      {"--input-ids", true},
                                      {"--out", true},

@@ -42,7 +42,7 @@ struct MpsArgs {
 };
 
 const tpb::cli::Grammar kGrammar = {
-    "mps", {{"--pipe-dir", true}, {"--log-dir", true}, {"--require"}, {"--state-root", true}}, 1, "action"};
+    {{"--pipe-dir", true}, {"--log-dir", true}, {"--require"}, {"--state-root", true}}, 1, "action"};
 
 // Which action takes which option: the grammar declares them all, this says where each applies.
 bool option_applies(const std::string& option, const std::string& action) {

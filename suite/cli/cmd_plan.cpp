@@ -104,7 +104,7 @@ const char* usage_text() {
 // Every option takes a value but the four switches; none is repeatable.
 const tpb::cli::Grammar& grammar() {
   static const tpb::cli::Grammar g = [] {
-    tpb::cli::Grammar out{"plan", {}, 0, ""};
+    tpb::cli::Grammar out{{}, 0, ""};
     for (const char* valued : {"--model", "--tp", "--quant", "--gpu-mem-gib", "--gpu", "--mem-fraction", "--allreduce",
                                "--interconnect", "--tokens", "--overrides", "--kv-dtype", "--context-mib",
                                "--custom-max-mib", "--nccl-channels", "--graph-batch-sizes", "--batch", "--seq-len",

@@ -60,7 +60,7 @@ tpb::JunitProperties row_properties(const nlohmann::json& row) {
   return out;
 }
 
-const tpb::cli::Grammar kGrammar = {"qualify", {{"--out", true}, {"--update-baseline"}, {"--json"}}, 1, "PROFILE"};
+const tpb::cli::Grammar kGrammar = {{{"--out", true}, {"--update-baseline"}, {"--json"}}, 1, "PROFILE"};
 
 int run_qualify(const tpb::cli::Args& args) {
   TPB_INPUT_CHECK(!args.positionals().empty(), "qualify: expected PROFILE (a file or a name; see tpbench qualify --help)");

@@ -124,7 +124,7 @@ constexpr const char* kUsage =
     "Exit status: 0 written, 2 bad input (a malformed results line names its line number)\n"
     "or python3/matplotlib missing.\n";
 
-const Grammar kGrammar = {"report", {{"--out", true}, {"--quiet"}, {"--verbose"}}, 1, "RESULTS_DIR"};
+const Grammar kGrammar = {{{"--out", true}, {"--quiet"}, {"--verbose"}}, 1, "RESULTS_DIR"};
 
 int run_report(const Args& args) {
   TPB_INPUT_CHECK(!args.positionals().empty(), "report: missing RESULTS_DIR (see tpbench report --help)");

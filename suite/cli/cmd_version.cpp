@@ -18,7 +18,7 @@ constexpr const char* kUsage =
     "versions and the CUDA architectures). Run records carry the same in their provenance.\n"
     "  --json   one JSON object with those fields\n";
 
-const tpb::cli::Grammar kGrammar = {"version", {{"--json"}}, 0, ""};
+const tpb::cli::Grammar kGrammar = {{{"--json"}}, 0, ""};
 
 // "yes (12.4, sm 90)" / "no": a library built in or not, with what says which.
 std::string built_in(bool have, const std::string& detail) {

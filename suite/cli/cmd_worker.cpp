@@ -12,7 +12,7 @@ constexpr const char* kUsage =
     "TPB_LAUNCHER, TPB_GROUP_ID and, for mpirun and srun, TPB_CONTROL_ADDR and\n"
     "TPB_CONTROL_TOKEN set. Not meant to be run by hand.\n";
 
-const tpb::cli::Grammar kGrammar = {"__worker", {}, 0, ""};
+const tpb::cli::Grammar kGrammar = {{}, 0, ""};
 
 int run_worker_cmd(const tpb::cli::Args& /*args*/) { return tpb::run_worker(); }
 

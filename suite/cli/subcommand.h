@@ -18,7 +18,7 @@ struct Subcommand {
   const char* name;     // as typed: "run"
   const char* summary;  // one line for `tpbench --help`
   const char* usage;    // full text for `tpbench <name> --help`
-  Grammar grammar;      // its options and positionals; grammar.command is `name`
+  Grammar grammar;      // its options and positionals (grammar.command: `name`, set on registering)
   int (*run)(const Args& args);  // the command line after the subcommand name, parsed
   bool hidden = false;  // internal roles (the rank worker) are not listed
 };
@@ -26,7 +26,10 @@ struct Subcommand {
 std::vector<Subcommand>& registry();
 
 struct Registrar {
-  explicit Registrar(Subcommand s) { registry().push_back(s); }
+  explicit Registrar(Subcommand s) {
+    s.grammar.command = s.name;
+    registry().push_back(s);
+  }
 };
 
 // The process's command line as given (argv[0] included), for the records of a run.

@@ -13,7 +13,7 @@ namespace tpb::cli {
 namespace {
 
 // A grammar shaped like run's: a valued option, a switch, a repeatable one, one positional.
-const Grammar kRun = {"run", {{"--results-dir", true}, {"--dry-run"}, {"--case", true, true}}, 1, "SCENARIO"};
+const Grammar kRun = {{{"--results-dir", true}, {"--dry-run"}, {"--case", true, true}}, 1, "SCENARIO", "run"};
 
 // The InputError message of parsing `args`, or "" when it parsed.
 std::string refusal(const Grammar& g, const std::vector<std::string>& args) {
@@ -107,7 +107,7 @@ TEST(CliArgs, NonRepeatableGivenTwiceRefused) {
 
 TEST(CliArgs, TooManyPositionalsRefused) {
   expect_refused({"a", "b"}, "'b'", "at most 1 SCENARIO");
-  const Grammar none = {"list", {{"--json"}}, 0, ""};
+  const Grammar none = {{{"--json"}}, 0, "", "list"};
   const std::string message = refusal(none, {"x"});
   EXPECT_EQ(message.rfind("list: ", 0), 0u) << message;
   EXPECT_NE(message.find("'x'"), std::string::npos) << message;
