@@ -77,7 +77,7 @@ std::vector<std::string> inherited_environment(char** environ_entries, bool drop
   static const char* const kSetByTheLauncher[] = {
       "RANK=", "WORLD_SIZE=", "LOCAL_RANK=", "TPB_CONTROL_SOCKET=", "TPB_PROGRESS_FD=", "TPB_GROUP_ID=",
       "TPB_LAUNCHER=", "TPB_CONTROL_ADDR=", "TPB_CONTROL_TOKEN=", "TPB_RANK_LOG_DIR=", "TPB_VIRTUAL_HOSTS=",
-      "TPB_DEVICE=", "TPB_RANKS_PER_GPU=", "TPB_PLACEMENT="};
+      "TPB_DEVICE=", "TPB_RANKS_PER_GPU=", "TPB_PLACEMENT=", "TPB_HOST_ID="};
   std::vector<std::string> env;
   for (char** e = environ_entries; e != nullptr && *e != nullptr; ++e) {
     const std::string entry = *e;

@@ -47,7 +47,7 @@ struct JobLaunch {
 std::vector<std::string> job_command(const JobLaunch& job);
 
 // The controller's environment as every launcher passes it on: less the variables a launcher
-// sets for its ranks itself (RANK, TPB_GROUP_ID, TPB_DEVICE, ...), which an inherited value
+// sets for its ranks itself (RANK, TPB_GROUP_ID, TPB_DEVICE, TPB_HOST_ID, ...), which an inherited value
 // (a nested run, a user's shell) must never override; less NCCL_HOSTID where
 // `drop_nccl_hostid` (ranks sharing a device each get their own).
 std::vector<std::string> inherited_environment(char** environ_entries, bool drop_nccl_hostid);

@@ -273,6 +273,9 @@ int run_run(const tpb::cli::Args& given) {
     TPB_INPUT_CHECK(fs::is_regular_file(rj), "--resume " << args.resume << ": no run.json there (not a tpbench run folder)");
     earlier_run = tpb::read_json_file(rj);
     selection = tpb::CaseSelection::from_json(earlier_run.value("selection", nlohmann::json()));
+    TPB_INPUT_CHECK(!args.update_baselines || selection.empty(),
+                    "run: --update-baselines stores the whole scenario's records, and the run resumed was started "
+                    "with --case or --filter; record the scenario whole");
     // The ranks start as they did in the run resumed, unless --launcher says otherwise.
     if (!given.has("--launcher") && earlier_run.contains("launcher")) launch = tpb::launcher_from_json(earlier_run["launcher"], rj);
   }

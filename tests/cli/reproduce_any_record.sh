@@ -109,6 +109,10 @@ grep -q "($lines resumed" "$SCRATCH/last.out" || { cat "$SCRATCH/last.out"; fail
 [[ $(wc -l <"$run/results.jsonl") -eq $lines ]] || fail "plain --resume appended records"
 expect_rc 2 "$TPBENCH" run --resume "$run" --retry-failed --case "$target"
 grep -q "keeps the selection" "$SCRATCH/last.out" || fail "--case with --resume"
+# Resuming a selected run cannot store its selection as the scenario's baseline either.
+expect_rc 2 "$TPBENCH" run --resume "$run" --baselines "$SCRATCH/baselines" --update-baselines
+grep -q "the run resumed was started with --case or --filter" "$SCRATCH/last.out" || { cat "$SCRATCH/last.out"; fail "resumed selection re-recorded"; }
+[[ ! -e "$SCRATCH/baselines" ]] || fail "a refused re-record wrote a baseline"
 expect_rc 0 "$TPBENCH" run --resume "$run" --no-report --retry-failed
 cat "$SCRATCH/last.out"
 grep -q "$((lines - 1)) resumed from the earlier run, 1 failed case(s) run again" "$SCRATCH/last.out" || fail "retry summary"

@@ -126,13 +126,12 @@ TEST(LaunchedRank, MissingOrMalformedVariablesAreNamed) {
   EXPECT_EQ(error, "rank 2, local rank 0 of 2 ranks does not add up");
 }
 
-}  // namespace
 // What every launcher passes on: a value a launcher sets for its ranks never comes through
 // from the controller's environment (a nested run's TPB_DEVICE would place a rank on the wrong
 // GPU), the rest does, and NCCL_HOSTID only where ranks sharing a device need their own.
 TEST(InheritedEnvironment, DropsWhatLaunchersSetAndKeepsTheRest) {
   std::vector<std::string> entries = {"PATH=/usr/bin", "RANK=3", "TPB_DEVICE=1", "TPB_RANKS_PER_GPU=2",
-                                      "TPB_PLACEMENT=shared", "TPB_RANK_LOG_DIR=/old", "TPB_GROUP_ID=g",
+                                      "TPB_PLACEMENT=shared", "TPB_RANK_LOG_DIR=/old", "TPB_GROUP_ID=g", "TPB_HOST_ID=h1",
                                       "TPB_SEED=7", "NCCL_HOSTID=mine", "RANKING=kept"};
   std::vector<char*> envp;
   for (auto& e : entries) envp.push_back(e.data());
@@ -144,4 +143,5 @@ TEST(InheritedEnvironment, DropsWhatLaunchersSetAndKeepsTheRest) {
   EXPECT_EQ(rank_log_path("/logs", "tpb1-g0", 2), "/logs/tpb1-g0-rank2.log");
 }
 
+}  // namespace
 }  // namespace tpb
