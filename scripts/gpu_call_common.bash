@@ -3,7 +3,7 @@
 # the CUDA build of tpbench and the gpu tests (GPU_CALL_TARGETS: other targets), its log in
 # $OUT/build.log.
 #   source "$(dirname "$0")/gpu_call_common.bash" "$@"   (sets OUT, START, TPB; defines step,
-#   baseline_verdicts and observer_verdicts)
+#   left, bounded, baseline_verdicts and observer_verdicts)
 set -u -o pipefail
 OUT=${1:?usage: $(basename "$0") OUTDIR}
 mkdir -p "$OUT"
@@ -11,19 +11,36 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 export NCCL_NVLS_ENABLE=0
 START=$(date +%s)
 step() { echo "== $1 ($(( $(date +%s) - START )) s)"; }
+# Seconds left of the call's budget (BUDGET_S, default 560: the device tool stops a command at
+# 600 s and what the script packs at its end must still come back).
+left() { echo $(( ${BUDGET_S:-560} - ($(date +%s) - START) )); }
+# bounded SECONDS CMD...: CMD for at most SECONDS and never past the budget less 30 s (SIGTERM,
+# then SIGKILL 15 s later: a tpbench run finishes its case in flight on the first signal);
+# exit 124 without running it when less than 30 s would be left for it.
+bounded() {
+  local want=$1 room; shift
+  room=$(( $(left) - 30 ))
+  [ "$room" -lt "$want" ] && want=$room
+  [ "$want" -ge 30 ] || { echo "left out, the budget is spent: $*"; return 124; }
+  timeout -k 15 "$want" "$@"
+}
 step build
 read -r -a GPU_CALL_TARGET_LIST <<<"${GPU_CALL_TARGETS:-tpbench tpb_gpu_tests}"
 { cmake --preset cuda >/dev/null && cmake --build build-cuda -j "$(nproc)" --target "${GPU_CALL_TARGET_LIST[@]}"; } >"$OUT/build.log" 2>&1 \
   || { tail -30 "$OUT/build.log"; echo "BUILD FAILED"; exit 1; }
 TPB=build-cuda/suite/tpbench
 
-# $1 a --results-dir of one `tpbench run --baselines`: each case's latency against the stored
-# baseline (new, stored, ratio, verdict), then the digest verdicts counted, the others named.
+# $1 a --results-dir of one `tpbench run --baselines`: the digest verdicts counted (those not ok
+# named) and the latency ratios' range; with $2 = --cases, each case's latency against the
+# stored baseline as well (new, stored, ratio, verdict).
 baseline_verdicts() {
-  python3 - "$1" <<'PY'
+  python3 - "$1" "${2:-}" <<'PY'
 import collections, glob, json, sys
 counts, lat = collections.Counter(), []
-for line in open(glob.glob(sys.argv[1] + "/*/results.jsonl")[0]):
+found = glob.glob(sys.argv[1] + "/*/results.jsonl")
+if not found:
+    sys.exit(f"  no results.jsonl under {sys.argv[1]}")
+for line in open(found[0]):
     r = json.loads(line)
     for metric, v in (r.get("baseline") or {}).items():
         if metric.startswith("digest."):
@@ -32,7 +49,9 @@ for line in open(glob.glob(sys.argv[1] + "/*/results.jsonl")[0]):
                 print("  ", r["label"], metric, v.get("verdict"), v.get("detail", ""))
         elif metric == "latency_us" and v.get("ratio"):
             lat.append(v["ratio"])
-            print(f"   {r['label']}: latency {v.get('new')} vs stored {v.get('old')} us, ratio {v['ratio']:.3f} {v.get('verdict')}")
+            if sys.argv[2] == "--cases":
+                print(f"   {r['label']}: latency {v.get('new'):.1f} vs stored {v.get('old'):.1f} us, "
+                      f"ratio {v['ratio']:.3f} {v.get('verdict')}")
 print("  digest verdicts:", dict(counts), "| latency ratios new/stored: min %.3f max %.3f over %d" %
       (min(lat), max(lat), len(lat)) if lat else "")
 PY
@@ -43,7 +62,10 @@ PY
 observer_verdicts() {
   python3 - "$1" <<'PY'
 import glob, json, sys
-run = json.load(open(glob.glob(sys.argv[1] + "/*/run.json")[0]))
+found = glob.glob(sys.argv[1] + "/*/run.json")
+if not found:
+    sys.exit(f"  no run.json under {sys.argv[1]}")
+run = json.load(open(found[0]))
 for g in run["summary"]["checks"].get("observer_invariant", []):
     print(" ", g["status"], g["detail"])
 PY

