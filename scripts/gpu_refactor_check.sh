@@ -6,7 +6,8 @@
 # latencies are printed, not judged (another build, another day). At most 8 files in OUTDIR.
 # gpu-engine-shared's stored digests of the cases whose KV cache a real prefill fills predate the
 # tensor-core prefill attention (baselines/README.md): until it is re-recorded whole, only its
-# batch-64 cases (synthetic KV cache) are compared.
+# batch-64 cases (synthetic KV cache) are compared; the control case that comes along (batch 1)
+# reads `mismatch` for that reason alone.
 #   usage: scripts/gpu_refactor_check.sh OUTDIR
 source "$(dirname "$0")/gpu_call_common.bash" "$@"
 if [ "${SKIP_TESTS:-0}" != 1 ]; then  # SKIP_TESTS=1: the digest comparison alone

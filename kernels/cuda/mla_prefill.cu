@@ -20,9 +20,10 @@
 // most 2^-8 sum_j w_j |v_j - out|, and for independent roundings a few times 2^-8 times the
 // root of sum_j (w_j (v_j - out))^2 (the test's budget, tests/gpu/mla_prefill_test.cpp): in rms
 // about as large as the bf16 rounding of the output itself (rel-L2 ~2e-3 against ~1e-3 for
-// the CUDA-core kernel in a lane-level emulation), well inside the engine's bf16 budget. The
-// split-P variant (mla_prefill_tuning.h) keeps P as hi + lo in two MMAs, |e_j| <= 2^-16, at
-// 1.4 x the MMA work (Kimi's widths: 96 score + 64 P·V MMAs per warp and tile, + 64).
+// the CUDA-core kernel in a lane-level emulation). Through a whole model that can still move a
+// near-tie expert choice (see kEngineTensorCoreVariant below), so the engine takes the split-P
+// variant (mla_prefill_tuning.h): P as hi + lo in two MMAs, |e_j| <= 2^-16, at 1.4 x the MMA
+// work (Kimi's widths: 96 score + 64 P·V MMAs per warp and tile, + 64).
 //
 // CUDA cores (fp32 math), any even head dims (the engine pads odd ones to even,
 // reference_engine/memory/attention_widths.h): one CTA per (32-query block, head, sequence);
