@@ -72,6 +72,10 @@ constexpr double kLeftoverKillWaitS = 3.0;
 
 std::atomic<unsigned> g_group_counter{0};
 
+// A new group's id, "tpb<controller pid>-g<n>": it names the group's control socket, its shared
+// memory and its logs, and remove_shared_memory_of_dead_controllers reads the pid back from it.
+std::string next_group_id() { return "tpb" + std::to_string(getpid()) + "-g" + std::to_string(g_group_counter++); }
+
 // Signal names without sigabbrev_np (glibc >= 2.32 only).
 const char* signal_name(int sig) {
   switch (sig) {
@@ -660,17 +664,7 @@ CaseRun Launcher::run_case(const std::string& group_key, int world_size, const j
           rk.eof = true;
         }
       }
-      std::string line;
-      while (failure.empty() && rk.reader.next_line(line)) {
-        json message;
-        try {
-          message = json::parse(line);
-        } catch (const json::exception&) {
-          fail("rank " + std::to_string(r) + ": malformed control message: " + line.substr(0, 200), {r});
-          break;
-        }
-        handle_message(r, message, fail);
-      }
+      handle_lines(r, fail, [&] { return !failure.empty(); });
     }
     // A closed socket (seen by a read or a failed send, on any rank) means the rank is
     // exiting: give it a moment to show up in waitpid with its status.
@@ -679,9 +673,11 @@ CaseRun Launcher::run_case(const std::string& group_key, int world_size, const j
       if (!rk.eof) continue;
       const auto eof_at = Clock::now();
       const bool job = g.job_pid > 0;
-      while (!(job ? g.job_reaped : rk.reaped) && seconds_since(eof_at) < (job ? kJobExitWaitS : kExitStatusWaitS)) {
+      // A forked rank's own exit; for a job's rank, the job's (its launcher ends it).
+      const auto ended = [&] { return job ? g.job_reaped : rk.reaped; };
+      while (!ended() && seconds_since(eof_at) < (job ? kJobExitWaitS : kExitStatusWaitS)) {
         g.reap_exited();
-        if (!(job ? g.job_reaped : rk.reaped)) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+        if (!ended()) std::this_thread::sleep_for(std::chrono::milliseconds(2));
       }
       if (job)  // how the rank ended is in the job's output (appended below) and the rank's log
         fail("rank " + std::to_string(r) + ": closed its control connection" +
@@ -867,15 +863,22 @@ void Launcher::admit_pending(const std::function<void(std::string, std::vector<i
     g.pending.erase(g.pending.begin() + static_cast<std::ptrdiff_t>(i));
     if (!g.flush(rk)) rk.eof = true;
     // Messages that came in the same read as the hello.
-    for (std::string next; rk.reader.next_line(next);) {
-      const json message = json::parse(next, nullptr, false);
-      if (message.is_discarded()) {
-        fail("rank " + std::to_string(rank) + ": malformed control message: " + next.substr(0, 200), {rank});
-        return;
-      }
-      handle_message(rank, message, fail);
-    }
+    if (!handle_lines(rank, fail, [] { return false; })) return;
   }
+}
+
+bool Launcher::handle_lines(int rank, const std::function<void(std::string, std::vector<int>)>& fail,
+                            const std::function<bool()>& failed) {
+  auto& rk = group_->ranks[static_cast<std::size_t>(rank)];
+  for (std::string line; !failed() && rk.reader.next_line(line);) {
+    const json message = json::parse(line, nullptr, false);
+    if (message.is_discarded()) {
+      fail("rank " + std::to_string(rank) + ": malformed control message: " + line.substr(0, 200), {rank});
+      return false;
+    }
+    handle_message(rank, message, fail);
+  }
+  return true;
 }
 
 void Launcher::start_job(const std::string& group_key, int world_size) {
@@ -883,7 +886,7 @@ void Launcher::start_job(const std::string& group_key, int world_size) {
   g->key = group_key;
   g->world_size = world_size;
   g->kind = options_.kind;
-  g->id = "tpb" + std::to_string(getpid()) + "-g" + std::to_string(g_group_counter++);
+  g->id = next_group_id();
   // Every rank on this host (mpirun without --hosts): loopback only. Otherwise every interface,
   // and the ranks are told this host's name (or --control-host's address).
   const bool local = options_.hosts.empty() && options_.kind == LauncherKind::mpirun;
@@ -956,7 +959,7 @@ void Launcher::start_group(const std::string& group_key, int world_size, const R
   // group's shared memory.
   for (int attempt = 0; g->listen_fd < 0; ++attempt) {
     TPB_CHECK(attempt < 64, "launcher: 64 control socket names in a row are taken (last '" << g->address << "')");
-    g->id = "tpb" + std::to_string(getpid()) + "-g" + std::to_string(g_group_counter++);
+    g->id = next_group_id();
     g->address = "@" + g->id + "-ctl";
     g->listen_fd = control::try_listen_unix(g->address, world_size + 4);
   }

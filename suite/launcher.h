@@ -109,6 +109,10 @@ class Launcher {
   void admit_pending(const std::function<void(std::string, std::vector<int>)>& fail);
   void handle_message(int rank, const nlohmann::json& message,
                       const std::function<void(std::string, std::vector<int>)>& fail);
+  // Every whole line `rank`'s reader holds, in order, to handle_message, until `failed()`; a
+  // line that is not JSON fails the case (false).
+  bool handle_lines(int rank, const std::function<void(std::string, std::vector<int>)>& fail,
+                    const std::function<bool()>& failed);
 
   LauncherOptions options_;
   std::unique_ptr<Group> group_;
