@@ -31,11 +31,16 @@ struct EnvField {
 
 }  // namespace
 
+std::optional<LauncherKind> launcher_kind(const std::string& name) {
+  for (LauncherKind k : {LauncherKind::fork, LauncherKind::mpirun, LauncherKind::srun})
+    if (name == launcher_name(k)) return k;
+  return std::nullopt;
+}
+
 LauncherKind parse_launcher(const std::string& name, const std::string& what) {
-  if (name == "fork") return LauncherKind::fork;
-  if (name == "mpirun") return LauncherKind::mpirun;
-  if (name == "srun") return LauncherKind::srun;
-  TPB_INPUT_FAIL(what << ": expected a launcher (one of fork, mpirun, srun), got '" << name << "'");
+  const std::optional<LauncherKind> k = launcher_kind(name);
+  TPB_INPUT_CHECK(k.has_value(), what << ": expected a launcher (one of fork, mpirun, srun), got '" << name << "'");
+  return *k;
 }
 
 const char* launcher_name(LauncherKind kind) {

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,8 @@ enum class LauncherKind { fork, mpirun, srun };
 
 // "fork" | "mpirun" | "srun"; anything else is an InputError naming `what` and the choices.
 LauncherKind parse_launcher(const std::string& name, const std::string& what);
+// The launcher called `name`, or nullopt (no throw: a rank says what is wrong itself).
+std::optional<LauncherKind> launcher_kind(const std::string& name);
 const char* launcher_name(LauncherKind kind);
 
 // `--hosts h1:8,h2:8`: host names with a slot count each.

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <string_view>
 
+#include "reference_engine/comm/host_layout.h"
 #include "reference_engine/comm/mpi_session.h"
 #include "suite/build_info.h"
 #include "tpb/kernels/device.h"
@@ -94,9 +95,7 @@ nlohmann::json collect_host_facts() {
   p["nccl_version"] = b.nccl_version;
   p["mpi_library"] = mpi_library_version();
 
-  char host[256] = {0};
-  ::gethostname(host, sizeof host - 1);
-  p["hostname"] = host;
+  p["hostname"] = this_host_name();
   struct utsname u{};
   if (::uname(&u) == 0) p["os"] = std::string(u.sysname) + " " + u.release + " " + u.machine;
   p["cpu_count"] = static_cast<int>(::sysconf(_SC_NPROCESSORS_ONLN));

@@ -62,18 +62,19 @@ void redirect_output_to_log(const char* dir, const char* group_id, int rank) {
   close(fd);
 }
 
-// Why this process cannot be a rank ("" when it can), filling `place` from its launcher's
-// variables (TPB_LAUNCHER names the launcher; fork when unset). A fork rank needs the
-// controller's Unix socket, a job's rank its TCP address and the group's token.
-std::string why_not_a_rank(LaunchedRank& place) {
+// Why this process cannot be a rank ("" when it can), filling `kind` and `place` from its
+// launcher's variables (TPB_LAUNCHER names the launcher; fork when unset). A fork rank needs
+// the controller's Unix socket, a job's rank its TCP address and the group's token.
+std::string why_not_a_rank(LauncherKind& kind, LaunchedRank& place) {
   const char* kind_name = std::getenv("TPB_LAUNCHER");
-  const std::string kind = kind_name != nullptr ? kind_name : "fork";
-  if (kind != "fork" && kind != "mpirun" && kind != "srun") return "TPB_LAUNCHER is '" + kind + "', expected fork, mpirun or srun";
+  const std::string name = kind_name != nullptr ? kind_name : "fork";
+  const std::optional<LauncherKind> k = launcher_kind(name);
+  if (!k) return "TPB_LAUNCHER is '" + name + "', expected fork, mpirun or srun";
+  kind = *k;
   std::string why;
-  if (!launched_rank(parse_launcher(kind, "TPB_LAUNCHER"), [](const char* n) { return std::getenv(n); }, place, why))
-    return why;
+  if (!launched_rank(kind, [](const char* n) { return std::getenv(n); }, place, why)) return why;
   if (std::getenv("TPB_GROUP_ID") == nullptr) return "TPB_GROUP_ID is missing";
-  if (kind == "fork") return std::getenv("TPB_CONTROL_SOCKET") != nullptr ? "" : "TPB_CONTROL_SOCKET is missing";
+  if (kind == LauncherKind::fork) return std::getenv("TPB_CONTROL_SOCKET") != nullptr ? "" : "TPB_CONTROL_SOCKET is missing";
   return std::getenv("TPB_CONTROL_ADDR") != nullptr && std::getenv("TPB_CONTROL_TOKEN") != nullptr
              ? ""
              : "TPB_CONTROL_ADDR or TPB_CONTROL_TOKEN is missing";
@@ -111,8 +112,9 @@ std::vector<std::string> SocketBootstrap::all_gather(const std::string& mine) {
 }
 
 int run_worker() {
+  LauncherKind kind = LauncherKind::fork;
   LaunchedRank place;
-  const std::string why = why_not_a_rank(place);
+  const std::string why = why_not_a_rank(kind, place);
   if (!why.empty()) {
     std::fprintf(stderr,
                  "tpbench __worker: internal role of a rank process, started by `tpbench run` (its fork, mpirun or "
@@ -122,8 +124,7 @@ int run_worker() {
   }
   const int rank = place.rank, world_size = place.world_size;
   const char* group_id = std::getenv("TPB_GROUP_ID");
-  const char* kind = std::getenv("TPB_LAUNCHER");  // valid here (why_not_a_rank)
-  const bool job = kind != nullptr && std::string(kind) != "fork";
+  const bool job = kind != LauncherKind::fork;
   // Virtual hosts (tpbench run --virtual-hosts N): this rank claims its block's host for the
   // host-local rules (reference_engine/comm/host_layout.h).
   int virtual_hosts = 0;
