@@ -225,11 +225,6 @@ RunArgs read_args(const tpb::cli::Args& given) {
     a.launch.virtual_hosts = std::stoi(v);
   }
   TPB_INPUT_CHECK(!a.update_baselines || !a.baselines.empty(), "run: --update-baselines needs --baselines DIR");
-  // A stored baseline is one run's records of the whole scenario under one provenance: a
-  // selection would replace it with the selected cases alone.
-  TPB_INPUT_CHECK(!a.update_baselines || a.selection.empty(),
-                  "run: --update-baselines stores the whole scenario's records, and --case or --filter would leave "
-                  "the other cases out of the stored baseline; record the scenario whole");
   TPB_INPUT_CHECK(!a.retry_failed || !a.resume.empty(), "run: --retry-failed needs --resume RUN_DIR");
   TPB_INPUT_CHECK(a.resume.empty() || a.selection.empty(),
                   "run: --resume keeps the selection the run was started with; --case and --filter start a new run");
@@ -273,12 +268,16 @@ int run_run(const tpb::cli::Args& given) {
     TPB_INPUT_CHECK(fs::is_regular_file(rj), "--resume " << args.resume << ": no run.json there (not a tpbench run folder)");
     earlier_run = tpb::read_json_file(rj);
     selection = tpb::CaseSelection::from_json(earlier_run.value("selection", nlohmann::json()));
-    TPB_INPUT_CHECK(!args.update_baselines || selection.empty(),
-                    "run: --update-baselines stores the whole scenario's records, and the run resumed was started "
-                    "with --case or --filter; record the scenario whole");
     // The ranks start as they did in the run resumed, unless --launcher says otherwise.
     if (!given.has("--launcher") && earlier_run.contains("launcher")) launch = tpb::launcher_from_json(earlier_run["launcher"], rj);
   }
+  // A stored baseline is one run's records of the whole scenario under one provenance: a
+  // selection, given now or kept from the run resumed, would replace it with the selected cases.
+  TPB_INPUT_CHECK(!args.update_baselines || selection.empty(),
+                  "run: --update-baselines stores the whole scenario's records, and "
+                      << (args.resume.empty() ? "--case or --filter would leave the other cases out of the stored baseline"
+                                              : "the run resumed was started with --case or --filter")
+                      << "; record the scenario whole");
   try {
     if (args.scenario.empty() && !args.resume.empty()) {
       // Resume with the scenario the run recorded, as it was then.
