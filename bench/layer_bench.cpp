@@ -1,35 +1,41 @@
-// One Kimi-K2.5 MoE decoder layer (MLA attention over the latent cache, router, shared expert,
-// 8 of 384 routed experts, full width) in decode, as rank 0 of a TP-way group runs it: issue
-// 5's decode target is <= 1.5 x the time to read that rank's touched weights at batch 1, TP2.
+// The layers of a Kimi-K2.5 decode step (the 3-layer full-width slice of decode-1gpu: a dense
+// layer, then two MoE layers with all 384 experts) as rank 0 of a TP-way group runs them, each
+// against the time to read the weights it touches. Issue 20's targets: one MoE layer at the
+// TP2 shard <= 1.30 x its weight-read time at batch 1, <= 1.20 x at batch 8 and 64.
 //
-// Method: the layer's time is the difference of two GpuEngines' graph-replayed decode steps,
-// Kimi-K2.5 with 2 MoE layers (first_k_dense_replace 0) minus Kimi-K2.5 with 1, the same
-// synthetic weights and the same synthetic KV context (fill_kv_synthetic): the embedding,
-// the final norm and the lm_head cancel, and what is left is one layer with its norms. The
-// weights it read are the same difference of the steps' read bytes (the engine's roofline:
-// step_fixed_weight_bytes + routed reads x routed_expert_bytes, the routed experts counted
-// on the device as the router chose them). Each step time is the median of kSteps replays,
-// each decoding other tokens (so other experts). Measured on an H200 (TP2, batch 1): the
-// 2-layer step repeats within 1 % across processes, the 1-layer step by up to 45 us, so
-// compare variants within one run (--benchmark_repetitions), not across runs.
+// Method: one engine, its decode step replayed as a CUDA graph with phase timing on
+// (GpuEngine::set_phase_timing: event-record nodes at the step's phase boundaries), so each
+// layer is timed inside the step it runs in. (The earlier method subtracted a 1-layer
+// engine's step from a 2-layer engine's: the 1-layer step moved by up to 45 us between
+// processes.) Each of kSteps replays decodes other tokens, so other experts; each layer's
+// weight bytes are its fixed weights (GpuEngine::layer_fixed_weight_bytes) plus the routed
+// experts its router chose in that step (counted on the device) x routed_expert_bytes, and
+// each ratio is taken per step, then the median over the steps.
 //
 // TP > 1 on one GPU: rank 0's shard runs alone over a LocalCommunicator of size tp that
 // communicates nothing (all_reduce leaves the rank's partial sums, all_gather copies only
 // the rank's own slice). The time is therefore the rank's compute alone, without its two
-// allreduces of batch x 7168 bf16 per layer (the allreduce benchmarks measure those on a
-// multi-GPU machine), and the logits are not a model's: nothing reads them.
+// allreduces of batch x 7168 bf16 per layer (the allreduce benchmarks measure those), and the
+// logits are not a model's: nothing reads them.
 //
 // At batch 1 each TP size runs twice: dense one-row products through the split-K gemv (the
 // engine's default) and through cuBLASLt (name suffix /cublaslt), side by side.
 //
-// Counters: layer_us, layer_weight_bytes, routed_reads (experts the layer's router touched
-// per step), weight_read_us (layer_weight_bytes at the copy bandwidth measured in this
-// process), x_weight_read_time = layer_us / weight_read_us, and both engines' step_us.
+// Counters (medians over the steps): moe_layer_us (the MoE layers' mean), moe_x_weight_read_time,
+// dense_layer_us, dense_x_weight_read_time, head_us and head_x_weight_read_time (final norm,
+// lm_head, all_gather), step_us and step_x_weight_read_time (the whole step, embedding included),
+// routed_reads (per MoE layer and step), copy_GBps, and phase_timing_cost: the median step with
+// the events over the median step without them, the same engine and tokens (their own cost).
+//
+// TPB_BENCH_PROFILE_STEP=1: after the timed steps, one more replay between cudaProfilerStart()
+// and cudaProfilerStop(), for `ncu --profile-from-start off` (each kernel of one step).
+#include <cuda_profiler_api.h>
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <vector>
@@ -52,16 +58,18 @@ namespace {
 constexpr int kSteps = 60;
 constexpr std::int64_t kContext = 8192;
 
-struct StepMeasure {
-  double step_us = 0;           // median graph replay
-  double weight_bytes = 0;      // read per step (roofline)
-  double routed_reads = 0;      // routed experts read per step, all MoE layers
-};
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0.0 : v[v.size() / 2];
+}
 
-StepMeasure measure_decode(int moe_layers, int tp, std::int64_t batch, bool gemv) {
+void bm_decode_layers(benchmark::State& state, int device, int tp, std::int64_t batch, bool gemv) {
+  TPB_CUDA_CHECK(cudaSetDevice(device));
+  const double copy_GBps = device_limits(device).copy_GBps;
+  const auto read_us = [&](double bytes) { return bytes / (copy_GBps * 1e3); };
   ModelConfig config = load_model_config_by_name("kimi-k2.5");
-  apply_overrides(config, {{"num_hidden_layers", moe_layers}, {"first_k_dense_replace", 0}}, "layer_bench",
-                  "$.overrides");
+  apply_overrides(config, {{"num_hidden_layers", 3}}, "layer_bench", "$.overrides");
+  const std::int64_t L = config.num_hidden_layers;
   LocalCommunicator comm(tp);
   auto weights = make_synthetic_weights(1234);
   GpuEngineOptions o;
@@ -72,12 +80,9 @@ StepMeasure measure_decode(int moe_layers, int tp, std::int64_t batch, bool gemv
   o.last_position_logits = true;
   o.one_row_gemv = gemv;
   GpuEngine engine(config, Shard{0, tp}, comm, *weights, o);
-  // Each step decodes other tokens (the graph reads them from its input buffers), so the
-  // median is over routings: one fixed set of 8 experts per layer made the two engines'
-  // difference depend on where those experts happen to sit.
+  engine.fill_kv_synthetic(batch, kContext, 5);
   std::vector<std::int64_t> next(static_cast<std::size_t>(batch));
   int step_index = 0;
-  engine.fill_kv_synthetic(batch, kContext, 5);
   auto step = [&] {
     for (std::int64_t b = 0; b < batch; ++b)
       next[static_cast<std::size_t>(b)] = (b * 7919 + 17 + std::int64_t{step_index} * 104729) % config.vocab_size;
@@ -85,45 +90,84 @@ StepMeasure measure_decode(int moe_layers, int tp, std::int64_t batch, bool gemv
     engine.rewind(kContext);
     engine.decode(next);
   };
-  for (int i = 0; i < 3; ++i) step();  // eager, capture, replay
-  engine.synchronize();
   cudaEvent_t start = nullptr, stop = nullptr;
   TPB_CUDA_CHECK(cudaEventCreate(&start));
   TPB_CUDA_CHECK(cudaEventCreate(&stop));
-  const std::int64_t reads_before = engine.routed_expert_reads();
-  std::vector<double> us;
-  for (int i = 0; i < kSteps; ++i) us.push_back(1e3 * event_elapsed_ms(engine.stream(), start, stop, step));
-  StepMeasure m;
-  m.routed_reads = static_cast<double>(engine.routed_expert_reads() - reads_before) / kSteps;
+  // The plain step first (graph without the phase events), then the same tokens with them.
+  for (int i = 0; i < 3; ++i) step();  // eager, capture, replay
+  std::vector<double> plain_us;
+  const int first_timed = step_index;
+  for (int i = 0; i < kSteps; ++i) plain_us.push_back(1e3 * event_elapsed_ms(engine.stream(), start, stop, step));
+  engine.set_phase_timing(true);
+  step_index = first_timed - 3;
+  for (int i = 0; i < 3; ++i) step();
+  std::vector<double> step_us, moe_us, moe_x, dense_us, dense_x, head_us, head_x, step_x, reads_per_layer, timed_us;
+  std::vector<std::int64_t> reads = engine.routed_expert_reads_by_layer();
+  const double head_bytes = static_cast<double>(engine.step_fixed_weight_bytes());
+  double layers_fixed = 0;
+  for (std::int64_t l = 0; l < L; ++l) layers_fixed += static_cast<double>(engine.layer_fixed_weight_bytes(l));
+  const double head_fixed = head_bytes - layers_fixed;  // final norm + lm_head
+  const double expert_bytes = static_cast<double>(engine.routed_expert_bytes());
+  for (int i = 0; i < kSteps; ++i) {
+    timed_us.push_back(1e3 * event_elapsed_ms(engine.stream(), start, stop, step));
+    const GpuEngine::StepPhases p = engine.last_step_phases();
+    const std::vector<std::int64_t> now = engine.routed_expert_reads_by_layer();
+    double moe_t = 0, moe_b = 0, dense_t = 0, dense_b = 0, step_b = head_fixed;
+    int moe_layers = 0;
+    for (std::int64_t l = 0; l < L; ++l) {
+      const double r = static_cast<double>(now[l] - reads[l]);
+      const double bytes = static_cast<double>(engine.layer_fixed_weight_bytes(l)) + r * expert_bytes;
+      step_b += bytes;
+      if (config.is_moe_layer(l)) {
+        moe_t += p.layer_us[l];
+        moe_b += bytes;
+        ++moe_layers;
+        reads_per_layer.push_back(r);
+      } else {
+        dense_t += p.layer_us[l];
+        dense_b += bytes;
+      }
+    }
+    reads = now;
+    step_us.push_back(p.step_us);
+    step_x.push_back(p.step_us / read_us(step_b));
+    head_us.push_back(p.head_us);
+    head_x.push_back(p.head_us / read_us(head_fixed));
+    if (moe_layers > 0) {
+      moe_us.push_back(moe_t / moe_layers);
+      moe_x.push_back(moe_t / read_us(moe_b));
+    }
+    if (dense_b > 0) {
+      dense_us.push_back(dense_t);
+      dense_x.push_back(dense_t / read_us(dense_b));
+    }
+  }
+  if (std::getenv("TPB_BENCH_PROFILE_STEP") != nullptr) {
+    engine.synchronize();
+    TPB_CUDA_CHECK(cudaProfilerStart());
+    step();
+    engine.synchronize();
+    TPB_CUDA_CHECK(cudaProfilerStop());
+  }
   TPB_CUDA_CHECK(cudaEventDestroy(start));
   TPB_CUDA_CHECK(cudaEventDestroy(stop));
-  std::sort(us.begin(), us.end());
-  m.step_us = us[us.size() / 2];
-  m.weight_bytes = static_cast<double>(engine.step_fixed_weight_bytes()) +
-                   m.routed_reads * static_cast<double>(engine.routed_expert_bytes());
-  return m;
-}
-
-void bm_moe_layer(benchmark::State& state, int device, int tp, std::int64_t batch, bool gemv) {
-  TPB_CUDA_CHECK(cudaSetDevice(device));
-  const double copy_GBps = device_limits(device).copy_GBps;
-  const StepMeasure one = measure_decode(1, tp, batch, gemv);  // each engine is freed before the next
-  const StepMeasure two = measure_decode(2, tp, batch, gemv);
-  const double layer_us = two.step_us - one.step_us;
-  const double layer_bytes = two.weight_bytes - one.weight_bytes;
-  const double read_us = layer_bytes / (copy_GBps * 1e3);
-  for (auto _ : state) state.SetIterationTime(layer_us * 1e-6);
+  const double moe_layer_us = median(moe_us);
+  for (auto _ : state) state.SetIterationTime(moe_layer_us * 1e-6);
   state.counters["tp"] = tp;
   state.counters["batch"] = static_cast<double>(batch);
   state.counters["context"] = static_cast<double>(kContext);
-  state.counters["layer_us"] = layer_us;
-  state.counters["layer_weight_bytes"] = layer_bytes;
-  state.counters["routed_reads"] = two.routed_reads - one.routed_reads;
   state.counters["copy_GBps"] = copy_GBps;
-  state.counters["weight_read_us"] = read_us;
-  state.counters["x_weight_read_time"] = layer_us / read_us;
-  state.counters["step_us_1layer"] = one.step_us;
-  state.counters["step_us_2layers"] = two.step_us;
+  state.counters["moe_layer_us"] = moe_layer_us;
+  state.counters["moe_x_weight_read_time"] = median(moe_x);
+  state.counters["routed_reads"] = median(reads_per_layer);
+  state.counters["dense_layer_us"] = median(dense_us);
+  state.counters["dense_x_weight_read_time"] = median(dense_x);
+  state.counters["head_us"] = median(head_us);
+  state.counters["head_x_weight_read_time"] = median(head_x);
+  state.counters["step_us"] = median(step_us);
+  state.counters["step_x_weight_read_time"] = median(step_x);
+  state.counters["step_us_plain"] = median(plain_us);
+  state.counters["phase_timing_cost"] = median(timed_us) / median(plain_us);
   state.SetLabel(std::string(gemv ? "" : "cuBLASLt at one row; ") +
                  (tp == 1 ? "one GPU" : "rank 0 of TP" + std::to_string(tp) + " alone: compute only, no allreduce"));
 }
@@ -140,7 +184,7 @@ void register_layer_benchmarks(RankContext& ctx) {
         const std::string name = "layer/moe_decode/tp:" + std::to_string(tp) + "/batch:" + std::to_string(batch) +
                                  "/context:8192" + (gemv ? "" : "/cublaslt");
         benchmark::RegisterBenchmark(name.c_str(), [device, tp, batch, gemv](benchmark::State& st) {
-          bm_moe_layer(st, device, tp, batch, gemv);
+          bm_decode_layers(st, device, tp, batch, gemv);
         })
             ->UseManualTime()
             ->Unit(benchmark::kMicrosecond)

@@ -1,5 +1,6 @@
-// One full-width Kimi-K2.5 MoE decoder layer in decode, as one tensor-parallel rank runs it
-// (layer_bench.cpp): the layer's time against the time to read the weights it touches.
+// The layers of a full-width Kimi-K2.5 decode step, as one tensor-parallel rank runs them
+// (layer_bench.cpp): each timed inside one engine's step, against the time to read the
+// weights it touches.
 #pragma once
 
 #include "bench/bench_ranks.h"

@@ -20,6 +20,10 @@
 #      come back in runs.tgz.
 #   6. PLAIN_SCENARIOS="observer-1gpu": run without baselines (timing's cost on a real decode
 #      step, observer_invariant's verdicts).
+#   LAYERS=1 (before 5): each layer of a decode step timed inside one engine, x its weight-read
+#      time (bench/layer_bench.cpp); STEP_PROFILE="tp:1/batch:1 ...": Nsight Compute on each
+#      kernel of one replayed step (durations, DRAM bytes; the tables are printed, the CSVs go
+#      into runs.tgz).
 # Every step is bounded by what is left of BUDGET_S (560 s, gpu_call_common.bash's `bounded`), so
 # that runs.tgz is packed and comes back even when a step runs long.
 #   usage: scripts/gpu_issue20.sh OUTDIR
@@ -124,6 +128,73 @@ if [ "${NCU:-0}" = 1 ]; then
   cuobjdump -sass "$BENCH" 2>/dev/null | awk '/Function : .*(mla_prefill_tc_kernelILi12ELi8ELb1ELb1|mla_decode)/{p=1} /Function : /{if (!/mla_prefill_tc_kernelILi12ELi8ELb1ELb1|mla_decode/) p=0} p' \
     | gzip >"$OUT/sass.txt.gz"
 fi
+
+# LAYERS=1: the layers of a decode step, each timed inside one engine (bench/layer_bench.cpp),
+# LAYER_FILTER (default layer/moe_decode/): the table of each layer's time over its weight-read
+# time; layer_bench.json goes into runs.tgz.
+if [ "${LAYERS:-0}" = 1 ]; then
+  step "tpb_bench ${LAYER_FILTER:=layer/moe_decode/} ($(left) s left)"
+  bounded 300 "$BENCH" --tpb_ranks=1 --benchmark_filter="$LAYER_FILTER" \
+    --benchmark_out="$RUNS/layer_bench.json" --benchmark_out_format=json >"$RUNS/layer_bench.log" 2>&1
+  echo "tpb_bench layers: rc=$?"
+  python3 - "$RUNS/layer_bench.json" <<'PY'
+import json, sys
+try:
+    rows = json.load(open(sys.argv[1]))["benchmarks"]
+except (OSError, ValueError, KeyError) as e:
+    sys.exit(f"no layer benchmarks: {e}")
+print("| benchmark | MoE layer us (x read) | routed/layer | dense us (x) | head us (x) | step us (x) | plain step us | events' cost |")
+print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+for b in rows:
+    if b.get("error_occurred"):
+        print(f"| {b['name']} | error: {b.get('error_message', '')} |"); continue
+    g = lambda k: b.get(k, float('nan'))
+    print(f"| {b['name'].split('/iterations')[0]} | {g('moe_layer_us'):.1f} ({g('moe_x_weight_read_time'):.3f}) | {g('routed_reads'):.0f} "
+          f"| {g('dense_layer_us'):.1f} ({g('dense_x_weight_read_time'):.3f}) | {g('head_us'):.1f} ({g('head_x_weight_read_time'):.3f}) "
+          f"| {g('step_us'):.1f} ({g('step_x_weight_read_time'):.3f}) | {g('step_us_plain'):.1f} | {g('phase_timing_cost'):.4f} |")
+PY
+fi
+
+# STEP_PROFILE="tp:1/batch:1 tp:2/batch:1": Nsight Compute on every kernel of one replayed
+# decode step of that layer benchmark (TPB_BENCH_PROFILE_STEP), no clock or cache control:
+# each kernel's duration and DRAM bytes, and the sum of the kernels against the step.
+for sel in ${STEP_PROFILE:-}; do
+  tag=$(echo "$sel" | tr ':/' '__')
+  step "Nsight Compute: one decode step, $sel ($(left) s left)"
+  TPB_BENCH_PROFILE_STEP=1 bounded 200 ncu --profile-from-start off --clock-control none --cache-control none \
+    --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,launch__grid_size,launch__block_size \
+    --csv --page raw "$BENCH" --tpb_ranks=1 --benchmark_filter="layer/moe_decode/$sel/context:8192/iterations" \
+    >"$RUNS/step_profile_$tag.csv" 2>"$RUNS/step_profile_$tag.log"
+  echo "ncu step profile: rc=$?"
+  python3 - "$RUNS/step_profile_$tag.csv" <<'PY'
+import csv, io, re, sys
+text = open(sys.argv[1]).read()
+start = text.find('"ID"')
+if start < 0:
+    sys.exit("no ncu rows")
+rows = list(csv.DictReader(io.StringIO(text[start:])))
+rows = [r for r in rows if r.get("ID", "").isdigit()]
+def num(r, k):
+    try: return float(r[k].replace(",", ""))
+    except (KeyError, ValueError): return 0.0
+total_us = total_rd = 0.0
+groups = {}
+print("| # | kernel | grid x block | us | MB read | GB/s read |")
+print("| --- | --- | --- | --- | --- | --- |")
+for r in rows:
+    us = num(r, "gpu__time_duration.sum") / 1e3  # ns
+    rd = num(r, "dram__bytes_read.sum")
+    name = re.sub(r"\(.*", "", r.get("Kernel Name", "?"))[:70]
+    total_us += us; total_rd += rd
+    g = groups.setdefault(name, [0, 0.0, 0.0]); g[0] += 1; g[1] += us; g[2] += rd
+    print(f"| {r['ID']} | {name} | {r.get('launch__grid_size','')} x {r.get('launch__block_size','')} | {us:.1f} | {rd/1e6:.2f} | {rd/us/1e3 if us else 0:.0f} |")
+print(f"\n{len(rows)} kernels: {total_us:.1f} us of kernel time, {total_rd/1e6:.1f} MB read ({total_rd/total_us/1e3:.0f} GB/s over the kernels)\n")
+print("| kernel | launches | us | share | MB read | GB/s |")
+print("| --- | --- | --- | --- | --- | --- |")
+for name, (n, us, rd) in sorted(groups.items(), key=lambda kv: -kv[1][1]):
+    print(f"| {name} | {n} | {us:.1f} | {us/total_us:.3f} | {rd/1e6:.1f} | {rd/us/1e3 if us else 0:.0f} |")
+PY
+done
 
 if [ -n "${SCENARIOS:-}" ]; then
   if [ "$TESTS_RC" != 0 ]; then

@@ -181,6 +181,28 @@ class GpuEngine {
   std::size_t step_fixed_weight_bytes() const { return step_fixed_weight_bytes_; }
   std::size_t routed_expert_bytes() const;
   std::int64_t routed_expert_reads() const;
+  // routed_expert_reads() by layer (index = layer, 0 for a dense layer); waits for the stream.
+  std::vector<std::int64_t> routed_expert_reads_by_layer() const;
+  // The weights layer `layer` reads at every step besides its routed experts: its norms, the
+  // attention's projections, and the router and shared experts or the dense MLP. The layers'
+  // sum plus the final norm and the lm_head is step_fixed_weight_bytes().
+  std::size_t layer_fixed_weight_bytes(std::int64_t layer) const;
+
+  // Phase timing, for benchmarks that time each layer inside one engine (rather than as the
+  // difference of two engines' steps, which moves with each process's placement): while on,
+  // every step records CUDA events at its phase boundaries (the step's start, after the
+  // embedding's allreduce, after each layer's last allreduce, after the logits' all_gather),
+  // as event-record nodes of a captured graph. Switching drops the captured graphs.
+  struct StepPhases {
+    double embed_us = 0;            // embedding gather, its allreduce, the fp32 residual
+    std::vector<double> layer_us;   // each layer, its norms and both allreduces
+    double head_us = 0;             // final norm, lm_head, all_gather
+    double step_us = 0;             // first to last event
+  };
+  void set_phase_timing(bool on);
+  // The last step's phases (waits for the stream); the last step must have run with it on.
+  StepPhases last_step_phases() const;
+
   std::size_t kv_cache_bytes() const { return kv_bytes_; }  // the whole pool (exact: the case's cache)
   // KV tokens the pool holds: max_batch x max_len when exact, the formula's max_tokens else
   // (the group's smallest with agree_kv_tokens).
@@ -208,6 +230,7 @@ class GpuEngine {
   void attention_decode(std::int64_t layer);
   void ffn(std::int64_t layer, std::int64_t tokens, bool grouped);
   void all_reduce_bf16(__nv_bfloat16* buf, std::int64_t tokens);
+  void phase_mark(std::size_t boundary);  // records phase event `boundary` when phase timing is on
   void allocate_buffers();
   std::int64_t size_kv_pool_now();
 
@@ -230,6 +253,8 @@ class GpuEngine {
   std::vector<float> inv_freq_host_;
   std::size_t weight_bytes_ = 0, kv_bytes_ = 0, activation_bytes_ = 0;
   std::size_t step_fixed_weight_bytes_ = 0;
+  std::vector<std::size_t> layer_fixed_weight_bytes_;  // per layer
+  std::vector<cudaEvent_t> phase_events_;              // layers + 3 while phase timing is on
   // KV sizing readings: free before the weights (constructor), and what the weights took of
   // it measured (free before - free before the first pool): at a resize, total = free now + this.
   std::int64_t free_before_weights_ = 0, weights_footprint_bytes_ = -1, device_total_bytes_ = 0;

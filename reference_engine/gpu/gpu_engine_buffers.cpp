@@ -165,8 +165,8 @@ void GpuEngine::allocate_buffers() {
     m.topk_idx = m.alloc<std::int32_t>(T * K);
     m.topk_w = m.alloc<float>(T * K);
     m.offsets = m.alloc<std::int32_t>(E + 1);
-    m.expert_reads = m.alloc<unsigned long long>(1);
-    TPB_CUDA_CHECK(cudaMemset(m.expert_reads, 0, sizeof(unsigned long long)));
+    m.expert_reads = m.alloc<unsigned long long>(c.num_hidden_layers);
+    TPB_CUDA_CHECK(cudaMemset(m.expert_reads, 0, sizeof(unsigned long long) * c.num_hidden_layers));
     m.sorted_pairs = m.alloc<std::int32_t>(T * K);
     m.position_of = m.alloc<std::int32_t>(T * K);
     m.x_sorted = m.alloc<bf16>(T * K * H);

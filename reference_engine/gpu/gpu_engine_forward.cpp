@@ -33,9 +33,11 @@ void GpuEngine::forward(std::int64_t n, bool decode_step) {
   const std::int64_t H = c.hidden_size, T = batch_ * n;
   const float eps = static_cast<float>(c.rms_norm_eps);
 
+  phase_mark(0);
   gpu::embedding_gather(m.ids, T, m.embed, dims_.vocab_begin, dims_.vocab_begin + dims_.vocab, H, m.delta, stream_);
   all_reduce_bf16(m.delta, T);
   gpu::residual_from_bf16(m.delta, m.residual, T * H, stream_);
+  phase_mark(1);
   for (std::int64_t l = 0; l < c.num_hidden_layers; ++l) {
     const LayerW& lw = m.layers[l];
     // Layer 0's residual is the embedding itself; later layers add the previous FFN output.
@@ -48,6 +50,7 @@ void GpuEngine::forward(std::int64_t n, bool decode_step) {
     gpu::add_rmsnorm(m.delta, m.residual, lw.post_norm, m.xn, T, H, eps, stream_);
     ffn(l, T, decode_step);
     all_reduce_bf16(m.delta, T);
+    phase_mark(static_cast<std::size_t>(2 + l));
   }
   gpu::add_rmsnorm(m.delta, m.residual, m.final_norm, m.xn, T, H, eps, stream_);
   const bf16* head_in = m.xn;
@@ -62,6 +65,7 @@ void GpuEngine::forward(std::int64_t n, bool decode_step) {
   m.linear.f32_out(head_in, H, m.lm_head, m.logits_local, dims_.vocab, rows, H, dims_.vocab, stream_);
   comm_->all_gather(m.logits_local, m.gathered, static_cast<std::size_t>(rows * dims_.vocab), DType::f32, stream_);
   ++stats_.all_gathers;
+  phase_mark(static_cast<std::size_t>(2 + c.num_hidden_layers));
   stats_.tokens += T;
   last_tokens_ = rows;
   logits_valid_ = false;
@@ -196,7 +200,7 @@ void GpuEngine::ffn(std::int64_t layer, std::int64_t T, bool grouped) {
     for (std::int32_t e : idx) ++stats_.expert_hits[static_cast<std::size_t>(e)];
     stats_.routing.insert(stats_.routing.end(), idx.begin(), idx.end());
   }
-  gpu::moe_dispatch_plan(m.topk_idx, T, K, E, m.offsets, m.sorted_pairs, m.position_of, stream_, m.expert_reads);
+  gpu::moe_dispatch_plan(m.topk_idx, T, K, E, m.offsets, m.sorted_pairs, m.position_of, stream_, m.expert_reads + layer);
   gpu::moe_gather(m.xn, m.sorted_pairs, P, K, H, m.x_sorted, stream_);
   if (grouped) {
     gpu::expert_gemm_grouped(m.x_sorted, m.offsets, E, P, lw.experts_gate_up, 2 * I * H, H, 2 * I, m.gu_sorted,

@@ -107,7 +107,7 @@ struct GpuEngine::Impl {
   std::int32_t* topk_idx = nullptr;  // [T, K]
   float* topk_w = nullptr;           // [T, K]
   std::int32_t* offsets = nullptr;   // [E + 1]
-  unsigned long long* expert_reads = nullptr;  // routed experts read by the MoE calls since the buffers were allocated
+  unsigned long long* expert_reads = nullptr;  // [layers]: routed experts each layer's MoE calls read since the buffers were allocated
   std::int32_t* sorted_pairs = nullptr;  // [T * K]
   std::int32_t* position_of = nullptr;   // [T * K]
   bf16* x_sorted = nullptr;   // [T * K, H]

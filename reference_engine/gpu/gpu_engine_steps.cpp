@@ -133,12 +133,55 @@ void GpuEngine::rewind(std::int64_t tokens) {
 
 void GpuEngine::synchronize() const { TPB_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
 
-std::int64_t GpuEngine::routed_expert_reads() const {
-  if (impl_->expert_reads == nullptr) return 0;  // no MoE layer
-  unsigned long long reads = 0;
-  TPB_CUDA_CHECK(cudaMemcpyAsync(&reads, impl_->expert_reads, sizeof(reads), cudaMemcpyDeviceToHost, stream_));
+std::vector<std::int64_t> GpuEngine::routed_expert_reads_by_layer() const {
+  std::vector<std::int64_t> out(static_cast<std::size_t>(config_.num_hidden_layers), 0);
+  if (impl_->expert_reads == nullptr) return out;  // no MoE layer
+  std::vector<unsigned long long> reads(out.size());
+  TPB_CUDA_CHECK(cudaMemcpyAsync(reads.data(), impl_->expert_reads, sizeof(unsigned long long) * reads.size(),
+                                 cudaMemcpyDeviceToHost, stream_));
   synchronize();
-  return static_cast<std::int64_t>(reads);
+  for (std::size_t l = 0; l < out.size(); ++l) out[l] = static_cast<std::int64_t>(reads[l]);
+  return out;
+}
+
+std::int64_t GpuEngine::routed_expert_reads() const {
+  std::int64_t total = 0;
+  for (std::int64_t r : routed_expert_reads_by_layer()) total += r;
+  return total;
+}
+
+void GpuEngine::set_phase_timing(bool on) {
+  if (on == !phase_events_.empty()) return;
+  drop_graphs();  // their steps record the events, or do not
+  synchronize();
+  for (cudaEvent_t e : phase_events_) TPB_CUDA_CHECK(cudaEventDestroy(e));
+  phase_events_.clear();
+  if (!on) return;
+  phase_events_.resize(static_cast<std::size_t>(config_.num_hidden_layers + 3), nullptr);
+  for (cudaEvent_t& e : phase_events_) TPB_CUDA_CHECK(cudaEventCreate(&e));
+}
+
+void GpuEngine::phase_mark(std::size_t boundary) {
+  if (phase_events_.empty()) return;
+  // External: under stream capture an event-record node of the graph, not a capture dependency.
+  TPB_CUDA_CHECK(cudaEventRecordWithFlags(phase_events_[boundary], stream_, cudaEventRecordExternal));
+}
+
+GpuEngine::StepPhases GpuEngine::last_step_phases() const {
+  TPB_CHECK(!phase_events_.empty(), "last_step_phases: phase timing is off");
+  synchronize();
+  auto us = [&](std::size_t a, std::size_t b) {
+    float ms = 0;
+    TPB_CUDA_CHECK(cudaEventElapsedTime(&ms, phase_events_[a], phase_events_[b]));
+    return 1e3 * static_cast<double>(ms);
+  };
+  const std::size_t L = static_cast<std::size_t>(config_.num_hidden_layers);
+  StepPhases p;
+  p.embed_us = us(0, 1);
+  for (std::size_t l = 0; l < L; ++l) p.layer_us.push_back(us(1 + l, 2 + l));
+  p.head_us = us(L + 1, L + 2);
+  p.step_us = us(0, L + 2);
+  return p;
 }
 
 const std::vector<float>& GpuEngine::logits() const {

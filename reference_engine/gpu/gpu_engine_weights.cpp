@@ -168,10 +168,14 @@ GpuEngine::GpuEngine(const ModelConfig& config, Shard shard, Communicator& comm,
     TPB_FAIL("gpu engine: no layer weight for slot " << static_cast<int>(b.slot));
   };
   std::size_t routed_weight_bytes = 0;  // every routed expert of every MoE layer
+  layer_fixed_weight_bytes_.assign(static_cast<std::size_t>(c.num_hidden_layers), 0);
   for (std::size_t i = 0; i < plan.buffers.size(); ++i) {
-    place(plan.buffers[i], buffers[i]);
-    if (plan.buffers[i].scope == TensorScope::routed_expert)
-      routed_weight_bytes += static_cast<std::size_t>(plan.buffers[i].bytes());
+    const DeviceWeightBuffer& b = plan.buffers[i];
+    place(b, buffers[i]);
+    if (b.scope == TensorScope::routed_expert)
+      routed_weight_bytes += static_cast<std::size_t>(b.bytes());
+    else if (b.layer >= 0)
+      layer_fixed_weight_bytes_[static_cast<std::size_t>(b.layer)] += static_cast<std::size_t>(b.bytes());
   }
   if (c.tie_word_embeddings) m.lm_head = m.embed;
   TPB_CUDA_CHECK(cudaStreamSynchronize(stream_));
@@ -203,6 +207,7 @@ GpuEngine::GpuEngine(const ModelConfig& config, Shard shard, Communicator& comm,
 GpuEngine::~GpuEngine() {
   if (stream_ != nullptr) cudaStreamSynchronize(stream_);
   for (auto& [b, exec] : graphs_) cudaGraphExecDestroy(exec);  // not drop_graphs(): it may throw
+  for (cudaEvent_t e : phase_events_) cudaEventDestroy(e);
   impl_.reset();
   if (stream_ != nullptr) cudaStreamDestroy(stream_);
 }
@@ -210,6 +215,11 @@ GpuEngine::~GpuEngine() {
 std::size_t GpuEngine::routed_expert_bytes() const {
   if (config_.n_routed_experts == 0) return 0;
   return static_cast<std::size_t>(3 * dims_.moe_intermediate * config_.hidden_size) * sizeof(bf16);  // gate, up, down
+}
+
+std::size_t GpuEngine::layer_fixed_weight_bytes(std::int64_t layer) const {
+  TPB_CHECK(layer >= 0 && layer < config_.num_hidden_layers, "layer_fixed_weight_bytes: no layer " << layer);
+  return layer_fixed_weight_bytes_[static_cast<std::size_t>(layer)];
 }
 
 }  // namespace tpb

@@ -50,7 +50,7 @@ std::int64_t gpu_engine_buffer_bytes(const ModelConfig& c, const EngineBufferSha
   if (E > 0) {
     const std::int64_t I = d.moe_intermediate;
     bytes += T * H * kBf16 + T * E * kF32 + T * K * (kI32 + kF32);  // shared_out, router_logits, topk
-    bytes += (E + 1) * kI32 + 8 + 2 * T * K * kI32;                 // offsets, expert_reads, sorted_pairs, position_of
+    bytes += (E + 1) * kI32 + 8 * c.num_hidden_layers + 2 * T * K * kI32;  // offsets, expert_reads (per layer), sorted_pairs, position_of
     bytes += T * K * (2 * H + 3 * I) * kBf16;                       // x_sorted, y_sorted, gu_sorted, act_sorted
   }
   const std::int64_t logits_rows = s.last_position_logits ? B : T;
