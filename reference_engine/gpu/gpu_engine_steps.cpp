@@ -163,8 +163,14 @@ void GpuEngine::set_phase_timing(bool on) {
 
 void GpuEngine::phase_mark(std::size_t boundary) {
   if (phase_events_.empty()) return;
-  // External: under stream capture an event-record node of the graph, not a capture dependency.
-  TPB_CUDA_CHECK(cudaEventRecordWithFlags(phase_events_[boundary], stream_, cudaEventRecordExternal));
+  // Under stream capture the External flag makes the record an event-record node of the graph
+  // (without it, a capture dependency only); outside a capture the flag is refused.
+  cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+  TPB_CUDA_CHECK(cudaStreamIsCapturing(stream_, &capturing));
+  if (capturing == cudaStreamCaptureStatusActive)
+    TPB_CUDA_CHECK(cudaEventRecordWithFlags(phase_events_[boundary], stream_, cudaEventRecordExternal));
+  else
+    TPB_CUDA_CHECK(cudaEventRecord(phase_events_[boundary], stream_));
 }
 
 GpuEngine::StepPhases GpuEngine::last_step_phases() const {
