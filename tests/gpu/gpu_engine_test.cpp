@@ -143,13 +143,16 @@ GpuEngineOptions options_for(const RunSpec& r, bool graph) {
 }
 
 std::vector<float> gpu_logits(const ModelConfig& config, const RunSpec& r, Communicator& comm, bool graph,
-                              GpuEngineStats* stats = nullptr, bool count_expert_hits = false) {
+                              GpuEngineStats* stats = nullptr, bool count_expert_hits = false,
+                              GpuEngine::StepPhases* phases = nullptr) {
   auto weights = make_synthetic_weights(r.seed);
   GpuEngineOptions options = options_for(r, graph);
   options.count_expert_hits = count_expert_hits;
   GpuEngine engine(config, Shard{comm.rank(), comm.size()}, comm, *weights, options);
+  if (phases != nullptr) engine.set_phase_timing(true);
   std::vector<float> out = run_engine(engine, r, config.vocab_size);
   if (stats != nullptr) *stats = engine.stats();
+  if (phases != nullptr) *phases = engine.last_step_phases();
   return out;
 }
 
@@ -311,6 +314,7 @@ TEST_P(GpuEngineVsCpu, RoutedExpertReadsCountTheChosenExperts) {
     for (std::int64_t l = 0; l < config.num_hidden_layers; ++l) moe_layers += config.is_moe_layer(l);
     ASSERT_GT(moe_layers, 0);
     LocalCommunicator comm;
+    std::vector<std::int64_t> by_layer;  // the last engine's routed_expert_reads_by_layer()
     auto reads_of = [&](bool graph, std::vector<std::int32_t>* routing) {
       auto weights = make_synthetic_weights(r.seed);
       GpuEngineOptions options = options_for(r, graph);
@@ -321,6 +325,7 @@ TEST_P(GpuEngineVsCpu, RoutedExpertReadsCountTheChosenExperts) {
       if (routing != nullptr) *routing = engine.stats().routing;
       EXPECT_GT(engine.routed_expert_bytes(), 0u);
       EXPECT_LT(engine.step_fixed_weight_bytes(), engine.weight_bytes());
+      by_layer = engine.routed_expert_reads_by_layer();
       return engine.routed_expert_reads();
     };
     std::vector<std::int32_t> routing;
@@ -331,18 +336,27 @@ TEST_P(GpuEngineVsCpu, RoutedExpertReadsCountTheChosenExperts) {
     std::vector<std::int64_t> call_tokens(static_cast<std::size_t>(moe_layers), r.batch * r.prefill);
     for (std::int64_t step = r.prefill; step < r.seq; ++step)
       for (std::int64_t l = 0; l < moe_layers; ++l) call_tokens.push_back(r.batch);
+    std::vector<std::int64_t> moe_layer_ids;  // the j-th MoE call of a step runs layer moe_layer_ids[j]
+    for (std::int64_t l = 0; l < config.num_hidden_layers; ++l)
+      if (config.is_moe_layer(l)) moe_layer_ids.push_back(l);
     std::int64_t want = 0;
+    std::vector<std::int64_t> want_by_layer(static_cast<std::size_t>(config.num_hidden_layers), 0);
     std::size_t at = 0;
-    for (std::int64_t t : call_tokens) {
+    for (std::size_t call = 0; call < call_tokens.size(); ++call) {
+      const std::int64_t t = call_tokens[call];
       ASSERT_LE(at + static_cast<std::size_t>(t * K), routing.size());
       std::set<std::int32_t> chosen(routing.begin() + static_cast<std::ptrdiff_t>(at),
                                     routing.begin() + static_cast<std::ptrdiff_t>(at + t * K));
       want += static_cast<std::int64_t>(chosen.size());
+      want_by_layer[static_cast<std::size_t>(moe_layer_ids[call % moe_layer_ids.size()])] +=
+          static_cast<std::int64_t>(chosen.size());
       at += static_cast<std::size_t>(t * K);
     }
     ASSERT_EQ(at, routing.size()) << "the engine made other MoE calls than prefill + decode steps";
     EXPECT_EQ(eager, want);
+    EXPECT_EQ(by_layer, want_by_layer) << "each layer counts its own calls' experts";
     EXPECT_EQ(reads_of(true, nullptr), eager) << "graph replays must count as eager steps do";
+    EXPECT_EQ(by_layer, want_by_layer) << "graph replays count by layer as eager steps do";
   });
 }
 
@@ -360,6 +374,38 @@ TEST_P(GpuEngineVsCpu, GraphDecodeIsBitwiseEagerDecode) {
     EXPECT_EQ(graph_stats.graph_replays, r.seq - r.prefill - 1);
     EXPECT_EQ(graph_stats.all_reduces, eager_stats.all_reduces);
     expect_bitwise(graph, eager, r.preset + " graph vs eager");
+  });
+}
+
+// Phase timing (event-record nodes in the captured step) is for benchmarks: it must change no
+// bit of the logits, and its phases must tile the step (embedding, every layer, the head).
+TEST_P(GpuEngineVsCpu, PhaseTimingChangesNoBitAndTimesEveryLayer) {
+  TPB_SKIP_UNLESS_PLACEABLE(1);
+  RunSpec r;
+  r.preset = GetParam();
+  on_one_gpu(r, [&](const ModelConfig& config) {
+    LocalCommunicator comm;
+    for (bool graph : {false, true}) {
+      GpuEngine::StepPhases phases;
+      const std::vector<float> plain = gpu_logits(config, r, comm, graph);
+      const std::vector<float> timed = gpu_logits(config, r, comm, graph, nullptr, false, &phases);
+      expect_bitwise(timed, plain, r.preset + (graph ? " graph" : " eager") + " with phase timing vs without");
+      ASSERT_EQ(phases.layer_us.size(), static_cast<std::size_t>(config.num_hidden_layers));
+      double sum = phases.embed_us + phases.head_us;
+      EXPECT_GT(phases.embed_us, 0.0);
+      EXPECT_GT(phases.head_us, 0.0);
+      for (double us : phases.layer_us) {
+        EXPECT_GT(us, 0.0);
+        sum += us;
+      }
+      // Contiguous intervals between the same events: they add up to the step (each elapsed
+      // time is a float of milliseconds, about 0.5 us resolution).
+      EXPECT_NEAR(sum, phases.step_us, 0.5 * static_cast<double>(config.num_hidden_layers + 2) + 1e-3 * phases.step_us);
+      std::printf("[ measured ] %s %s step %.1f us: embedding %.1f, layers", r.preset.c_str(), graph ? "graph" : "eager",
+                  phases.step_us, phases.embed_us);
+      for (double us : phases.layer_us) std::printf(" %.1f", us);
+      std::printf(", head %.1f\n", phases.head_us);
+    }
   });
 }
 
