@@ -58,6 +58,7 @@ constexpr int kMaxRope = static_cast<int>(kernels::kMlaDecodeMaxRope);
 constexpr int kMaxColTiles = kMaxKvLora / (8 * kSlices);  // 8-column output tiles per warp
 constexpr int kMaxSplits = static_cast<int>(kernels::kMlaDecodeMaxSplits);
 constexpr int kMergeColumns = 64;  // column pairs (threads) per merge CTA
+constexpr int kMergeBatch = 32;    // partial outputs each merge thread loads before adding them
 
 // Shared-memory geometry of one shape. Rows are padded with zeros: to 16 columns for the
 // score MMA's K steps, to 16 * kSlices latent columns so that each warp owns whole pairs of
@@ -411,8 +412,21 @@ __global__ void __launch_bounds__(kMergeColumns)
   if (cp >= pairs) return;
   const float2* col = reinterpret_cast<const float2*>(o_part + bh * splits * kv_lora) + cp;
   float2 sum = make_float2(0.0f, 0.0f);
-#pragma unroll 8
-  for (int s = 0; s < splits; ++s) {
+  // kMergeBatch loads in flight before their adds (8 left the merge latency-bound at batch 1:
+  // 129 splits were 16 round trips to L2); the adds stay in split order.
+  int s = 0;
+  for (; s + kMergeBatch <= splits; s += kMergeBatch) {
+    float2 v[kMergeBatch];
+#pragma unroll
+    for (int j = 0; j < kMergeBatch; ++j) v[j] = col[static_cast<std::size_t>(s + j) * pairs];
+#pragma unroll
+    for (int j = 0; j < kMergeBatch; ++j) {
+      const float w = w_s[s + j];
+      sum.x = fmaf(w, w != 0.0f ? v[j].x : 0.0f, sum.x);
+      sum.y = fmaf(w, w != 0.0f ? v[j].y : 0.0f, sum.y);
+    }
+  }
+  for (; s < splits; ++s) {
     const float w = w_s[s];
     const float2 v = col[static_cast<std::size_t>(s) * pairs];
     sum.x = fmaf(w, w != 0.0f ? v.x : 0.0f, sum.x);

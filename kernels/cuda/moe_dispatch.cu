@@ -8,8 +8,9 @@
 // warp's slot by the group size. Integer counters only, so the result is unique: the
 // sorted order is exactly the reference's (by expert, then by pair index). No host sync,
 // fixed launch shape: graph safe.
-// gather / combine: one block per row, 16-byte accesses where the row allows; combine sums
-// the slots in slot order with explicit round-to-nearest ops, then adds the shared expert.
+// gather: one block per row; combine: blocks of 128 16-byte chunks of a row (see
+// combine_kernel). Both use 16-byte accesses where the row allows; combine sums the slots in
+// slot order with explicit round-to-nearest ops, then adds the shared expert.
 #include "tpb/kernels/gpu/moe_dispatch.h"
 
 #include <cuda_bf16.h>
@@ -151,22 +152,37 @@ __global__ void gather_kernel(const __nv_bfloat16* __restrict__ x, const std::in
 
 
 
+// grid.x: tokens (strided), grid.y: blocks of kCombineThreads chunks of the row. A row of 7168
+// at batch 1 is 7 CTAs rather than one (one CTA walked its 3.5 chunks per thread with 8
+// dependent slot loads each: 16 us on an H200); the slots' positions and weights are read
+// once per CTA into shared memory. Each chunk's sum is the same operations in the same order
+// as before, so the output bits do not depend on the launch shape.
+constexpr int kCombineThreads = 128;
+constexpr int kCombineMaxTopK = 64;
+
 template <int V>
-__global__ void combine_kernel(const __nv_bfloat16* __restrict__ y_sorted, const std::int32_t* __restrict__ position_of,
-                               const float* __restrict__ topk_w, const __nv_bfloat16* __restrict__ shared,
-                               std::int64_t tokens, std::int64_t top_k, std::int64_t hidden,
-                               __nv_bfloat16* __restrict__ out) {
+__global__ void __launch_bounds__(kCombineThreads)
+    combine_kernel(const __nv_bfloat16* __restrict__ y_sorted, const std::int32_t* __restrict__ position_of,
+                   const float* __restrict__ topk_w, const __nv_bfloat16* __restrict__ shared, std::int64_t tokens,
+                   std::int64_t top_k, std::int64_t hidden, __nv_bfloat16* __restrict__ out) {
+  __shared__ std::int64_t pos_s[kCombineMaxTopK];
+  __shared__ float w_s[kCombineMaxTopK];
   const std::int64_t chunks = hidden / V;
+  const std::int64_t c = static_cast<std::int64_t>(blockIdx.y) * blockDim.x + threadIdx.x;
   for (std::int64_t t = blockIdx.x; t < tokens; t += gridDim.x) {
-    for (std::int64_t c = threadIdx.x; c < chunks; c += blockDim.x) {
+    for (std::int64_t slot = threadIdx.x; slot < top_k; slot += blockDim.x) {
+      pos_s[slot] = position_of[t * top_k + slot];
+      w_s[slot] = topk_w[t * top_k + slot];
+    }
+    __syncthreads();
+    if (c < chunks) {
       float acc[V];
 #pragma unroll
       for (int k = 0; k < V; ++k) acc[k] = 0.0f;
       for (std::int64_t slot = 0; slot < top_k; ++slot) {
-        const std::int64_t pos = position_of[t * top_k + slot];
-        const float w = topk_w[t * top_k + slot];
+        const float w = w_s[slot];
         float y[V];
-        load_bf16<V>(y_sorted + pos * hidden + c * V, y);
+        load_bf16<V>(y_sorted + pos_s[slot] * hidden + c * V, y);
 #pragma unroll
         for (int k = 0; k < V; ++k) acc[k] = __fadd_rn(acc[k], __fmul_rn(w, y[k]));
       }
@@ -178,6 +194,7 @@ __global__ void combine_kernel(const __nv_bfloat16* __restrict__ y_sorted, const
       }
       store_bf16<V>(out + t * hidden + c * V, acc);
     }
+    __syncthreads();  // the next token's slots replace these
   }
 }
 
@@ -216,14 +233,19 @@ void moe_combine(const __nv_bfloat16* y_sorted, const std::int32_t* position_of,
                  __nv_bfloat16* out, cudaStream_t stream) {
   TPB_CHECK(tokens >= 0 && top_k >= 1 && hidden > 0,
             "moe_combine: tokens " << tokens << ", top_k " << top_k << ", hidden " << hidden);
+  TPB_CHECK(top_k <= kCombineMaxTopK, "moe_combine: top_k " << top_k << " above the kernel's " << kCombineMaxTopK);
   if (tokens == 0) return;
-  const unsigned blocks = static_cast<unsigned>(std::min(tokens, kMaxBlocks));
-  if (hidden % 8 == 0 && aligned16(y_sorted) && aligned16(out) && (shared == nullptr || aligned16(shared))) {
-    combine_kernel<8><<<blocks, kThreads, 0, stream>>>(y_sorted, position_of, topk_w, shared, tokens, top_k, hidden,
-                                                       out);
+  const bool vec = hidden % 8 == 0 && aligned16(y_sorted) && aligned16(out) && (shared == nullptr || aligned16(shared));
+  const std::int64_t chunks = vec ? hidden / 8 : hidden;
+  TPB_CHECK(chunks <= std::int64_t{65535} * kCombineThreads, "moe_combine: hidden " << hidden << " above the grid");
+  const dim3 grid(static_cast<unsigned>(std::min(tokens, kMaxBlocks)),
+                  static_cast<unsigned>((chunks + kCombineThreads - 1) / kCombineThreads));
+  if (vec) {
+    combine_kernel<8><<<grid, kCombineThreads, 0, stream>>>(y_sorted, position_of, topk_w, shared, tokens, top_k,
+                                                            hidden, out);
   } else {
-    combine_kernel<1><<<blocks, kThreads, 0, stream>>>(y_sorted, position_of, topk_w, shared, tokens, top_k, hidden,
-                                                       out);
+    combine_kernel<1><<<grid, kCombineThreads, 0, stream>>>(y_sorted, position_of, topk_w, shared, tokens, top_k,
+                                                            hidden, out);
   }
   TPB_CUDA_CHECK_LAUNCH();
 }

@@ -1,11 +1,12 @@
-// noaux_tc router (tpb/kernels/gpu/moe_router.h), one block per token, the reference's steps
-// in the reference's order:
+// noaux_tc router (tpb/kernels/gpu/moe_router.h), one warp per token (a block was 12 us at
+// batch 1 on an H200: eight arg-max rounds of three barriers each), the reference's steps in
+// the reference's order:
 //   s = sigmoid(logit), sel = s + bias          (exp in double rounded to float: correctly
 //                                                rounded but in astronomically rare cases, as
 //                                                glibc's expf, so s matches the CPU's bits)
-//   group score = top1 + top2 of sel per group  (one thread per group, serial scan)
-//   keep topk_group groups                       (thread 0, repeated arg-max, lower index wins)
-//   top_k experts over the kept groups           (top_k block arg-max rounds)
+//   group score = top1 + top2 of sel per group  (one lane per group, serial scan)
+//   keep topk_group groups                       (lane 0, repeated arg-max, lower index wins)
+//   top_k experts over the kept groups           (top_k warp arg-max rounds)
 //   w = s[idx], sum in slot order, w / (sum + 1e-20) * routed_scaling
 // The arg-max compares (value, index) under one strict total order, so its result does not
 // depend on the reduction tree: ties go to the lower index, as in the reference.
@@ -24,8 +25,9 @@ namespace tpb::gpu {
 
 namespace {
 
-constexpr int kThreads = 128;
+constexpr int kMaxWarpsPerBlock = 4;
 constexpr std::int64_t kMaxBlocks = 1 << 16;
+constexpr int kMaxTopK = 64;
 
 struct Cand {
   float v;
@@ -34,8 +36,8 @@ struct Cand {
 
 __device__ inline bool better(const Cand& a, const Cand& b) { return a.v > b.v || (a.v == b.v && a.i < b.i); }
 
-// The block's best candidate; every thread gets it. smem: one Cand per warp + 1.
-__device__ Cand block_argmax(Cand c, Cand* smem) {
+// The warp's best candidate; every lane gets it.
+__device__ inline Cand warp_argmax(Cand c) {
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) {
     Cand other;
@@ -43,50 +45,46 @@ __device__ Cand block_argmax(Cand c, Cand* smem) {
     other.i = __shfl_xor_sync(0xffffffffu, c.i, o);
     if (better(other, c)) c = other;
   }
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int warps = blockDim.x / 32;
-  if (lane == 0) smem[warp] = c;
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    Cand best = smem[0];
-    for (int w = 1; w < warps; ++w)
-      if (better(smem[w], best)) best = smem[w];
-    smem[warps] = best;
-  }
-  __syncthreads();
-  const Cand best = smem[warps];
-  __syncthreads();
-  return best;
+  return c;
 }
 
-// Dynamic shared memory: s[E], sel[E], group_score[G] (floats), taken[E], keep[G] (chars).
+// Bytes of one warp's dynamic shared memory: s[E], sel[E], group_score[G] (floats), chosen
+// [kMaxTopK] (ints), taken[E], keep[G] (chars), rounded up to 16.
+__host__ __device__ inline std::size_t warp_smem_bytes(int experts, int n_group) {
+  const std::size_t b = static_cast<std::size_t>(2 * experts + n_group + kMaxTopK) * 4 +
+                        static_cast<std::size_t>(experts + n_group);
+  return (b + 15) / 16 * 16;
+}
+
 __global__ void router_kernel(const float* __restrict__ logits, const float* __restrict__ bias, std::int64_t tokens,
                               int experts, int top_k, int n_group, int topk_group, bool norm_topk_prob,
                               float routed_scaling, std::int32_t* __restrict__ topk_idx,
                               float* __restrict__ topk_w) {
-  extern __shared__ float smem_f[];
-  __shared__ Cand red[kThreads / 32 + 1];
-  __shared__ int chosen[64];  // top_k <= 64, checked on the host
-  float* s = smem_f;
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int warps = blockDim.x / 32;
+  float* s = reinterpret_cast<float*>(smem_raw + warp * warp_smem_bytes(experts, n_group));
   float* sel = s + experts;
   float* group_score = sel + experts;
-  char* taken = reinterpret_cast<char*>(group_score + n_group);
+  int* chosen = reinterpret_cast<int*>(group_score + n_group);
+  char* taken = reinterpret_cast<char*>(chosen + kMaxTopK);
   char* keep = taken + experts;
   const int per_group = experts / n_group;
 
-  for (std::int64_t t = blockIdx.x; t < tokens; t += gridDim.x) {
+  for (std::int64_t t = static_cast<std::int64_t>(blockIdx.x) * warps + warp; t < tokens;
+       t += static_cast<std::int64_t>(gridDim.x) * warps) {
     const float* lt = logits + t * experts;
-    for (int e = threadIdx.x; e < experts; e += blockDim.x) {
+    for (int e = lane; e < experts; e += 32) {
       const float ex = static_cast<float>(exp(-static_cast<double>(lt[e])));
       const float se = __fdiv_rn(1.0f, __fadd_rn(1.0f, ex));
       s[e] = se;
       sel[e] = __fadd_rn(se, bias[e]);
       taken[e] = 0;
     }
-    __syncthreads();
+    __syncwarp();
 
     if (n_group > 1) {
-      for (int g = threadIdx.x; g < n_group; g += blockDim.x) {
+      for (int g = lane; g < n_group; g += 32) {
         const float* sg = sel + g * per_group;
         float m1 = sg[0], m2 = -INFINITY;
         for (int j = 1; j < per_group; ++j) {
@@ -101,8 +99,8 @@ __global__ void router_kernel(const float* __restrict__ logits, const float* __r
         group_score[g] = __fadd_rn(m1, m2);
         keep[g] = 0;
       }
-      __syncthreads();
-      if (threadIdx.x == 0) {
+      __syncwarp();
+      if (lane == 0) {
         for (int k = 0; k < topk_group; ++k) {
           int best = -1;
           for (int g = 0; g < n_group; ++g)
@@ -110,30 +108,30 @@ __global__ void router_kernel(const float* __restrict__ logits, const float* __r
           keep[best] = 1;
         }
       }
-      __syncthreads();
-      for (int e = threadIdx.x; e < experts; e += blockDim.x)
+      __syncwarp();
+      for (int e = lane; e < experts; e += 32)
         if (!keep[e / per_group]) sel[e] = -INFINITY;
-      __syncthreads();
+      __syncwarp();
     }
 
     for (int k = 0; k < top_k; ++k) {
       Cand c{-INFINITY, INT_MAX};
-      for (int e = threadIdx.x; e < experts; e += blockDim.x) {
+      for (int e = lane; e < experts; e += 32) {
         const Cand x{sel[e], e};
         if (!taken[e] && better(x, c)) c = x;
       }
-      const Cand best = block_argmax(c, red);
-      if (threadIdx.x == 0) {
-        // No candidate only when every remaining sel is NaN (NaN logits): pick expert 0, whose
-        // NaN weight then poisons the output visibly, rather than index out of bounds.
-        const int e = best.i == INT_MAX ? 0 : best.i;
+      const Cand best = warp_argmax(c);
+      // No candidate only when every remaining sel is NaN (NaN logits): pick expert 0, whose
+      // NaN weight then poisons the output visibly, rather than index out of bounds.
+      const int e = best.i == INT_MAX ? 0 : best.i;
+      if (lane == 0) {
         taken[e] = 1;
         chosen[k] = e;
       }
-      __syncthreads();
+      __syncwarp();
     }
 
-    if (threadIdx.x == 0) {
+    if (lane == 0) {
       float sum = 0.0f;
       for (int k = 0; k < top_k; ++k) sum = __fadd_rn(sum, s[chosen[k]]);
       for (int k = 0; k < top_k; ++k) {
@@ -143,7 +141,7 @@ __global__ void router_kernel(const float* __restrict__ logits, const float* __r
         topk_w[t * top_k + k] = __fmul_rn(w, routed_scaling);
       }
     }
-    __syncthreads();
+    __syncwarp();
   }
 }
 
@@ -158,17 +156,18 @@ void moe_route_noaux_tc(const float* logits, const float* bias, std::int64_t tok
   TPB_CHECK(per_group >= 2 || p.n_group == 1, "router: groups need at least 2 experts");
   TPB_CHECK(p.topk_group >= 1 && p.topk_group <= p.n_group, "router: topk_group " << p.topk_group);
   TPB_CHECK(p.top_k >= 1 && p.top_k <= p.topk_group * per_group, "router: top_k " << p.top_k << " exceeds kept experts");
-  TPB_CHECK(p.top_k <= 64, "router: top_k " << p.top_k << " above the kernel's 64");
+  TPB_CHECK(p.top_k <= kMaxTopK, "router: top_k " << p.top_k << " above the kernel's " << kMaxTopK);
   TPB_CHECK(tokens >= 0, "router: tokens " << tokens);
   if (tokens == 0) return;
-  const std::size_t smem = static_cast<std::size_t>(2 * E + p.n_group) * sizeof(float) +
-                           static_cast<std::size_t>(E + p.n_group);
-  TPB_CHECK(smem <= 48 * 1024, "router: " << E << " experts need " << smem << " bytes of shared memory");
-  const unsigned blocks = static_cast<unsigned>(std::min(tokens, kMaxBlocks));
-  router_kernel<<<blocks, kThreads, smem, stream>>>(logits, bias, tokens, static_cast<int>(E),
-                                                    static_cast<int>(p.top_k), static_cast<int>(p.n_group),
-                                                    static_cast<int>(p.topk_group), p.norm_topk_prob,
-                                                    p.routed_scaling, topk_idx, topk_w);
+  const std::size_t per_warp = warp_smem_bytes(static_cast<int>(E), static_cast<int>(p.n_group));
+  TPB_CHECK(per_warp <= 48 * 1024, "router: " << E << " experts need " << per_warp << " bytes of shared memory");
+  // Up to four tokens per block, as many as fit in the default 48 KiB of shared memory.
+  const std::int64_t fit = static_cast<std::int64_t>((48 * 1024) / per_warp);
+  const int block_warps = static_cast<int>(std::min({std::int64_t{kMaxWarpsPerBlock}, fit, tokens}));
+  const unsigned blocks = static_cast<unsigned>(std::min((tokens + block_warps - 1) / block_warps, kMaxBlocks));
+  router_kernel<<<blocks, 32 * block_warps, per_warp * static_cast<std::size_t>(block_warps), stream>>>(
+      logits, bias, tokens, static_cast<int>(E), static_cast<int>(p.top_k), static_cast<int>(p.n_group),
+      static_cast<int>(p.topk_group), p.norm_topk_prob, p.routed_scaling, topk_idx, topk_w);
   TPB_CUDA_CHECK_LAUNCH();
 }
 

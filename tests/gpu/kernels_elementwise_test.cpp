@@ -221,6 +221,14 @@ TEST(GpuAddRmsNorm, WithDeltaScalar) {
   check_add_rmsnorm(3, 1001, true, 32);
 }
 
+// Rows beyond what each thread keeps in registers between the passes (4 chunks of 8 per thread
+// of 256) take the general path.
+TEST(GpuAddRmsNorm, RowLongerThanTheRegisterCache) {
+  TPB_REQUIRE_GPU();
+  check_add_rmsnorm(2, 8 * 4 * 256 + 8, true, 35);
+  check_add_rmsnorm(2, 4 * 256 + 3, true, 36);
+}
+
 TEST(GpuAddRmsNorm, NullDeltaLeavesResidual) {
   TPB_REQUIRE_GPU();
   check_add_rmsnorm(4, 7168, false, 33);

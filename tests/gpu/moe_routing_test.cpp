@@ -106,6 +106,20 @@ TEST(GpuRouter, UngroupedKimiK25) {
   check_router_random(p, 129, 103);
 }
 
+// One warp per token, up to four per block: one token (a batch-1 decode step), and a count
+// that leaves the last block with fewer tokens than warps.
+TEST(GpuRouter, KimiK25OneTokenAndPartialBlocks) {
+  TPB_REQUIRE_GPU();
+  kernels::RouterParams p;
+  p.experts = 384;
+  p.top_k = 8;
+  p.n_group = 1;
+  p.topk_group = 1;
+  p.routed_scaling = 2.827f;
+  check_router_random(p, 1, 106);
+  check_router_random(p, 6, 107);
+}
+
 TEST(GpuRouter, UnnormalisedOddSizes) {
   TPB_REQUIRE_GPU();
   kernels::RouterParams p;
@@ -300,6 +314,13 @@ void check_gather_combine(std::int64_t tokens, std::int64_t top_k, std::int64_t 
 TEST(GpuMoeGatherCombine, HiddenVector) {
   TPB_REQUIRE_GPU();
   check_gather_combine(37, 8, 384, 7168, 301);
+}
+
+// A decode step at batch 1: one row over several blocks of chunks.
+TEST(GpuMoeGatherCombine, OneTokenAcrossBlocks) {
+  TPB_REQUIRE_GPU();
+  check_gather_combine(1, 8, 384, 7168, 303);
+  check_gather_combine(1, 8, 384, 7168 + 2, 304);  // scalar path, 57 blocks of 128
 }
 
 TEST(GpuMoeGatherCombine, OddHiddenScalar) {
