@@ -57,6 +57,7 @@ constexpr int kMaxKvLora = static_cast<int>(kernels::kMlaDecodeMaxKvLora);
 constexpr int kMaxRope = static_cast<int>(kernels::kMlaDecodeMaxRope);
 constexpr int kMaxColTiles = kMaxKvLora / (8 * kSlices);  // 8-column output tiles per warp
 constexpr int kMaxSplits = static_cast<int>(kernels::kMlaDecodeMaxSplits);
+constexpr int kScoreChains = 4;   // independent accumulator sets of the score MMAs (the sum below adds four)
 constexpr int kMergeColumns = 64;  // column pairs (threads) per merge CTA
 constexpr int kMergeBatch = 32;    // partial outputs each merge thread loads before adding them
 
@@ -123,6 +124,14 @@ Workspace carve(void* base, const MlaDecodeShape& s, const kernels::MlaDecodeSpl
 
 std::size_t workspace_bytes(const MlaDecodeShape& s, const kernels::MlaDecodeSplit& p) {
   return static_cast<std::size_t>(kernels::mla_decode_workspace_bytes_for(s.batch, s.heads, s.kv_lora, p.splits));
+}
+
+// The kSlices warps of row tile rt trade their maxima and probabilities among themselves only:
+// a named barrier (1 + rt) for those warps, so that the other row tile's warps run on. The
+// tile's own slot of slice_s and p_s is rewritten only after the next tile's CTA-wide
+// barrier, which every warp of the row tile reaches after its reads.
+__device__ __forceinline__ void row_tile_barrier(int rt) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(1 + rt), "r"(kSlices * 32) : "memory");
 }
 
 // Fragment layouts: cuda/mma_sync.cuh. The A fragment of a 16x16 block is the accumulators of
@@ -226,36 +235,43 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
     const __nv_bfloat16* tile = c_s + static_cast<std::size_t>(it % kStages) * kTileKeys * stride;
     const std::int64_t t0 = start + static_cast<std::int64_t>(it) * kTileKeys;
 
-    // Scores of this warp's 16 keys (two 8-key column tiles) for its 16 heads. Even and odd
-    // K steps go to separate accumulators, two dependency chains instead of one, added at
-    // the end (a fixed order, the same in every call).
+    // Scores of this warp's 16 keys (two 8-key column tiles) for its 16 heads. K step i goes
+    // to accumulator set i % kScoreChains: four dependency chains per column tile (nine MMAs
+    // deep at row 576) rather than two of eighteen, each group of kScoreChains steps loading
+    // all its fragments before its MMAs; the sets are added at the end in a fixed order.
     float s[2][4];
     {
-      float se[2][4] = {}, so[2][4] = {};
+      float sc[kScoreChains][2][4] = {};
       const std::uint32_t k_addr = smem_addr(tile + (slice * 16 + (mi >> 1) * 8 + r8) * stride + (mi & 1) * 8);
-      int k = 0;
-      for (; k + 16 < row_pad; k += 32) {
-        std::uint32_t a0[4], kb0[4], a1[4], kb1[4];
-        ldmatrix_x4(q_addr + k * 2, a0);
-        ldmatrix_x4(k_addr + k * 2, kb0);
-        ldmatrix_x4(q_addr + (k + 16) * 2, a1);
-        ldmatrix_x4(k_addr + (k + 16) * 2, kb1);
-        mma_bf16(se[0], a0, kb0[0], kb0[1]);
-        mma_bf16(se[1], a0, kb0[2], kb0[3]);
-        mma_bf16(so[0], a1, kb1[0], kb1[1]);
-        mma_bf16(so[1], a1, kb1[2], kb1[3]);
+      const int steps = row_pad / 16;
+      int i = 0;
+#pragma unroll 1
+      for (; i + kScoreChains <= steps; i += kScoreChains) {
+        std::uint32_t a[kScoreChains][4], kb[kScoreChains][4];
+#pragma unroll
+        for (int j = 0; j < kScoreChains; ++j) {
+          ldmatrix_x4(q_addr + (i + j) * 32, a[j]);
+          ldmatrix_x4(k_addr + (i + j) * 32, kb[j]);
+        }
+#pragma unroll
+        for (int j = 0; j < kScoreChains; ++j) {
+          mma_bf16(sc[j][0], a[j], kb[j][0], kb[j][1]);
+          mma_bf16(sc[j][1], a[j], kb[j][2], kb[j][3]);
+        }
       }
-      if (k < row_pad) {
-        std::uint32_t a0[4], kb0[4];
-        ldmatrix_x4(q_addr + k * 2, a0);
-        ldmatrix_x4(k_addr + k * 2, kb0);
-        mma_bf16(se[0], a0, kb0[0], kb0[1]);
-        mma_bf16(se[1], a0, kb0[2], kb0[3]);
-      }
+#pragma unroll
+      for (int j = 0; j < kScoreChains - 1; ++j)  // the last steps (unrolled: sc stays in registers)
+        if (i + j < steps) {
+          std::uint32_t a[4], kb[4];
+          ldmatrix_x4(q_addr + (i + j) * 32, a);
+          ldmatrix_x4(k_addr + (i + j) * 32, kb);
+          mma_bf16(sc[j][0], a, kb[0], kb[1]);
+          mma_bf16(sc[j][1], a, kb[2], kb[3]);
+        }
 #pragma unroll
       for (int nt = 0; nt < 2; ++nt)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) s[nt][e] = se[nt][e] + so[nt][e];
+        for (int e = 0; e < 4; ++e) s[nt][e] = (sc[0][nt][e] + sc[1][nt][e]) + (sc[2][nt][e] + sc[3][nt][e]);
     }
     float tile_max[2] = {-INFINITY, -INFINITY};
 #pragma unroll
@@ -275,7 +291,7 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
       slice_s[rt][slice][quad_row] = tile_max[0];
       slice_s[rt][slice][quad_row + 8] = tile_max[1];
     }
-    __syncthreads();
+    row_tile_barrier(rt);
 
     // Every warp of the row tile takes the maximum over the slices in slice order, so all
     // hold the same m_run and corrections; the tile's first key is valid, so m_new is finite.
@@ -313,7 +329,7 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
       acc[t][2] *= corr[1];
       acc[t][3] *= corr[1];
     }
-    __syncthreads();
+    row_tile_barrier(rt);
 
     // O += P C_lat over the tile's keys: K step ks holds the keys (and the P) of slice ks.
 #pragma unroll

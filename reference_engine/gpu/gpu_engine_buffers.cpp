@@ -178,7 +178,7 @@ void GpuEngine::allocate_buffers() {
   m.logits_local = m.alloc<float>(logits_rows * dims_.vocab);
   m.gathered = m.alloc<float>(static_cast<std::int64_t>(shard_.tp) * logits_rows * dims_.vocab);
   buffers_last_position_ = options_.last_position_logits;
-  activation_bytes_ = m.bytes - before_act + m.linear.workspace_bytes();
+  activation_bytes_ = m.bytes - before_act + m.linear.workspace_bytes() + m.side.linear.workspace_bytes();
   m.target = &m.weight_allocations;
   if (options_.on_phase) options_.on_phase("after_buffers");
 }

@@ -172,16 +172,21 @@ void GpuEngine::ffn(std::int64_t layer, std::int64_t T, bool grouped) {
   const LayerW& lw = m.layers[layer];
   const std::int64_t H = c.hidden_size;
   // Dense MLP, or the shared experts: down(silu(gate) * up) over the fused gate|up GEMM.
-  auto mlp = [&](bf16* out) {
+  auto mlp = [&](bf16* out, gpu::Linear& linear, cudaStream_t s) {
     const std::int64_t I = lw.mlp_inter;
-    m.linear.bf16_out(m.xn, H, lw.mlp_gate_up, m.gate_up, 2 * I, T, H, 2 * I, stream_);
-    gpu::silu_and_mul(m.gate_up, m.act, T, I, stream_);
-    m.linear.bf16_out(m.act, I, lw.mlp_down, out, H, T, I, H, stream_);
+    linear.bf16_out(m.xn, H, lw.mlp_gate_up, m.gate_up, 2 * I, T, H, 2 * I, s);
+    gpu::silu_and_mul(m.gate_up, m.act, T, I, s);
+    linear.bf16_out(m.act, I, lw.mlp_down, out, H, T, I, H, s);
   };
   if (!lw.moe) {
-    mlp(m.delta);
+    mlp(m.delta, m.linear, stream_);
     return;
   }
+  // The shared experts run on the side branch, beside the router, the dispatch and the routed
+  // experts (disjoint buffers: gate_up, act, shared_out there; router_logits .. y_sorted here):
+  // at batch 1 their reads overlap the router's chain of small kernels. Joined before combine.
+  const bool shared = c.n_shared_experts > 0;
+  if (shared) mlp(m.shared_out, m.side.linear, m.side.begin(stream_));
   const std::int64_t E = c.n_routed_experts, K = c.num_experts_per_tok, I = dims_.moe_intermediate, P = T * K;
   m.linear.f32_out(m.xn, H, lw.router, m.router_logits, E, T, H, E, stream_);
   const kernels::RouterParams rp{E, K, c.n_group, c.topk_group, c.norm_topk_prob,
@@ -214,8 +219,7 @@ void GpuEngine::ffn(std::int64_t layer, std::int64_t T, bool grouped) {
     gpu::expert_gemm_per_expert(m.linear, m.act_sorted, m.offsets, E, lw.experts_down, H * I, I, H, m.y_sorted,
                                 stream_);
   }
-  const bool shared = c.n_shared_experts > 0;
-  if (shared) mlp(m.shared_out);
+  if (shared) m.side.join(stream_);
   gpu::moe_combine(m.y_sorted, m.position_of, m.topk_w, shared ? m.shared_out : nullptr, T, K, H, m.delta, stream_);
 }
 

@@ -50,6 +50,44 @@ struct LayerW {
   bf16* experts_down = nullptr;    // [E][H, moe_inter_local], contiguous
 };
 
+// A second stream for work a step runs beside the engine's stream (the shared experts beside
+// the router and the routed experts): forked from it and joined back by events, so that a
+// captured step holds two branches and an eager step runs them concurrently. The branch has its
+// own Linear, so two cuBLASLt calls never share a workspace. Its work is always joined before
+// the step ends, so synchronizing the engine's stream waits for it too.
+class SideBranch {
+ public:
+  SideBranch() {
+    TPB_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    TPB_CUDA_CHECK(cudaEventCreateWithFlags(&fork_, cudaEventDisableTiming));
+    TPB_CUDA_CHECK(cudaEventCreateWithFlags(&join_, cudaEventDisableTiming));
+  }
+  ~SideBranch() {
+    cudaEventDestroy(join_);
+    cudaEventDestroy(fork_);
+    cudaStreamDestroy(stream_);
+  }
+  SideBranch(const SideBranch&) = delete;
+  SideBranch& operator=(const SideBranch&) = delete;
+
+  // The branch's work starts after everything queued on `main` so far.
+  cudaStream_t begin(cudaStream_t main) {
+    TPB_CUDA_CHECK(cudaEventRecord(fork_, main));
+    TPB_CUDA_CHECK(cudaStreamWaitEvent(stream_, fork_, 0));
+    return stream_;
+  }
+  // Work queued on `main` from now on starts after the branch's.
+  void join(cudaStream_t main) {
+    TPB_CUDA_CHECK(cudaEventRecord(join_, stream_));
+    TPB_CUDA_CHECK(cudaStreamWaitEvent(main, join_, 0));
+  }
+  gpu::Linear linear;
+
+ private:
+  cudaStream_t stream_ = nullptr;
+  cudaEvent_t fork_ = nullptr, join_ = nullptr;
+};
+
 }  // namespace gpu_engine_internal
 
 struct GpuEngine::Impl {
@@ -61,6 +99,7 @@ struct GpuEngine::Impl {
   std::vector<void*>* target = &weight_allocations;
   std::size_t bytes = 0;  // counted by the caller per phase
   gpu::Linear linear;
+  gpu_engine_internal::SideBranch side;  // the shared experts' stream (gpu_engine_forward.cpp, ffn)
   // The attention kernels' widths (reference_engine/memory/attention_widths.h), set once at
   // construction: the cache row, q_lat and the prefill head dims, padded where the kernels need it.
   AttentionWidths widths;

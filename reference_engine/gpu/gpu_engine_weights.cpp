@@ -105,6 +105,7 @@ GpuEngine::GpuEngine(const ModelConfig& config, Shard shard, Communicator& comm,
   impl_->widths = attention_widths(config_);
   Impl& m = *impl_;
   m.linear.set_one_row_gemv(options_.one_row_gemv);
+  m.side.linear.set_one_row_gemv(options_.one_row_gemv);
 
   // Weights: the layout table's tensors in its loading order (load_model_weights' too), in
   // the buffers plan_device_weights packs them into, each allocated just before its first

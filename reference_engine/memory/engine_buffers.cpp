@@ -55,7 +55,7 @@ std::int64_t gpu_engine_buffer_bytes(const ModelConfig& c, const EngineBufferSha
   }
   const std::int64_t logits_rows = s.last_position_logits ? B : T;
   bytes += (1 + s.tp) * logits_rows * d.vocab * kF32;              // logits_local, gathered
-  return bytes + kLinearWorkspaceBytes;
+  return bytes + 2 * kLinearWorkspaceBytes;  // the engine's Linear and its side branch's
 }
 
 }  // namespace tpb

@@ -5,7 +5,8 @@
 // cudaMemGetInfo growth around the allocation (memory.breakdown.activations) within
 // plan_matches_measured's budget, max(2 %, 256 MiB). The engine's accounting is 16 bytes above
 // those records since e78ab3e, which counts routed-expert reads per layer (3 counters of 8 bytes
-// instead of one).
+// instead of one), and 32 MiB above since the shared experts run on a side branch with its
+// own cuBLASLt workspace.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -29,10 +30,10 @@ TEST(EngineBuffers, KimiSliceTp1MatchesWhatTheEngineAllocatedOnAnH200) {
   ModelConfig config = load_model_config_by_name(test::preset("kimi-k2.5"));
   apply_overrides(config, {{"num_hidden_layers", 3}}, "kimi-k2.5", "$.model.overrides");
   const Measured cases[] = {
-      {1, 1025, 1024, 2019846304, 1990197248},     // decode b1 1K: a real prefill fills the KV
-      {1, 8193, 8192, 15913560224, 15883829248},   // decode b1 8K
-      {64, 1025, 64, 183832988, 157286400},        // decode b64 1K: synthetic KV, 64-token buffers
-      {16, 8193, 16, 84152156, 52428800},          // decode b16 8K (memory-fraction-1gpu)
+      {1, 1025, 1024, 2053400736, 1990197248},     // decode b1 1K: a real prefill fills the KV
+      {1, 8193, 8192, 15947114656, 15883829248},   // decode b1 8K
+      {64, 1025, 64, 217387420, 157286400},        // decode b64 1K: synthetic KV, 64-token buffers
+      {16, 8193, 16, 117706588, 52428800},          // decode b16 8K (memory-fraction-1gpu)
   };
   for (const Measured& m : cases) {
     EngineBufferShape s;
