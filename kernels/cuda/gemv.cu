@@ -42,13 +42,24 @@ __device__ __forceinline__ void store(float* y, float v) { *y = v; }
 
 // blockDim = 32 x slices. Warp s covers vectors [s * 128, (s + 1) * 128) of the row; lane l
 // its vectors s * 128 + l + 32 i, i < 4 (coalesced 512-byte loads).
+// Two products of the same x in one launch (gemv_bf16_out_pair): blocks [0, first_blocks) take
+// (w, y, out), the others (w2, y2, out2). One product: first_blocks = gridDim.x.
 template <class Out>
-__global__ void __launch_bounds__(32 * kGemvMaxIn / kGemvSliceElems) gemv_kernel(const uint4* __restrict__ x, const uint4* __restrict__ w,
-                                                    Out* __restrict__ y, int in_vecs, std::int64_t out) {
+__global__ void __launch_bounds__(32 * kGemvMaxIn / kGemvSliceElems)
+    gemv_kernel(const uint4* __restrict__ x, const uint4* __restrict__ w, Out* __restrict__ y, int in_vecs,
+                std::int64_t out, unsigned first_blocks, const uint4* __restrict__ w2, Out* __restrict__ y2,
+                std::int64_t out2) {
   __shared__ float partial[kRows][32];
   const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
   const int slices = static_cast<int>(blockDim.x) / 32;
-  const std::int64_t row0 = static_cast<std::int64_t>(blockIdx.x) * kRows;
+  unsigned block = blockIdx.x;
+  if (block >= first_blocks) {
+    block -= first_blocks;
+    w = w2;
+    y = y2;
+    out = out2;
+  }
+  const std::int64_t row0 = static_cast<std::int64_t>(block) * kRows;
   const int v0 = warp * 32 * kVecsPerLane + lane;
   // Loads are unconditional (no branch between them, so all are in flight together): a vector
   // past the row's end reads the row's first vector against a zero x (adds +0, no bit
@@ -96,7 +107,8 @@ void launch(const __nv_bfloat16* x, const __nv_bfloat16* w, Out* y, std::int64_t
   TPB_CHECK(blocks <= INT32_MAX, "gemv: out " << out << " too large");
   const int slices = static_cast<int>((in + kGemvSliceElems - 1) / kGemvSliceElems);
   gemv_kernel<Out><<<static_cast<unsigned>(blocks), 32 * slices, 0, stream>>>(
-      reinterpret_cast<const uint4*>(x), reinterpret_cast<const uint4*>(w), y, static_cast<int>(in / 8), out);
+      reinterpret_cast<const uint4*>(x), reinterpret_cast<const uint4*>(w), y, static_cast<int>(in / 8), out,
+      static_cast<unsigned>(blocks), nullptr, nullptr, 0);
   TPB_CUDA_CHECK_LAUNCH();
 }
 
@@ -115,6 +127,21 @@ void gemv_bf16_out(const __nv_bfloat16* x, const __nv_bfloat16* w, __nv_bfloat16
 void gemv_f32_out(const __nv_bfloat16* x, const __nv_bfloat16* w, float* y, std::int64_t in, std::int64_t out,
                   cudaStream_t stream) {
   launch(x, w, y, in, out, stream);
+}
+
+void gemv_bf16_out_pair(const __nv_bfloat16* x, std::int64_t in, const __nv_bfloat16* w, __nv_bfloat16* y,
+                        std::int64_t out, const __nv_bfloat16* w2, __nv_bfloat16* y2, std::int64_t out2,
+                        cudaStream_t stream) {
+  TPB_CHECK(gemv_supported(x, w, in) && gemv_supported(x, w2, in) && out > 0 && out2 > 0,
+            "gemv pair: in " << in << " (a multiple of 8 up to " << kGemvMaxIn << "), out " << out << " and "
+                             << out2 << ", x and both w 16-byte aligned");
+  const std::int64_t blocks = (out + kRows - 1) / kRows, blocks2 = (out2 + kRows - 1) / kRows;
+  TPB_CHECK(blocks + blocks2 <= INT32_MAX, "gemv pair: out " << out << " + " << out2 << " too large");
+  const int slices = static_cast<int>((in + kGemvSliceElems - 1) / kGemvSliceElems);
+  gemv_kernel<__nv_bfloat16><<<static_cast<unsigned>(blocks + blocks2), 32 * slices, 0, stream>>>(
+      reinterpret_cast<const uint4*>(x), reinterpret_cast<const uint4*>(w), y, static_cast<int>(in / 8), out,
+      static_cast<unsigned>(blocks), reinterpret_cast<const uint4*>(w2), y2, out2);
+  TPB_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace tpb::gpu

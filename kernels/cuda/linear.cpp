@@ -224,6 +224,18 @@ void Linear::f32_out(const __nv_bfloat16* x, std::int64_t x_stride, const __nv_b
   impl_->run(CUDA_R_32F, 4, x, x_stride, 0, w, false, in, 0, y, y_stride, 0, 1, rows, in, out, stream);
 }
 
+void Linear::bf16_out_pair(const __nv_bfloat16* x, std::int64_t rows, std::int64_t in, const __nv_bfloat16* w,
+                           __nv_bfloat16* y, std::int64_t out, const __nv_bfloat16* w2, __nv_bfloat16* y2,
+                           std::int64_t out2, cudaStream_t stream) {
+  if (impl_->one_row_gemv && rows == 1 && gemv_supported(x, w, in) && gemv_supported(x, w2, in) && out > 0 &&
+      out2 > 0) {
+    gemv_bf16_out_pair(x, in, w, y, out, w2, y2, out2, stream);
+    return;
+  }
+  bf16_out(x, in, w, y, out, rows, in, out, stream);
+  bf16_out(x, in, w2, y2, out2, rows, in, out2, stream);
+}
+
 void Linear::bf16_out_batched(const __nv_bfloat16* x, std::int64_t x_ld, std::int64_t x_batch_stride,
                               const __nv_bfloat16* w, bool w_trans, std::int64_t w_ld,
                               std::int64_t w_batch_stride, __nv_bfloat16* y, std::int64_t y_ld,

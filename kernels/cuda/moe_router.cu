@@ -1,12 +1,15 @@
-// noaux_tc router (tpb/kernels/gpu/moe_router.h), one warp per token (a block was 12 us at
-// batch 1 on an H200: eight arg-max rounds of three barriers each), the reference's steps in
-// the reference's order:
-//   s = sigmoid(logit), sel = s + bias          (exp in double rounded to float: correctly
-//                                                rounded but in astronomically rare cases, as
-//                                                glibc's expf, so s matches the CPU's bits)
-//   group score = top1 + top2 of sel per group  (one lane per group, serial scan)
-//   keep topk_group groups                       (lane 0, repeated arg-max, lower index wins)
-//   top_k experts over the kept groups           (top_k warp arg-max rounds)
+// noaux_tc router (tpb/kernels/gpu/moe_router.h), one block per token, the reference's steps
+// in the reference's order:
+//   s = sigmoid(logit), sel = s + bias          (every thread; exp in double rounded to float:
+//                                                correctly rounded but in astronomically rare
+//                                                cases, as glibc's expf, so s matches the CPU's bits)
+//   group score = top1 + top2 of sel per group  (one thread per group, serial scan)
+//   keep topk_group groups                       (thread 0, repeated arg-max, lower index wins)
+//   top_k experts over the kept groups           (warp 0 alone: top_k warp arg-max rounds, no
+//                                                 block barrier; each lane keeps the best of its
+//                                                 experts and rescans them only when that one is
+//                                                 taken. Block-wide rounds, three barriers each,
+//                                                 made the kernel 12 us at batch 1 on an H200.)
 //   w = s[idx], sum in slot order, w / (sum + 1e-20) * routed_scaling
 // The arg-max compares (value, index) under one strict total order, so its result does not
 // depend on the reduction tree: ties go to the lower index, as in the reference.
@@ -25,7 +28,7 @@ namespace tpb::gpu {
 
 namespace {
 
-constexpr int kMaxWarpsPerBlock = 4;
+constexpr int kThreads = 128;
 constexpr std::int64_t kMaxBlocks = 1 << 16;
 constexpr int kMaxTopK = 64;
 
@@ -48,43 +51,45 @@ __device__ inline Cand warp_argmax(Cand c) {
   return c;
 }
 
-// Bytes of one warp's dynamic shared memory: s[E], sel[E], group_score[G] (floats), chosen
-// [kMaxTopK] (ints), taken[E], keep[G] (chars), rounded up to 16.
-__host__ __device__ inline std::size_t warp_smem_bytes(int experts, int n_group) {
-  const std::size_t b = static_cast<std::size_t>(2 * experts + n_group + kMaxTopK) * 4 +
-                        static_cast<std::size_t>(experts + n_group);
-  return (b + 15) / 16 * 16;
+// The best expert not taken among lane's (lane, lane + 32, ...).
+__device__ inline Cand lane_best(const float* sel, const char* taken, int experts, int lane) {
+  Cand c{-INFINITY, INT_MAX};
+#pragma unroll 4
+  for (int e = lane; e < experts; e += 32) {
+    const Cand x{sel[e], e};
+    if (!taken[e] && better(x, c)) c = x;
+  }
+  return c;
 }
 
-__global__ void router_kernel(const float* __restrict__ logits, const float* __restrict__ bias, std::int64_t tokens,
-                              int experts, int top_k, int n_group, int topk_group, bool norm_topk_prob,
-                              float routed_scaling, std::int32_t* __restrict__ topk_idx,
-                              float* __restrict__ topk_w) {
-  extern __shared__ __align__(16) unsigned char smem_raw[];
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int warps = blockDim.x / 32;
-  float* s = reinterpret_cast<float*>(smem_raw + warp * warp_smem_bytes(experts, n_group));
+// Dynamic shared memory: s[E], sel[E], group_score[G] (floats), taken[E], keep[G] (chars).
+__global__ void __launch_bounds__(kThreads)
+    router_kernel(const float* __restrict__ logits, const float* __restrict__ bias, std::int64_t tokens, int experts,
+                  int top_k, int n_group, int topk_group, bool norm_topk_prob, float routed_scaling,
+                  std::int32_t* __restrict__ topk_idx, float* __restrict__ topk_w) {
+  extern __shared__ float smem_f[];
+  __shared__ int chosen[kMaxTopK];
+  float* s = smem_f;
   float* sel = s + experts;
   float* group_score = sel + experts;
-  int* chosen = reinterpret_cast<int*>(group_score + n_group);
-  char* taken = reinterpret_cast<char*>(chosen + kMaxTopK);
+  char* taken = reinterpret_cast<char*>(group_score + n_group);
   char* keep = taken + experts;
   const int per_group = experts / n_group;
+  const int lane = threadIdx.x % 32;
 
-  for (std::int64_t t = static_cast<std::int64_t>(blockIdx.x) * warps + warp; t < tokens;
-       t += static_cast<std::int64_t>(gridDim.x) * warps) {
+  for (std::int64_t t = blockIdx.x; t < tokens; t += gridDim.x) {
     const float* lt = logits + t * experts;
-    for (int e = lane; e < experts; e += 32) {
+    for (int e = threadIdx.x; e < experts; e += blockDim.x) {
       const float ex = static_cast<float>(exp(-static_cast<double>(lt[e])));
       const float se = __fdiv_rn(1.0f, __fadd_rn(1.0f, ex));
       s[e] = se;
       sel[e] = __fadd_rn(se, bias[e]);
       taken[e] = 0;
     }
-    __syncwarp();
+    __syncthreads();
 
     if (n_group > 1) {
-      for (int g = lane; g < n_group; g += 32) {
+      for (int g = threadIdx.x; g < n_group; g += blockDim.x) {
         const float* sg = sel + g * per_group;
         float m1 = sg[0], m2 = -INFINITY;
         for (int j = 1; j < per_group; ++j) {
@@ -99,8 +104,8 @@ __global__ void router_kernel(const float* __restrict__ logits, const float* __r
         group_score[g] = __fadd_rn(m1, m2);
         keep[g] = 0;
       }
-      __syncwarp();
-      if (lane == 0) {
+      __syncthreads();
+      if (threadIdx.x == 0) {
         for (int k = 0; k < topk_group; ++k) {
           int best = -1;
           for (int g = 0; g < n_group; ++g)
@@ -108,40 +113,38 @@ __global__ void router_kernel(const float* __restrict__ logits, const float* __r
           keep[best] = 1;
         }
       }
-      __syncwarp();
-      for (int e = lane; e < experts; e += 32)
+      __syncthreads();
+      for (int e = threadIdx.x; e < experts; e += blockDim.x)
         if (!keep[e / per_group]) sel[e] = -INFINITY;
-      __syncwarp();
+      __syncthreads();
     }
 
-    for (int k = 0; k < top_k; ++k) {
-      Cand c{-INFINITY, INT_MAX};
-      for (int e = lane; e < experts; e += 32) {
-        const Cand x{sel[e], e};
-        if (!taken[e] && better(x, c)) c = x;
-      }
-      const Cand best = warp_argmax(c);
-      // No candidate only when every remaining sel is NaN (NaN logits): pick expert 0, whose
-      // NaN weight then poisons the output visibly, rather than index out of bounds.
-      const int e = best.i == INT_MAX ? 0 : best.i;
-      if (lane == 0) {
-        taken[e] = 1;
-        chosen[k] = e;
-      }
-      __syncwarp();
-    }
-
-    if (lane == 0) {
-      float sum = 0.0f;
-      for (int k = 0; k < top_k; ++k) sum = __fadd_rn(sum, s[chosen[k]]);
+    if (threadIdx.x < 32) {
+      Cand mine = lane_best(sel, taken, experts, lane);
       for (int k = 0; k < top_k; ++k) {
-        float w = s[chosen[k]];
-        if (norm_topk_prob) w = __fdiv_rn(w, __fadd_rn(sum, 1e-20f));
-        topk_idx[t * top_k + k] = chosen[k];
-        topk_w[t * top_k + k] = __fmul_rn(w, routed_scaling);
+        const Cand best = warp_argmax(mine);
+        // No candidate only when every remaining sel is NaN (NaN logits): pick expert 0, whose
+        // NaN weight then poisons the output visibly, rather than index out of bounds.
+        const int e = best.i == INT_MAX ? 0 : best.i;
+        if (lane == 0) chosen[k] = e;
+        if (e % 32 == lane) {  // the owner marks it and finds its next best
+          taken[e] = 1;
+          mine = lane_best(sel, taken, experts, lane);
+        }
+      }
+      __syncwarp();
+      if (lane == 0) {
+        float sum = 0.0f;
+        for (int k = 0; k < top_k; ++k) sum = __fadd_rn(sum, s[chosen[k]]);
+        for (int k = 0; k < top_k; ++k) {
+          float w = s[chosen[k]];
+          if (norm_topk_prob) w = __fdiv_rn(w, __fadd_rn(sum, 1e-20f));
+          topk_idx[t * top_k + k] = chosen[k];
+          topk_w[t * top_k + k] = __fmul_rn(w, routed_scaling);
+        }
       }
     }
-    __syncwarp();
+    __syncthreads();  // the next token overwrites s, sel, taken
   }
 }
 
@@ -159,15 +162,14 @@ void moe_route_noaux_tc(const float* logits, const float* bias, std::int64_t tok
   TPB_CHECK(p.top_k <= kMaxTopK, "router: top_k " << p.top_k << " above the kernel's " << kMaxTopK);
   TPB_CHECK(tokens >= 0, "router: tokens " << tokens);
   if (tokens == 0) return;
-  const std::size_t per_warp = warp_smem_bytes(static_cast<int>(E), static_cast<int>(p.n_group));
-  TPB_CHECK(per_warp <= 48 * 1024, "router: " << E << " experts need " << per_warp << " bytes of shared memory");
-  // Up to four tokens per block, as many as fit in the default 48 KiB of shared memory.
-  const std::int64_t fit = static_cast<std::int64_t>((48 * 1024) / per_warp);
-  const int block_warps = static_cast<int>(std::min({std::int64_t{kMaxWarpsPerBlock}, fit, tokens}));
-  const unsigned blocks = static_cast<unsigned>(std::min((tokens + block_warps - 1) / block_warps, kMaxBlocks));
-  router_kernel<<<blocks, 32 * block_warps, per_warp * static_cast<std::size_t>(block_warps), stream>>>(
-      logits, bias, tokens, static_cast<int>(E), static_cast<int>(p.top_k), static_cast<int>(p.n_group),
-      static_cast<int>(p.topk_group), p.norm_topk_prob, p.routed_scaling, topk_idx, topk_w);
+  const std::size_t smem = static_cast<std::size_t>(2 * E + p.n_group) * sizeof(float) +
+                           static_cast<std::size_t>(E + p.n_group);
+  TPB_CHECK(smem <= 48 * 1024, "router: " << E << " experts need " << smem << " bytes of shared memory");
+  const unsigned blocks = static_cast<unsigned>(std::min(tokens, kMaxBlocks));
+  router_kernel<<<blocks, kThreads, smem, stream>>>(logits, bias, tokens, static_cast<int>(E),
+                                                    static_cast<int>(p.top_k), static_cast<int>(p.n_group),
+                                                    static_cast<int>(p.topk_group), p.norm_topk_prob,
+                                                    p.routed_scaling, topk_idx, topk_w);
   TPB_CUDA_CHECK_LAUNCH();
 }
 

@@ -119,13 +119,14 @@ __global__ void add_rmsnorm_kernel(const __nv_bfloat16* __restrict__ delta, floa
     float* res = residual + r * dim;
     float sum_sq = 0.0f;
     if (cached) {
-      float f[kCachedChunks][V], d[kCachedChunks][V];
+      float f[kCachedChunks][V], d[kCachedChunks][V], w[kCachedChunks][V];
 #pragma unroll
       for (int j = 0; j < kCachedChunks; ++j) {
         const std::int64_t c = threadIdx.x + static_cast<std::int64_t>(j) * blockDim.x;
         if (c < chunks) {
           load_f32<V>(res + c * V, f[j]);
           if (delta != nullptr) load_bf16<V>(delta + r * dim + c * V, d[j]);
+          load_bf16<V>(weight + c * V, w[j]);  // read now, used after the block's sum
         }
       }
 #pragma unroll
@@ -146,10 +147,9 @@ __global__ void add_rmsnorm_kernel(const __nv_bfloat16* __restrict__ delta, floa
       for (int j = 0; j < kCachedChunks; ++j) {
         const std::int64_t c = threadIdx.x + static_cast<std::int64_t>(j) * blockDim.x;
         if (c < chunks) {
-          float w[V], o[V];
-          load_bf16<V>(weight + c * V, w);
+          float o[V];
 #pragma unroll
-          for (int k = 0; k < V; ++k) o[k] = __fmul_rn(w[k], __fmul_rn(f[j][k], inv));
+          for (int k = 0; k < V; ++k) o[k] = __fmul_rn(w[j][k], __fmul_rn(f[j][k], inv));
           store_bf16<V>(out + r * dim + c * V, o);
         }
       }

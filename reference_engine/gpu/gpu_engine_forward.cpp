@@ -80,14 +80,14 @@ void GpuEngine::Impl::mla_project(const LayerW& lw, const ModelConfig& c, std::i
   const AttentionWidths& a = widths;  // kvrow's row: lora | rope at a.lora (zero pads)
   const std::int64_t row = a.cache_row();
   const float eps = static_cast<float>(c.rms_norm_eps);
+  // q's first projection and kv_a read the same xn: one launch at one row (Linear::bf16_out_pair).
   if (ql > 0) {
-    m.linear.bf16_out(m.xn, H, lw.q_a, m.qa, ql, T, H, ql, s);
+    m.linear.bf16_out_pair(m.xn, T, H, lw.q_a, m.qa, ql, lw.kv_a, m.ckv, width, s);
     gpu::rmsnorm(m.qa, ql, lw.q_a_norm, m.qa_n, ql, T, ql, eps, s);
     m.linear.bf16_out(m.qa_n, ql, lw.q_b, m.q, heads * qk, T, ql, heads * qk, s);
   } else {
-    m.linear.bf16_out(m.xn, H, lw.q_b, m.q, heads * qk, T, H, heads * qk, s);
+    m.linear.bf16_out_pair(m.xn, T, H, lw.q_b, m.q, heads * qk, lw.kv_a, m.ckv, width, s);
   }
-  m.linear.bf16_out(m.xn, H, lw.kv_a, m.ckv, width, T, H, width, s);
   gpu::rmsnorm(m.ckv, width, lw.kv_a_norm, m.kvrow, row, T, lora, eps, s);
   TPB_CUDA_CHECK(cudaMemcpy2DAsync(m.kvrow + a.lora, row * kBf16, m.ckv + lora, width * kBf16, rope * kBf16, T,
                                    cudaMemcpyDeviceToDevice, s));

@@ -378,6 +378,46 @@ TEST(GpuGemv, MatchesReferenceAndRepeatsBitwise) {
   }
 }
 
+// The pair (q_a and kv_a of one xn at batch 1): each output the same bits as its own gemv, and
+// within the reference's tolerance; output counts that end mid-block on both sides.
+TEST(GpuGemv, PairIsTwoGemvsInOneLaunch) {
+  TPB_REQUIRE_GPU();
+  const std::int64_t in = 7168, out = 1536 + 3, out2 = 576 + 1;
+  auto hx = random_bf16(static_cast<std::size_t>(in), 720);
+  auto hw = random_bf16(static_cast<std::size_t>(out * in), 721);
+  auto hw2 = random_bf16(static_cast<std::size_t>(out2 * in), 722);
+  DevBuf<std::uint16_t> x(hx.size()), w(hw.size()), w2(hw2.size()), y(static_cast<std::size_t>(out)),
+      y2(static_cast<std::size_t>(out2)), single(y.n), single2(y2.n);
+  x.upload(hx);
+  w.upload(hw);
+  w2.upload(hw2);
+  gpu::gemv_bf16_out_pair(bf(x.p), in, bf(w.p), bf(y.p), out, bf(w2.p), bf(y2.p), out2, nullptr);
+  gpu::gemv_bf16_out(bf(x.p), bf(w.p), bf(single.p), in, out, nullptr);
+  gpu::gemv_bf16_out(bf(x.p), bf(w2.p), bf(single2.p), in, out2, nullptr);
+  TPB_CUDA_CHECK(cudaDeviceSynchronize());
+  EXPECT_EQ(y.download(), single.download()) << "first product";
+  EXPECT_EQ(y2.download(), single2.download()) << "second product";
+  expect_close(widen(y2.download()), reference(widen(hx), widen(hw2), 1, in, out2), in, true, "gemv pair, second");
+  // Through Linear: the pair at one row; at three rows two cuBLASLt products, as bf16_out gives them.
+  gpu::Linear linear;
+  DevBuf<std::uint16_t> ly(y.n), ly2(y2.n);
+  linear.bf16_out_pair(bf(x.p), 1, in, bf(w.p), bf(ly.p), out, bf(w2.p), bf(ly2.p), out2, nullptr);
+  TPB_CUDA_CHECK(cudaDeviceSynchronize());
+  EXPECT_EQ(ly.download(), single.download());
+  EXPECT_EQ(ly2.download(), single2.download());
+  const std::int64_t rows = 3;
+  auto hx3 = random_bf16(static_cast<std::size_t>(rows * in), 723);
+  DevBuf<std::uint16_t> x3(hx3.size()), p1(static_cast<std::size_t>(rows * out)), p2(static_cast<std::size_t>(rows * out2)),
+      s1(p1.n), s2(p2.n);
+  x3.upload(hx3);
+  linear.bf16_out_pair(bf(x3.p), rows, in, bf(w.p), bf(p1.p), out, bf(w2.p), bf(p2.p), out2, nullptr);
+  linear.bf16_out(bf(x3.p), in, bf(w.p), bf(s1.p), out, rows, in, out, nullptr);
+  linear.bf16_out(bf(x3.p), in, bf(w2.p), bf(s2.p), out2, rows, in, out2, nullptr);
+  TPB_CUDA_CHECK(cudaDeviceSynchronize());
+  EXPECT_EQ(p1.download(), s1.download());
+  EXPECT_EQ(p2.download(), s2.download());
+}
+
 TEST(GpuGemv, RefusesWhatItCannotTake) {
   EXPECT_FALSE(gpu::gemv_supported(reinterpret_cast<void*>(256), reinterpret_cast<void*>(256), 12));  // not a multiple of 8
   EXPECT_FALSE(gpu::gemv_supported(reinterpret_cast<void*>(256), reinterpret_cast<void*>(256), gpu::kGemvMaxIn + 8));

@@ -31,5 +31,10 @@ void gemv_bf16_out(const __nv_bfloat16* x, const __nv_bfloat16* w, __nv_bfloat16
                    std::int64_t out, cudaStream_t stream);
 void gemv_f32_out(const __nv_bfloat16* x, const __nv_bfloat16* w, float* y, std::int64_t in, std::int64_t out,
                   cudaStream_t stream);
+// y = x · w^T and y2 = x · w2^T in one launch (two decode projections of the same input, e.g.
+// q_a and kv_a): each output row the same bits as gemv_bf16_out gives it.
+void gemv_bf16_out_pair(const __nv_bfloat16* x, std::int64_t in, const __nv_bfloat16* w, __nv_bfloat16* y,
+                        std::int64_t out, const __nv_bfloat16* w2, __nv_bfloat16* y2, std::int64_t out2,
+                        cudaStream_t stream);
 
 }  // namespace tpb::gpu

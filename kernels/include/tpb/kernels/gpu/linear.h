@@ -29,6 +29,12 @@ class Linear {
   void f32_out(const __nv_bfloat16* x, std::int64_t x_stride, const __nv_bfloat16* w, float* y,
                std::int64_t y_stride, std::int64_t rows, std::int64_t in, std::int64_t out, cudaStream_t stream);
 
+  // Two products of the same x, y = x · w^T and y2 = x · w2^T (contiguous rows: strides in,
+  // out, out2): at one row with the gemv on, one launch (gemv_bf16_out_pair), else two bf16_out.
+  void bf16_out_pair(const __nv_bfloat16* x, std::int64_t rows, std::int64_t in, const __nv_bfloat16* w,
+                     __nv_bfloat16* y, std::int64_t out, const __nv_bfloat16* w2, __nv_bfloat16* y2, std::int64_t out2,
+                     cudaStream_t stream);
+
   // Batched over `batch` independent products with element strides between them:
   // y_b[rows, out] = x_b[rows, in] · w_b[out, in]^T (w_trans = false) or x_b · w_b[in, out] (w_trans = true).
   // The absorbed-MLA projections are this over heads.
