@@ -57,7 +57,6 @@ constexpr int kMaxKvLora = static_cast<int>(kernels::kMlaDecodeMaxKvLora);
 constexpr int kMaxRope = static_cast<int>(kernels::kMlaDecodeMaxRope);
 constexpr int kMaxColTiles = kMaxKvLora / (8 * kSlices);  // 8-column output tiles per warp
 constexpr int kMaxSplits = static_cast<int>(kernels::kMlaDecodeMaxSplits);
-constexpr int kScoreChains = 4;   // independent accumulator sets of the score MMAs (the sum below adds four)
 constexpr int kMergeColumns = 64;  // column pairs (threads) per merge CTA
 constexpr int kMergeBatch = 32;    // partial outputs each merge thread loads before adding them
 
@@ -179,16 +178,8 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
   __shared__ float slice_s[kMaxRowTiles][kSlices][16];          // row maxima, then the sums
   __shared__ uint4 p_s[kMaxRowTiles][kSlices][2][32];           // [tile][slice][hi, lo][lane] P fragments
 
-  // Queries; heads past the end and columns past the row are zero (their results are dropped).
   const int vecs = stride / 8;  // 16-byte vectors per shared row
   const int row_vecs = row / 8;
-  for (int i = tid; i < cta_heads * vecs; i += nthreads) {
-    const int g = i / vecs, v = i - g * vecs;
-    uint4 val = make_uint4(0, 0, 0, 0);
-    if (g0 + g < heads && v < row_vecs)
-      val = *reinterpret_cast<const uint4*>(q + (static_cast<std::size_t>(b) * heads + g0 + g) * row + v * 8);
-    reinterpret_cast<uint4*>(q_s)[i] = val;
-  }
   // Cache columns past the row are never copied into: zero them once.
   const int pad_vecs = vecs - row_vecs;
   for (int i = tid; i < kStages * kTileKeys * pad_vecs; i += nthreads) {
@@ -215,6 +206,16 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
     cp_async_commit();  // empty groups too: the wait count stays uniform
   }
 
+  // Queries; heads past the end and columns past the row are zero (their results are dropped).
+  // Loaded after the first tiles' copies are issued, so that the two overlap (at batch 1 a CTA
+  // has two tiles, and its prologue was a visible share of it).
+  for (int i = tid; i < cta_heads * vecs; i += nthreads) {
+    const int g = i / vecs, v = i - g * vecs;
+    uint4 val = make_uint4(0, 0, 0, 0);
+    if (g0 + g < heads && v < row_vecs)
+      val = *reinterpret_cast<const uint4*>(q + (static_cast<std::size_t>(b) * heads + g0 + g) * row + v * 8);
+    reinterpret_cast<uint4*>(q_s)[i] = val;
+  }
   const int col_tiles = lora_pad / (8 * kSlices);  // this warp's 8-column output tiles
   const int col0 = slice * (lora_pad / kSlices);
   const int mi = lane >> 3, r8 = lane & 7;  // ldmatrix: which 8x8 matrix this lane addresses, which row
@@ -235,43 +236,37 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
     const __nv_bfloat16* tile = c_s + static_cast<std::size_t>(it % kStages) * kTileKeys * stride;
     const std::int64_t t0 = start + static_cast<std::int64_t>(it) * kTileKeys;
 
-    // Scores of this warp's 16 keys (two 8-key column tiles) for its 16 heads. K step i goes
-    // to accumulator set i % kScoreChains: four dependency chains per column tile (nine MMAs
-    // deep at row 576) rather than two of eighteen, each group of kScoreChains steps loading
-    // all its fragments before its MMAs; the sets are added at the end in a fixed order.
+    // Scores of this warp's 16 keys (two 8-key column tiles) for its 16 heads. Even and odd
+    // K steps go to separate accumulators, two dependency chains instead of one, added at
+    // the end (a fixed order, the same in every call). (Four chains measured no faster on an
+    // H200, at batch 64 x 8K: the tile's time is not the chains' latency.)
     float s[2][4];
     {
-      float sc[kScoreChains][2][4] = {};
+      float se[2][4] = {}, so[2][4] = {};
       const std::uint32_t k_addr = smem_addr(tile + (slice * 16 + (mi >> 1) * 8 + r8) * stride + (mi & 1) * 8);
-      const int steps = row_pad / 16;
-      int i = 0;
-#pragma unroll 1
-      for (; i + kScoreChains <= steps; i += kScoreChains) {
-        std::uint32_t a[kScoreChains][4], kb[kScoreChains][4];
-#pragma unroll
-        for (int j = 0; j < kScoreChains; ++j) {
-          ldmatrix_x4(q_addr + (i + j) * 32, a[j]);
-          ldmatrix_x4(k_addr + (i + j) * 32, kb[j]);
-        }
-#pragma unroll
-        for (int j = 0; j < kScoreChains; ++j) {
-          mma_bf16(sc[j][0], a[j], kb[j][0], kb[j][1]);
-          mma_bf16(sc[j][1], a[j], kb[j][2], kb[j][3]);
-        }
+      int k = 0;
+      for (; k + 16 < row_pad; k += 32) {
+        std::uint32_t a0[4], kb0[4], a1[4], kb1[4];
+        ldmatrix_x4(q_addr + k * 2, a0);
+        ldmatrix_x4(k_addr + k * 2, kb0);
+        ldmatrix_x4(q_addr + (k + 16) * 2, a1);
+        ldmatrix_x4(k_addr + (k + 16) * 2, kb1);
+        mma_bf16(se[0], a0, kb0[0], kb0[1]);
+        mma_bf16(se[1], a0, kb0[2], kb0[3]);
+        mma_bf16(so[0], a1, kb1[0], kb1[1]);
+        mma_bf16(so[1], a1, kb1[2], kb1[3]);
       }
-#pragma unroll
-      for (int j = 0; j < kScoreChains - 1; ++j)  // the last steps (unrolled: sc stays in registers)
-        if (i + j < steps) {
-          std::uint32_t a[4], kb[4];
-          ldmatrix_x4(q_addr + (i + j) * 32, a);
-          ldmatrix_x4(k_addr + (i + j) * 32, kb);
-          mma_bf16(sc[j][0], a, kb[0], kb[1]);
-          mma_bf16(sc[j][1], a, kb[2], kb[3]);
-        }
+      if (k < row_pad) {
+        std::uint32_t a0[4], kb0[4];
+        ldmatrix_x4(q_addr + k * 2, a0);
+        ldmatrix_x4(k_addr + k * 2, kb0);
+        mma_bf16(se[0], a0, kb0[0], kb0[1]);
+        mma_bf16(se[1], a0, kb0[2], kb0[3]);
+      }
 #pragma unroll
       for (int nt = 0; nt < 2; ++nt)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) s[nt][e] = (sc[0][nt][e] + sc[1][nt][e]) + (sc[2][nt][e] + sc[3][nt][e]);
+        for (int e = 0; e < 4; ++e) s[nt][e] = se[nt][e] + so[nt][e];
     }
     float tile_max[2] = {-INFINITY, -INFINITY};
 #pragma unroll
