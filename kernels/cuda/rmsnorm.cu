@@ -2,7 +2,8 @@
 // (tpb/kernels/gpu/rmsnorm.h). One block per row; each thread walks its chunks of the row in
 // a fixed order and the block sums the partials with a fixed shuffle tree, so a row's result
 // depends only on the row (bitwise the same on every call). The output step is written as
-// explicit round-to-nearest products, weight * (x * inv_rms), in the reference's order.
+// explicit round-to-nearest products, weight * (x * inv_rms), in the reference's order. The
+// row's pieces live in cuda/rmsnorm_row.cuh, shared with the fused MLA latent row.
 #include "tpb/kernels/gpu/rmsnorm.h"
 
 #include <cuda_bf16.h>
@@ -14,20 +15,22 @@
 #include "tpb/check.h"
 #include "tpb/cuda_check.h"
 #include "cuda/bf16_vectors.cuh"
+#include "cuda/rmsnorm_row.cuh"
 
 namespace tpb::gpu {
 
 namespace {
 
 using detail::aligned16;
+using detail::block_sum;
+using detail::inv_rms;
 using detail::load_bf16;
+using detail::norm_chunk;
+using detail::row_sum_sq;
 using detail::store_bf16;
 
-constexpr int kThreads = 256;  // 8 warps: at hidden 7168 each thread owns 3.5 16-byte chunks
+constexpr int kThreads = detail::kRmsNormThreads;
 constexpr std::int64_t kMaxBlocks = 1 << 16;
-
-
-
 
 template <int V>
 __device__ inline void load_f32(const float* p, float (&f)[V]) {
@@ -50,30 +53,6 @@ __device__ inline void store_f32(float* p, const float (&f)[V]) {
   }
 }
 
-// Sum over the block of one value per thread, in a fixed order; every thread gets the total.
-// smem: 33 floats. Ends with a barrier, so the caller may reuse smem at once.
-__device__ float block_sum(float v, float* smem) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  if (lane == 0) smem[warp] = v;
-  __syncthreads();
-  if (warp == 0) {
-    float w = lane < static_cast<int>(blockDim.x / 32) ? smem[lane] : 0.0f;
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) w += __shfl_xor_sync(0xffffffffu, w, o);
-    if (lane == 0) smem[32] = w;
-  }
-  __syncthreads();
-  const float total = smem[32];
-  __syncthreads();
-  return total;
-}
-
-__device__ inline float inv_rms(float sum_sq, std::int64_t dim, float eps) {
-  return __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(__fdiv_rn(sum_sq, static_cast<float>(dim)), eps)));
-}
-
 template <int V>
 __global__ void rmsnorm_kernel(const __nv_bfloat16* __restrict__ x, std::int64_t x_stride,
                                const __nv_bfloat16* __restrict__ weight, __nv_bfloat16* __restrict__ out,
@@ -82,20 +61,10 @@ __global__ void rmsnorm_kernel(const __nv_bfloat16* __restrict__ x, std::int64_t
   const std::int64_t chunks = dim / V;
   for (std::int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const __nv_bfloat16* xr = x + r * x_stride;
-    float sum_sq = 0.0f;
+    const float inv = inv_rms(block_sum(row_sum_sq<V>(xr, chunks), smem), dim, eps);
     for (std::int64_t c = threadIdx.x; c < chunks; c += blockDim.x) {
       float f[V];
-      load_bf16<V>(xr + c * V, f);
-#pragma unroll
-      for (int k = 0; k < V; ++k) sum_sq += f[k] * f[k];
-    }
-    const float inv = inv_rms(block_sum(sum_sq, smem), dim, eps);
-    for (std::int64_t c = threadIdx.x; c < chunks; c += blockDim.x) {
-      float f[V], w[V];
-      load_bf16<V>(xr + c * V, f);
-      load_bf16<V>(weight + c * V, w);
-#pragma unroll
-      for (int k = 0; k < V; ++k) f[k] = __fmul_rn(w[k], __fmul_rn(f[k], inv));
+      norm_chunk<V>(xr, weight, c, inv, f);
       store_bf16<V>(out + r * out_stride + c * V, f);
     }
   }
@@ -197,9 +166,7 @@ void rmsnorm(const __nv_bfloat16* x, std::int64_t x_stride, const __nv_bfloat16*
   TPB_CHECK(rows >= 0 && dim > 0 && x_stride >= dim && out_stride >= dim,
             "rmsnorm: rows " << rows << ", dim " << dim << ", strides " << x_stride << "/" << out_stride);
   if (rows == 0) return;
-  const bool vec = dim % 8 == 0 && x_stride % 8 == 0 && out_stride % 8 == 0 && aligned16(x) && aligned16(weight) &&
-                   aligned16(out);
-  if (vec) {
+  if (detail::rmsnorm_vector_path(x, x_stride, weight, out, out_stride, dim)) {
     rmsnorm_kernel<8><<<row_blocks(rows), kThreads, 0, stream>>>(x, x_stride, weight, out, out_stride, rows, dim, eps);
   } else {
     rmsnorm_kernel<1><<<row_blocks(rows), kThreads, 0, stream>>>(x, x_stride, weight, out, out_stride, rows, dim, eps);

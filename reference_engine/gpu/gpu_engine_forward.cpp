@@ -2,10 +2,10 @@
 // with token t = b * n + i for sequence b and new-token index i, as in the CPU engine.
 #include "reference_engine/gpu/gpu_engine_impl.h"
 
-#include "reference_engine/gpu/kv_cache_write.h"
 #include "tpb/kernels/gpu/embedding.h"
 #include "tpb/kernels/gpu/expert_gemm.h"
 #include "tpb/kernels/gpu/mla_decode.h"
+#include "tpb/kernels/gpu/mla_kv_row.h"
 #include "tpb/kernels/gpu/mla_prefill.h"
 #include "tpb/kernels/gpu/moe_dispatch.h"
 #include "tpb/kernels/gpu/moe_router.h"
@@ -73,7 +73,7 @@ void GpuEngine::forward(std::int64_t n, bool decode_step) {
 
 void GpuEngine::Impl::mla_project(const LayerW& lw, const ModelConfig& c, std::int64_t heads, std::int64_t T,
                                   std::int64_t n, bf16* cache_layer, std::int64_t max_len, float rope_factor,
-                                  cudaStream_t s) {
+                                  bool q_rot_into_qdec, cudaStream_t s) {
   Impl& m = *this;
   const std::int64_t H = c.hidden_size, qk = c.qk_head_dim(), lora = c.kv_lora_rank, rope = c.qk_rope_head_dim;
   const std::int64_t width = lora + rope, ql = c.q_lora_rank;
@@ -88,13 +88,18 @@ void GpuEngine::Impl::mla_project(const LayerW& lw, const ModelConfig& c, std::i
   } else {
     m.linear.bf16_out_pair(m.xn, T, H, lw.q_b, m.q, heads * qk, lw.kv_a, m.ckv, width, s);
   }
-  gpu::rmsnorm(m.ckv, width, lw.kv_a_norm, m.kvrow, row, T, lora, eps, s);
-  TPB_CUDA_CHECK(cudaMemcpy2DAsync(m.kvrow + a.lora, row * kBf16, m.ckv + lora, width * kBf16, rope * kBf16, T,
-                                   cudaMemcpyDeviceToDevice, s));
-  gpu::rope_interleaved(m.kvrow + a.lora, T, row, 1, m.positions, m.inv_freq, rope / 2, rope_factor, s);
-  gpu::rope_interleaved(m.q + c.qk_nope_head_dim, T * heads, qk, heads, m.positions, m.inv_freq, rope / 2,
-                        rope_factor, s);
-  gpu::kv_cache_write(m.kvrow, T, n, m.positions, cache_layer, max_len, row, s);
+  // One launch for rmsnorm + copy of the rope slice + rope + kv_cache_write, bitwise the same
+  // (mla_kv_row.h): the latent rows land in kvrow (prefill expands them) and in the cache.
+  const gpu::MlaKvRowShape kv_shape{T, n, lora, rope, a.lora, row, max_len};
+  gpu::mla_kv_row(m.ckv, lw.kv_a_norm, eps, m.positions, m.inv_freq, rope_factor, kv_shape, m.kvrow, cache_layer, s);
+  // Decode's absorbed query takes q_rot in its rope slots (qdec rows are heads * row, token-major
+  // as q's vectors): rotated there in the same launch instead of copied after.
+  bf16* const q_rot = m.q + c.qk_nope_head_dim;
+  if (q_rot_into_qdec)
+    gpu::rope_interleaved_copy(q_rot, T * heads, qk, heads, m.positions, m.inv_freq, rope / 2, rope_factor,
+                               m.qdec + a.lora, row, s);
+  else
+    gpu::rope_interleaved(q_rot, T * heads, qk, heads, m.positions, m.inv_freq, rope / 2, rope_factor, s);
 }
 
 void GpuEngine::attention_prefill(std::int64_t layer, std::int64_t n) {
@@ -107,7 +112,7 @@ void GpuEngine::attention_prefill(std::int64_t layer, std::int64_t n) {
   const AttentionWidths& a = m.widths;  // pads: zero columns (attention_widths.h)
   TPB_CHECK(length_ == 0, "gpu prefill starts new sequences (chunked prefill is not implemented)");
   bf16* cache_layer = m.cache + layer * options_.max_batch * options_.max_len * a.cache_row();
-  m.mla_project(lw, c, heads, T, n, cache_layer, options_.max_len, rope_factor_, stream_);
+  m.mla_project(lw, c, heads, T, n, cache_layer, options_.max_len, rope_factor_, false, stream_);
 
   // Plain form, as HF: expand the new latents through kv_b_proj into k_nope | v per head.
   m.linear.bf16_out(m.kvrow, a.cache_row(), lw.kv_b, m.kv, heads * kvr, T, lora, heads * kvr, stream_);
@@ -142,7 +147,7 @@ void GpuEngine::attention_decode(std::int64_t layer) {
   const ModelConfig& c = config_;
   const LayerW& lw = m.layers[layer];
   const std::int64_t H = c.hidden_size, heads = dims_.heads, B = batch_, qk = c.qk_head_dim();
-  const std::int64_t lora = c.kv_lora_rank, rope = c.qk_rope_head_dim;
+  const std::int64_t lora = c.kv_lora_rank;
   const std::int64_t nope = c.qk_nope_head_dim, vd = c.v_head_dim, kvr = nope + vd;
   // The cache row and q_lat are lora | rope, each padded (attention_widths.h): the pads of q
   // are zero, so whatever the cache pads hold adds nothing to a score, and o_lat's padded
@@ -150,14 +155,13 @@ void GpuEngine::attention_decode(std::int64_t layer) {
   const AttentionWidths& a = m.widths;
   const std::int64_t row = a.cache_row();
   bf16* cache_layer = m.cache + layer * options_.max_batch * options_.max_len * row;
-  m.mla_project(lw, c, heads, B, 1, cache_layer, options_.max_len, rope_factor_, stream_);
+  m.mla_project(lw, c, heads, B, 1, cache_layer, options_.max_len, rope_factor_, true, stream_);
 
   // Absorbed form: q_lat[b, h] = q_nope[b, h] · W_UK_h, W_UK_h = kv_b rows [h*kvr, h*kvr + nope)
-  // stored [nope (in), lora (out)]: w_trans.
+  // stored [nope (in), lora (out)]: w_trans. It writes qdec's first lora columns; mla_project
+  // has put the rotated q_rot in the rope slots at a.lora.
   m.linear.bf16_out_batched(m.q, heads * qk, qk, lw.kv_b, true, lora, kvr * lora, m.qdec, heads * row, row, heads,
                             B, nope, lora, stream_);
-  TPB_CUDA_CHECK(cudaMemcpy2DAsync(m.qdec + a.lora, row * kBf16, m.q + nope, qk * kBf16, rope * kBf16, B * heads,
-                                   cudaMemcpyDeviceToDevice, stream_));
   const gpu::MlaDecodeShape shape{B, heads, a.lora, a.rope, options_.max_len};
   gpu::mla_decode_attention(m.qdec, cache_layer, m.seq_lens, shape, attention_scale_, m.decode_ws, m.o_lat, stream_);
   // o[b, h] = o_lat[b, h] · W_UV_h^T, W_UV_h = kv_b rows [h*kvr + nope, (h+1)*kvr) stored [v (out), lora (in)].

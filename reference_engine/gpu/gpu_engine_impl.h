@@ -185,9 +185,10 @@ struct GpuEngine::Impl {
   }
 
   // q, the cache rows (normed latent | rotated k_rot) and the cache write: the part of MLA both
-  // forms share. T = tokens of the step (gpu_engine_forward.cpp).
+  // forms share. T = tokens of the step (gpu_engine_forward.cpp). q_rot_into_qdec (decode):
+  // the rotated q_rot also lands in qdec's rope slots.
   void mla_project(const LayerW& lw, const ModelConfig& c, std::int64_t heads, std::int64_t T, std::int64_t n,
-                   bf16* cache_layer, std::int64_t max_len, float rope_factor, cudaStream_t s);
+                   bf16* cache_layer, std::int64_t max_len, float rope_factor, bool q_rot_into_qdec, cudaStream_t s);
 };
 
 }  // namespace tpb

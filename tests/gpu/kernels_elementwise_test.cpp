@@ -1,13 +1,16 @@
 // The elementwise GPU kernels (embedding, rmsnorm, add_rmsnorm, residual_from_bf16, YaRN
-// rope, silu_and_mul) against their CPU references (tpb/kernels/*.h) on fresh random inputs
-// from fixed seeds. Inputs are bf16; the references consume the same bf16 values widened to
-// fp32, so the only differences are the ones each test names in its tolerance comment.
+// rope and its copying form, the fused MLA latent-KV row, silu_and_mul) against their CPU
+// references (tpb/kernels/*.h) on fresh random inputs from fixed seeds. The fused ops are
+// also compared bitwise with the launches they replace. Inputs are bf16; the references
+// consume the same bf16 values widened to fp32, so the only differences are the ones each
+// test names in its tolerance comment.
 // Every kernel runs at least once on a size that is not a multiple of its 8-wide vector
 // path (the scalar fallback) and once on the model's size (the vector path).
 #include <cuda_bf16.h>
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <random>
@@ -19,7 +22,9 @@
 #include "tpb/dtype.h"
 #include "tpb/kernels/device.h"
 #include "tpb/kernels/embedding.h"
+#include "reference_engine/gpu/kv_cache_write.h"
 #include "tpb/kernels/gpu/embedding.h"
+#include "tpb/kernels/gpu/mla_kv_row.h"
 #include "tpb/kernels/gpu/rmsnorm.h"
 #include "tpb/kernels/gpu/rope_yarn.h"
 #include "tpb/kernels/gpu/silu_and_mul.h"
@@ -271,6 +276,10 @@ kernels::RopeParams kimi_rope() {
 // so c and s are within 4 * 2^-24 * af of each other, and the rotated value within
 // (|a| + |b|) * af * 2^-21 plus a few roundings: (|a| + |b|) * af * 2^-20 covers it. Then
 // the output rounds to bf16 (2^-8 relative).
+double rope_tol(double ref, double a, double b, double attention_factor) {
+  return std::fabs(ref) * 0x1p-8 + (std::fabs(a) + std::fabs(b)) * attention_factor * 0x1p-20;
+}
+
 void check_rope(const kernels::RopeParams& params, std::int64_t tokens, std::int64_t heads, std::int64_t row,
                 std::int64_t offset, std::uint32_t seed) {
   const kernels::RopeTable table = kernels::make_rope_table(params);
@@ -307,9 +316,7 @@ void check_rope(const kernels::RopeParams& params, std::int64_t tokens, std::int
         continue;
       }
       const std::size_t pair = static_cast<std::size_t>(v * row + offset + ((j - offset) & ~std::int64_t{1}));
-      const double ab = std::fabs(xf[pair]) + std::fabs(xf[pair + 1]);
-      const double tol = std::fabs(ref[k]) * 0x1p-8 + ab * af * 0x1p-20;
-      cmp.add(bf16_to_float(out[k]), ref[k], tol);
+      cmp.add(bf16_to_float(out[k]), ref[k], rope_tol(ref[k], xf[pair], xf[pair + 1], af));
     }
   }
   EXPECT_TRUE(close(cmp, kBf16RelL2)) << "(element = vector * " << params.dim << " + rotary dim)";
@@ -346,6 +353,216 @@ TEST(GpuRope, PlainRopeOddPairCount) {
   p.dim = 10;  // 5 pairs
   p.theta = 10000.0;
   check_rope(p, 9, 2, 13, 3, 53);
+}
+
+// rope_interleaved_copy, as the decode step uses it: q's rope slices ([tokens, heads, qk] with
+// the rope at `offset`) rotated in place and into the absorbed query's rope slots ([tokens,
+// heads, out_row] at out_offset). Bitwise the same q as rope_interleaved, and the same slots
+// as rope_interleaved followed by the strided copy it replaces; the values within rope's
+// tolerance of the reference; every other element of both buffers untouched.
+void check_rope_copy(const kernels::RopeParams& params, std::int64_t tokens, std::int64_t heads, std::int64_t qk,
+                     std::int64_t offset, std::int64_t out_row, std::int64_t out_offset, std::uint32_t seed) {
+  SCOPED_TRACE(::testing::Message() << "tokens " << tokens << ", heads " << heads << ", qk " << qk << ", rope at "
+                                    << offset << ", out row " << out_row << " at " << out_offset);
+  const kernels::RopeTable table = kernels::make_rope_table(params);
+  const std::int64_t half = params.dim / 2, n = tokens * heads;
+  const auto q = random_bf16(static_cast<std::size_t>(n * qk), seed, -1.f, 1.f);
+  const auto slots = random_bf16(static_cast<std::size_t>(n * out_row), seed + 1, -1.f, 1.f);
+  std::mt19937 rng(seed + 2);
+  std::uniform_int_distribution<std::int32_t> pos(0, 32767);
+  std::vector<std::int32_t> positions(tokens);
+  for (auto& p : positions) p = pos(rng);
+  const std::vector<std::int64_t> pos64(positions.begin(), positions.end());
+
+  DevBuf<std::uint16_t> d_q_seq(q.size()), d_q_fused(q.size()), d_out_seq(slots.size()), d_out_fused(slots.size());
+  DevBuf<std::int32_t> d_pos(positions.size());
+  DevBuf<float> d_freq(table.inv_freq.size());
+  d_q_seq.upload(q);
+  d_q_fused.upload(q);
+  d_out_seq.upload(slots);
+  d_out_fused.upload(slots);
+  d_pos.upload(positions);
+  d_freq.upload(table.inv_freq);
+  const float af = table.attention_factor;
+  constexpr std::size_t kB = sizeof(std::uint16_t);
+  // The launches the copying form replaces: rope in place, then the strided copy.
+  gpu::rope_interleaved(bf(d_q_seq.p) + offset, n, qk, heads, d_pos.p, d_freq.p, half, af, nullptr);
+  TPB_CUDA_CHECK(cudaMemcpy2DAsync(bf(d_out_seq.p) + out_offset, out_row * kB, bf(d_q_seq.p) + offset, qk * kB,
+                                   params.dim * kB, n, cudaMemcpyDeviceToDevice, nullptr));
+  gpu::rope_interleaved_copy(bf(d_q_fused.p) + offset, n, qk, heads, d_pos.p, d_freq.p, half, af,
+                             bf(d_out_fused.p) + out_offset, out_row, nullptr);
+  const auto q_fused = d_q_fused.download(), out_fused = d_out_fused.download();
+  EXPECT_TRUE(same(q_fused, d_q_seq.download())) << "q";
+  EXPECT_TRUE(same(out_fused, d_out_seq.download())) << "the query's rope slots";
+
+  const auto qf = widen(q);
+  std::vector<float> ref = qf;
+  kernels::rope_interleaved_ref(ref.data() + offset, n, qk, heads, pos64.data(), table);
+  Compared cmp;
+  for (std::int64_t v = 0; v < n; ++v) {
+    for (std::int64_t j = 0; j < out_row; ++j) {
+      const std::size_t k = static_cast<std::size_t>(v * out_row + j);
+      if (j < out_offset || j >= out_offset + params.dim) {
+        ASSERT_EQ(out_fused[k], slots[k]) << "vector " << v << " wrote outside its rope slot at " << j;
+        continue;
+      }
+      const std::int64_t d = j - out_offset;
+      const std::size_t src = static_cast<std::size_t>(v * qk + offset + d);
+      const std::size_t pair = static_cast<std::size_t>(v * qk + offset + (d & ~std::int64_t{1}));
+      cmp.add(bf16_to_float(out_fused[k]), ref[src], rope_tol(ref[src], qf[pair], qf[pair + 1], af));
+    }
+  }
+  EXPECT_TRUE(close(cmp, kBf16RelL2)) << "(element = vector * " << params.dim << " + rotary dim)";
+}
+
+TEST(GpuRope, CopyIntoKimiDecodeQuerySlots) {
+  TPB_REQUIRE_GPU();
+  // q [3 sequences, 4 heads, nope 128 | rope 64] into qdec rows [4 heads, 512 | 64].
+  check_rope_copy(kimi_rope(), 3, 4, 192, 128, 576, 512, 55);
+}
+
+TEST(GpuRope, CopyIntoPaddedQuerySlotsOddPairCount) {
+  TPB_REQUIRE_GPU();
+  kernels::RopeParams p;
+  p.dim = 10;  // 5 pairs; rows of nope 3 | rope 10 into padded rows of 16 | 16
+  p.theta = 10000.0;
+  check_rope_copy(p, 3, 2, 13, 3, 32, 16, 56);
+}
+
+// ---------------------------------------------------------------- mla_kv_row
+
+// The fused latent-KV row (tpb/kernels/gpu/mla_kv_row.h) against the four launches it
+// replaces (rmsnorm, the strided copy of the rope slice, rope_interleaved, kv_cache_write):
+// kvrow and the cache bitwise equal. Against the reference: the latent columns within
+// rmsnorm's tolerance, the rope columns within rope's, kvrow's pad columns untouched (they hold
+// random bits here, not the engine's zeros, so that a stray write shows), and every cache row
+// the token's kvrow row at (t / n) * max_len + positions[t], the other rows untouched.
+// Sequence b's tokens sit at start_b .. start_b + n - 1, a different start per sequence.
+// cache_offset (elements) misaligns the cache, for the element-wise stores to it.
+struct KvRowCase {
+  std::int64_t batch, n, kv_lora, rope, rope_at, row, max_len, cache_offset;
+};
+
+void check_mla_kv_row(const KvRowCase& k, const kernels::RopeParams& params, std::uint32_t seed) {
+  const std::int64_t tokens = k.batch * k.n, width = k.kv_lora + k.rope;
+  SCOPED_TRACE(::testing::Message() << "batch " << k.batch << ", n " << k.n << ", kv_lora " << k.kv_lora << ", rope "
+                                    << k.rope << " at " << k.rope_at << ", row " << k.row << ", cache offset "
+                                    << k.cache_offset);
+  ASSERT_EQ(params.dim, k.rope);
+  const float eps = 1e-6f;
+  const kernels::RopeTable table = kernels::make_rope_table(params);
+  const float af = table.attention_factor;
+  const auto ckv = random_bf16(static_cast<std::size_t>(tokens * width), seed, -2.f, 2.f);
+  const auto w = random_bf16(static_cast<std::size_t>(k.kv_lora), seed + 1, 0.5f, 1.5f);
+  const auto kvrow0 = random_bf16(static_cast<std::size_t>(tokens * k.row), seed + 2, -1.f, 1.f);
+  const std::size_t cache_elems = static_cast<std::size_t>(k.batch * k.max_len * k.row);
+  const auto cache0 = random_bf16(cache_elems + static_cast<std::size_t>(k.cache_offset), seed + 3, -1.f, 1.f);
+  std::mt19937 rng(seed + 4);
+  std::uniform_int_distribution<std::int32_t> start(0, static_cast<std::int32_t>(k.max_len - k.n));
+  std::vector<std::int32_t> starts, positions;
+  for (std::int64_t b = 0; b < k.batch; ++b) {
+    std::int32_t s0 = start(rng);
+    while (std::find(starts.begin(), starts.end(), s0) != starts.end()) s0 = start(rng);
+    starts.push_back(s0);
+    for (std::int64_t i = 0; i < k.n; ++i) positions.push_back(s0 + static_cast<std::int32_t>(i));
+  }
+  const gpu::MlaKvRowShape shape{tokens, k.n, k.kv_lora, k.rope, k.rope_at, k.row, k.max_len};
+
+  DevBuf<std::uint16_t> d_ckv(ckv.size()), d_w(w.size()), d_kv_seq(kvrow0.size()), d_kv_fused(kvrow0.size());
+  DevBuf<std::uint16_t> d_cache_seq(cache0.size()), d_cache_fused(cache0.size());
+  DevBuf<std::int32_t> d_pos(positions.size());
+  DevBuf<float> d_freq(table.inv_freq.size());
+  d_ckv.upload(ckv);
+  d_w.upload(w);
+  d_kv_seq.upload(kvrow0);
+  d_kv_fused.upload(kvrow0);
+  d_cache_seq.upload(cache0);
+  d_cache_fused.upload(cache0);
+  d_pos.upload(positions);
+  d_freq.upload(table.inv_freq);
+  constexpr std::size_t kB = sizeof(std::uint16_t);
+  // The four launches mla_project ran before the fused op.
+  __nv_bfloat16* kv_seq = bf(d_kv_seq.p);
+  gpu::rmsnorm(bf(d_ckv.p), width, bf(d_w.p), kv_seq, k.row, tokens, k.kv_lora, eps, nullptr);
+  TPB_CUDA_CHECK(cudaMemcpy2DAsync(kv_seq + k.rope_at, k.row * kB, bf(d_ckv.p) + k.kv_lora, width * kB, k.rope * kB,
+                                   tokens, cudaMemcpyDeviceToDevice, nullptr));
+  gpu::rope_interleaved(kv_seq + k.rope_at, tokens, k.row, 1, d_pos.p, d_freq.p, k.rope / 2, af, nullptr);
+  gpu::kv_cache_write(kv_seq, tokens, k.n, d_pos.p, bf(d_cache_seq.p) + k.cache_offset, k.max_len, k.row, nullptr);
+  gpu::mla_kv_row(bf(d_ckv.p), bf(d_w.p), eps, d_pos.p, d_freq.p, af, shape, bf(d_kv_fused.p),
+                  bf(d_cache_fused.p) + k.cache_offset, nullptr);
+  const auto kv = d_kv_fused.download(), cache = d_cache_fused.download();
+  EXPECT_TRUE(same(kv, d_kv_seq.download())) << "kvrow";
+  EXPECT_TRUE(same(cache, d_cache_seq.download())) << "cache";
+  EXPECT_TRUE(same(d_ckv.download(), ckv)) << "ckv is not written";
+
+  std::vector<float> ref = widen(kvrow0);
+  gpu::mla_kv_row_ref(ckv.data(), w.data(), eps, positions.data(), table, shape, ref.data());
+  const auto ckvf = widen(ckv);
+  Compared norm, rot;
+  for (std::int64_t t = 0; t < tokens; ++t) {
+    for (std::int64_t j = 0; j < k.row; ++j) {
+      const std::size_t at = static_cast<std::size_t>(t * k.row + j);
+      const double got = bf16_to_float(kv[at]);
+      if (j < k.kv_lora) {
+        norm.add(got, ref[at], rms_tol(ref[at], k.kv_lora));
+      } else if (j >= k.rope_at && j < k.rope_at + k.rope) {
+        const std::size_t pair = static_cast<std::size_t>(t * width + k.kv_lora + ((j - k.rope_at) & ~std::int64_t{1}));
+        rot.add(got, ref[at], rope_tol(ref[at], ckvf[pair], ckvf[pair + 1], af));
+      } else {
+        ASSERT_EQ(kv[at], kvrow0[at]) << "token " << t << " wrote kvrow's pad column " << j;
+      }
+    }
+  }
+  EXPECT_TRUE(close(norm, kBf16RelL2)) << "latent (element = token * " << k.kv_lora << " + col)";
+  EXPECT_TRUE(close(rot, kBf16RelL2)) << "rope (element = token * " << k.rope << " + rotary dim)";
+  std::vector<std::uint16_t> want(cache0.begin() + k.cache_offset, cache0.end());
+  gpu::kv_cache_write_ref(kv.data(), tokens, k.n, positions.data(), want.data(), k.max_len, k.row);
+  EXPECT_TRUE(same(std::vector<std::uint16_t>(cache.begin() + k.cache_offset, cache.begin() + k.cache_offset +
+                                                   static_cast<std::ptrdiff_t>(cache_elems)),
+                   want))
+      << "cache rows";
+  EXPECT_TRUE(same(std::vector<std::uint16_t>(cache.begin(), cache.begin() + k.cache_offset),
+                   std::vector<std::uint16_t>(cache0.begin(), cache0.begin() + k.cache_offset)))
+      << "before the cache";
+}
+
+// Kimi-K2.5's widths (kv_lora 512 | rope 64, no pads): the 16-byte vector path.
+TEST(GpuMlaKvCacheRow, KimiDecodeBatch3) {
+  TPB_REQUIRE_GPU();
+  check_mla_kv_row({3, 1, 512, 64, 512, 576, 4100, 0}, kimi_rope(), 71);
+}
+
+TEST(GpuMlaKvCacheRow, KimiPrefillBatch2Tokens5) {
+  TPB_REQUIRE_GPU();
+  check_mla_kv_row({2, 5, 512, 64, 512, 576, 4100, 0}, kimi_rope(), 72);
+}
+
+// The vector path's norm with a misaligned cache: its stores go element by element.
+TEST(GpuMlaKvCacheRow, KimiMisalignedCache) {
+  TPB_REQUIRE_GPU();
+  check_mla_kv_row({2, 5, 512, 64, 512, 576, 300, 1}, kimi_rope(), 73);
+}
+
+// kv_lora 129 (padded to 136, the cache row 136 | 64): rmsnorm's scalar path, a pad of 7
+// columns between the parts.
+TEST(GpuMlaKvCacheRow, OddLatentPaddedDecodeBatch3) {
+  TPB_REQUIRE_GPU();
+  check_mla_kv_row({3, 1, 129, 64, 136, 200, 4100, 0}, kimi_rope(), 74);
+}
+
+TEST(GpuMlaKvCacheRow, OddLatentPaddedPrefillBatch2Tokens5) {
+  TPB_REQUIRE_GPU();
+  check_mla_kv_row({2, 5, 129, 64, 136, 200, 4100, 0}, kimi_rope(), 75);
+}
+
+// kv_lora 64 but rope 6 (padded to 8): ckv's row of 70 is not a multiple of 8, so rmsnorm
+// takes its scalar path although the latent is; a pad of 2 columns after the rope.
+TEST(GpuMlaKvCacheRow, OddRopeWidthPrefillBatch2Tokens5) {
+  TPB_REQUIRE_GPU();
+  kernels::RopeParams p;
+  p.dim = 6;
+  p.theta = 10000.0;
+  check_mla_kv_row({2, 5, 64, 6, 64, 72, 50, 0}, p, 76);
 }
 
 // ---------------------------------------------------------------- silu_and_mul

@@ -17,4 +17,12 @@ void rope_interleaved(__nv_bfloat16* x, std::int64_t n, std::int64_t stride, std
                       const std::int32_t* positions, const float* inv_freq, std::int64_t half_dim,
                       float attention_factor, cudaStream_t stream);
 
+// rope_interleaved, which also writes each rotated vector v (its 2 * half_dim values) at
+// out + v * out_stride: bitwise the values left in x. The decode step rotates q's rope
+// slices in place and into the absorbed query's rope slots in one launch, instead of a
+// rope and a strided copy. out must not overlap x.
+void rope_interleaved_copy(__nv_bfloat16* x, std::int64_t n, std::int64_t stride, std::int64_t vectors_per_position,
+                           const std::int32_t* positions, const float* inv_freq, std::int64_t half_dim,
+                           float attention_factor, __nv_bfloat16* out, std::int64_t out_stride, cudaStream_t stream);
+
 }  // namespace tpb::gpu
