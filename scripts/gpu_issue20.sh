@@ -203,6 +203,7 @@ if [ -n "${SCENARIOS:-}" ]; then
     for name in $SCENARIOS; do
       passes="before"
       [ "${RECORD:-0}" = 1 ] && passes="before record after"
+      passes=${PASSES:-$passes}  # e.g. PASSES="record after" when an earlier call ran "before" on the same code
       for pass in $passes; do
         step "$name: $pass ($(left) s left)"
         flags=(--baselines baselines --allow-unlike-baseline)
