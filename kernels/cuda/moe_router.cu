@@ -1,15 +1,11 @@
 // noaux_tc router (tpb/kernels/gpu/moe_router.h), one block per token, the reference's steps
 // in the reference's order:
-//   s = sigmoid(logit), sel = s + bias          (every thread; exp in double rounded to float:
-//                                                correctly rounded but in astronomically rare
-//                                                cases, as glibc's expf, so s matches the CPU's bits)
+//   s = sigmoid(logit), sel = s + bias          (exp in double rounded to float: correctly
+//                                                rounded but in astronomically rare cases, as
+//                                                glibc's expf, so s matches the CPU's bits)
 //   group score = top1 + top2 of sel per group  (one thread per group, serial scan)
 //   keep topk_group groups                       (thread 0, repeated arg-max, lower index wins)
-//   top_k experts over the kept groups           (warp 0 alone: top_k warp arg-max rounds, no
-//                                                 block barrier; each lane keeps the best of its
-//                                                 experts and rescans them only when that one is
-//                                                 taken. Block-wide rounds, three barriers each,
-//                                                 made the kernel 12 us at batch 1 on an H200.)
+//   top_k experts over the kept groups           (top_k block arg-max rounds)
 //   w = s[idx], sum in slot order, w / (sum + 1e-20) * routed_scaling
 // The arg-max compares (value, index) under one strict total order, so its result does not
 // depend on the reduction tree: ties go to the lower index, as in the reference.
@@ -30,7 +26,6 @@ namespace {
 
 constexpr int kThreads = 128;
 constexpr std::int64_t kMaxBlocks = 1 << 16;
-constexpr int kMaxTopK = 64;
 
 struct Cand {
   float v;
@@ -39,8 +34,8 @@ struct Cand {
 
 __device__ inline bool better(const Cand& a, const Cand& b) { return a.v > b.v || (a.v == b.v && a.i < b.i); }
 
-// The warp's best candidate; every lane gets it.
-__device__ inline Cand warp_argmax(Cand c) {
+// The block's best candidate; every thread gets it. smem: one Cand per warp + 1.
+__device__ Cand block_argmax(Cand c, Cand* smem) {
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) {
     Cand other;
@@ -48,34 +43,36 @@ __device__ inline Cand warp_argmax(Cand c) {
     other.i = __shfl_xor_sync(0xffffffffu, c.i, o);
     if (better(other, c)) c = other;
   }
-  return c;
-}
-
-// The best expert not taken among lane's (lane, lane + 32, ...).
-__device__ inline Cand lane_best(const float* sel, const char* taken, int experts, int lane) {
-  Cand c{-INFINITY, INT_MAX};
-#pragma unroll 4
-  for (int e = lane; e < experts; e += 32) {
-    const Cand x{sel[e], e};
-    if (!taken[e] && better(x, c)) c = x;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int warps = blockDim.x / 32;
+  if (lane == 0) smem[warp] = c;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    Cand best = smem[0];
+    for (int w = 1; w < warps; ++w)
+      if (better(smem[w], best)) best = smem[w];
+    smem[warps] = best;
   }
-  return c;
+  __syncthreads();
+  const Cand best = smem[warps];
+  __syncthreads();
+  return best;
 }
 
 // Dynamic shared memory: s[E], sel[E], group_score[G] (floats), taken[E], keep[G] (chars).
-__global__ void __launch_bounds__(kThreads)
-    router_kernel(const float* __restrict__ logits, const float* __restrict__ bias, std::int64_t tokens, int experts,
-                  int top_k, int n_group, int topk_group, bool norm_topk_prob, float routed_scaling,
-                  std::int32_t* __restrict__ topk_idx, float* __restrict__ topk_w) {
+__global__ void router_kernel(const float* __restrict__ logits, const float* __restrict__ bias, std::int64_t tokens,
+                              int experts, int top_k, int n_group, int topk_group, bool norm_topk_prob,
+                              float routed_scaling, std::int32_t* __restrict__ topk_idx,
+                              float* __restrict__ topk_w) {
   extern __shared__ float smem_f[];
-  __shared__ int chosen[kMaxTopK];
+  __shared__ Cand red[kThreads / 32 + 1];
+  __shared__ int chosen[64];  // top_k <= 64, checked on the host
   float* s = smem_f;
   float* sel = s + experts;
   float* group_score = sel + experts;
   char* taken = reinterpret_cast<char*>(group_score + n_group);
   char* keep = taken + experts;
   const int per_group = experts / n_group;
-  const int lane = threadIdx.x % 32;
 
   for (std::int64_t t = blockIdx.x; t < tokens; t += gridDim.x) {
     const float* lt = logits + t * experts;
@@ -119,32 +116,34 @@ __global__ void __launch_bounds__(kThreads)
       __syncthreads();
     }
 
-    if (threadIdx.x < 32) {
-      Cand mine = lane_best(sel, taken, experts, lane);
-      for (int k = 0; k < top_k; ++k) {
-        const Cand best = warp_argmax(mine);
+    for (int k = 0; k < top_k; ++k) {
+      Cand c{-INFINITY, INT_MAX};
+      for (int e = threadIdx.x; e < experts; e += blockDim.x) {
+        const Cand x{sel[e], e};
+        if (!taken[e] && better(x, c)) c = x;
+      }
+      const Cand best = block_argmax(c, red);
+      if (threadIdx.x == 0) {
         // No candidate only when every remaining sel is NaN (NaN logits): pick expert 0, whose
         // NaN weight then poisons the output visibly, rather than index out of bounds.
         const int e = best.i == INT_MAX ? 0 : best.i;
-        if (lane == 0) chosen[k] = e;
-        if (e % 32 == lane) {  // the owner marks it and finds its next best
-          taken[e] = 1;
-          mine = lane_best(sel, taken, experts, lane);
-        }
+        taken[e] = 1;
+        chosen[k] = e;
       }
-      __syncwarp();
-      if (lane == 0) {
-        float sum = 0.0f;
-        for (int k = 0; k < top_k; ++k) sum = __fadd_rn(sum, s[chosen[k]]);
-        for (int k = 0; k < top_k; ++k) {
-          float w = s[chosen[k]];
-          if (norm_topk_prob) w = __fdiv_rn(w, __fadd_rn(sum, 1e-20f));
-          topk_idx[t * top_k + k] = chosen[k];
-          topk_w[t * top_k + k] = __fmul_rn(w, routed_scaling);
-        }
+      __syncthreads();
+    }
+
+    if (threadIdx.x == 0) {
+      float sum = 0.0f;
+      for (int k = 0; k < top_k; ++k) sum = __fadd_rn(sum, s[chosen[k]]);
+      for (int k = 0; k < top_k; ++k) {
+        float w = s[chosen[k]];
+        if (norm_topk_prob) w = __fdiv_rn(w, __fadd_rn(sum, 1e-20f));
+        topk_idx[t * top_k + k] = chosen[k];
+        topk_w[t * top_k + k] = __fmul_rn(w, routed_scaling);
       }
     }
-    __syncthreads();  // the next token overwrites s, sel, taken
+    __syncthreads();
   }
 }
 
@@ -159,7 +158,7 @@ void moe_route_noaux_tc(const float* logits, const float* bias, std::int64_t tok
   TPB_CHECK(per_group >= 2 || p.n_group == 1, "router: groups need at least 2 experts");
   TPB_CHECK(p.topk_group >= 1 && p.topk_group <= p.n_group, "router: topk_group " << p.topk_group);
   TPB_CHECK(p.top_k >= 1 && p.top_k <= p.topk_group * per_group, "router: top_k " << p.top_k << " exceeds kept experts");
-  TPB_CHECK(p.top_k <= kMaxTopK, "router: top_k " << p.top_k << " above the kernel's " << kMaxTopK);
+  TPB_CHECK(p.top_k <= 64, "router: top_k " << p.top_k << " above the kernel's 64");
   TPB_CHECK(tokens >= 0, "router: tokens " << tokens);
   if (tokens == 0) return;
   const std::size_t smem = static_cast<std::size_t>(2 * E + p.n_group) * sizeof(float) +
