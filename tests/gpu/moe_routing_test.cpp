@@ -95,28 +95,26 @@ TEST(GpuRouter, Grouped384Experts) {
   check_router_random(p, 131, 102);
 }
 
-TEST(GpuRouter, UngroupedKimiK25) {
-  TPB_REQUIRE_GPU();
+kernels::RouterParams kimi_k25_router() {
   kernels::RouterParams p;  // scenarios/models/kimi-k2.5.json
   p.experts = 384;
   p.top_k = 8;
   p.n_group = 1;
   p.topk_group = 1;
   p.routed_scaling = 2.827f;
-  check_router_random(p, 129, 103);
+  return p;
+}
+
+TEST(GpuRouter, UngroupedKimiK25) {
+  TPB_REQUIRE_GPU();
+  check_router_random(kimi_k25_router(), 129, 103);
 }
 
 // One token (a batch-1 decode step), and a few.
 TEST(GpuRouter, KimiK25OneTokenAndAFew) {
   TPB_REQUIRE_GPU();
-  kernels::RouterParams p;
-  p.experts = 384;
-  p.top_k = 8;
-  p.n_group = 1;
-  p.topk_group = 1;
-  p.routed_scaling = 2.827f;
-  check_router_random(p, 1, 106);
-  check_router_random(p, 6, 107);
+  check_router_random(kimi_k25_router(), 1, 106);
+  check_router_random(kimi_k25_router(), 6, 107);
 }
 
 TEST(GpuRouter, UnnormalisedOddSizes) {
