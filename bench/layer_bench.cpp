@@ -22,10 +22,11 @@
 // engine's default) and through cuBLASLt (name suffix /cublaslt), side by side.
 //
 // Counters (medians over the steps): moe_layer_us (the MoE layers' mean), moe_x_weight_read_time,
-// dense_layer_us, dense_x_weight_read_time, head_us and head_x_weight_read_time (final norm,
+// dense_layer_us (the dense layers' mean), dense_x_weight_read_time, head_us and head_x_weight_read_time (final norm,
 // lm_head, all_gather), step_us and step_x_weight_read_time (the whole step, embedding included),
 // routed_reads (per MoE layer and step), copy_GBps, and phase_timing_cost: the median step with
-// the events over the median step without them, the same engine and tokens (their own cost).
+// the events over the median step without them, the same engine and tokens (their own cost;
+// the steps without them run first, so a drift between the two loops counts in it).
 //
 // TPB_BENCH_PROFILE_STEP=1: after the timed steps, one more replay between cudaProfilerStart()
 // and cudaProfilerStop(), for `ncu --profile-from-start off` (each kernel of one step).
@@ -113,7 +114,7 @@ void bm_decode_layers(benchmark::State& state, int device, int tp, std::int64_t 
     const GpuEngine::StepPhases p = engine.last_step_phases();
     const std::vector<std::int64_t> now = engine.routed_expert_reads_by_layer();
     double moe_t = 0, moe_b = 0, dense_t = 0, dense_b = 0, step_b = head_fixed;
-    int moe_layers = 0;
+    int moe_layers = 0, dense_layers = 0;
     for (std::int64_t l = 0; l < L; ++l) {
       const double r = static_cast<double>(now[l] - reads[l]);
       const double bytes = static_cast<double>(engine.layer_fixed_weight_bytes(l)) + r * expert_bytes;
@@ -126,6 +127,7 @@ void bm_decode_layers(benchmark::State& state, int device, int tp, std::int64_t 
       } else {
         dense_t += p.layer_us[l];
         dense_b += bytes;
+        ++dense_layers;
       }
     }
     reads = now;
@@ -137,8 +139,8 @@ void bm_decode_layers(benchmark::State& state, int device, int tp, std::int64_t 
       moe_us.push_back(moe_t / moe_layers);
       moe_x.push_back(moe_t / read_us(moe_b));
     }
-    if (dense_b > 0) {
-      dense_us.push_back(dense_t);
+    if (dense_layers > 0) {
+      dense_us.push_back(dense_t / dense_layers);
       dense_x.push_back(dense_t / read_us(dense_b));
     }
   }

@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <iterator>
+#include <regex>
 #include <sstream>
 
 #include "tpb/check.h"
@@ -176,6 +177,18 @@ bool launched_rank(LauncherKind kind, const EnvLookup& getenv, LaunchedRank& out
     return false;
   }
   return true;
+}
+
+std::optional<int> rank_named_by_launcher(LauncherKind kind, const std::vector<std::string>& output_lines) {
+  static const std::regex open_mpi(R"(process rank (\d+) with PID)");
+  static const std::regex slurm(R"(srun: error: .*: task (\d+): )");  // not "tasks 0-3": no one rank
+  const std::regex* pattern = kind == LauncherKind::mpirun ? &open_mpi : kind == LauncherKind::srun ? &slurm : nullptr;
+  if (pattern == nullptr) return std::nullopt;
+  for (const std::string& line : output_lines) {
+    std::smatch m;
+    if (std::regex_search(line, m, *pattern) && m[1].length() <= 9) return std::stoi(m[1].str());
+  }
+  return std::nullopt;
 }
 
 }  // namespace tpb

@@ -32,6 +32,14 @@ struct HostSlots {
 std::vector<HostSlots> parse_hosts(const std::string& text, const std::string& what);
 std::string hosts_text(const std::vector<HostSlots>& hosts);  // back to "h1:8,h2:8"
 
+// The rank a job's launcher names as the one that failed, from its output (the job log's last
+// lines): Open MPI's "mpirun noticed that process rank N with PID ... exited on signal ...",
+// Slurm's "srun: error: HOST: task N: ...". nullopt when it names none (or for fork). When a
+// rank dies, its launcher ends the others, and their control connections may close in the same
+// poll as the dead rank's: the controller cannot tell the first one by when it reads them, the
+// launcher can.
+std::optional<int> rank_named_by_launcher(LauncherKind kind, const std::vector<std::string>& output_lines);
+
 // One job: `world_size` ranks of `worker_binary __worker`.
 struct JobLaunch {
   LauncherKind kind = LauncherKind::mpirun;

@@ -679,13 +679,22 @@ CaseRun Launcher::run_case(const std::string& group_key, int world_size, const j
         g.reap_exited();
         if (!ended()) std::this_thread::sleep_for(std::chrono::milliseconds(2));
       }
-      if (job)  // how the rank ended is in the job's output (appended below) and the rank's log
-        fail("rank " + std::to_string(r) + ": closed its control connection" +
+      if (job) {
+        // How the rank ended is in the job's output (appended below) and the rank's log. The
+        // launcher ends the other ranks when one dies, so several connections may have closed
+        // by now: the rank the launcher names is the one that died first, not the lowest.
+        int who = r;
+        if (g.job_reaped)
+          if (const auto named = rank_named_by_launcher(g.kind, tail_lines(g.job_log, 64));
+              named && *named >= 0 && *named < world_size && !g.ranks[static_cast<std::size_t>(*named)].result)
+            who = *named;
+        fail("rank " + std::to_string(who) + ": closed its control connection" +
                  (g.job_reaped ? "; " + std::string(launcher_name(g.kind)) + " " + wait_status_text(g.job_status) : ""),
-             {r});
-      else
+             {who});
+      } else {
         fail("rank " + std::to_string(r) + ": " + (rk.reaped ? wait_status_text(rk.wait_status) : "closed its control connection"),
              {r});
+      }
     }
   }
 

@@ -229,6 +229,7 @@ class GpuEngine {
   void attention_prefill(std::int64_t layer, std::int64_t n);
   void attention_decode(std::int64_t layer);
   void ffn(std::int64_t layer, std::int64_t tokens, bool grouped);
+  void routed_experts(std::int64_t layer, std::int64_t tokens, bool grouped);
   void all_reduce_bf16(__nv_bfloat16* buf, std::int64_t tokens);
   void phase_mark(std::size_t boundary);  // records phase event `boundary` when phase timing is on
   void allocate_buffers();

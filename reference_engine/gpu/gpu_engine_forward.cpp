@@ -186,22 +186,48 @@ void GpuEngine::ffn(std::int64_t layer, std::int64_t T, bool grouped) {
     mlp(m.delta, m.linear, stream_);
     return;
   }
+  if (options_.count_expert_hits) {
+    // Diagnostics only (tests comparing routing with the CPU engine): a synchronous copy below,
+    // so never inside a captured step. Checked before the side branch forks.
+    cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+    TPB_CUDA_CHECK(cudaStreamIsCapturing(stream_, &capturing));
+    TPB_CHECK(capturing == cudaStreamCaptureStatusNone, "count_expert_hits cannot run inside a CUDA graph");
+  }
   // The shared experts run on the side branch, beside the router, the dispatch and the routed
-  // experts (disjoint buffers: gate_up, act, shared_out there; router_logits .. y_sorted here):
-  // at batch 1 their reads overlap the router's chain of small kernels. Joined before combine.
+  // experts (disjoint buffers: gate_up, act, shared_out there; router_logits .. y_sorted here),
+  // joined before combine. (Measured with the other batch-1 changes of 2026-12-02, not alone:
+  // docs/performance.md.) Whatever throws in between joins it first, so that no work of the
+  // branch outlives the step and a capture never ends with the branch unjoined.
   const bool shared = c.n_shared_experts > 0;
-  if (shared) mlp(m.shared_out, m.side.linear, m.side.begin(stream_));
+  bool forked = false;
+  try {
+    if (shared) {
+      cudaStream_t side = m.side.begin(stream_);
+      forked = true;
+      mlp(m.shared_out, m.side.linear, side);
+    }
+    routed_experts(layer, T, grouped);
+  } catch (...) {
+    if (forked) m.side.join_after_error(stream_);
+    throw;
+  }
+  if (shared) m.side.join(stream_);
+  gpu::moe_combine(m.y_sorted, m.position_of, m.topk_w, shared ? m.shared_out : nullptr, T, c.num_experts_per_tok, H,
+                   m.delta, stream_);
+}
+
+// Router, dispatch and the routed experts of MoE layer `layer` over the T rows of xn, into y_sorted.
+void GpuEngine::routed_experts(std::int64_t layer, std::int64_t T, bool grouped) {
+  Impl& m = *impl_;
+  const ModelConfig& c = config_;
+  const LayerW& lw = m.layers[layer];
+  const std::int64_t H = c.hidden_size;
   const std::int64_t E = c.n_routed_experts, K = c.num_experts_per_tok, I = dims_.moe_intermediate, P = T * K;
   m.linear.f32_out(m.xn, H, lw.router, m.router_logits, E, T, H, E, stream_);
   const kernels::RouterParams rp{E, K, c.n_group, c.topk_group, c.norm_topk_prob,
                                  static_cast<float>(c.routed_scaling_factor)};
   gpu::moe_route_noaux_tc(m.router_logits, lw.router_bias, T, rp, m.topk_idx, m.topk_w, stream_);
   if (options_.count_expert_hits) {
-    // Diagnostics only (tests comparing routing with the CPU engine): a synchronous copy, so
-    // never inside a captured step.
-    cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
-    TPB_CUDA_CHECK(cudaStreamIsCapturing(stream_, &capturing));
-    TPB_CHECK(capturing == cudaStreamCaptureStatusNone, "count_expert_hits cannot run inside a CUDA graph");
     std::vector<std::int32_t> idx(static_cast<std::size_t>(T * K));
     TPB_CUDA_CHECK(cudaMemcpyAsync(idx.data(), m.topk_idx, sizeof(std::int32_t) * idx.size(), cudaMemcpyDeviceToHost, stream_));
     synchronize();
@@ -223,8 +249,6 @@ void GpuEngine::ffn(std::int64_t layer, std::int64_t T, bool grouped) {
     gpu::expert_gemm_per_expert(m.linear, m.act_sorted, m.offsets, E, lw.experts_down, H * I, I, H, m.y_sorted,
                                 stream_);
   }
-  if (shared) m.side.join(stream_);
-  gpu::moe_combine(m.y_sorted, m.position_of, m.topk_w, shared ? m.shared_out : nullptr, T, K, H, m.delta, stream_);
 }
 
 }  // namespace tpb

@@ -81,6 +81,11 @@ class SideBranch {
     TPB_CUDA_CHECK(cudaEventRecord(join_, stream_));
     TPB_CUDA_CHECK(cudaStreamWaitEvent(main, join_, 0));
   }
+  // join() on the way out of a failed step: the error in flight is the one to report, so this
+  // one's own errors are dropped.
+  void join_after_error(cudaStream_t main) noexcept {
+    if (cudaEventRecord(join_, stream_) == cudaSuccess) cudaStreamWaitEvent(main, join_, 0);
+  }
   gpu::Linear linear;
 
  private:

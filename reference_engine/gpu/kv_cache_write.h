@@ -3,7 +3,9 @@
 //   cache[(t / n) * max_len + positions[t], :] = rows[t, :]      t < tokens
 // rows: [tokens, width] bf16 (sequence b's n new tokens are rows b*n .. b*n+n-1);
 // cache: one layer, [batch, max_len, width] bf16. Positions must be < max_len (the engine
-// checks lengths on the host before a step).
+// checks lengths on the host before a step). The engine now writes its rows with the fused
+// gpu::mla_kv_row (tpb/kernels/gpu/mla_kv_row.h); this stays as the unfused step its tests
+// compare that kernel with, bit for bit.
 #pragma once
 
 #include <cuda_bf16.h>

@@ -378,7 +378,9 @@ TEST_P(GpuEngineVsCpu, GraphDecodeIsBitwiseEagerDecode) {
 }
 
 // Phase timing (event-record nodes in the captured step) is for benchmarks: it must change no
-// bit of the logits, and its phases must tile the step (embedding, every layer, the head).
+// bit of the logits, and every phase (embedding, each layer, the head) must have been recorded,
+// in order: an event missing from the step makes last_step_phases throw, one out of order a
+// phase of zero or negative time.
 TEST_P(GpuEngineVsCpu, PhaseTimingChangesNoBitAndTimesEveryLayer) {
   TPB_SKIP_UNLESS_PLACEABLE(1);
   RunSpec r;
@@ -391,16 +393,9 @@ TEST_P(GpuEngineVsCpu, PhaseTimingChangesNoBitAndTimesEveryLayer) {
       const std::vector<float> timed = gpu_logits(config, r, comm, graph, nullptr, false, &phases);
       expect_bitwise(timed, plain, r.preset + (graph ? " graph" : " eager") + " with phase timing vs without");
       ASSERT_EQ(phases.layer_us.size(), static_cast<std::size_t>(config.num_hidden_layers));
-      double sum = phases.embed_us + phases.head_us;
       EXPECT_GT(phases.embed_us, 0.0);
       EXPECT_GT(phases.head_us, 0.0);
-      for (double us : phases.layer_us) {
-        EXPECT_GT(us, 0.0);
-        sum += us;
-      }
-      // Contiguous intervals between the same events: they add up to the step (each elapsed
-      // time is a float of milliseconds, about 0.5 us resolution).
-      EXPECT_NEAR(sum, phases.step_us, 0.5 * static_cast<double>(config.num_hidden_layers + 2) + 1e-3 * phases.step_us);
+      for (double us : phases.layer_us) EXPECT_GT(us, 0.0);
       std::printf("[ measured ] %s %s step %.1f us: embedding %.1f, layers", r.preset.c_str(), graph ? "graph" : "eager",
                   phases.step_us, phases.embed_us);
       for (double us : phases.layer_us) std::printf(" %.1f", us);

@@ -82,6 +82,28 @@ TEST(LaunchCommand, HostsAndLauncherNames) {
   EXPECT_THROW(parse_launcher("torchrun", "run: --launcher"), InputError);
 }
 
+// The launcher's own account of which rank died (launcher.cpp blames it rather than the
+// lowest rank whose connection it happened to read closed): the lines as Open MPI 4 and Slurm
+// print them.
+TEST(LaunchCommand, RankNamedByTheLaunchersOutput) {
+  const std::vector<std::string> open_mpi = {
+      "--------------------------------------------------------------------------",
+      "Primary job  terminated normally, but 1 process returned",
+      "a non-zero exit code. Per user-direction, the job has been aborted.",
+      "mpirun noticed that process rank 2 with PID 0 on node vm exited on signal 9 (Killed)."};
+  EXPECT_EQ(rank_named_by_launcher(LauncherKind::mpirun, open_mpi), 2);
+  EXPECT_EQ(rank_named_by_launcher(LauncherKind::mpirun, {"mpirun noticed that process rank 13 with PID 4711 on node "
+                                                           "h2 exited on signal 6 (Aborted)."}),
+            13);
+  EXPECT_EQ(rank_named_by_launcher(LauncherKind::srun, {"srun: error: node07: task 5: Killed",
+                                                        "srun: Terminating StepId=42.0"}),
+            5);
+  EXPECT_EQ(rank_named_by_launcher(LauncherKind::srun, {"srun: error: node07: tasks 0-3: Killed"}), std::nullopt);
+  EXPECT_EQ(rank_named_by_launcher(LauncherKind::mpirun, {"mpirun exited", "rank 2 says hello"}), std::nullopt);
+  EXPECT_EQ(rank_named_by_launcher(LauncherKind::srun, open_mpi), std::nullopt);  // each launcher its own words
+  EXPECT_EQ(rank_named_by_launcher(LauncherKind::fork, open_mpi), std::nullopt);
+}
+
 TEST(LaunchedRank, EachLauncherReadsItsOwnVariables) {
   // Under mpirun inside a Slurm allocation the batch step's SLURM_PROCID=0 is inherited:
   // mpirun's ranks must not read it.
