@@ -21,7 +21,9 @@ namespace tpb::gpu {
 
 namespace {
 
+using detail::add_squares;
 using detail::aligned16;
+using detail::apply_norm;
 using detail::block_sum;
 using detail::inv_rms;
 using detail::load_bf16;
@@ -107,8 +109,7 @@ __global__ void add_rmsnorm_kernel(const __nv_bfloat16* __restrict__ delta, floa
             for (int k = 0; k < V; ++k) f[j][k] = __fadd_rn(f[j][k], d[j][k]);
             store_f32<V>(res + c * V, f[j]);
           }
-#pragma unroll
-          for (int k = 0; k < V; ++k) sum_sq += f[j][k] * f[j][k];
+          add_squares<V>(f[j], sum_sq);
         }
       }
       const float inv = inv_rms(block_sum(sum_sq, smem), dim, eps);
@@ -116,10 +117,8 @@ __global__ void add_rmsnorm_kernel(const __nv_bfloat16* __restrict__ delta, floa
       for (int j = 0; j < kCachedChunks; ++j) {
         const std::int64_t c = threadIdx.x + static_cast<std::int64_t>(j) * blockDim.x;
         if (c < chunks) {
-          float o[V];
-#pragma unroll
-          for (int k = 0; k < V; ++k) o[k] = __fmul_rn(w[j][k], __fmul_rn(f[j][k], inv));
-          store_bf16<V>(out + r * dim + c * V, o);
+          apply_norm<V>(w[j], inv, f[j]);
+          store_bf16<V>(out + r * dim + c * V, f[j]);
         }
       }
       continue;
@@ -134,8 +133,7 @@ __global__ void add_rmsnorm_kernel(const __nv_bfloat16* __restrict__ delta, floa
         for (int k = 0; k < V; ++k) f[k] = __fadd_rn(f[k], d[k]);
         store_f32<V>(res + c * V, f);
       }
-#pragma unroll
-      for (int k = 0; k < V; ++k) sum_sq += f[k] * f[k];
+      add_squares<V>(f, sum_sq);
     }
     const float inv = inv_rms(block_sum(sum_sq, smem), dim, eps);
     // Each thread re-reads only the chunks it wrote itself above: no barrier is needed.
@@ -143,8 +141,7 @@ __global__ void add_rmsnorm_kernel(const __nv_bfloat16* __restrict__ delta, floa
       float f[V], w[V];
       load_f32<V>(res + c * V, f);
       load_bf16<V>(weight + c * V, w);
-#pragma unroll
-      for (int k = 0; k < V; ++k) f[k] = __fmul_rn(w[k], __fmul_rn(f[k], inv));
+      apply_norm<V>(w, inv, f);
       store_bf16<V>(out + r * dim + c * V, f);
     }
   }

@@ -1,6 +1,7 @@
 // The pieces of one RMSNorm row that every norm kernel shares (rmsnorm.cu, and the fused MLA
 // latent row in mla_kv_row.cu): each thread's partial sum of squares over its chunks of the
-// row, the block's fixed-order sum, inv_rms and the output products. One definition, so that
+// row, the block's fixed-order sum, inv_rms and the output products (add_rmsnorm's fp32 rows
+// use add_squares and apply_norm too). One definition, so that
 // a norm computed inside a fused kernel is bitwise the one rmsnorm computes, as long as the
 // kernel runs the same V on a block of kRmsNormThreads threads (the partials, and so the sum,
 // depend on both). Internal to kernels/cuda.
@@ -49,6 +50,20 @@ __device__ inline float inv_rms(float sum_sq, std::int64_t dim, float eps) {
   return __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(__fdiv_rn(sum_sq, static_cast<float>(dim)), eps)));
 }
 
+// sum_sq += the squares of one chunk, in element order.
+template <int V>
+__device__ inline void add_squares(const float (&f)[V], float& sum_sq) {
+#pragma unroll
+  for (int k = 0; k < V; ++k) sum_sq += f[k] * f[k];
+}
+
+// One chunk of the normed row in place: weight * (x * inv), each product rounded to nearest.
+template <int V>
+__device__ inline void apply_norm(const float (&w)[V], float inv, float (&f)[V]) {
+#pragma unroll
+  for (int k = 0; k < V; ++k) f[k] = __fmul_rn(w[k], __fmul_rn(f[k], inv));
+}
+
 // This thread's sum of squares over chunks threadIdx.x, + blockDim.x, ... of the row xr
 // (`chunks` chunks of V bf16), in that order.
 template <int V>
@@ -57,21 +72,19 @@ __device__ inline float row_sum_sq(const __nv_bfloat16* xr, std::int64_t chunks)
   for (std::int64_t c = threadIdx.x; c < chunks; c += blockDim.x) {
     float f[V];
     load_bf16<V>(xr + c * V, f);
-#pragma unroll
-    for (int k = 0; k < V; ++k) sum_sq += f[k] * f[k];
+    add_squares<V>(f, sum_sq);
   }
   return sum_sq;
 }
 
-// Chunk c of the normed row in fp32: weight * (x * inv), each product rounded to nearest.
+// Chunk c of the normed row in fp32 (apply_norm of x's chunk c).
 template <int V>
 __device__ inline void norm_chunk(const __nv_bfloat16* xr, const __nv_bfloat16* weight, std::int64_t c, float inv,
                                   float (&f)[V]) {
   float w[V];
   load_bf16<V>(xr + c * V, f);
   load_bf16<V>(weight + c * V, w);
-#pragma unroll
-  for (int k = 0; k < V; ++k) f[k] = __fmul_rn(w[k], __fmul_rn(f[k], inv));
+  apply_norm<V>(w, inv, f);
 }
 
 }  // namespace tpb::gpu::detail
