@@ -5,6 +5,7 @@
 #include <cuda_bf16.h>
 
 #include <cstdint>
+#include <string>
 
 #include "tpb/check.h"
 #include "tpb/cuda_check.h"
@@ -97,18 +98,21 @@ __global__ void __launch_bounds__(32 * kGemvMaxIn / kGemvSliceElems)
   }
 }
 
+// One product (w2 == nullptr) or two of the same x in one launch: the first's blocks, then the second's.
 template <class Out>
-void launch(const __nv_bfloat16* x, const __nv_bfloat16* w, Out* y, std::int64_t in, std::int64_t out,
-            cudaStream_t stream) {
-  TPB_CHECK(gemv_supported(x, w, in) && out > 0,
+void launch(const __nv_bfloat16* x, std::int64_t in, const __nv_bfloat16* w, Out* y, std::int64_t out,
+            const __nv_bfloat16* w2, Out* y2, std::int64_t out2, cudaStream_t stream) {
+  const bool pair = w2 != nullptr;
+  TPB_CHECK(gemv_supported(x, w, in) && out > 0 && (!pair || (gemv_supported(x, w2, in) && out2 > 0)),
             "gemv: in " << in << " (a multiple of 8 up to " << kGemvMaxIn << "), out " << out
-                        << ", x and w 16-byte aligned");
-  const std::int64_t blocks = (out + kRows - 1) / kRows;
-  TPB_CHECK(blocks <= INT32_MAX, "gemv: out " << out << " too large");
+                        << (pair ? " and " + std::to_string(out2) : std::string()) << ", x and w 16-byte aligned");
+  const std::int64_t blocks = (out + kRows - 1) / kRows, blocks2 = pair ? (out2 + kRows - 1) / kRows : 0;
+  TPB_CHECK(blocks + blocks2 <= INT32_MAX, "gemv: out " << out << (pair ? " + " + std::to_string(out2) : std::string())
+                                                        << " too large");
   const int slices = static_cast<int>((in + kGemvSliceElems - 1) / kGemvSliceElems);
-  gemv_kernel<Out><<<static_cast<unsigned>(blocks), 32 * slices, 0, stream>>>(
+  gemv_kernel<Out><<<static_cast<unsigned>(blocks + blocks2), 32 * slices, 0, stream>>>(
       reinterpret_cast<const uint4*>(x), reinterpret_cast<const uint4*>(w), y, static_cast<int>(in / 8), out,
-      static_cast<unsigned>(blocks), nullptr, nullptr, 0);
+      static_cast<unsigned>(blocks), reinterpret_cast<const uint4*>(w2), y2, out2);
   TPB_CUDA_CHECK_LAUNCH();
 }
 
@@ -121,27 +125,19 @@ bool gemv_supported(const void* x, const void* w, std::int64_t in) {
 
 void gemv_bf16_out(const __nv_bfloat16* x, const __nv_bfloat16* w, __nv_bfloat16* y, std::int64_t in,
                    std::int64_t out, cudaStream_t stream) {
-  launch(x, w, y, in, out, stream);
+  launch<__nv_bfloat16>(x, in, w, y, out, nullptr, nullptr, 0, stream);
 }
 
 void gemv_f32_out(const __nv_bfloat16* x, const __nv_bfloat16* w, float* y, std::int64_t in, std::int64_t out,
                   cudaStream_t stream) {
-  launch(x, w, y, in, out, stream);
+  launch<float>(x, in, w, y, out, nullptr, nullptr, 0, stream);
 }
 
 void gemv_bf16_out_pair(const __nv_bfloat16* x, std::int64_t in, const __nv_bfloat16* w, __nv_bfloat16* y,
                         std::int64_t out, const __nv_bfloat16* w2, __nv_bfloat16* y2, std::int64_t out2,
                         cudaStream_t stream) {
-  TPB_CHECK(gemv_supported(x, w, in) && gemv_supported(x, w2, in) && out > 0 && out2 > 0,
-            "gemv pair: in " << in << " (a multiple of 8 up to " << kGemvMaxIn << "), out " << out << " and "
-                             << out2 << ", x and both w 16-byte aligned");
-  const std::int64_t blocks = (out + kRows - 1) / kRows, blocks2 = (out2 + kRows - 1) / kRows;
-  TPB_CHECK(blocks + blocks2 <= INT32_MAX, "gemv pair: out " << out << " + " << out2 << " too large");
-  const int slices = static_cast<int>((in + kGemvSliceElems - 1) / kGemvSliceElems);
-  gemv_kernel<__nv_bfloat16><<<static_cast<unsigned>(blocks + blocks2), 32 * slices, 0, stream>>>(
-      reinterpret_cast<const uint4*>(x), reinterpret_cast<const uint4*>(w), y, static_cast<int>(in / 8), out,
-      static_cast<unsigned>(blocks), reinterpret_cast<const uint4*>(w2), y2, out2);
-  TPB_CUDA_CHECK_LAUNCH();
+  TPB_CHECK(w2 != nullptr, "gemv pair: no second weight");
+  launch<__nv_bfloat16>(x, in, w, y, out, w2, y2, out2, stream);
 }
 
 }  // namespace tpb::gpu
