@@ -186,13 +186,11 @@ void GpuEngine::ffn(std::int64_t layer, std::int64_t T, bool grouped) {
     mlp(m.delta, m.linear, stream_);
     return;
   }
-  if (options_.count_expert_hits) {
-    // Diagnostics only (tests comparing routing with the CPU engine): a synchronous copy below,
-    // so never inside a captured step. Checked before the side branch forks.
-    cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
-    TPB_CUDA_CHECK(cudaStreamIsCapturing(stream_, &capturing));
-    TPB_CHECK(capturing == cudaStreamCaptureStatusNone, "count_expert_hits cannot run inside a CUDA graph");
-  }
+  // count_expert_hits is diagnostics only (tests comparing routing with the CPU engine): a
+  // synchronous copy in routed_experts, so never inside a captured step. Checked before the
+  // side branch forks.
+  TPB_CHECK(!options_.count_expert_hits || gpu_engine_internal::capture_status(stream_) == cudaStreamCaptureStatusNone,
+            "count_expert_hits cannot run inside a CUDA graph");
   // The shared experts run on the side branch, beside the router, the dispatch and the routed
   // experts (disjoint buffers: gate_up, act, shared_out there; router_logits .. y_sorted here),
   // joined before combine. (Measured with the other batch-1 changes of 2026-12-02, not alone:

@@ -50,6 +50,13 @@ struct LayerW {
   bf16* experts_down = nullptr;    // [E][H, moe_inter_local], contiguous
 };
 
+// Where stream `s` stands with graph capture (cudaStreamIsCapturing, checked).
+inline cudaStreamCaptureStatus capture_status(cudaStream_t s) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  TPB_CUDA_CHECK(cudaStreamIsCapturing(s, &status));
+  return status;
+}
+
 // A second stream for work a step runs beside the engine's stream (the shared experts beside
 // the router and the routed experts): forked from it and joined back by events, so that a
 // captured step holds two branches and an eager step runs them concurrently. The branch has its

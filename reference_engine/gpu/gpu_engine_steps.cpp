@@ -165,9 +165,7 @@ void GpuEngine::phase_mark(std::size_t boundary) {
   if (phase_events_.empty()) return;
   // Under stream capture the External flag makes the record an event-record node of the graph
   // (without it, a capture dependency only); outside a capture the flag is refused.
-  cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
-  TPB_CUDA_CHECK(cudaStreamIsCapturing(stream_, &capturing));
-  if (capturing == cudaStreamCaptureStatusActive)
+  if (gpu_engine_internal::capture_status(stream_) == cudaStreamCaptureStatusActive)
     TPB_CUDA_CHECK(cudaEventRecordWithFlags(phase_events_[boundary], stream_, cudaEventRecordExternal));
   else
     TPB_CUDA_CHECK(cudaEventRecord(phase_events_[boundary], stream_));
