@@ -1,0 +1,80 @@
+// Hopper warpgroup MMA (wgmma, sm_90a) building blocks for the attention kernels: shared-memory
+// matrix descriptors for the 128-byte-swizzled layout, the fences and commit/wait of the async
+// MMA, and m64n64k16 bf16 -> fp32 with both operands in shared memory. Internal to kernels/cuda.
+// WORK IN PROGRESS (branch wip-wgmma): checked on no GPU yet; tests/gpu/wgmma_test.cu is the
+// check.
+//
+// Layout (PTX ISA, "Shared memory matrix layout" of wgmma): a bf16 tile whose rows are 64
+// elements (128 bytes) long, rows stored one after another, with the 128-byte swizzle: the
+// 16-byte chunk c of row r is stored at chunk c ^ (r % 8) of that row. Groups of 8 rows (1024
+// bytes) repeat it. One such tile [R rows][64 cols] is the operand of every k16 step:
+//   K-major (A, or B stored [N][K]): rows are M (or N), the 64 columns are K; the step over
+//     K = 16 advances the descriptor's start address by 32 bytes; SBO = 1024 bytes (from one
+//     8-row group to the next along M or N); LBO unused (1).
+//   MN-major (B stored [K][N], "transposed"): rows are K, the 64 columns are N; the step over
+//     K = 16 advances the start address by 16 rows (2048 bytes); SBO = 1024 bytes (8 K rows);
+//     LBO = the bytes from one 64-column block of N to the next (unused at N = 64).
+// Accumulators of m64nN (fp32, 128 threads): warp w holds rows 16w + g and 16w + g + 8
+// (g = lane / 4); d[4j + 0, 1] = row 16w + g, columns 8j + 2(lane % 4) + {0, 1}; d[4j + 2, 3] =
+// row 16w + g + 8, the same columns.
+#pragma once
+
+#include <cstdint>
+
+#if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#error "wgmma needs the arch-specific target sm_90a (CMAKE_CUDA_ARCHITECTURES 90a)"
+#endif
+
+namespace tpb::gpu::detail {
+
+// Byte offset of element (row, col) of a [rows][64] bf16 tile in the 128-byte-swizzled layout.
+__host__ __device__ __forceinline__ std::uint32_t sw128_offset(int row, int col) {
+  const int chunk = col >> 3;  // 16-byte chunk of the 128-byte row
+  return static_cast<std::uint32_t>(row * 128 + ((chunk ^ (row & 7)) << 4) + (col & 7) * 2);
+}
+
+// The descriptor of a 128-byte-swizzled operand whose first row starts at shared address
+// `addr` (1024-byte aligned for the swizzle pattern to start at row 0), with the byte offsets
+// as above.
+__device__ __forceinline__ std::uint64_t sw128_desc(std::uint32_t addr, std::uint32_t lbo_bytes,
+                                                    std::uint32_t sbo_bytes) {
+  std::uint64_t d = 0;
+  d |= static_cast<std::uint64_t>((addr >> 4) & 0x3FFF);
+  d |= static_cast<std::uint64_t>((lbo_bytes >> 4) & 0x3FFF) << 16;
+  d |= static_cast<std::uint64_t>((sbo_bytes >> 4) & 0x3FFF) << 32;
+  d |= std::uint64_t{1} << 62;  // 128-byte swizzle
+  return d;
+}
+
+// Shared memory written by ordinary stores (the generic proxy) becomes visible to wgmma (the
+// async proxy); then a barrier, before the first wgmma reads it.
+__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void wgmma_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
+
+// d[64 x 64] (+)= A[64 x 16] * B[16 x 64], both from shared memory; scale_d 0 overwrites d.
+// TransB 0: B K-major ([N][K] rows); 1: B MN-major ([K][N] rows).
+template <int TransB>
+__device__ __forceinline__ void wgmma_m64n64k16_ss(float (&d)[32], std::uint64_t a_desc, std::uint64_t b_desc,
+                                                   int scale_d) {
+  asm volatile(
+      "{\n"
+      ".reg .pred p;\n"
+      "setp.ne.b32 p, %34, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
+      "%32, %33, p, 1, 1, 0, %35;\n"
+      "}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+      : "l"(a_desc), "l"(b_desc), "r"(scale_d), "n"(TransB));
+}
+
+}  // namespace tpb::gpu::detail

@@ -1,0 +1,101 @@
+// The wgmma building blocks (kernels/cuda/wgmma.cuh) against a CPU product, before any kernel
+// is built on them: one warpgroup computes C[64 x 64] = A[64 x 64] * B over K = 64 (four k16
+// steps) with both operands in 128-byte-swizzled shared memory, B stored K-major ([N][K], the
+// scores' cache tile) and MN-major ([K][N], the P.V product's cache tile). Fresh random bf16
+// inputs; the products are exact in fp32 and the sums of 64 differ from the CPU's only in their
+// order, so the bound is a few fp32 ulps of sum |a b|.
+// WORK IN PROGRESS (branch wip-wgmma): not yet run on a GPU.
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "cuda/wgmma.cuh"
+#include "gpu_test_support.h"
+#include "tpb/cuda_check.h"
+#include "tpb/dtype.h"
+
+namespace tpb::test {
+namespace {
+
+constexpr int kDim = 64;
+
+// a: [64][64] row-major (M, K); b: [64][64] row-major, [N][K] when !kTransB, [K][N] when kTransB.
+template <int kTransB>
+__global__ void __launch_bounds__(128) wgmma_64x64x64(const std::uint16_t* a, const std::uint16_t* b, float* c) {
+  __shared__ __align__(1024) unsigned char a_s[kDim * 128];
+  __shared__ __align__(1024) unsigned char b_s[kDim * 128];
+  for (int i = threadIdx.x; i < kDim * kDim; i += blockDim.x) {
+    const int r = i / kDim, col = i % kDim;
+    *reinterpret_cast<std::uint16_t*>(a_s + gpu::detail::sw128_offset(r, col)) = a[i];
+    *reinterpret_cast<std::uint16_t*>(b_s + gpu::detail::sw128_offset(r, col)) = b[i];
+  }
+  gpu::detail::fence_proxy_async();
+  __syncthreads();
+  const std::uint32_t a_addr = static_cast<std::uint32_t>(__cvta_generic_to_shared(a_s));
+  const std::uint32_t b_addr = static_cast<std::uint32_t>(__cvta_generic_to_shared(b_s));
+  float d[32];
+#pragma unroll
+  for (int i = 0; i < 32; ++i) d[i] = 0.0f;
+  gpu::detail::wgmma_fence();
+#pragma unroll
+  for (int k = 0; k < kDim / 16; ++k) {
+    const std::uint64_t ad = gpu::detail::sw128_desc(a_addr + 32 * k, 16, 1024);
+    const std::uint64_t bd = kTransB ? gpu::detail::sw128_desc(b_addr + 2048 * k, 8192, 1024)
+                                     : gpu::detail::sw128_desc(b_addr + 32 * k, 16, 1024);
+    gpu::detail::wgmma_m64n64k16_ss<kTransB>(d, ad, bd, 1);
+  }
+  gpu::detail::wgmma_commit();
+  gpu::detail::wgmma_wait<0>();
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int row = 16 * warp + lane / 4;
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    const int col = 8 * j + 2 * (lane % 4);
+    c[row * kDim + col] = d[4 * j];
+    c[row * kDim + col + 1] = d[4 * j + 1];
+    c[(row + 8) * kDim + col] = d[4 * j + 2];
+    c[(row + 8) * kDim + col + 1] = d[4 * j + 3];
+  }
+}
+
+template <int kTransB>
+void check_product(std::uint32_t seed) {
+  const auto a = random_bf16(kDim * kDim, seed, -2.f, 2.f);
+  const auto b = random_bf16(kDim * kDim, seed + 1, -2.f, 2.f);
+  DevBuf<std::uint16_t> da(a.size()), db(b.size());
+  DevBuf<float> dc(kDim * kDim);
+  da.upload(a);
+  db.upload(b);
+  wgmma_64x64x64<kTransB><<<1, 128>>>(da.p, db.p, dc.p);
+  TPB_CUDA_CHECK(cudaGetLastError());
+  const auto c = dc.download();
+  for (int m = 0; m < kDim; ++m)
+    for (int n = 0; n < kDim; ++n) {
+      double want = 0, mag = 0;
+      for (int k = 0; k < kDim; ++k) {
+        const double p = static_cast<double>(bf16_to_float(a[m * kDim + k])) *
+                         bf16_to_float(kTransB ? b[k * kDim + n] : b[n * kDim + k]);
+        want += p;
+        mag += std::fabs(p);
+      }
+      ASSERT_LE(std::fabs(c[m * kDim + n] - want), 64 * 0x1p-24 * mag + 1e-30)
+          << "C[" << m << "][" << n << "] = " << c[m * kDim + n] << ", want " << want << (kTransB ? " (B MN-major)" : " (B K-major)");
+    }
+}
+
+TEST(GpuWgmma, ProductWithBKMajor) {
+  TPB_REQUIRE_GPU();
+  check_product<0>(901);
+}
+
+TEST(GpuWgmma, ProductWithBMnMajor) {
+  TPB_REQUIRE_GPU();
+  check_product<1>(902);
+}
+
+}  // namespace
+}  // namespace tpb::test
