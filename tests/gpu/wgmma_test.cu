@@ -97,5 +97,78 @@ TEST(GpuWgmma, ProductWithBMnMajor) {
   check_product<1>(902);
 }
 
+// C[64 x 256] = A[64 x 64] * B[64 x 256], A from registers (each warp's m16n8k16 A fragments,
+// read from global memory), B MN-major ([K][N]) in shared memory as four 64-column blocks of
+// [64 K rows][64] 8 KB apart: the descriptor's LBO (the block stride along N) is what this
+// checks beyond ProductWithBMnMajor, and the register-A fragment layout.
+constexpr int kWideN = 256;
+__global__ void __launch_bounds__(128) wgmma_rs_64x256x64(const std::uint16_t* a, const std::uint16_t* b, float* c) {
+  extern __shared__ __align__(1024) unsigned char b_s[];  // [4 blocks][64 K rows][128 bytes]
+  for (int i = threadIdx.x; i < kDim * kWideN; i += blockDim.x) {
+    const int k = i / kWideN, n = i % kWideN;
+    *reinterpret_cast<std::uint16_t*>(b_s + (n / 64) * 8192 + gpu::detail::sw128_offset(k, n % 64)) = b[i];
+  }
+  gpu::detail::fence_proxy_async();
+  __syncthreads();
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int g = lane / 4, q2 = 2 * (lane % 4);
+  const int r0 = 16 * warp + g;
+  auto pair = [&](int row, int col) {
+    return static_cast<std::uint32_t>(a[row * kDim + col]) | (static_cast<std::uint32_t>(a[row * kDim + col + 1]) << 16);
+  };
+  const std::uint32_t b_addr = static_cast<std::uint32_t>(__cvta_generic_to_shared(b_s));
+  float d[128];
+#pragma unroll
+  for (int i = 0; i < 128; ++i) d[i] = 0.0f;
+  std::uint32_t frag[kDim / 16][4];
+#pragma unroll
+  for (int k = 0; k < kDim / 16; ++k) {
+    frag[k][0] = pair(r0, 16 * k + q2);
+    frag[k][1] = pair(r0 + 8, 16 * k + q2);
+    frag[k][2] = pair(r0, 16 * k + 8 + q2);
+    frag[k][3] = pair(r0 + 8, 16 * k + 8 + q2);
+  }
+  gpu::detail::wgmma_fence();
+#pragma unroll
+  for (int k = 0; k < kDim / 16; ++k)
+    gpu::detail::wgmma_m64n256k16_rs_bmn(d, frag[k], gpu::detail::sw128_desc(b_addr + 2048 * k, 8192, 1024), 1);
+  gpu::detail::wgmma_commit();
+  gpu::detail::wgmma_wait<0>();
+#pragma unroll
+  for (int j = 0; j < kWideN / 8; ++j) {
+    const int col = 8 * j + q2;
+    c[r0 * kWideN + col] = d[4 * j];
+    c[r0 * kWideN + col + 1] = d[4 * j + 1];
+    c[(r0 + 8) * kWideN + col] = d[4 * j + 2];
+    c[(r0 + 8) * kWideN + col + 1] = d[4 * j + 3];
+  }
+}
+
+TEST(GpuWgmma, ProductWithARegistersAndWideBMnMajor) {
+  TPB_REQUIRE_GPU();
+  const auto a = random_bf16(kDim * kDim, 903, -2.f, 2.f);
+  const auto b = random_bf16(kDim * kWideN, 904, -2.f, 2.f);
+  DevBuf<std::uint16_t> da(a.size()), db(b.size());
+  DevBuf<float> dc(kDim * kWideN);
+  da.upload(a);
+  db.upload(b);
+  constexpr int kSmem = kDim * kWideN * 2;
+  TPB_CUDA_CHECK(cudaFuncSetAttribute(wgmma_rs_64x256x64, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
+  wgmma_rs_64x256x64<<<1, 128, kSmem>>>(da.p, db.p, dc.p);
+  TPB_CUDA_CHECK(cudaGetLastError());
+  const auto c = dc.download();
+  for (int m = 0; m < kDim; ++m)
+    for (int n = 0; n < kWideN; ++n) {
+      double want = 0, mag = 0;
+      for (int k = 0; k < kDim; ++k) {
+        const double p = static_cast<double>(bf16_to_float(a[m * kDim + k])) * bf16_to_float(b[k * kWideN + n]);
+        want += p;
+        mag += std::fabs(p);
+      }
+      ASSERT_LE(std::fabs(c[m * kWideN + n] - want), 64 * 0x1p-24 * mag + 1e-30)
+          << "C[" << m << "][" << n << "] = " << c[m * kWideN + n] << ", want " << want;
+    }
+}
+
 }  // namespace
 }  // namespace tpb::test
