@@ -1,7 +1,7 @@
 // MLA attention microbenchmarks.
 //
-// Decode: absorbed-MLA decode attention microbenchmarks: tpb::gpu::mla_decode_attention at Kimi-K2.5
-// TP1 and TP2 shapes (64 and 32 heads per rank, kv_lora 512, rope 64) over batch {1, 8, 64, 256}
+// Decode: absorbed-MLA decode attention microbenchmarks: each split kernel of
+// tpb::gpu::mla_decode_attention (mla_decode_tuning.h, by name) at Kimi-K2.5 TP1 and TP2 shapes (64 and 32 heads per rank, kv_lora 512, rope 64) over batch {1, 8, 64, 256}
 // x seq_len {1K, 8K, 32K}, every sequence at the full length (max_len = seq_len). Timing as STYLE.md 12:
 // device events around a batch of `ops` calls replayed from a CUDA graph (the engine's decode
 // mode, and no host launch overhead in the number), manual time per call, warm-up first.
@@ -41,6 +41,7 @@
 #include "tpb/cuda_check.h"
 #include "tpb/dtype.h"
 #include "tpb/kernels/gpu/mla_decode.h"
+#include "tpb/kernels/gpu/mla_decode_tuning.h"
 #include "tpb/kernels/gpu/mla_prefill.h"
 #include "tpb/kernels/gpu/mla_prefill_tuning.h"
 #include "tpb/kernels/hw_probes.h"
@@ -127,7 +128,9 @@ struct AttentionBenchState {
     std::size_t ws = 0;
     for (std::int64_t h : kDecodeHeads)
       for (std::int64_t b : kBatches)
-        for (std::int64_t n : kSeqLens) ws = std::max(ws, gpu::mla_decode_workspace_bytes(decode_shape(h, b, n)));
+        for (std::int64_t n : kSeqLens)
+          for (int v = 0; v < gpu::tuning::mla_decode_variants(); ++v)
+            ws = std::max(ws, gpu::tuning::mla_decode_variant_workspace_bytes(v, decode_shape(h, b, n)));
     TPB_CUDA_CHECK(cudaMalloc(&workspace, ws));
     TPB_CUDA_CHECK(cudaMalloc(&q, static_cast<std::size_t>(max_batch * kMaxDecodeHeads * kRow) * 2));
     TPB_CUDA_CHECK(cudaMalloc(&out, static_cast<std::size_t>(max_batch * kMaxDecodeHeads * kKvLora) * 2));
@@ -148,7 +151,7 @@ struct AttentionBenchState {
 
 AttentionBenchState* g_attn = nullptr;  // lives until exit
 
-void bm_decode(benchmark::State& state, std::int64_t heads, std::int64_t batch, std::int64_t seq_len) {
+void bm_decode(benchmark::State& state, int variant, std::int64_t heads, std::int64_t batch, std::int64_t seq_len) {
   AttentionBenchState& g = *g_attn;
   g.prepare();
   const gpu::MlaDecodeShape shape = decode_shape(heads, batch, seq_len);
@@ -173,8 +176,8 @@ void bm_decode(benchmark::State& state, std::int64_t heads, std::int64_t batch, 
   TPB_CUDA_CHECK(cudaStreamBeginCapture(g.stream, cudaStreamCaptureModeThreadLocal));
   for (int i = 0; i < ops; ++i) {
     const char* c = reinterpret_cast<const char*>(g.cache) + static_cast<std::size_t>(i % copies) * step;
-    gpu::mla_decode_attention(g.q, reinterpret_cast<const __nv_bfloat16*>(c), g.seq_lens, shape, 0.1352f,
-                              g.workspace, g.out, g.stream);
+    gpu::tuning::mla_decode_variant(variant, g.q, reinterpret_cast<const __nv_bfloat16*>(c), g.seq_lens, shape,
+                                    0.1352f, g.workspace, g.out, g.stream);
   }
   TPB_CUDA_CHECK(cudaStreamEndCapture(g.stream, &graph));
   TPB_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
@@ -198,7 +201,7 @@ void bm_decode(benchmark::State& state, std::int64_t heads, std::int64_t batch, 
   state.counters["TFLOPs"] = flops / mean_s / 1e12;
   state.counters["cache_copies"] = copies;
   state.counters["ops_per_batch"] = ops;
-  state.SetLabel("mla decode, graph replay");
+  state.SetLabel(std::string("mla decode, graph replay, ") + gpu::tuning::mla_decode_variant_name(variant));
 }
 
 constexpr std::int64_t kPrefillNope = 128, kPrefillRope = 64, kPrefillV = 128;
@@ -275,17 +278,20 @@ void bm_prefill(benchmark::State& state, int variant, std::int64_t heads, Prefil
 void register_attention_benchmarks(RankContext& ctx) {
   g_attn = new AttentionBenchState;
   g_attn->device = ctx.rank;
-  for (std::int64_t heads : kDecodeHeads)
-    for (std::int64_t batch : kBatches)
-      for (std::int64_t seq_len : kSeqLens) {
-        const std::string name = "attention/mla_decode/heads:" + std::to_string(heads) +
-                                 "/batch:" + std::to_string(batch) + "/seq_len:" + std::to_string(seq_len);
-        benchmark::RegisterBenchmark(name.c_str(),
-                                     [heads, batch, seq_len](benchmark::State& st) { bm_decode(st, heads, batch, seq_len); })
-            ->UseManualTime()
-            ->Unit(benchmark::kMicrosecond)
-            ->Iterations(10);
-      }
+  for (int variant = 0; variant < gpu::tuning::mla_decode_variants(); ++variant)
+    for (std::int64_t heads : kDecodeHeads)
+      for (std::int64_t batch : kBatches)
+        for (std::int64_t seq_len : kSeqLens) {
+          const std::string name = std::string("attention/mla_decode/") +
+                                   gpu::tuning::mla_decode_variant_name(variant) + "/heads:" + std::to_string(heads) +
+                                   "/batch:" + std::to_string(batch) + "/seq_len:" + std::to_string(seq_len);
+          benchmark::RegisterBenchmark(name.c_str(), [variant, heads, batch, seq_len](benchmark::State& st) {
+            bm_decode(st, variant, heads, batch, seq_len);
+          })
+              ->UseManualTime()
+              ->Unit(benchmark::kMicrosecond)
+              ->Iterations(10);
+        }
   g_prefill = new PrefillBenchState;
   for (int variant = 0; variant < gpu::tuning::mla_prefill_variants(); ++variant)
     for (std::int64_t heads : kPrefillHeads)

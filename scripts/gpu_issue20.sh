@@ -5,7 +5,7 @@
 #      the GPU engine against the CPU engine, HF transformers and the logits CLI). The scenario
 #      steps (5, 6) are left out when they fail;
 #   2. tpb_bench attention/: mla_prefill/<variant>/... at 1 x 8K and 4 x 2K, 64 and 32 heads,
-#      and mla_decode/heads:{64,32}/... (BENCH_FILTER narrows them; vs_copy_bw: the cache read rate over the copy
+#      and mla_decode/<split kernel>/heads:{64,32}/... (BENCH_FILTER narrows them; vs_copy_bw: the cache read rate over the copy
 #      bandwidth measured in the same process), and bench/sdpa_reference.py (torch SDPA,
 #      cuDNN backend) at the prefill shapes;
 #   3. one table: useful causal TFLOP/s of each prefill variant, each / cuDNN (issue 20's
@@ -90,9 +90,9 @@ for b in load(sys.argv[1]):
         tflops.setdefault(tuple(map(int, m.group(2, 3, 4))), {})[m.group(1)] = b["TFLOPs"]
         if m.group(1) not in variants:
             variants.append(m.group(1))
-    m = re.match(r"attention/mla_decode/heads:(\d+)/batch:(\d+)/seq_len:(\d+)", name)
+    m = re.match(r"attention/mla_decode/(\w+)/heads:(\d+)/batch:(\d+)/seq_len:(\d+)", name)
     if m and "vs_copy_bw" in b:
-        decode.append((*map(int, m.groups()), b["us_per_op"], b["GBps"], b["copy_GBps"], b["vs_copy_bw"]))
+        decode.append((*map(int, m.group(2, 3, 4)), m.group(1), b["us_per_op"], b["GBps"], b["copy_GBps"], b["vs_copy_bw"]))
     m = re.match(r"attention/sdpa_cudnn/heads:(\d+)/batch:(\d+)/q_len:(\d+)", name)
     if m and "TFLOPs" in b:
         tflops.setdefault(tuple(map(int, m.groups())), {})["cudnn"] = b["TFLOPs"]
@@ -105,10 +105,10 @@ for (heads, batch, q_len), c in sorted(tflops.items(), key=lambda kv: (-kv[0][0]
     cells = [f"{f(c.get(v))} ({ratio(c.get(v), c.get('cudnn'))})" for v in variants]
     print(f"| {heads} heads, {batch} x {q_len} | " + " | ".join(cells) + f" | {f(c.get('cudnn'))} |")
 print("\nDecode attention (absorbed MLA, latent cache 576 x bf16 per token): cache read rate vs copy bandwidth\n")
-print("| heads | batch x seq_len | us | GB/s | copy GB/s | read / copy |")
-print("| --- | --- | --- | --- | --- | --- |")
-for heads, batch, seq, us, gbps, copy, share in sorted(decode, key=lambda d: (-d[0], d[1], d[2])):
-    print(f"| {heads} | {batch} x {seq} | {us:.1f} | {gbps:.0f} | {copy:.0f} | {share:.3f} |")
+print("| heads | batch x seq_len | split kernel | us | GB/s | copy GB/s | read / copy |")
+print("| --- | --- | --- | --- | --- | --- | --- |")
+for heads, batch, seq, kernel, us, gbps, copy, share in sorted(decode, key=lambda d: (-d[0], d[1], d[2], d[3])):
+    print(f"| {heads} | {batch} x {seq} | {kernel} | {us:.1f} | {gbps:.0f} | {copy:.0f} | {share:.3f} |")
 PY
 fi
 
@@ -122,7 +122,7 @@ if [ "${NCU:-0}" = 1 ]; then
       "${NCU_SECTIONS[@]}" "$BENCH" --tpb_ranks=1 \
       --benchmark_filter='attention/mla_prefill/tensor_core_split_p/heads:64/batch:1/q_len:8192/'
     bounded 120 ncu --clock-control none --kernel-name regex:mla_decode --launch-skip 2 --launch-count 1 \
-      "${NCU_SECTIONS[@]}" "$BENCH" --tpb_ranks=1 --benchmark_filter='attention/mla_decode/heads:64/batch:64/seq_len:8192/'
+      "${NCU_SECTIONS[@]}" "$BENCH" --tpb_ranks=1 --benchmark_filter='attention/mla_decode/wgmma/heads:64/batch:64/seq_len:8192/'
   } >"$OUT/ncu.txt" 2>&1
   echo "ncu: rc=$?"; grep -E "Duration|Compute \(SM\) Throughput|Memory Throughput|Achieved Occupancy|Registers Per" "$OUT/ncu.txt" | head -20
   cuobjdump -sass "$BENCH" 2>/dev/null | awk '/Function : .*(mla_prefill_tc_kernelILi12ELi8ELb1ELb1|mla_decode)/{p=1} /Function : /{if (!/mla_prefill_tc_kernelILi12ELi8ELb1ELb1|mla_decode/) p=0} p' \

@@ -1,7 +1,12 @@
 // Absorbed-MLA decode attention over the latent KV cache (tpb/kernels/gpu/mla_decode.h), on
-// the tensor cores (mma.sync m16n8k16, bf16 in, fp32 accumulate).
+// the tensor cores. Two split kernels, one merge:
+//   wgmma (mla_decode_wgmma.cu): Hopper's warpgroup MMA, 64 heads per CTA, for the DeepSeek-V3
+//     / Kimi-K2.5 row (kv_lora 512 + rope 64), what mla_decode_attention launches there;
+//   mma.sync (below): m16n8k16, any width the validation takes, 32 heads per CTA.
+// Both write the same workspace (partial outputs, maxima and sums per split), which the merge
+// below reduces; tpb/kernels/gpu/mla_decode_tuning.h launches either by name.
 //
-// Pass 1, one CTA per (group of up to 32 heads, split, sequence). Every head of a sequence
+// The mma.sync kernel. Pass 1, one CTA per (group of up to 32 heads, split, sequence). Every head of a sequence
 // attends over the same cache rows (MQA-style), so the heads are the MMA's M dimension: the
 // CTA streams 64-row tiles of the cache through shared memory (cp.async, double-buffered)
 // and each tile serves all its heads, read from HBM once. Four warps share each 16-head row
@@ -29,8 +34,10 @@
 #include "tpb/check.h"
 #include "tpb/cuda_check.h"
 #include "tpb/dtype.h"
+#include "tpb/kernels/gpu/mla_decode_tuning.h"
 #include "tpb/kernels/mla_decode_split.h"
 #include "tpb/kernels/mla_widths.h"
+#include "cuda/mla_decode_wgmma.h"
 #include "cuda/mma_sync.cuh"
 
 namespace tpb::gpu {
@@ -90,7 +97,7 @@ void validate(const MlaDecodeShape& s) {
 Geometry make_geometry(const MlaDecodeShape& s) {
   Geometry g;
   const int tiles = static_cast<int>((s.heads + 15) / 16);
-  g.groups = static_cast<int>(kernels::mla_decode_head_groups(s.heads));
+  g.groups = static_cast<int>(kernels::mla_decode_head_groups(s.heads, false));
   g.row_tiles = (tiles + g.groups - 1) / g.groups;  // balanced: 3 tiles run as 2 + 1
   g.row = static_cast<int>(s.kv_lora + s.rope);
   g.row_pad = round_up(g.row, 16);
@@ -101,9 +108,6 @@ Geometry make_geometry(const MlaDecodeShape& s) {
   return g;
 }
 
-kernels::MlaDecodeSplit make_plan(const MlaDecodeShape& s, const Geometry& g, std::int64_t slots) {
-  return kernels::mla_decode_split(s.max_len, s.batch * g.groups, slots);
-}
 
 // Workspace layout: o [batch*heads][splits][kv_lora], then m and l [batch*heads][splits], fp32.
 struct Workspace {
@@ -389,11 +393,13 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
 }
 
 // One CTA per (sequence, head, block of kMergeColumns column pairs): out = sum_s w_s o_s /
-// sum_s w_s l_s, w_s = exp(m_s - max m), summed in split order by every thread alike. The
+// sum_s w_s l_s, w_s = exp(m_s - max m) (exp2 where the split kernel keeps its maxima in the
+// base-2 domain, kBase2 - the wgmma one), summed in split order by every thread alike. The
 // column blocks give a batch-1 step enough CTAs (32 heads x 4), and the unrolled split loop
 // keeps 8 loads in flight per thread: the partials were a latency-bound read at 128 splits
 // with one CTA per head. An empty split (w_s = 0) adds fmaf(0, 0, sum) = sum, the same bits
 // as skipping it (its o was never written).
+template <bool kBase2>
 __global__ void __launch_bounds__(kMergeColumns)
     mla_decode_merge_kernel(const float* __restrict__ o_part, const float* __restrict__ m_part,
                             const float* __restrict__ l_part, int kv_lora, int splits,
@@ -412,7 +418,7 @@ __global__ void __launch_bounds__(kMergeColumns)
   __syncthreads();  // every thread has read the maxima before they become weights
   for (int s = threadIdx.x; s < splits; s += blockDim.x) {
     const bool live = l_s[s] > 0.0f;
-    w_s[s] = live ? expf(w_s[s] - m_max) : 0.0f;
+    w_s[s] = live ? (kBase2 ? exp2f(w_s[s] - m_max) : expf(w_s[s] - m_max)) : 0.0f;
     l_s[s] = live ? l_s[s] : 0.0f;
   }
   __syncthreads();
@@ -460,36 +466,122 @@ std::int64_t resident_ctas(const Geometry& g) {
   return static_cast<std::int64_t>(per_sm) * std::max(sms, 1);
 }
 
+constexpr int kVariantMmaSync = 0;
+constexpr int kVariantWgmma = 1;
+constexpr const char* kVariantNames[] = {"mma_sync", "wgmma"};
+
+// How one variant cuts the work: head groups per (split, sequence) and the split plan.
+struct Plan {
+  int variant = kVariantMmaSync;
+  std::int64_t groups = 1;
+  kernels::MlaDecodeSplit split;
+};
+
+Plan make_plan(int variant, const MlaDecodeShape& s) {
+  Plan p;
+  p.variant = variant;
+  const bool wgmma = variant == kVariantWgmma;
+  p.groups = kernels::mla_decode_head_groups(s.heads, wgmma);
+  const std::int64_t slots = wgmma ? detail::mla_decode_wgmma_resident_ctas() : resident_ctas(make_geometry(s));
+  p.split = kernels::mla_decode_split(s.max_len, s.batch * p.groups, slots);
+  return p;
+}
+
+void check_variant(int variant, const MlaDecodeShape& shape) {
+  TPB_CHECK(variant >= 0 && variant < tuning::mla_decode_variants(), "mla_decode: no variant " << variant);
+  TPB_CHECK(tuning::mla_decode_variant_supports(variant, shape),
+            "mla_decode: variant " << kVariantNames[variant] << " does not take kv_lora " << shape.kv_lora << " + rope "
+                                   << shape.rope);
+}
+
+void launch(const Plan& p, const __nv_bfloat16* q, const __nv_bfloat16* cache, const std::int32_t* seq_lens,
+            const MlaDecodeShape& shape, float scale, void* workspace, __nv_bfloat16* o_lat, cudaStream_t stream) {
+  TPB_CHECK(reinterpret_cast<std::uintptr_t>(q) % 16 == 0 && reinterpret_cast<std::uintptr_t>(cache) % 16 == 0 &&
+                reinterpret_cast<std::uintptr_t>(o_lat) % 4 == 0 && reinterpret_cast<std::uintptr_t>(workspace) % 16 == 0,
+            "mla_decode: q and cache must be 16-byte aligned, o_lat 4-byte, workspace 16-byte");
+  const Workspace w = carve(workspace, shape, p.split);
+  if (p.variant == kVariantWgmma) {
+    detail::MlaDecodeWgmmaLaunch l;
+    l.q = q;
+    l.cache = cache;
+    l.seq_lens = seq_lens;
+    l.batch = shape.batch;
+    l.heads = shape.heads;
+    l.max_len = shape.max_len;
+    l.groups = p.groups;
+    l.splits = p.split.splits;
+    l.chunk = p.split.chunk;
+    l.scale = scale;
+    l.o_part = w.o;
+    l.m_part = w.m;
+    l.l_part = w.l;
+    detail::launch_mla_decode_split_wgmma(l, stream);
+  } else {
+    const Geometry g = make_geometry(shape);
+    // Head groups vary fastest: the groups of one split run side by side and the second read of
+    // the same cache rows comes from L2.
+    const dim3 grid(static_cast<unsigned>(g.groups), static_cast<unsigned>(p.split.splits),
+                    static_cast<unsigned>(shape.batch));
+    mla_decode_split_kernel<<<grid, g.threads, g.smem, stream>>>(
+        q, cache, seq_lens, static_cast<int>(shape.heads), static_cast<int>(shape.kv_lora),
+        static_cast<int>(shape.rope), shape.max_len, static_cast<int>(p.split.splits), p.split.chunk, scale,
+        g.row_tiles, g.stride, w.o, w.m, w.l);
+    TPB_CUDA_CHECK_LAUNCH();
+  }
+  const dim3 merge_grid(static_cast<unsigned>(shape.batch * shape.heads),
+                        static_cast<unsigned>((shape.kv_lora / 2 + kMergeColumns - 1) / kMergeColumns));
+  auto merge = p.variant == kVariantWgmma ? mla_decode_merge_kernel<true> : mla_decode_merge_kernel<false>;
+  merge<<<merge_grid, kMergeColumns, 0, stream>>>(w.o, w.m, w.l, static_cast<int>(shape.kv_lora),
+                                                  static_cast<int>(p.split.splits), o_lat);
+  TPB_CUDA_CHECK_LAUNCH();
+}
+
 }  // namespace
+
+namespace tuning {
+
+int mla_decode_variants() { return 2; }
+
+const char* mla_decode_variant_name(int variant) {
+  TPB_CHECK(variant >= 0 && variant < mla_decode_variants(), "mla_decode: no variant " << variant);
+  return kVariantNames[variant];
+}
+
+bool mla_decode_variant_supports(int variant, const MlaDecodeShape& shape) {
+  return variant == kVariantMmaSync || (variant == kVariantWgmma && kernels::mla_decode_wgmma_shape(shape.kv_lora, shape.rope));
+}
+
+int mla_decode_default_variant(const MlaDecodeShape& shape) {
+  return mla_decode_variant_supports(kVariantWgmma, shape) ? kVariantWgmma : kVariantMmaSync;
+}
+
+std::size_t mla_decode_variant_workspace_bytes(int variant, const MlaDecodeShape& shape) {
+  validate(shape);
+  check_variant(variant, shape);
+  return workspace_bytes(shape, make_plan(variant, shape).split);
+}
+
+void mla_decode_variant(int variant, const __nv_bfloat16* q, const __nv_bfloat16* cache, const std::int32_t* seq_lens,
+                        const MlaDecodeShape& shape, float scale, void* workspace, __nv_bfloat16* o_lat,
+                        cudaStream_t stream) {
+  validate(shape);
+  check_variant(variant, shape);
+  launch(make_plan(variant, shape), q, cache, seq_lens, shape, scale, workspace, o_lat, stream);
+}
+
+}  // namespace tuning
 
 std::size_t mla_decode_workspace_bytes(const MlaDecodeShape& shape) {
   validate(shape);
-  const Geometry g = make_geometry(shape);
-  return workspace_bytes(shape, make_plan(shape, g, resident_ctas(g)));
+  return tuning::mla_decode_variant_workspace_bytes(tuning::mla_decode_default_variant(shape), shape);
 }
 
 void mla_decode_attention(const __nv_bfloat16* q, const __nv_bfloat16* cache, const std::int32_t* seq_lens,
                           const MlaDecodeShape& shape, float scale, void* workspace, __nv_bfloat16* o_lat,
                           cudaStream_t stream) {
   validate(shape);
-  TPB_CHECK(reinterpret_cast<std::uintptr_t>(q) % 16 == 0 && reinterpret_cast<std::uintptr_t>(cache) % 16 == 0 &&
-                reinterpret_cast<std::uintptr_t>(o_lat) % 4 == 0 && reinterpret_cast<std::uintptr_t>(workspace) % 16 == 0,
-            "mla_decode: q and cache must be 16-byte aligned, o_lat 4-byte, workspace 16-byte");
-  const Geometry g = make_geometry(shape);
-  const kernels::MlaDecodeSplit p = make_plan(shape, g, resident_ctas(g));
-  const Workspace w = carve(workspace, shape, p);
-  // Head groups vary fastest: the groups of one split run side by side and the second read of
-  // the same cache rows comes from L2.
-  const dim3 grid(static_cast<unsigned>(g.groups), static_cast<unsigned>(p.splits), static_cast<unsigned>(shape.batch));
-  mla_decode_split_kernel<<<grid, g.threads, g.smem, stream>>>(
-      q, cache, seq_lens, static_cast<int>(shape.heads), static_cast<int>(shape.kv_lora), static_cast<int>(shape.rope),
-      shape.max_len, static_cast<int>(p.splits), p.chunk, scale, g.row_tiles, g.stride, w.o, w.m, w.l);
-  TPB_CUDA_CHECK_LAUNCH();
-  const dim3 merge_grid(static_cast<unsigned>(shape.batch * shape.heads),
-                        static_cast<unsigned>((shape.kv_lora / 2 + kMergeColumns - 1) / kMergeColumns));
-  mla_decode_merge_kernel<<<merge_grid, kMergeColumns, 0, stream>>>(
-      w.o, w.m, w.l, static_cast<int>(shape.kv_lora), static_cast<int>(p.splits), o_lat);
-  TPB_CUDA_CHECK_LAUNCH();
+  tuning::mla_decode_variant(tuning::mla_decode_default_variant(shape), q, cache, seq_lens, shape, scale, workspace,
+                             o_lat, stream);
 }
 
 void mla_decode_attention_ref(const std::uint16_t* q_bf16, const std::uint16_t* cache_bf16,

@@ -56,6 +56,15 @@ __device__ __forceinline__ void wgmma_wait() {
   asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
 }
 
+// Pins accumulator registers at this point of the program: the compiler sees a wgmma's outputs
+// as ready when it is issued, so without this a use of them could be moved above the
+// wgmma_wait that makes them so (CUTLASS's warpgroup_fence_operand does the same).
+template <int N>
+__device__ __forceinline__ void fence_operands(float (&d)[N]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+
 // d[64 x 64] (+)= A[64 x 16] * B[16 x 64], both from shared memory; scale_d 0 overwrites d.
 // TransB 0: B K-major ([N][K] rows); 1: B MN-major ([K][N] rows).
 template <int TransB>

@@ -14,11 +14,11 @@ constexpr std::int64_t kBf16 = 2, kF32 = 4, kI32 = 4;
 constexpr std::int64_t kLinearWorkspaceBytes = std::int64_t{32} << 20;  // kernels/cuda/linear.cpp
 
 // mla_decode's workspace for `batch` sequences with the split count its plan picks, at one
-// resident CTA per SM (the kernel's occupancy at the Kimi/DeepSeek row width).
-std::int64_t decode_workspace_bytes(std::int64_t batch, std::int64_t heads, std::int64_t lora, std::int64_t max_len,
-                                    int sms) {
-  const kernels::MlaDecodeSplit split =
-      kernels::mla_decode_split(max_len, batch * kernels::mla_decode_head_groups(heads), std::max(sms, 1));
+// resident CTA per SM (either kernel's occupancy at the Kimi/DeepSeek row width).
+std::int64_t decode_workspace_bytes(std::int64_t batch, std::int64_t heads, std::int64_t lora, std::int64_t rope,
+                                    std::int64_t max_len, int sms) {
+  const std::int64_t groups = kernels::mla_decode_head_groups(heads, kernels::mla_decode_wgmma_shape(lora, rope));
+  const kernels::MlaDecodeSplit split = kernels::mla_decode_split(max_len, batch * groups, std::max(sms, 1));
   return kernels::mla_decode_workspace_bytes_for(batch, heads, lora, split.splits);
 }
 
@@ -42,7 +42,7 @@ std::int64_t gpu_engine_buffer_bytes(const ModelConfig& c, const EngineBufferSha
   if (a.v != vd) bytes += Tp * heads * a.v * kBf16;                // attn_prefill (padded outputs)
   bytes += B * heads * (a.cache_row() + a.lora) * kBf16;           // qdec, o_lat (decode)
   std::int64_t ws = 0;
-  for (std::int64_t b = 1; b <= B; ++b) ws = std::max(ws, decode_workspace_bytes(b, heads, a.lora, s.max_len, s.sm_count));
+  for (std::int64_t b = 1; b <= B; ++b) ws = std::max(ws, decode_workspace_bytes(b, heads, a.lora, a.rope, s.max_len, s.sm_count));
   bytes += ws;
   bytes += T * heads * vd * kBf16;                                 // attn
   const std::int64_t inter_max = std::max(d.intermediate, d.shared_intermediate);

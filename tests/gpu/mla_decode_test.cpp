@@ -21,6 +21,7 @@
 #include "tpb/dtype.h"
 #include "tpb/kernels/device.h"
 #include "tpb/kernels/gpu/mla_decode.h"
+#include "tpb/kernels/gpu/mla_decode_tuning.h"
 #include "tpb/kernels/mla_decode.h"
 
 namespace tpb::test {
@@ -56,7 +57,7 @@ struct DecodeRun {
         d_cache(cache.size()),
         d_out(static_cast<std::size_t>(s.batch * s.heads * s.kv_lora)),
         d_lens(static_cast<std::size_t>(s.batch)),
-        d_ws(gpu::mla_decode_workspace_bytes(s)) {
+        d_ws(workspace_for_every_variant(s)) {
     d_q.upload(q.data());
     d_cache.upload(cache.data());
     TPB_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
@@ -67,10 +68,15 @@ struct DecodeRun {
     TPB_CUDA_CHECK(cudaMemcpyAsync(d_lens.ptr, lens.data(), lens.size() * 4, cudaMemcpyHostToDevice, stream));
     TPB_CUDA_CHECK(cudaStreamSynchronize(stream));
   }
-  void launch() {
-    gpu::mla_decode_attention(reinterpret_cast<const __nv_bfloat16*>(d_q.ptr),
-                              reinterpret_cast<const __nv_bfloat16*>(d_cache.ptr), d_lens.ptr, shape, kScale,
-                              d_ws.ptr, reinterpret_cast<__nv_bfloat16*>(d_out.ptr), stream);
+  // variant < 0: mla_decode_attention's choice; else that split kernel (mla_decode_tuning.h).
+  void launch(int variant = -1) {
+    const auto* dq = reinterpret_cast<const __nv_bfloat16*>(d_q.ptr);
+    const auto* dc = reinterpret_cast<const __nv_bfloat16*>(d_cache.ptr);
+    auto* out = reinterpret_cast<__nv_bfloat16*>(d_out.ptr);
+    if (variant < 0)
+      gpu::mla_decode_attention(dq, dc, d_lens.ptr, shape, kScale, d_ws.ptr, out, stream);
+    else
+      gpu::tuning::mla_decode_variant(variant, dq, dc, d_lens.ptr, shape, kScale, d_ws.ptr, out, stream);
   }
   std::vector<std::uint16_t> output() {
     TPB_CUDA_CHECK(cudaStreamSynchronize(stream));
@@ -78,10 +84,18 @@ struct DecodeRun {
     d_out.download(out.data());
     return out;
   }
-  std::vector<std::uint16_t> run(const std::vector<std::int32_t>& lens) {
+  std::vector<std::uint16_t> run(const std::vector<std::int32_t>& lens, int variant = -1) {
     set_lens(lens);
-    launch();
+    launch(variant);
     return output();
+  }
+
+  static std::size_t workspace_for_every_variant(const gpu::MlaDecodeShape& s) {
+    std::size_t bytes = 0;
+    for (int v = 0; v < gpu::tuning::mla_decode_variants(); ++v)
+      if (gpu::tuning::mla_decode_variant_supports(v, s))
+        bytes = std::max(bytes, gpu::tuning::mla_decode_variant_workspace_bytes(v, s));
+    return bytes;
   }
 };
 
@@ -157,6 +171,9 @@ std::vector<DecodeCase> cases() {
       // 20 heads: a full group of 16 and a partial one of 4; a narrow latent leaves threads idle.
       {"b5_h20_lora128_rope32", shape(5, 20, 128, 32, 300), {300, 17, 1, 255, 129}},
       {"b64_h16_random_lens", shape(64, 16, 512, 64, 640), random_lens(11, 64, 640)},
+      // A full wgmma group of 64 heads (TP1), and 80 heads: one full group and one of 16.
+      {"b2_h64_mixed_lens", shape(2, 64, 512, 64, 3000), {3000, 65}},
+      {"b2_h80_two_groups", shape(2, 80, 512, 64, 700), {700, 64}},
       {"b256_h5_lora64_rope8", shape(256, 5, 64, 8, 40), random_lens(12, 256, 40)},
       {"b2_h3_no_rope", shape(2, 3, 24, 0, 50), {50, 33}},
   };
@@ -173,10 +190,23 @@ TEST_P(MlaDecodeTest, MatchesHostReference) {
   std::uint64_t seed = 1469598103934665603ull;  // FNV-1a of the case name: fixed, distinct per case
   for (char ch : c.name) seed = (seed ^ static_cast<unsigned char>(ch)) * 1099511628211ull;
   DecodeRun run(c.shape, seed);
-  const std::vector<std::uint16_t> gpu = run.run(c.lens);
-  std::vector<float> ref(gpu.size());
+  std::vector<float> ref(run.d_out.count);
   gpu::mla_decode_attention_ref(run.q.data(), run.cache.data(), c.lens.data(), c.shape, kScale, ref.data());
-  expect_close(gpu, ref, c.shape, c.lens);
+  // Every split kernel that takes the shape, and then the one mla_decode_attention picks.
+  for (int v = 0; v < gpu::tuning::mla_decode_variants(); ++v) {
+    if (!gpu::tuning::mla_decode_variant_supports(v, c.shape)) continue;
+    SCOPED_TRACE(std::string("variant ") + gpu::tuning::mla_decode_variant_name(v));
+    expect_close(run.run(c.lens, v), ref, c.shape, c.lens);
+  }
+  SCOPED_TRACE("mla_decode_attention");
+  expect_close(run.run(c.lens), ref, c.shape, c.lens);
+}
+
+// The Kimi-K2.5 row takes the wgmma kernel by default, other widths the mma.sync one.
+TEST(MlaDecode, DefaultVariantByWidth) {
+  EXPECT_STREQ("wgmma", gpu::tuning::mla_decode_variant_name(gpu::tuning::mla_decode_default_variant(shape(1, 32, 512, 64, 10))));
+  EXPECT_STREQ("mma_sync", gpu::tuning::mla_decode_variant_name(gpu::tuning::mla_decode_default_variant(shape(1, 32, 128, 32, 10))));
+  EXPECT_FALSE(gpu::tuning::mla_decode_variant_supports(1, shape(1, 32, 512, 32, 10)));
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, MlaDecodeTest, ::testing::ValuesIn(cases()),
@@ -186,9 +216,12 @@ TEST(MlaDecode, SameInputsSameBits) {
   TPB_REQUIRE_GPU();
   DecodeRun run(shape(3, 32, 512, 64, 9000), 77);
   const std::vector<std::int32_t> lens = {8999, 1, 4097};
-  const std::vector<std::uint16_t> a = run.run(lens);
-  const std::vector<std::uint16_t> b = run.run(lens);
-  EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * 2)) << "two identical calls differ";
+  for (int v = 0; v < gpu::tuning::mla_decode_variants(); ++v) {
+    const std::vector<std::uint16_t> a = run.run(lens, v);
+    const std::vector<std::uint16_t> b = run.run(lens, v);
+    EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * 2))
+        << "two identical calls of " << gpu::tuning::mla_decode_variant_name(v) << " differ";
+  }
 }
 
 // A graph captured once serves any seq_lens: replay after changing the lengths on the device

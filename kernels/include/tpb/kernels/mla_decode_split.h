@@ -10,11 +10,23 @@
 namespace tpb::kernels {
 
 constexpr std::int64_t kMlaDecodeTileKeys = 64;      // cache rows per pipeline stage
-constexpr std::int64_t kMlaDecodeHeadsPerCta = 32;   // two 16-head MMA row tiles
+constexpr std::int64_t kMlaDecodeHeadsPerCta = 32;   // mma.sync kernel: two 16-head MMA row tiles
 constexpr std::int64_t kMlaDecodeMaxSplits = 256;
 
-// CTAs per (split, sequence): heads in groups of at most 32, balanced (48 heads run as 32 + 16).
-inline std::int64_t mla_decode_head_groups(std::int64_t heads) {
+// The wgmma kernel (Hopper) takes the DeepSeek-V3 / Kimi-K2.5 row only, with every head of a
+// group of 64 as the MMA's M dimension (fewer heads are padded); other widths take mma.sync.
+constexpr std::int64_t kMlaDecodeWgmmaKvLora = 512;
+constexpr std::int64_t kMlaDecodeWgmmaRope = 64;
+constexpr std::int64_t kMlaDecodeWgmmaHeadsPerCta = 64;
+
+inline bool mla_decode_wgmma_shape(std::int64_t kv_lora, std::int64_t rope) {
+  return kv_lora == kMlaDecodeWgmmaKvLora && rope == kMlaDecodeWgmmaRope;
+}
+
+// CTAs per (split, sequence). mma.sync: heads in groups of at most 32, balanced (48 heads run
+// as 32 + 16); wgmma: groups of 64.
+inline std::int64_t mla_decode_head_groups(std::int64_t heads, bool wgmma) {
+  if (wgmma) return (heads + kMlaDecodeWgmmaHeadsPerCta - 1) / kMlaDecodeWgmmaHeadsPerCta;
   const std::int64_t row_tiles = (heads + 15) / 16, per_cta = kMlaDecodeHeadsPerCta / 16;
   return (row_tiles + per_cta - 1) / per_cta;
 }

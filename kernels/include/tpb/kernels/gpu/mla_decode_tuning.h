@@ -1,0 +1,32 @@
+// The split kernels behind mla_decode_attention, one by one, for tpb_bench to time side by side
+// and for the test that holds each to the host reference. Not an engine interface.
+//   0 mma_sync  mma.sync m16n8k16, 32 heads per CTA, any width mla_decode_attention takes
+//   1 wgmma     Hopper warpgroup MMA, 64 heads per CTA, kv_lora 512 + rope 64 only (the
+//               DeepSeek-V3 / Kimi-K2.5 row): what mla_decode_attention launches there
+// Both give P to the P·V product as bf16 hi + lo, merge their splits with the same kernel and
+// are deterministic (fixed sum order, no atomics); their sum orders differ, so their bits may.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "tpb/kernels/gpu/mla_decode.h"
+
+namespace tpb::gpu::tuning {
+
+int mla_decode_variants();
+const char* mla_decode_variant_name(int variant);
+bool mla_decode_variant_supports(int variant, const MlaDecodeShape& shape);
+// The variant mla_decode_attention launches for this shape.
+int mla_decode_default_variant(const MlaDecodeShape& shape);
+// Each variant plans its own splits: the workspace it needs for `shape`.
+std::size_t mla_decode_variant_workspace_bytes(int variant, const MlaDecodeShape& shape);
+// mla_decode_attention with the given variant's split kernel; throws where it does not take the shape.
+void mla_decode_variant(int variant, const __nv_bfloat16* q, const __nv_bfloat16* cache, const std::int32_t* seq_lens,
+                        const MlaDecodeShape& shape, float scale, void* workspace, __nv_bfloat16* o_lat,
+                        cudaStream_t stream);
+
+}  // namespace tpb::gpu::tuning
