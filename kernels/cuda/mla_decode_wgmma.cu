@@ -7,20 +7,20 @@
 // M dimension (fewer heads are padded with zero queries whose rows are dropped), so each
 // 64-key cache tile is read from HBM once for every head of the group. Shared memory holds the
 // queries and two stages of cache tiles, each as nine 64-column blocks in the 128-byte-swizzled
-// layout (wgmma.cuh), 72 KB apiece; cp.async fills them, one tile ahead.
+// layout (wgmma.cuh), 72 KB apiece.
 //
-// Per tile:
-//   S = Q C^T [64 heads x 64 keys]: warpgroup w takes half of the 576-wide K dimension (18 k16
-//     steps, both operands from shared memory); the halves meet in shared memory and both
-//     warpgroups form S = S_0 + S_1 (the same bits in both: addition commutes).
-//   Softmax with a running max and sum per head, in both warpgroups alike (each thread holds
-//     two heads x 16 keys), in the base-2 domain (scores times scale * log2 e, one exp2 per
-//     probability); the maxima go to the merge in that domain.
-//   O += P C_lat [64 heads x 512]: warpgroup w owns latent columns 256 w ..; P stays in
-//     registers (the scores' accumulator layout is the A-fragment layout of the next MMA) and
-//     enters as bf16 hi + lo, P = hi + lo to about 2^-17 relative, as in the mma.sync kernel.
-// The half-scores meet in 16 KB: the tile's rope block (no longer read once S is done) and
-// 8 KB more, because 3 x 72 KB leave no room for two 16 KB buffers under the 227 KB limit.
+// The warpgroups have different jobs, FlashMLA's split of the work:
+//   warpgroup 0: S = Q C^T [64 heads x 64 keys] (36 k16 steps, both operands from shared
+//     memory); the softmax with a running max and sum per head, in the base-2 domain (scores
+//     times scale * log2 e, one exp2 per probability; the maxima go to the merge in that
+//     domain); P as bf16 hi + lo (P = hi + lo to about 2^-17 relative, as in the mma.sync
+//     kernel) in registers, where the scores' accumulator layout is the A-fragment layout of
+//     the next MMA; O[:, 0:256] += P C_lat.
+//   warpgroup 1: the cp.async copies (the queries, then each tile two ahead), and
+//     O[:, 256:512] += P C_lat with P and the corrections from shared memory.
+// So warpgroup 0's scores and softmax of tile it + 1 run while warpgroup 1 multiplies tile it.
+// P hi lives in the tile's rope block, which only the scores read, and P lo in 8 KB more: three
+// 72 KB panels leave 11 KB under the 227 KB limit.
 #include "cuda/mla_decode_wgmma.h"
 
 #include <cuda_bf16.h>
@@ -48,14 +48,70 @@ constexpr int kBlocks = kRow / 64;            // 64-column swizzled blocks per r
 constexpr int kBlockBytes = 64 * 128;         // [64 rows][64 bf16]
 constexpr int kPanelBytes = kBlocks * kBlockBytes;  // the queries, or one cache tile
 constexpr int kSteps = kRow / 16;             // k16 steps of the scores
-constexpr int kHalfSteps = kSteps / 2;        // per warpgroup
 constexpr int kStages = 2;
 constexpr int kThreads = 256;
-constexpr int kScratchBytes = 8192;           // with the tile's rope block: the 16 KB half-score exchange
-constexpr int kSmemBytes = (1 + kStages) * kPanelBytes + kScratchBytes + 1024;  // + alignment to 1024
-static_assert(kRow % 64 == 0 && kSteps % 2 == 0 && kLora == 2 * 256 && kHeads == 64 && kTileKeys == 64,
+constexpr int kScratchBytes = 8192;           // P lo fragments (P hi goes into the tile's rope block)
+constexpr int kCorrBytes = 128 * 8;           // the corrections of each thread's two heads
+constexpr int kSmemBytes = (1 + kStages) * kPanelBytes + kScratchBytes + kCorrBytes + 1024;  // + alignment
+static_assert(kRow % 64 == 0 && kLora == 2 * 256 && kHeads == 64 && kTileKeys == 64,
               "the kernel's geometry");
 static_assert(kSmemBytes <= 227 * 1024, "shared memory per block on sm_90");
+
+// Named barriers between the two warpgroups (id 0 is __syncthreads): one arrives, the other
+// waits, 256 threads in all. Each id's uses alternate between the two sides, so that an arrival
+// never meets the previous round's; the stage-free signal alternates between two ids because
+// warpgroup 0 could otherwise signal tile it + 1's before warpgroup 1 waited for tile it's.
+constexpr int kBarTileReady = 1;   // warpgroup 1 -> 0: the tile's copies landed
+constexpr int kBarPReady = 2;      // 0 -> 1: P and the corrections are in shared memory
+constexpr int kBarPFree = 3;       // 1 -> 0: warpgroup 1 read them
+constexpr int kBarStageFree0 = 4;  // 0 -> 1 (ids 4, 5 by tile parity): warpgroup 0's P.V read the stage
+__device__ __forceinline__ void named_sync(int id) { asm volatile("bar.sync %0, 256;\n" ::"r"(id) : "memory"); }
+__device__ __forceinline__ void named_arrive(int id) { asm volatile("bar.arrive %0, 256;\n" ::"r"(id) : "memory"); }
+
+// Warpgroup 1's cp.async of `rows_valid` (clamped to 0..64) rows of 576 from src0 into a
+// swizzled panel: thread t copies chunk t % 8 of every 64-column block of rows t / 8 + 16 h,
+// whose swizzled offset within a block is the same for all four (16 is a multiple of 8), so each
+// copy is an add and a predicate. Rows past rows_valid arrive as zeros (a zero query row gives
+// finite scores, dropped; a zero key row is masked, and p = 0 must not meet garbage that could
+// be NaN).
+__device__ __forceinline__ void load_rows(std::uint32_t dst, const __nv_bfloat16* src0, std::int64_t rows_valid,
+                                          int wt) {
+  const int row0 = wt >> 3, chunk = wt & 7;
+  const std::uint32_t dst0 = dst + row0 * 128 + ((chunk ^ (row0 & 7)) << 4);
+#pragma unroll
+  for (int h = 0; h < 4; ++h) {
+    const int r = row0 + 16 * h;
+    const bool valid = r < rows_valid;
+    const __nv_bfloat16* src = src0 + (valid ? static_cast<std::size_t>(r) * kRow : 0) + chunk * 8;
+#pragma unroll
+    for (int blk = 0; blk < kBlocks; ++blk) cp_async16(dst0 + blk * kBlockBytes + h * 2048, src + blk * 64, valid);
+  }
+}
+
+// o (this warpgroup's 256 latent columns) = o * corr + P C_lat over the tile's 64 keys: blocks
+// 4 wg .. 4 wg + 3 of the tile, read MN-major, P from registers as hi then lo per k16 step.
+__device__ __forceinline__ void pv_half(float (&o)[128], const std::uint32_t (&hi)[4][4], const std::uint32_t (&lo)[4][4],
+                                        const float (&corr)[2], std::uint32_t tile_addr) {
+  const int wg = threadIdx.x >> 7;
+#pragma unroll
+  for (int j = 0; j < 32; ++j) {
+    o[4 * j] *= corr[0];
+    o[4 * j + 1] *= corr[0];
+    o[4 * j + 2] *= corr[1];
+    o[4 * j + 3] *= corr[1];
+  }
+  const std::uint64_t v_desc = sw128_desc(tile_addr + 4 * wg * kBlockBytes, kBlockBytes, 1024);
+  fence_operands(o);
+  wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk) {
+    wgmma_m64n256k16_rs_bmn(o, hi[kk], v_desc + ((2048 * kk) >> 4), 1);
+    wgmma_m64n256k16_rs_bmn(o, lo[kk], v_desc + ((2048 * kk) >> 4), 1);
+  }
+  wgmma_commit();
+  wgmma_wait<0>();
+  fence_operands(o);
+}
 
 __global__ void __launch_bounds__(kThreads, 1)
     mla_decode_split_wgmma_kernel(const __nv_bfloat16* __restrict__ q, const __nv_bfloat16* __restrict__ cache,
@@ -93,159 +149,135 @@ __global__ void __launch_bounds__(kThreads, 1)
   unsigned char* smem = smem_raw + pad;
   const std::uint32_t q_addr = raw + pad;
   const std::uint32_t tiles_addr = q_addr + kPanelBytes;
-  float4* scratch = reinterpret_cast<float4*>(smem + (1 + kStages) * kPanelBytes);
-
-  // Queries and tiles by cp.async into the swizzled layout. Thread t copies chunk t % 8 of
-  // every 64-column block of rows t / 8 and t / 8 + 32: its swizzled offset within a block is
-  // the same for both rows (32 is a multiple of 8), so each copy is an add and a predicate.
-  // Heads past `heads` and rows past `end` arrive as zeros (a zero query row gives finite
-  // scores, dropped; a zero key row is masked, and p = 0 must not meet garbage that could be NaN).
-  const int copy_row = tid >> 3, copy_chunk = tid & 7;
-  const std::uint32_t copy_dst = copy_row * 128 + ((copy_chunk ^ (copy_row & 7)) << 4);
-  auto load_rows = [&](std::uint32_t dst, const __nv_bfloat16* src0, std::int64_t rows_valid) {
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int r = copy_row + 32 * h;
-      const bool valid = r < rows_valid;
-      const __nv_bfloat16* src = src0 + (valid ? static_cast<std::size_t>(r) * kRow : 0) + copy_chunk * 8;
-#pragma unroll
-      for (int blk = 0; blk < kBlocks; ++blk) cp_async16(dst + copy_dst + blk * kBlockBytes + h * 4096, src + blk * 64, valid);
-    }
-  };
-  load_rows(q_addr, q + (static_cast<std::size_t>(b) * heads + g0) * kRow, heads - g0);
-  const __nv_bfloat16* cache_b = cache + static_cast<std::size_t>(b) * max_len * kRow;
-  auto load_tile = [&](std::int64_t t0, int stage) {
-    load_rows(tiles_addr + stage * kPanelBytes, cache_b + t0 * kRow, end - t0);
+  uint4* p_lo_s = reinterpret_cast<uint4*>(smem + (1 + kStages) * kPanelBytes);  // [4][128] P lo fragments
+  float2* corr_s = reinterpret_cast<float2*>(smem + (1 + kStages) * kPanelBytes + kScratchBytes);  // [128]
+  // P hi fragments [4][128]: the rope block of the tile's stage, which only the scores read.
+  auto p_hi_s = [&](int it) {
+    return reinterpret_cast<uint4*>(smem + kPanelBytes * (1 + it % kStages) + (kBlocks - 1) * kBlockBytes);
   };
   const int tiles = static_cast<int>((end - start + kTileKeys - 1) / kTileKeys);
-  load_tile(start, 0);
-  cp_async_commit();
-
-  // Scores in the base-2 domain: s * scale * log2(e), so that each probability is one exp2.
-  const float scale_log2 = scale * 1.4426950408889634f;
-  const std::uint64_t q_desc = sw128_desc(q_addr, 16, 1024);
   float o[128];  // O[64 heads][256 latent columns of this warpgroup], wgmma accumulator layout
 #pragma unroll
   for (int i = 0; i < 128; ++i) o[i] = 0.0f;
-  float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.0f, 0.0f};  // heads r0, r0 + 8
+  float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.0f, 0.0f};  // heads r0, r0 + 8 (warpgroup 0)
 
-  for (int it = 0; it < tiles; ++it) {
-    cp_async_wait<0>();
-    fence_proxy_async();  // this thread's cp.async writes, visible to the wgmma (async proxy)
-    __syncthreads();      // tile `it` landed for all; every wgmma of tile it - 1 has completed
-    if (it + 1 < tiles) load_tile(start + static_cast<std::int64_t>(it + 1) * kTileKeys, (it + 1) % kStages);
-    cp_async_commit();
-    const std::uint32_t tile_addr = tiles_addr + (it % kStages) * kPanelBytes;
-    const int keys = static_cast<int>(min(end - (start + static_cast<std::int64_t>(it) * kTileKeys),
-                                          static_cast<std::int64_t>(kTileKeys)));  // valid keys in the tile
-
-    // This warpgroup's half of the scores: the k16 steps 2k + wg (interleaved halves, so that
-    // each step's descriptor offset is a constant plus 32 wg bytes). A descriptor's low bits
-    // are the start address / 16, so an offset is added to it directly.
-    float s[32];
+  if (wg == 0) {
+    // Scores, softmax and the first half of the output.
+    const float scale_log2 = scale * 1.4426950408889634f;  // base 2: one exp2 per probability
+    const std::uint64_t q_desc = sw128_desc(q_addr, 16, 1024);
+    for (int it = 0; it < tiles; ++it) {
+      const std::uint32_t tile_addr = tiles_addr + (it % kStages) * kPanelBytes;
+      const int keys = static_cast<int>(min(end - (start + static_cast<std::int64_t>(it) * kTileKeys),
+                                            static_cast<std::int64_t>(kTileKeys)));  // valid keys in the tile
+      named_sync(kBarTileReady);
+      // S = Q C^T over all 36 k16 steps; a descriptor's low bits are the start address / 16, so
+      // each step's offset is added to it directly.
+      float s[32];
 #pragma unroll
-    for (int i = 0; i < 32; ++i) s[i] = 0.0f;
-    const std::uint64_t t_desc = sw128_desc(tile_addr, 16, 1024) + 2 * wg;
-    fence_operands(s);
-    wgmma_fence();
+      for (int i = 0; i < 32; ++i) s[i] = 0.0f;
+      const std::uint64_t t_desc = sw128_desc(tile_addr, 16, 1024);
+      fence_operands(s);
+      wgmma_fence();
 #pragma unroll
-    for (int k = 0; k < kHalfSteps; ++k) {
-      const std::uint32_t off16 = ((k >> 1) * kBlockBytes + 64 * (k & 1)) >> 4;
-      wgmma_m64n64k16_ss<0>(s, q_desc + 2 * wg + off16, t_desc + off16, 1);
-    }
-    wgmma_commit();
-    wgmma_wait<0>();
-    fence_operands(s);
-
-    // The halves meet in 16 KB: float4 slot i of this thread is scratch[i][wt] for i < 4, else
-    // the tile's rope block's.
-    __syncthreads();  // both warpgroups' score MMAs have completed: the rope block is free
-    float4* rope_block = reinterpret_cast<float4*>(smem + kPanelBytes * (1 + it % kStages) + (kBlocks - 1) * kBlockBytes);
-    auto slot = [&](int i) -> float4& { return i < 4 ? scratch[i * 128 + wt] : rope_block[(i - 4) * 128 + wt]; };
-    if (wg == 1) {
-#pragma unroll
-      for (int i = 0; i < 8; ++i) slot(i) = make_float4(s[4 * i], s[4 * i + 1], s[4 * i + 2], s[4 * i + 3]);
-    }
-    __syncthreads();
-    if (wg == 0) {
-#pragma unroll
-      for (int i = 0; i < 8; ++i) {
-        const float4 other = slot(i);
-        slot(i) = make_float4(s[4 * i], s[4 * i + 1], s[4 * i + 2], s[4 * i + 3]);
-        s[4 * i] += other.x;
-        s[4 * i + 1] += other.y;
-        s[4 * i + 2] += other.z;
-        s[4 * i + 3] += other.w;
+      for (int ks = 0; ks < kSteps; ++ks) {
+        const std::uint32_t off16 = ((ks >> 2) * kBlockBytes + 32 * (ks & 3)) >> 4;
+        wgmma_m64n64k16_ss<0>(s, q_desc + off16, t_desc + off16, 1);
       }
-    }
-    __syncthreads();
-    if (wg == 1) {
-#pragma unroll
-      for (int i = 0; i < 8; ++i) {
-        const float4 other = slot(i);
-        s[4 * i] = other.x + s[4 * i];
-        s[4 * i + 1] = other.y + s[4 * i + 1];
-        s[4 * i + 2] = other.z + s[4 * i + 2];
-        s[4 * i + 3] = other.w + s[4 * i + 3];
-      }
-    }
+      wgmma_commit();
+      wgmma_wait<0>();
+      fence_operands(s);
 
-    // Softmax of the tile: s[4j + e] is head r0 + 8 (e >> 1), key 8j + q2 + (e & 1) of the tile.
-    float tile_max[2] = {-INFINITY, -INFINITY};
+      // Softmax of the tile: s[4j + e] is head r0 + 8 (e >> 1), key 8j + q2 + (e & 1) of the tile.
+      float tile_max[2] = {-INFINITY, -INFINITY};
 #pragma unroll
-    for (int j = 0; j < 8; ++j)
+      for (int j = 0; j < 8; ++j)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        s[4 * j + e] = 8 * j + q2 + (e & 1) < keys ? s[4 * j + e] * scale_log2 : -INFINITY;
-        tile_max[e >> 1] = fmaxf(tile_max[e >> 1], s[4 * j + e]);
-      }
-    float corr[2];
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 1));
-      tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 2));
-      const float m_new = fmaxf(m_run[r], tile_max[r]);  // finite: the tile's first key is valid
-      corr[r] = exp2f(m_run[r] - m_new);                 // exp2(-inf) = 0 on the first tile
-      m_run[r] = m_new;
-    }
-    // P as the A fragments of the four k16 steps: step kk holds keys 16 kk .. 16 kk + 15.
-    std::uint32_t hi[4][4], lo[4][4];
-    float sum[2] = {0.0f, 0.0f};
-#pragma unroll
-    for (int j = 0; j < 8; ++j)
+        for (int e = 0; e < 4; ++e) {
+          s[4 * j + e] = 8 * j + q2 + (e & 1) < keys ? s[4 * j + e] * scale_log2 : -INFINITY;
+          tile_max[e >> 1] = fmaxf(tile_max[e >> 1], s[4 * j + e]);
+        }
+      float corr[2];
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
-        const float p0 = exp2f(s[4 * j + 2 * r] - m_run[r]);
-        const float p1 = exp2f(s[4 * j + 2 * r + 1] - m_run[r]);
-        sum[r] += p0 + p1;
-        const __nv_bfloat162 h = __floats2bfloat162_rn(p0, p1);  // .x (low half) = p0
-        const float2 hf = __bfloat1622float2(h);
-        const __nv_bfloat162 l = __floats2bfloat162_rn(p0 - hf.x, p1 - hf.y);
-        hi[j >> 1][2 * (j & 1) + r] = *reinterpret_cast<const std::uint32_t*>(&h);
-        lo[j >> 1][2 * (j & 1) + r] = *reinterpret_cast<const std::uint32_t*>(&l);
+        tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 1));
+        tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 2));
+        const float m_new = fmaxf(m_run[r], tile_max[r]);  // finite: the tile's first key is valid
+        corr[r] = exp2f(m_run[r] - m_new);                 // exp2(-inf) = 0 on the first tile
+        m_run[r] = m_new;
       }
+      // P as the A fragments of the four k16 steps: step kk holds keys 16 kk .. 16 kk + 15.
+      std::uint32_t hi[4][4], lo[4][4];
+      float sum[2] = {0.0f, 0.0f};
 #pragma unroll
-    for (int r = 0; r < 2; ++r) l_run[r] = l_run[r] * corr[r] + sum[r];
+      for (int j = 0; j < 8; ++j)
 #pragma unroll
-    for (int j = 0; j < 32; ++j) {
-      o[4 * j] *= corr[0];
-      o[4 * j + 1] *= corr[0];
-      o[4 * j + 2] *= corr[1];
-      o[4 * j + 3] *= corr[1];
-    }
+        for (int r = 0; r < 2; ++r) {
+          const float p0 = exp2f(s[4 * j + 2 * r] - m_run[r]);
+          const float p1 = exp2f(s[4 * j + 2 * r + 1] - m_run[r]);
+          sum[r] += p0 + p1;
+          const __nv_bfloat162 h = __floats2bfloat162_rn(p0, p1);  // .x (low half) = p0
+          const float2 hf = __bfloat1622float2(h);
+          const __nv_bfloat162 l = __floats2bfloat162_rn(p0 - hf.x, p1 - hf.y);
+          hi[j >> 1][2 * (j & 1) + r] = *reinterpret_cast<const std::uint32_t*>(&h);
+          lo[j >> 1][2 * (j & 1) + r] = *reinterpret_cast<const std::uint32_t*>(&l);
+        }
+#pragma unroll
+      for (int r = 0; r < 2; ++r) l_run[r] = l_run[r] * corr[r] + sum[r];
 
-    // O += P C_lat[:, 256 wg ..]: the tile's blocks 4 wg .. 4 wg + 3, read MN-major.
-    const std::uint64_t v_desc = sw128_desc(tile_addr + 4 * wg * kBlockBytes, kBlockBytes, 1024);
-    fence_operands(o);
-    wgmma_fence();
+      // Hand P and the corrections to warpgroup 1 (its thread wt holds the same heads).
+      if (it > 0) named_sync(kBarPFree);  // warpgroup 1 has read the previous tile's
+      uint4* p_hi = p_hi_s(it);
 #pragma unroll
-    for (int kk = 0; kk < 4; ++kk) {
-      wgmma_m64n256k16_rs_bmn(o, hi[kk], v_desc + ((2048 * kk) >> 4), 1);
-      wgmma_m64n256k16_rs_bmn(o, lo[kk], v_desc + ((2048 * kk) >> 4), 1);
+      for (int kk = 0; kk < 4; ++kk) {
+        p_hi[kk * 128 + wt] = make_uint4(hi[kk][0], hi[kk][1], hi[kk][2], hi[kk][3]);
+        p_lo_s[kk * 128 + wt] = make_uint4(lo[kk][0], lo[kk][1], lo[kk][2], lo[kk][3]);
+      }
+      corr_s[wt] = make_float2(corr[0], corr[1]);
+      named_arrive(kBarPReady);
+
+      pv_half(o, hi, lo, corr, tile_addr);
+      if (it + 2 < tiles) named_arrive(kBarStageFree0 + it % 2);  // this half is done with the stage
     }
-    wgmma_commit();
-    wgmma_wait<0>();
-    fence_operands(o);
+  } else {
+    // The copies, and the second half of the output.
+    load_rows(q_addr, q + (static_cast<std::size_t>(b) * heads + g0) * kRow, heads - g0, wt);
+    const __nv_bfloat16* cache_b = cache + static_cast<std::size_t>(b) * max_len * kRow;
+    auto load_tile = [&](int it) {
+      const std::int64_t t0 = start + static_cast<std::int64_t>(it) * kTileKeys;
+      load_rows(tiles_addr + (it % kStages) * kPanelBytes, cache_b + t0 * kRow, end - t0, wt);
+    };
+    load_tile(0);
+    cp_async_commit();
+    if (tiles > 1) load_tile(1);
+    cp_async_commit();  // empty when there is one tile: the wait counts stay the same
+    cp_async_wait<1>();
+    fence_proxy_async();  // this thread's cp.async writes, visible to the wgmma (async proxy)
+    named_arrive(kBarTileReady);
+    for (int it = 0; it < tiles; ++it) {
+      named_sync(kBarPReady);
+      std::uint32_t hi[4][4], lo[4][4];
+      const uint4* p_hi = p_hi_s(it);
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk) {
+        const uint4 h = p_hi[kk * 128 + wt], l = p_lo_s[kk * 128 + wt];
+        hi[kk][0] = h.x, hi[kk][1] = h.y, hi[kk][2] = h.z, hi[kk][3] = h.w;
+        lo[kk][0] = l.x, lo[kk][1] = l.y, lo[kk][2] = l.z, lo[kk][3] = l.w;
+      }
+      const float2 c = corr_s[wt];
+      const float corr[2] = {c.x, c.y};
+      if (it + 1 < tiles) {
+        named_arrive(kBarPFree);
+        cp_async_wait<0>();  // tile it + 1
+        fence_proxy_async();
+        named_arrive(kBarTileReady);
+      }
+      pv_half(o, hi, lo, corr, tiles_addr + (it % kStages) * kPanelBytes);
+      if (it + 2 < tiles) {
+        named_sync(kBarStageFree0 + it % 2);  // warpgroup 0's half is done with the stage too
+        load_tile(it + 2);
+        cp_async_commit();
+      }
+    }
   }
 
   // Partial outputs: heads r0, r0 + 8; columns 256 wg + 8j + q2, + 1.
@@ -258,8 +290,8 @@ __global__ void __launch_bounds__(kThreads, 1)
       for (int j = 0; j < 32; ++j) *reinterpret_cast<float2*>(dst + 8 * j) = make_float2(o[4 * j + 2 * r], o[4 * j + 2 * r + 1]);
     }
   }
-  // Sums over the quad's keys; both warpgroups hold the same, the first writes. The maxima are
-  // in the base-2 domain (the merge's kBase2).
+  // Warpgroup 0's sums over the quad's keys; its maxima are in the base-2 domain (the merge's
+  // kBase2).
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     l_run[r] += __shfl_xor_sync(0xffffffffu, l_run[r], 1);
