@@ -8,10 +8,10 @@
 // instead of one), and 32 MiB above since the shared experts run on a side branch with its
 // own cuBLASLt workspace. Since the wgmma decode attention (64 heads per CTA instead of 32, so
 // its split plan cuts a batch's keys into more splits) the decode workspace is larger:
-// +16,974,336 bytes at b64 1K, re-measured (metrics.activation_bytes 234,361,756 in
-// decode-1gpu on 1 x H200, 2026-12-02); +8,421,376 at b1 8K and +17,369,088 at b16 8K, the
-// planner's workspace difference, the shapes not re-run (the first's scenario no longer
-// prefills 8K tokens at once; memory-fraction-1gpu holds the second).
+// +16,974,336 bytes at b64 1K and +17,369,088 at b16 8K, both re-measured on 1 x H200 on
+// 2026-12-02 (metrics.activation_bytes 234,361,756 in decode-1gpu and 135,075,676 in
+// memory-fraction-1gpu, e0ff2c2); +8,421,376 at b1 8K, the planner's workspace difference, not
+// re-run (decode-1gpu no longer prefills 8K tokens at once).
 #include <gtest/gtest.h>
 
 #include <algorithm>
