@@ -212,7 +212,7 @@ Expected expected(const PrefillRun& run, const std::vector<std::int64_t>& check_
 // emulation of the kernel at Kimi's widths (300 rows); with it, 0.44 of the budget.
 double weight_rounding(int variant) {
   const std::string name = gpu::tuning::mla_prefill_variant_name(variant);
-  if (name == "tensor_core_split_p") return 0x1.0p-16;
+  if (name == "tensor_core_split_p" || name == "wgmma_split_p") return 0x1.0p-16;
   if (name == "tensor_core") return 0x1.0p-8;
   return 0.0;
 }

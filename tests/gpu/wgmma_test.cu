@@ -4,7 +4,6 @@
 // scores' cache tile) and MN-major ([K][N], the P.V product's cache tile). Fresh random bf16
 // inputs; the products are exact in fp32 and the sums of 64 differ from the CPU's only in their
 // order, so the bound is a few fp32 ulps of sum |a b|.
-// WORK IN PROGRESS (branch wip-wgmma): not yet run on a GPU.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>

@@ -6,6 +6,9 @@
 //                          mla_prefill_attention launches where the tensor cores apply
 //                          (mla_prefill.cu says why this one)
 //   2 cuda_core            fp32 FMA on CUDA cores, any even head dims: the fallback
+//   3 wgmma_split_p        Hopper warpgroup MMA (both score operands from shared memory, P from
+//                          registers as bf16 hi + lo), Kimi-K2.5's widths only (nope 128, rope 64,
+//                          v_dim 128): kernels/cuda/mla_prefill_wgmma.cu
 // Each variant is deterministic (fixed sum order, no atomics).
 #pragma once
 

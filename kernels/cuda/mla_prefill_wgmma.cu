@@ -1,0 +1,274 @@
+// The causal MLA prefill attention on Hopper's warpgroup MMA (wgmma), at Kimi-K2.5's (and
+// DeepSeek-V3's) widths: q/k 192 = nope 128 + rope 64, v 128. One of mla_prefill.cu's
+// variants (mla_prefill_tuning.h: wgmma_split_p), with the same contract as its mma.sync
+// kernels: online softmax over 64-key tiles in a fixed order, fp32 accumulation, P as bf16
+// hi + lo (2^-16 relative per weight), deterministic.
+//
+// One CTA per (128 query rows, head, sequence), two warpgroups of 64 rows each, the latest
+// query block first (the causal work is largest there). Shared memory holds each warpgroup's
+// queries ([64][192] as three 64-column blocks) and two stages of key and value tiles
+// ([64 keys][192] and [64 keys][128]) in the 128-byte-swizzled layout of wgmma.cuh; all 256
+// threads copy the next tile with cp.async while the current one is multiplied.
+// Per tile and warpgroup: S = Q K^T [64 x 64] in 12 k16 steps (both operands from shared
+// memory); the softmax in the base-2 domain (the scores times scale * log2 e, one exp2 per
+// weight) with the causal mask; O [64 x 128] += P V with P in registers (the scores'
+// accumulator layout is the next MMA's A-fragment layout), V read MN-major, hi then lo per
+// k16 step. A warpgroup whose rows see none of a tile's keys skips its MMAs.
+#include "cuda/mla_prefill_wgmma.h"
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdint>
+
+#include "tpb/check.h"
+#include "tpb/cuda_check.h"
+#include "cuda/mma_sync.cuh"
+#include "cuda/wgmma.cuh"
+
+namespace tpb::gpu::detail {
+
+namespace {
+
+constexpr int kNope = 128, kRope = 64, kQk = kNope + kRope, kV = 128;
+constexpr int kBlockQ = 128;  // query rows per CTA: 64 per warpgroup
+constexpr int kBlockK = 64;   // keys per tile
+constexpr int kStages = 2;
+constexpr int kThreads = 256;
+constexpr int kBlockBytes = 64 * 128;               // [64 rows][64 bf16], swizzled
+constexpr int kQPanelBytes = (kQk / 64) * kBlockBytes;  // one warpgroup's queries: 24 KB
+constexpr int kKTileBytes = (kQk / 64) * kBlockBytes;   // 24 KB
+constexpr int kVTileBytes = (kV / 64) * kBlockBytes;    // 16 KB
+constexpr int kStageBytes = kKTileBytes + kVTileBytes;
+constexpr int kSmemBytes = 2 * kQPanelBytes + kStages * kStageBytes + 1024;  // + alignment to 1024
+constexpr int kScoreSteps = kQk / 16;  // 12
+static_assert(kQk % 64 == 0 && kV == 128 && kBlockK == 64, "the kernel's geometry");
+
+// exp2 in one MUFU.EX2 (as mla_prefill.cu's exp2_ftz): weights below 2^-126 flush to zero, far
+// below P's resolution relative to the row's largest weight.
+__device__ __forceinline__ float exp2_ftz(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
+// Thread t's share of a copy of 64 rows: chunk t % 8 of each 64-column block of rows t / 8 and
+// t / 8 + 32, whose swizzled offset within a block is the same for both (32 is a multiple of 8).
+struct CopySlot {
+  int row;              // t / 8: rows row and row + 32
+  int chunk;            // t % 8: elements 8 chunk ..
+  std::uint32_t offset; // within a block, for row (row + 32 adds 4096)
+};
+
+__device__ __forceinline__ CopySlot copy_slot(int tid) {
+  CopySlot c;
+  c.row = tid >> 3;
+  c.chunk = tid & 7;
+  c.offset = c.row * 128 + ((c.chunk ^ (c.row & 7)) << 4);
+  return c;
+}
+
+__global__ void __launch_bounds__(kThreads, 1)
+    mla_prefill_wgmma_kernel(const __nv_bfloat16* __restrict__ q, const __nv_bfloat16* __restrict__ k_nope,
+                             const __nv_bfloat16* __restrict__ k_rot, const __nv_bfloat16* __restrict__ v, int q_len,
+                             int past, int heads, float scale_log2, __nv_bfloat16* __restrict__ out) {
+  const int i0 = static_cast<int>(gridDim.x - 1 - blockIdx.x) * kBlockQ;  // latest block first
+  const int h = blockIdx.y;
+  const int b = blockIdx.z;
+  const int tid = threadIdx.x;
+  const int wg = tid >> 7;
+  const int wt = tid & 127;
+  const int warp = wt >> 5;
+  const int lane = tid & 31;
+  const int r0 = 16 * warp + (lane >> 2);  // this thread's rows of the warpgroup: r0 and r0 + 8
+  const int q2 = 2 * (lane & 3);           // and its key / column pair within each 8
+  const int kv_len = past + q_len;
+  const int row_first = i0 + 64 * wg;      // this warpgroup's first query row
+
+  extern __shared__ unsigned char smem_raw[];
+  const std::uint32_t raw = smem_addr(smem_raw);
+  const std::uint32_t base = (raw + 1023u) & ~1023u;  // the swizzle pattern starts at 1024
+  const std::uint32_t q_addr = base;                  // [2 warpgroups][3 blocks][64][64]
+  const std::uint32_t stage_addr = base + 2 * kQPanelBytes;  // [stage]{K: 3 blocks, V: 2 blocks}
+
+  const CopySlot cs = copy_slot(tid);
+  // Queries: rows i0 + 64 p + cs.row + 32 hh of panel p; rows past q_len arrive as zeros.
+  {
+    const std::size_t row_stride = static_cast<std::size_t>(heads) * kQk;
+    const __nv_bfloat16* q_bh = q + (static_cast<std::size_t>(b) * q_len * heads + h) * kQk;
+#pragma unroll
+    for (int p = 0; p < 2; ++p)
+#pragma unroll
+      for (int hh = 0; hh < 2; ++hh) {
+        const int i = i0 + 64 * p + cs.row + 32 * hh;
+        const bool valid = i < q_len;
+        const __nv_bfloat16* src = q_bh + (valid ? static_cast<std::size_t>(i) * row_stride : 0) + cs.chunk * 8;
+#pragma unroll
+        for (int blk = 0; blk < kQk / 64; ++blk)
+          cp_async16(q_addr + p * kQPanelBytes + blk * kBlockBytes + cs.offset + hh * 4096, src + blk * 64, valid);
+      }
+  }
+  // Keys and values of tile t: rows past kv_len arrive as zeros (and are masked).
+  const std::size_t kv_row = static_cast<std::size_t>(heads);
+  const __nv_bfloat16* kn_bh = k_nope + static_cast<std::size_t>(b) * kv_len * heads * kNope + static_cast<std::size_t>(h) * kNope;
+  const __nv_bfloat16* kr_b = k_rot + static_cast<std::size_t>(b) * kv_len * kRope;
+  const __nv_bfloat16* v_bh = v + static_cast<std::size_t>(b) * kv_len * heads * kV + static_cast<std::size_t>(h) * kV;
+  auto load_tile = [&](int t, int stage) {
+    const std::uint32_t k_dst = stage_addr + stage * kStageBytes + cs.offset;
+    const std::uint32_t v_dst = k_dst + kKTileBytes;
+#pragma unroll
+    for (int hh = 0; hh < 2; ++hh) {
+      const int j = kBlockK * t + cs.row + 32 * hh;
+      const bool valid = j < kv_len;
+      const std::size_t jj = valid ? static_cast<std::size_t>(j) : 0;
+      const __nv_bfloat16* kn = kn_bh + jj * kv_row * kNope + cs.chunk * 8;
+      const __nv_bfloat16* vv = v_bh + jj * kv_row * kV + cs.chunk * 8;
+      cp_async16(k_dst + hh * 4096, kn, valid);
+      cp_async16(k_dst + kBlockBytes + hh * 4096, kn + 64, valid);
+      cp_async16(k_dst + 2 * kBlockBytes + hh * 4096, kr_b + jj * kRope + cs.chunk * 8, valid);
+      cp_async16(v_dst + hh * 4096, vv, valid);
+      cp_async16(v_dst + kBlockBytes + hh * 4096, vv + 64, valid);
+    }
+  };
+
+  // The CTA's tiles: every key its last row sees; this warpgroup's: those its last row sees.
+  const int last_key = min(past + i0 + kBlockQ - 1, kv_len - 1);
+  const int tiles = last_key / kBlockK + 1;
+  const int wg_last_key = min(past + row_first + 63, kv_len - 1);
+  const int wg_tiles = wg_last_key / kBlockK + 1;
+  load_tile(0, 0);
+  cp_async_commit();
+
+  const std::uint64_t q_desc = sw128_desc(q_addr + wg * kQPanelBytes, 16, 1024);
+  float o[64];  // O [64 rows][128], wgmma accumulator layout
+#pragma unroll
+  for (int i = 0; i < 64; ++i) o[i] = 0.0f;
+  float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.0f, 0.0f};  // rows r0, r0 + 8
+  // The last key each of this thread's rows sees (causal), and the first row's index.
+  const int see0 = past + row_first + r0, see1 = see0 + 8;
+
+  for (int t = 0; t < tiles; ++t) {
+    cp_async_wait<0>();
+    fence_proxy_async();  // this thread's cp.async writes, visible to the wgmma (async proxy)
+    __syncthreads();      // tile t landed for all; every wgmma of tile t - 1 has completed
+    if (t + 1 < tiles) load_tile(t + 1, (t + 1) % kStages);
+    cp_async_commit();
+    if (t >= wg_tiles) continue;  // no row of this warpgroup sees these keys
+
+    const std::uint32_t k_addr = stage_addr + (t % kStages) * kStageBytes;
+    float s[32];
+#pragma unroll
+    for (int i = 0; i < 32; ++i) s[i] = 0.0f;
+    const std::uint64_t k_desc = sw128_desc(k_addr, 16, 1024);
+    fence_operands(s);
+    wgmma_fence();
+#pragma unroll
+    for (int ks = 0; ks < kScoreSteps; ++ks) {
+      const std::uint32_t off16 = ((ks >> 2) * kBlockBytes + 32 * (ks & 3)) >> 4;
+      wgmma_m64n64k16_ss<0>(s, q_desc + off16, k_desc + off16, 1);
+    }
+    wgmma_commit();
+    wgmma_wait<0>();
+    fence_operands(s);
+
+    // Softmax: s[4j + e] is row r0 + 8 (e >> 1), key 64 t + 8j + q2 + (e & 1). A key is seen
+    // when it is at most past + the row (and below kv_len, which a row below q_len implies).
+    const int key0 = kBlockK * t + q2;
+    float tile_max[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+    for (int j = 0; j < 8; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int key = key0 + 8 * j + (e & 1);
+        const bool seen = key <= ((e >> 1) ? see1 : see0) && key < kv_len;
+        s[4 * j + e] = seen ? s[4 * j + e] * scale_log2 : -INFINITY;
+        tile_max[e >> 1] = fmaxf(tile_max[e >> 1], s[4 * j + e]);
+      }
+    float corr[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 1));
+      tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 2));
+      // Key 0 is seen by every row, so m_new is finite from tile 0 on.
+      const float m_new = fmaxf(m_run[r], tile_max[r]);
+      corr[r] = exp2_ftz(m_run[r] - m_new);  // exp2(-inf) = 0 on tile 0
+      m_run[r] = m_new;
+    }
+    std::uint32_t hi[4][4], lo[4][4];
+    float sum[2] = {0.0f, 0.0f};
+#pragma unroll
+    for (int j = 0; j < 8; ++j)
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const float p0 = exp2_ftz(s[4 * j + 2 * r] - m_run[r]);
+        const float p1 = exp2_ftz(s[4 * j + 2 * r + 1] - m_run[r]);
+        sum[r] += p0 + p1;
+        const __nv_bfloat162 hb = __floats2bfloat162_rn(p0, p1);  // .x (low half) = p0
+        const float2 hf = __bfloat1622float2(hb);
+        const __nv_bfloat162 lb = __floats2bfloat162_rn(p0 - hf.x, p1 - hf.y);
+        hi[j >> 1][2 * (j & 1) + r] = *reinterpret_cast<const std::uint32_t*>(&hb);
+        lo[j >> 1][2 * (j & 1) + r] = *reinterpret_cast<const std::uint32_t*>(&lb);
+      }
+#pragma unroll
+    for (int r = 0; r < 2; ++r) l_run[r] = l_run[r] * corr[r] + sum[r];
+#pragma unroll
+    for (int j = 0; j < 16; ++j) {
+      o[4 * j] *= corr[0];
+      o[4 * j + 1] *= corr[0];
+      o[4 * j + 2] *= corr[1];
+      o[4 * j + 3] *= corr[1];
+    }
+
+    // O += P V: V [64 keys][128] read MN-major, two 64-column blocks.
+    const std::uint64_t v_desc = sw128_desc(k_addr + kKTileBytes, kBlockBytes, 1024);
+    fence_operands(o);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) {
+      wgmma_m64n128k16_rs_bmn(o, hi[kk], v_desc + ((2048 * kk) >> 4), 1);
+      wgmma_m64n128k16_rs_bmn(o, lo[kk], v_desc + ((2048 * kk) >> 4), 1);
+    }
+    wgmma_commit();
+    wgmma_wait<0>();
+    fence_operands(o);
+  }
+
+  // out[i][h][:] = O / l for this thread's rows below q_len; columns 8j + q2, + 1.
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    float l = l_run[r];
+    l += __shfl_xor_sync(0xffffffffu, l, 1);
+    l += __shfl_xor_sync(0xffffffffu, l, 2);
+    const int i = row_first + r0 + 8 * r;
+    if (i < q_len) {
+      const float inv = 1.0f / l;
+      __nv_bfloat162* dst = reinterpret_cast<__nv_bfloat162*>(
+          out + ((static_cast<std::size_t>(b) * q_len + i) * heads + h) * kV + q2);
+#pragma unroll
+      for (int j = 0; j < 16; ++j) dst[4 * j] = __floats2bfloat162_rn(o[4 * j + 2 * r] * inv, o[4 * j + 2 * r + 1] * inv);
+    }
+  }
+}
+
+}  // namespace
+
+bool mla_prefill_wgmma_supports(std::int64_t nope, std::int64_t rope, std::int64_t v_dim) {
+  return nope == kNope && rope == kRope && v_dim == kV;
+}
+
+void launch_mla_prefill_wgmma(const __nv_bfloat16* q, const __nv_bfloat16* k_nope, const __nv_bfloat16* k_rot,
+                              const __nv_bfloat16* v, std::int64_t batch, std::int64_t q_len, std::int64_t past,
+                              std::int64_t heads, float scale, __nv_bfloat16* out, cudaStream_t stream) {
+  // Above the default 48 KiB; a host-side attribute, legal under stream capture.
+  TPB_CUDA_CHECK(cudaFuncSetAttribute(mla_prefill_wgmma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
+  const dim3 grid(static_cast<unsigned>((q_len + kBlockQ - 1) / kBlockQ), static_cast<unsigned>(heads),
+                  static_cast<unsigned>(batch));
+  const float scale_log2 = static_cast<float>(static_cast<double>(scale) * 1.4426950408889634);  // log2(e)
+  mla_prefill_wgmma_kernel<<<grid, kThreads, kSmemBytes, stream>>>(q, k_nope, k_rot, v, static_cast<int>(q_len),
+                                                                   static_cast<int>(past), static_cast<int>(heads),
+                                                                   scale_log2, out);
+  TPB_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace tpb::gpu::detail
