@@ -113,19 +113,19 @@ PY
 fi
 
 if [ "${NCU:-0}" = 1 ]; then
-  step "Nsight Compute: prefill (tensor_core_split_p, 64 heads, 1 x 8K) and decode (64 heads, 64 x 8K)"
+  step "Nsight Compute: prefill (wgmma_split_p, 64 heads, 1 x 8K) and decode (64 heads, 64 x 8K)"
   NCU_SECTIONS=(--section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats
                 --section SchedulerStats --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis
                 --section SourceCounters)
   {
-    bounded 120 ncu --clock-control none --kernel-name regex:mla_prefill_tc --launch-skip 1 --launch-count 1 \
+    bounded 120 ncu --clock-control none --kernel-name regex:mla_prefill_wgmma --launch-skip 1 --launch-count 1 \
       "${NCU_SECTIONS[@]}" "$BENCH" --tpb_ranks=1 \
-      --benchmark_filter='attention/mla_prefill/tensor_core_split_p/heads:64/batch:1/q_len:8192/'
+      --benchmark_filter='attention/mla_prefill/wgmma_split_p/heads:64/batch:1/q_len:8192/'
     bounded 120 ncu --clock-control none --kernel-name regex:mla_decode --launch-skip 2 --launch-count 1 \
       "${NCU_SECTIONS[@]}" "$BENCH" --tpb_ranks=1 --benchmark_filter='attention/mla_decode/wgmma/heads:64/batch:64/seq_len:8192/'
   } >"$OUT/ncu.txt" 2>&1
   echo "ncu: rc=$?"; grep -E "Duration|Compute \(SM\) Throughput|Memory Throughput|Achieved Occupancy|Registers Per" "$OUT/ncu.txt" | head -20
-  cuobjdump -sass "$BENCH" 2>/dev/null | awk '/Function : .*(mla_prefill_tc_kernelILi12ELi8ELb1ELb1|mla_decode)/{p=1} /Function : /{if (!/mla_prefill_tc_kernelILi12ELi8ELb1ELb1|mla_decode/) p=0} p' \
+  cuobjdump -sass "$BENCH" 2>/dev/null | awk '/Function : .*(mla_prefill_wgmma|mla_decode)/{p=1} /Function : /{if (!/mla_prefill_wgmma|mla_decode/) p=0} p' \
     | gzip >"$OUT/sass.txt.gz"
 fi
 

@@ -585,7 +585,9 @@ void validate(const MlaPrefillShape& s) {
 // gave at most 1.25e-2; split P keeps the weights to 2^-16, near fp32, at 0.82 x bf16 P's speed
 // (212 vs 259 TFLOP/s at 64 heads x 1 x 8K).
 // Turning the tensor cores on changed the engine's prefill bits: the baselines/h200x1 prefill
-// digests were re-recorded with them.
+// digests were re-recorded with them. Since 2026-12-02 Kimi-K2.5's widths take the wgmma
+// kernel (the same split P, another sum order: 1.57 x the mma.sync split-P kernel's speed on
+// one H200, 335 vs 213 TFLOP/s at 64 heads x 1 x 8K); the digests were re-recorded again.
 constexpr bool kTensorCoreByDefault = true;
 constexpr int kEngineTensorCoreVariant = kTensorCoreSplitP;
 
@@ -671,7 +673,9 @@ bool mla_prefill_variant_supports(int variant, const MlaPrefillShape& shape) {
 bool mla_prefill_tensor_core_by_default() { return kTensorCoreByDefault; }
 
 int mla_prefill_default_variant(const MlaPrefillShape& shape) {
-  return kTensorCoreByDefault && tensor_core_supports(shape) ? kEngineTensorCoreVariant : kCudaCore;
+  if (!kTensorCoreByDefault) return kCudaCore;
+  if (mla_prefill_variant_supports(kWgmmaSplitP, shape)) return kWgmmaSplitP;
+  return tensor_core_supports(shape) ? kEngineTensorCoreVariant : kCudaCore;
 }
 
 void mla_prefill_variant(int variant, const __nv_bfloat16* q, const __nv_bfloat16* k_nope, const __nv_bfloat16* k_rot,
@@ -701,8 +705,9 @@ void mla_prefill_attention(const __nv_bfloat16* q, const __nv_bfloat16* k_nope, 
                            const __nv_bfloat16* v, const MlaPrefillShape& s, float scale, __nv_bfloat16* out,
                            cudaStream_t stream) {
   validate(s);
-  if (tuning::mla_prefill_default_variant(s) == kEngineTensorCoreVariant && tensor_core_aligned(q, k_nope, k_rot, v, s, out))
-    launch_tensor_core<kEngineTensorCoreVariant == kTensorCoreSplitP>(q, k_nope, k_rot, v, s, scale, out, stream);
+  const int variant = tuning::mla_prefill_default_variant(s);
+  if (variant != kCudaCore && tensor_core_aligned(q, k_nope, k_rot, v, s, out))
+    tuning::mla_prefill_variant(variant, q, k_nope, k_rot, v, s, scale, out, stream);
   else
     launch_cuda_core(q, k_nope, k_rot, v, s, scale, out, stream);
 }

@@ -303,14 +303,16 @@ INSTANTIATE_TEST_SUITE_P(Shapes, MlaPrefillTest, ::testing::ValuesIn(cases()),
                          [](const ::testing::TestParamInfo<PrefillCase>& info) { return info.param.name; });
 
 TEST(MlaPrefill, DispatchTakesTensorCoresWhereTheyApply) {
-  // Kimi-K2.5 and the presets run on the tensor cores (once they are the default); the engine's
-  // even padding of odd widths (attention_widths.h) on the CUDA-core kernel.
+  // Kimi-K2.5 runs on the wgmma kernel and other widths that are multiples of 8 on the mma.sync
+  // one (once the tensor cores are the default); the engine's even padding of odd widths
+  // (attention_widths.h) on the CUDA-core kernel.
   auto dispatched = [](const gpu::MlaPrefillShape& s) {
     return std::string(gpu::tuning::mla_prefill_variant_name(gpu::tuning::mla_prefill_default_variant(s)));
   };
   const std::string where_they_apply =
       gpu::tuning::mla_prefill_tensor_core_by_default() ? "tensor_core_split_p" : "cuda_core";
-  EXPECT_EQ(where_they_apply, dispatched(shape(1, 8, 0, 64)));
+  EXPECT_EQ(gpu::tuning::mla_prefill_tensor_core_by_default() ? "wgmma_split_p" : "cuda_core",
+            dispatched(shape(1, 8, 0, 64)));
   EXPECT_EQ(where_they_apply, dispatched(shape(1, 8, 0, 4, 16, 8, 16)));
   EXPECT_EQ("cuda_core", dispatched(shape(1, 8, 0, 4, 12, 6, 14)));
 }

@@ -3,12 +3,13 @@
 //   0 tensor_core          mma.sync m16n8k16, P enters the P·V MMA as bf16 (flash-attention's
 //                          choice)
 //   1 tensor_core_split_p  the same with P = bf16 hi + lo, two MMAs (P to 2^-16 relative): what
-//                          mla_prefill_attention launches where the tensor cores apply
-//                          (mla_prefill.cu says why this one)
+//                          mla_prefill_attention launches at widths that are multiples of 8
+//                          other than Kimi-K2.5's (mla_prefill.cu says why split P)
 //   2 cuda_core            fp32 FMA on CUDA cores, any even head dims: the fallback
 //   3 wgmma_split_p        Hopper warpgroup MMA (both score operands from shared memory, P from
 //                          registers as bf16 hi + lo), Kimi-K2.5's widths only (nope 128, rope 64,
-//                          v_dim 128): kernels/cuda/mla_prefill_wgmma.cu
+//                          v_dim 128): kernels/cuda/mla_prefill_wgmma.cu; what
+//                          mla_prefill_attention launches there
 // Each variant is deterministic (fixed sum order, no atomics).
 #pragma once
 
