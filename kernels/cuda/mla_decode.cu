@@ -547,8 +547,10 @@ const char* mla_decode_variant_name(int variant) {
   return kVariantNames[variant];
 }
 
+// The wgmma kernel only where the build has sm_90a code (TPB_HAVE_SM90A, kernels/CMakeLists.txt).
 bool mla_decode_variant_supports(int variant, const MlaDecodeShape& shape) {
-  return variant == kVariantMmaSync || (variant == kVariantWgmma && kernels::mla_decode_wgmma_shape(shape.kv_lora, shape.rope));
+  return variant == kVariantMmaSync ||
+         (variant == kVariantWgmma && TPB_HAVE_SM90A && kernels::mla_decode_wgmma_shape(shape.kv_lora, shape.rope));
 }
 
 int mla_decode_default_variant(const MlaDecodeShape& shape) {

@@ -326,6 +326,9 @@ std::int64_t mla_decode_wgmma_resident_ctas() {
 }
 
 void launch_mla_decode_split_wgmma(const MlaDecodeWgmmaLaunch& l, cudaStream_t stream) {
+  // Above the default 48 KiB; a host-side attribute, legal under stream capture.
+  TPB_CUDA_CHECK(cudaFuncSetAttribute(mla_decode_split_wgmma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                      kSmemBytes));
   const dim3 grid(static_cast<unsigned>(l.groups), static_cast<unsigned>(l.splits), static_cast<unsigned>(l.batch));
   mla_decode_split_wgmma_kernel<<<grid, kThreads, kSmemBytes, stream>>>(
       l.q, l.cache, l.seq_lens, static_cast<int>(l.heads), l.max_len, static_cast<int>(l.splits), l.chunk, l.scale,

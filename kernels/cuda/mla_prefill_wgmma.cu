@@ -254,7 +254,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 }  // namespace
 
 bool mla_prefill_wgmma_supports(std::int64_t nope, std::int64_t rope, std::int64_t v_dim) {
-  return nope == kNope && rope == kRope && v_dim == kV;
+  return TPB_HAVE_SM90A && nope == kNope && rope == kRope && v_dim == kV;  // sm_90a code in the build
 }
 
 void launch_mla_prefill_wgmma(const __nv_bfloat16* q, const __nv_bfloat16* k_nope, const __nv_bfloat16* k_rot,

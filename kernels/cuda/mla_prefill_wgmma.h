@@ -9,7 +9,7 @@
 
 namespace tpb::gpu::detail {
 
-// Kimi-K2.5's widths only: nope 128, rope 64, v_dim 128.
+// Kimi-K2.5's widths only (nope 128, rope 64, v_dim 128), in a build with sm_90a code.
 bool mla_prefill_wgmma_supports(std::int64_t nope, std::int64_t rope, std::int64_t v_dim);
 // Layouts as mla_prefill_attention's (tpb/kernels/gpu/mla_prefill.h); 16-byte aligned q, k_nope,
 // k_rot, v and 4-byte aligned out (the caller checks).

@@ -21,8 +21,13 @@
 
 #include <cstdint>
 
+// wgmma exists only on the arch-specific target sm_90a. In a device pass for another
+// architecture each instruction below compiles to a trap; the host side never launches those
+// kernels there (TPB_HAVE_SM90A, kernels/CMakeLists.txt).
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
-#error "wgmma needs the arch-specific target sm_90a (CMAKE_CUDA_ARCHITECTURES 90a)"
+#define TPB_WGMMA_ASM(...) __trap()
+#else
+#define TPB_WGMMA_ASM(...) asm volatile(__VA_ARGS__)
 #endif
 
 namespace tpb::gpu::detail {
@@ -48,12 +53,12 @@ __device__ __forceinline__ std::uint64_t sw128_desc(std::uint32_t addr, std::uin
 
 // Shared memory written by ordinary stores (the generic proxy) becomes visible to wgmma (the
 // async proxy); then a barrier, before the first wgmma reads it.
-__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
-__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void fence_proxy_async() { TPB_WGMMA_ASM("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_fence() { TPB_WGMMA_ASM("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() { TPB_WGMMA_ASM("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
 template <int N>
 __device__ __forceinline__ void wgmma_wait() {
-  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+  TPB_WGMMA_ASM("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
 }
 
 // Pins accumulator registers at this point of the program: the compiler sees a wgmma's outputs
@@ -70,7 +75,7 @@ __device__ __forceinline__ void fence_operands(float (&d)[N]) {
 template <int TransB>
 __device__ __forceinline__ void wgmma_m64n64k16_ss(float (&d)[32], std::uint64_t a_desc, std::uint64_t b_desc,
                                                    int scale_d) {
-  asm volatile(
+  TPB_WGMMA_ASM(
       "{\n"
       ".reg .pred p;\n"
       "setp.ne.b32 p, %34, 0;\n"
@@ -91,7 +96,7 @@ __device__ __forceinline__ void wgmma_m64n64k16_ss(float (&d)[32], std::uint64_t
 // k 8 + 2q..), B from shared memory, MN-major ([K][N] rows, four 64-column blocks LBO apart).
 __device__ __forceinline__ void wgmma_m64n256k16_rs_bmn(float (&d)[128], const std::uint32_t (&a)[4],
                                                         std::uint64_t b_desc, int scale_d) {
-  asm volatile(
+  TPB_WGMMA_ASM(
       "{\n"
       ".reg .pred p;\n"
       "setp.ne.b32 p, %133, 0;\n"
@@ -129,7 +134,7 @@ __device__ __forceinline__ void wgmma_m64n256k16_rs_bmn(float (&d)[128], const s
 // B from shared memory, MN-major ([K][N] rows, two 64-column blocks LBO apart).
 __device__ __forceinline__ void wgmma_m64n128k16_rs_bmn(float (&d)[64], const std::uint32_t (&a)[4],
                                                         std::uint64_t b_desc, int scale_d) {
-  asm volatile(
+  TPB_WGMMA_ASM(
       "{\n"
       ".reg .pred p;\n"
       "setp.ne.b32 p, %69, 0;\n"

@@ -84,10 +84,24 @@ struct DecodeRun {
     d_out.download(out.data());
     return out;
   }
+  // Output and workspace poisoned first (all-ones bytes: NaN), so that a store a kernel skips
+  // cannot pass on another run's numbers.
   std::vector<std::uint16_t> run(const std::vector<std::int32_t>& lens, int variant = -1) {
     set_lens(lens);
+    TPB_CUDA_CHECK(cudaMemsetAsync(d_out.ptr, 0xff, d_out.count * sizeof(std::uint16_t), stream));
+    TPB_CUDA_CHECK(cudaMemsetAsync(d_ws.ptr, 0xff, d_ws.count, stream));
     launch(variant);
     return output();
+  }
+
+  // Cache rows at and past each sequence's length set to NaN: no kernel may read them.
+  void poison_past_lengths(const std::vector<std::int32_t>& lens) {
+    const std::int64_t row = shape.kv_lora + shape.rope;
+    std::vector<std::uint16_t> poisoned = cache;
+    for (std::int64_t b = 0; b < shape.batch; ++b)
+      for (std::int64_t j = lens[static_cast<std::size_t>(b)]; j < shape.max_len; ++j)
+        std::fill_n(poisoned.begin() + (b * shape.max_len + j) * row, row, std::uint16_t{0x7fc0});
+    d_cache.upload(poisoned.data());
   }
 
   static std::size_t workspace_for_every_variant(const gpu::MlaDecodeShape& s) {
@@ -174,6 +188,9 @@ std::vector<DecodeCase> cases() {
       // A full wgmma group of 64 heads (TP1), and 80 heads: one full group and one of 16.
       {"b2_h64_mixed_lens", shape(2, 64, 512, 64, 3000), {3000, 65}},
       {"b2_h80_two_groups", shape(2, 80, 512, 64, 700), {700, 64}},
+      // DeepSeek-V3's 128 heads at TP 1 (two full groups), and a single head (63 padded rows).
+      {"b3_h128_mixed_lens", shape(3, 128, 512, 64, 900), {900, 1, 513}},
+      {"b2_h1", shape(2, 1, 512, 64, 300), {300, 129}},
       {"b256_h5_lora64_rope8", shape(256, 5, 64, 8, 40), random_lens(12, 256, 40)},
       {"b2_h3_no_rope", shape(2, 3, 24, 0, 50), {50, 33}},
   };
@@ -190,21 +207,29 @@ TEST_P(MlaDecodeTest, MatchesHostReference) {
   std::uint64_t seed = 1469598103934665603ull;  // FNV-1a of the case name: fixed, distinct per case
   for (char ch : c.name) seed = (seed ^ static_cast<unsigned char>(ch)) * 1099511628211ull;
   DecodeRun run(c.shape, seed);
+  run.poison_past_lengths(c.lens);
   std::vector<float> ref(run.d_out.count);
   gpu::mla_decode_attention_ref(run.q.data(), run.cache.data(), c.lens.data(), c.shape, kScale, ref.data());
-  // Every split kernel that takes the shape, and then the one mla_decode_attention picks.
+  // Every split kernel that takes the shape, and mla_decode_attention: the bits of the one it picks.
+  const int picked = gpu::tuning::mla_decode_default_variant(c.shape);
+  std::vector<std::uint16_t> picked_out;
   for (int v = 0; v < gpu::tuning::mla_decode_variants(); ++v) {
     if (!gpu::tuning::mla_decode_variant_supports(v, c.shape)) continue;
     SCOPED_TRACE(std::string("variant ") + gpu::tuning::mla_decode_variant_name(v));
-    expect_close(run.run(c.lens, v), ref, c.shape, c.lens);
+    const std::vector<std::uint16_t> out = run.run(c.lens, v);
+    expect_close(out, ref, c.shape, c.lens);
+    if (v == picked) picked_out = out;
   }
-  SCOPED_TRACE("mla_decode_attention");
-  expect_close(run.run(c.lens), ref, c.shape, c.lens);
+  const std::vector<std::uint16_t> dispatched = run.run(c.lens);
+  ASSERT_EQ(picked_out.size(), dispatched.size());
+  EXPECT_EQ(0, std::memcmp(picked_out.data(), dispatched.data(), dispatched.size() * 2))
+      << "mla_decode_attention differs from the variant it picks, " << gpu::tuning::mla_decode_variant_name(picked);
 }
 
-// The Kimi-K2.5 row takes the wgmma kernel by default, other widths the mma.sync one.
+// The Kimi-K2.5 row takes the wgmma kernel by default (in a build with sm_90a code), other
+// widths the mma.sync one.
 TEST(MlaDecode, DefaultVariantByWidth) {
-  EXPECT_STREQ("wgmma", gpu::tuning::mla_decode_variant_name(gpu::tuning::mla_decode_default_variant(shape(1, 32, 512, 64, 10))));
+  EXPECT_STREQ(TPB_HAVE_SM90A ? "wgmma" : "mma_sync", gpu::tuning::mla_decode_variant_name(gpu::tuning::mla_decode_default_variant(shape(1, 32, 512, 64, 10))));
   EXPECT_STREQ("mma_sync", gpu::tuning::mla_decode_variant_name(gpu::tuning::mla_decode_default_variant(shape(1, 32, 128, 32, 10))));
   EXPECT_FALSE(gpu::tuning::mla_decode_variant_supports(1, shape(1, 32, 512, 32, 10)));
 }

@@ -123,6 +123,11 @@ std::vector<PrefillCase> cases() {
       {"kimi_tp1_b1_q2049_past0_h64_sampled", shape(1, 2049, 0, 64), with(tile_edges, {1023, 1024, 2047, 2048})},
       {"kimi_tp2_b4_q600_past700_h32_sampled", shape(4, 600, 700, 32), with(tile_edges, {500, 598, 599})},
       {"kimi_tp1_b1_q1_past8191_h64", shape(1, 1, 8191, 64), {}},
+      // The wgmma kernel's edges: q_len a multiple of its 128-row block with past on a key tile;
+      // a short chunk after a long past (its second warpgroup's rows all padding); one head.
+      {"kimi_b2_q256_past128_h8", shape(2, 256, 128, 8), {}},
+      {"kimi_b3_q40_past300_h4", shape(3, 40, 300, 4), {}},
+      {"kimi_b1_q130_past0_h1", shape(1, 130, 0, 1), {}},
       // The test presets' widths (scenarios/models: tiny-dsv3 16/8/16, small-dsv3 32/16/32).
       {"tiny_dims_b2_q130_past5_h4", shape(2, 130, 5, 4, 16, 8, 16), {}},
       {"small_dims_b1_q257_past0_h8", shape(1, 257, 0, 8, 32, 16, 32), {}},
@@ -311,7 +316,8 @@ TEST(MlaPrefill, DispatchTakesTensorCoresWhereTheyApply) {
   };
   const std::string where_they_apply =
       gpu::tuning::mla_prefill_tensor_core_by_default() ? "tensor_core_split_p" : "cuda_core";
-  EXPECT_EQ(gpu::tuning::mla_prefill_tensor_core_by_default() ? "wgmma_split_p" : "cuda_core",
+  EXPECT_EQ(gpu::tuning::mla_prefill_tensor_core_by_default() ? (TPB_HAVE_SM90A ? "wgmma_split_p" : "tensor_core_split_p")
+                                                              : "cuda_core",
             dispatched(shape(1, 8, 0, 64)));
   EXPECT_EQ(where_they_apply, dispatched(shape(1, 8, 0, 4, 16, 8, 16)));
   EXPECT_EQ("cuda_core", dispatched(shape(1, 8, 0, 4, 12, 6, 14)));

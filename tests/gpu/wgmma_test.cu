@@ -88,11 +88,13 @@ void check_product(std::uint32_t seed) {
 
 TEST(GpuWgmma, ProductWithBKMajor) {
   TPB_REQUIRE_GPU();
+  if (!TPB_HAVE_SM90A) GTEST_SKIP() << "built without sm_90a code";
   check_product<0>(901);
 }
 
 TEST(GpuWgmma, ProductWithBMnMajor) {
   TPB_REQUIRE_GPU();
+  if (!TPB_HAVE_SM90A) GTEST_SKIP() << "built without sm_90a code";
   check_product<1>(902);
 }
 
@@ -145,6 +147,7 @@ __global__ void __launch_bounds__(128) wgmma_rs_64x256x64(const std::uint16_t* a
 
 TEST(GpuWgmma, ProductWithARegistersAndWideBMnMajor) {
   TPB_REQUIRE_GPU();
+  if (!TPB_HAVE_SM90A) GTEST_SKIP() << "built without sm_90a code";
   const auto a = random_bf16(kDim * kDim, 903, -2.f, 2.f);
   const auto b = random_bf16(kDim * kWideN, 904, -2.f, 2.f);
   DevBuf<std::uint16_t> da(a.size()), db(b.size());

@@ -15,6 +15,8 @@ constexpr std::int64_t kMlaDecodeMaxSplits = 256;
 
 // The wgmma kernel (Hopper) takes the DeepSeek-V3 / Kimi-K2.5 row only, with every head of a
 // group of 64 as the MMA's M dimension (fewer heads are padded); other widths take mma.sync.
+// The planner assumes a build with sm_90a code (the default architectures): one built without
+// it runs mma.sync at every width, whose plan has fewer splits and so a smaller workspace.
 constexpr std::int64_t kMlaDecodeWgmmaKvLora = 512;
 constexpr std::int64_t kMlaDecodeWgmmaRope = 64;
 constexpr std::int64_t kMlaDecodeWgmmaHeadsPerCta = 64;
