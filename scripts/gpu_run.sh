@@ -21,7 +21,7 @@
 #   GPU_RUN_SKIP_BENCH=1 GPU_RUN_BASELINES=1 (scenarios recorded and re-compared, qualify).
 # Pass TPB_GIT_SHA=<full sha> TPB_GIT_DIRTY=0|1: the copy on the GPU machine has no usable
 # .git, and baselines carry the commit they were recorded at.
-# Steps: configure (cmake --preset cuda, Ninja, sm_90) and build tpb_gpu_tests + tpb_bench
+# Steps: configure (cmake --preset cuda, Ninja, sm_90a) and build tpb_gpu_tests + tpb_bench
 # with all cores; ctest -L gpu (every gpu test unless GPU_RUN_CTEST_REGEX narrows it);
 # tpb_bench pass 1 (nccl, one-shot, two-shot) -> measured auto thresholds
 # (scripts/allreduce_thresholds.py) -> tpb_bench pass 2 (all four backends side by side,
