@@ -33,6 +33,7 @@
 #include "tpb/cuda_check.h"
 #include "tpb/kernels/mla_decode_split.h"
 #include "cuda/mma_sync.cuh"
+#include "cuda/softmax_split_p.cuh"
 #include "cuda/wgmma.cuh"
 
 namespace tpb::gpu::detail {
@@ -187,42 +188,15 @@ __global__ void __launch_bounds__(kThreads, 1)
       wgmma_wait<0>();
       fence_operands(s);
 
-      // Softmax of the tile: s[4j + e] is head r0 + 8 (e >> 1), key 8j + q2 + (e & 1) of the tile.
-      float tile_max[2] = {-INFINITY, -INFINITY};
+      // Softmax of the tile: s[4j + e] is head r0 + 8 (e >> 1), key 8j + q2 + (e & 1) of the tile;
+      // the tile's first key is valid.
 #pragma unroll
       for (int j = 0; j < 8; ++j)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          s[4 * j + e] = 8 * j + q2 + (e & 1) < keys ? s[4 * j + e] * scale_log2 : -INFINITY;
-          tile_max[e >> 1] = fmaxf(tile_max[e >> 1], s[4 * j + e]);
-        }
+        for (int e = 0; e < 4; ++e) s[4 * j + e] = 8 * j + q2 + (e & 1) < keys ? s[4 * j + e] * scale_log2 : -INFINITY;
       float corr[2];
-#pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 1));
-        tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 2));
-        const float m_new = fmaxf(m_run[r], tile_max[r]);  // finite: the tile's first key is valid
-        corr[r] = exp2f(m_run[r] - m_new);                 // exp2(-inf) = 0 on the first tile
-        m_run[r] = m_new;
-      }
-      // P as the A fragments of the four k16 steps: step kk holds keys 16 kk .. 16 kk + 15.
       std::uint32_t hi[4][4], lo[4][4];
-      float sum[2] = {0.0f, 0.0f};
-#pragma unroll
-      for (int j = 0; j < 8; ++j)
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
-          const float p0 = exp2f(s[4 * j + 2 * r] - m_run[r]);
-          const float p1 = exp2f(s[4 * j + 2 * r + 1] - m_run[r]);
-          sum[r] += p0 + p1;
-          const __nv_bfloat162 h = __floats2bfloat162_rn(p0, p1);  // .x (low half) = p0
-          const float2 hf = __bfloat1622float2(h);
-          const __nv_bfloat162 l = __floats2bfloat162_rn(p0 - hf.x, p1 - hf.y);
-          hi[j >> 1][2 * (j & 1) + r] = *reinterpret_cast<const std::uint32_t*>(&h);
-          lo[j >> 1][2 * (j & 1) + r] = *reinterpret_cast<const std::uint32_t*>(&l);
-        }
-#pragma unroll
-      for (int r = 0; r < 2; ++r) l_run[r] = l_run[r] * corr[r] + sum[r];
+      softmax_tile_split_p(s, m_run, l_run, corr, hi, lo, [](float x) { return exp2f(x); });
 
       // Hand P and the corrections to warpgroup 1 (its thread wt holds the same heads).
       if (it > 0) named_sync(kBarPFree);  // warpgroup 1 has read the previous tile's

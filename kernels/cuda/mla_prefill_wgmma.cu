@@ -25,6 +25,7 @@
 #include "tpb/check.h"
 #include "tpb/cuda_check.h"
 #include "cuda/mma_sync.cuh"
+#include "cuda/softmax_split_p.cuh"
 #include "cuda/wgmma.cuh"
 
 namespace tpb::gpu::detail {
@@ -175,7 +176,6 @@ __global__ void __launch_bounds__(kThreads, 1)
     // Softmax: s[4j + e] is row r0 + 8 (e >> 1), key 64 t + 8j + q2 + (e & 1). A key is seen
     // when it is at most past + the row (and below kv_len, which a row below q_len implies).
     const int key0 = kBlockK * t + q2;
-    float tile_max[2] = {-INFINITY, -INFINITY};
 #pragma unroll
     for (int j = 0; j < 8; ++j)
 #pragma unroll
@@ -183,35 +183,11 @@ __global__ void __launch_bounds__(kThreads, 1)
         const int key = key0 + 8 * j + (e & 1);
         const bool seen = key <= ((e >> 1) ? see1 : see0) && key < kv_len;
         s[4 * j + e] = seen ? s[4 * j + e] * scale_log2 : -INFINITY;
-        tile_max[e >> 1] = fmaxf(tile_max[e >> 1], s[4 * j + e]);
       }
+    // Key 0 is seen by every row, so the running max is finite from tile 0 on.
     float corr[2];
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 1));
-      tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 2));
-      // Key 0 is seen by every row, so m_new is finite from tile 0 on.
-      const float m_new = fmaxf(m_run[r], tile_max[r]);
-      corr[r] = exp2_ftz(m_run[r] - m_new);  // exp2(-inf) = 0 on tile 0
-      m_run[r] = m_new;
-    }
     std::uint32_t hi[4][4], lo[4][4];
-    float sum[2] = {0.0f, 0.0f};
-#pragma unroll
-    for (int j = 0; j < 8; ++j)
-#pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        const float p0 = exp2_ftz(s[4 * j + 2 * r] - m_run[r]);
-        const float p1 = exp2_ftz(s[4 * j + 2 * r + 1] - m_run[r]);
-        sum[r] += p0 + p1;
-        const __nv_bfloat162 hb = __floats2bfloat162_rn(p0, p1);  // .x (low half) = p0
-        const float2 hf = __bfloat1622float2(hb);
-        const __nv_bfloat162 lb = __floats2bfloat162_rn(p0 - hf.x, p1 - hf.y);
-        hi[j >> 1][2 * (j & 1) + r] = *reinterpret_cast<const std::uint32_t*>(&hb);
-        lo[j >> 1][2 * (j & 1) + r] = *reinterpret_cast<const std::uint32_t*>(&lb);
-      }
-#pragma unroll
-    for (int r = 0; r < 2; ++r) l_run[r] = l_run[r] * corr[r] + sum[r];
+    softmax_tile_split_p(s, m_run, l_run, corr, hi, lo, exp2_ftz);
 #pragma unroll
     for (int j = 0; j < 16; ++j) {
       o[4 * j] *= corr[0];
