@@ -550,6 +550,13 @@ CaseRun Launcher::run_case(const std::string& group_key, int world_size, const j
       blamed = std::move(ranks);
     }
   };
+  // An ended job's launcher output names the rank that failed (Open MPI's "process rank N",
+  // Slurm's "task N:"): that rank, where it is one of this job's and gave no result.
+  auto rank_the_launcher_names = [&]() -> std::optional<int> {
+    const std::optional<int> named = rank_named_by_launcher(g.kind, tail_lines(g.job_log, 64));
+    if (named && *named >= 0 && *named < world_size && !g.ranks[static_cast<std::size_t>(*named)].result) return named;
+    return std::nullopt;
+  };
 
   while (failure.empty()) {
     const bool all_results =
@@ -563,8 +570,9 @@ CaseRun Launcher::run_case(const std::string& group_key, int world_size, const j
       break;
     }
     if (g.job_reaped) {
-      // The job ended with results missing: blame the ranks whose connection closed, else
-      // every rank that has not answered.
+      // The job ended with results missing: blame the rank its launcher names (the one that
+      // failed first; it ends the others), else the ranks whose connection closed, else every
+      // rank that has not answered.
       std::vector<int> closed, missing;
       for (int r = 0; r < world_size; ++r) {
         auto& rk = g.ranks[static_cast<std::size_t>(r)];
@@ -572,9 +580,11 @@ CaseRun Launcher::run_case(const std::string& group_key, int world_size, const j
         missing.push_back(r);
         if (rk.fd >= 0 && rk.connection_closed()) closed.push_back(r);
       }
-      const std::vector<int>& blame = closed.empty() ? missing : closed;
+      const std::optional<int> named = rank_the_launcher_names();
+      const std::vector<int> blame = named ? std::vector<int>{*named} : closed.empty() ? missing : closed;
       fail(std::string(launcher_name(g.kind)) + " " + wait_status_text(g.job_status) + " with no result from " +
-               ranks_text(missing) + (closed.empty() ? "" : " (" + ranks_text(closed) + " closed the control connection)"),
+               ranks_text(missing) + (closed.empty() ? "" : " (" + ranks_text(closed) + " closed the control connection)") +
+               (named ? "; it names rank " + std::to_string(*named) : ""),
            blame);
       break;
     }
@@ -685,9 +695,7 @@ CaseRun Launcher::run_case(const std::string& group_key, int world_size, const j
         // by now: the rank the launcher names is the one that died first, not the lowest.
         int who = r;
         if (g.job_reaped)
-          if (const auto named = rank_named_by_launcher(g.kind, tail_lines(g.job_log, 64));
-              named && *named >= 0 && *named < world_size && !g.ranks[static_cast<std::size_t>(*named)].result)
-            who = *named;
+          if (const std::optional<int> named = rank_the_launcher_names()) who = *named;
         fail("rank " + std::to_string(who) + ": closed its control connection" +
                  (g.job_reaped ? "; " + std::string(launcher_name(g.kind)) + " " + wait_status_text(g.job_status) : ""),
              {who});
