@@ -574,14 +574,12 @@ void mla_decode_variant(int variant, const __nv_bfloat16* q, const __nv_bfloat16
 }  // namespace tuning
 
 std::size_t mla_decode_workspace_bytes(const MlaDecodeShape& shape) {
-  validate(shape);
   return tuning::mla_decode_variant_workspace_bytes(tuning::mla_decode_default_variant(shape), shape);
 }
 
 void mla_decode_attention(const __nv_bfloat16* q, const __nv_bfloat16* cache, const std::int32_t* seq_lens,
                           const MlaDecodeShape& shape, float scale, void* workspace, __nv_bfloat16* o_lat,
                           cudaStream_t stream) {
-  validate(shape);
   tuning::mla_decode_variant(tuning::mla_decode_default_variant(shape), q, cache, seq_lens, shape, scale, workspace,
                              o_lat, stream);
 }

@@ -54,7 +54,7 @@ constexpr int kThreads = 256;
 constexpr int kScratchBytes = 8192;           // P lo fragments (P hi goes into the tile's rope block)
 constexpr int kCorrBytes = 128 * 8;           // the corrections of each thread's two heads
 constexpr int kSmemBytes = (1 + kStages) * kPanelBytes + kScratchBytes + kCorrBytes + 1024;  // + alignment
-static_assert(kRow % 64 == 0 && kLora == 2 * 256 && kHeads == 64 && kTileKeys == 64,
+static_assert(kRow % 64 == 0 && kLora == 2 * 256 && kHeads == 64 && kTileKeys == 64 && kBlockBytes == 8192,
               "the kernel's geometry");
 static_assert(kSmemBytes <= 227 * 1024, "shared memory per block on sm_90");
 
@@ -94,13 +94,7 @@ __device__ __forceinline__ void load_rows(std::uint32_t dst, const __nv_bfloat16
 __device__ __forceinline__ void pv_half(float (&o)[128], const std::uint32_t (&hi)[4][4], const std::uint32_t (&lo)[4][4],
                                         const float (&corr)[2], std::uint32_t tile_addr) {
   const int wg = threadIdx.x >> 7;
-#pragma unroll
-  for (int j = 0; j < 32; ++j) {
-    o[4 * j] *= corr[0];
-    o[4 * j + 1] *= corr[0];
-    o[4 * j + 2] *= corr[1];
-    o[4 * j + 3] *= corr[1];
-  }
+  rescale_rows(o, corr);
   const std::uint64_t v_desc = sw128_desc(tile_addr + 4 * wg * kBlockBytes, kBlockBytes, 1024);
   fence_operands(o);
   wgmma_fence();
@@ -123,7 +117,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int split = blockIdx.y;
   const int b = blockIdx.z;
   const int tid = threadIdx.x;
-  const int wg = tid >> 7;          // warpgroup: K half of the scores, latent half of the output
+  const int wg = tid >> 7;          // 0: scores, softmax, latent columns 0..255; 1: copies, 256..511
   const int wt = tid & 127;         // thread within the warpgroup
   const int warp = wt >> 5;         // rows 16 warp .. of the M = 64 heads
   const int lane = tid & 31;
@@ -171,20 +165,9 @@ __global__ void __launch_bounds__(kThreads, 1)
       const int keys = static_cast<int>(min(end - (start + static_cast<std::int64_t>(it) * kTileKeys),
                                             static_cast<std::int64_t>(kTileKeys)));  // valid keys in the tile
       named_sync(kBarTileReady);
-      // S = Q C^T over all 36 k16 steps; a descriptor's low bits are the start address / 16, so
-      // each step's offset is added to it directly.
+      // S = Q C^T over all 36 k16 steps.
       float s[32];
-#pragma unroll
-      for (int i = 0; i < 32; ++i) s[i] = 0.0f;
-      const std::uint64_t t_desc = sw128_desc(tile_addr, 16, 1024);
-      fence_operands(s);
-      wgmma_fence();
-#pragma unroll
-      for (int ks = 0; ks < kSteps; ++ks) {
-        const std::uint32_t off16 = ((ks >> 2) * kBlockBytes + 32 * (ks & 3)) >> 4;
-        wgmma_m64n64k16_ss<0>(s, q_desc + off16, t_desc + off16, 1);
-      }
-      wgmma_commit();
+      wgmma_scores_ss<kSteps>(s, q_desc, sw128_desc(tile_addr, 16, 1024));
       wgmma_wait<0>();
       fence_operands(s);
 

@@ -44,7 +44,7 @@ constexpr int kVTileBytes = (kV / 64) * kBlockBytes;    // 16 KB
 constexpr int kStageBytes = kKTileBytes + kVTileBytes;
 constexpr int kSmemBytes = 2 * kQPanelBytes + kStages * kStageBytes + 1024;  // + alignment to 1024
 constexpr int kScoreSteps = kQk / 16;  // 12
-static_assert(kQk % 64 == 0 && kV == 128 && kBlockK == 64, "the kernel's geometry");
+static_assert(kQk % 64 == 0 && kV == 128 && kBlockK == 64 && kBlockBytes == 8192, "the kernel's geometry");
 
 // exp2 in one MUFU.EX2 (as mla_prefill.cu's exp2_ftz): weights below 2^-126 flush to zero, far
 // below P's resolution relative to the row's largest weight.
@@ -159,17 +159,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 
     const std::uint32_t k_addr = stage_addr + (t % kStages) * kStageBytes;
     float s[32];
-#pragma unroll
-    for (int i = 0; i < 32; ++i) s[i] = 0.0f;
-    const std::uint64_t k_desc = sw128_desc(k_addr, 16, 1024);
-    fence_operands(s);
-    wgmma_fence();
-#pragma unroll
-    for (int ks = 0; ks < kScoreSteps; ++ks) {
-      const std::uint32_t off16 = ((ks >> 2) * kBlockBytes + 32 * (ks & 3)) >> 4;
-      wgmma_m64n64k16_ss<0>(s, q_desc + off16, k_desc + off16, 1);
-    }
-    wgmma_commit();
+    wgmma_scores_ss<kScoreSteps>(s, q_desc, sw128_desc(k_addr, 16, 1024));
     wgmma_wait<0>();
     fence_operands(s);
 
@@ -188,13 +178,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     float corr[2];
     std::uint32_t hi[4][4], lo[4][4];
     softmax_tile_split_p(s, m_run, l_run, corr, hi, lo, exp2_ftz);
-#pragma unroll
-    for (int j = 0; j < 16; ++j) {
-      o[4 * j] *= corr[0];
-      o[4 * j + 1] *= corr[0];
-      o[4 * j + 2] *= corr[1];
-      o[4 * j + 3] *= corr[1];
-    }
+    rescale_rows(o, corr);
 
     // O += P V: V [64 keys][128] read MN-major, two 64-column blocks.
     const std::uint64_t v_desc = sw128_desc(k_addr + kKTileBytes, kBlockBytes, 1024);

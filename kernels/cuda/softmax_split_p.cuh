@@ -52,4 +52,17 @@ __device__ __forceinline__ void softmax_tile_split_p(const float (&s)[32], float
   for (int r = 0; r < 2; ++r) l_run[r] = l_run[r] * corr[r] + sum[r];
 }
 
+// An output accumulator in the same layout (o[4j], o[4j + 1]: the first row; o[4j + 2],
+// o[4j + 3]: the second) times each row's correction, before the next P.V adds to it.
+template <int N>
+__device__ __forceinline__ void rescale_rows(float (&o)[N], const float (&corr)[2]) {
+#pragma unroll
+  for (int j = 0; j < N / 4; ++j) {
+    o[4 * j] *= corr[0];
+    o[4 * j + 1] *= corr[0];
+    o[4 * j + 2] *= corr[1];
+    o[4 * j + 3] *= corr[1];
+  }
+}
+
 }  // namespace tpb::gpu::detail

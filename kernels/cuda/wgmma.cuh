@@ -91,6 +91,25 @@ __device__ __forceinline__ void wgmma_m64n64k16_ss(float (&d)[32], std::uint64_t
       : "l"(a_desc), "l"(b_desc), "r"(scale_d), "n"(TransB));
 }
 
+// S[64 x 64] = A B^T over kSteps k16 steps, both operands K-major in shared memory as 64-column
+// swizzled blocks of 64 rows one after another (8 KB apart; k16 step ks is block ks / 4, 32
+// bytes into its rows per step within it): the attention kernels' scores, Q against a tile of
+// keys. Issued and committed, not waited for. A descriptor's low bits are the start address / 16,
+// so each step's offset is added to it directly.
+template <int kSteps>
+__device__ __forceinline__ void wgmma_scores_ss(float (&s)[32], std::uint64_t a_desc, std::uint64_t b_desc) {
+#pragma unroll
+  for (int i = 0; i < 32; ++i) s[i] = 0.0f;
+  fence_operands(s);
+  wgmma_fence();
+#pragma unroll
+  for (int ks = 0; ks < kSteps; ++ks) {
+    const std::uint32_t off16 = ((ks >> 2) * 8192 + 32 * (ks & 3)) >> 4;
+    wgmma_m64n64k16_ss<0>(s, a_desc + off16, b_desc + off16, 1);
+  }
+  wgmma_commit();
+}
+
 // d[64 x 256] (+)= A[64 x 16] * B[16 x 256]: A from registers (the m16n8k16 A fragment of each
 // warp's 16 rows: a[0] row g, k 2q..; a[1] row g + 8; a[2] row g, k 8 + 2q..; a[3] row g + 8,
 // k 8 + 2q..), B from shared memory, MN-major ([K][N] rows, four 64-column blocks LBO apart).

@@ -22,6 +22,40 @@ namespace {
 
 constexpr int kDim = 64;
 
+// C[64 x kN], row-major, from a warpgroup's m64nkN accumulator in wgmma.cuh's layout.
+template <int kN>
+__device__ void store_accumulator(const float (&d)[kN / 2], float* c) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int row = 16 * warp + lane / 4;
+#pragma unroll
+  for (int j = 0; j < kN / 8; ++j) {
+    const int col = 8 * j + 2 * (lane % 4);
+    c[row * kN + col] = d[4 * j];
+    c[row * kN + col + 1] = d[4 * j + 1];
+    c[(row + 8) * kN + col] = d[4 * j + 2];
+    c[(row + 8) * kN + col + 1] = d[4 * j + 3];
+  }
+}
+
+// c [64][n] from the GPU against sum_k a[m][k] b_at(k, n) over k < 64 in double: the products
+// are exact in fp32 and the sums differ only in their order, so within a few fp32 ulps of
+// sum |a b|.
+template <class BAt>
+void expect_product(const std::vector<std::uint16_t>& a, BAt b_at, const std::vector<float>& c, int n_cols,
+                    const char* what) {
+  for (int m = 0; m < kDim; ++m)
+    for (int n = 0; n < n_cols; ++n) {
+      double want = 0, mag = 0;
+      for (int k = 0; k < kDim; ++k) {
+        const double p = static_cast<double>(bf16_to_float(a[m * kDim + k])) * b_at(k, n);
+        want += p;
+        mag += std::fabs(p);
+      }
+      ASSERT_LE(std::fabs(c[m * n_cols + n] - want), 64 * 0x1p-24 * mag + 1e-30)
+          << "C[" << m << "][" << n << "] = " << c[m * n_cols + n] << ", want " << want << what;
+    }
+}
+
 // a: [64][64] row-major (M, K); b: [64][64] row-major, [N][K] when !kTransB, [K][N] when kTransB.
 template <int kTransB>
 __global__ void __launch_bounds__(128) wgmma_64x64x64(const std::uint16_t* a, const std::uint16_t* b, float* c) {
@@ -49,16 +83,7 @@ __global__ void __launch_bounds__(128) wgmma_64x64x64(const std::uint16_t* a, co
   }
   gpu::detail::wgmma_commit();
   gpu::detail::wgmma_wait<0>();
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int row = 16 * warp + lane / 4;
-#pragma unroll
-  for (int j = 0; j < 8; ++j) {
-    const int col = 8 * j + 2 * (lane % 4);
-    c[row * kDim + col] = d[4 * j];
-    c[row * kDim + col + 1] = d[4 * j + 1];
-    c[(row + 8) * kDim + col] = d[4 * j + 2];
-    c[(row + 8) * kDim + col + 1] = d[4 * j + 3];
-  }
+  store_accumulator<kDim>(d, c);
 }
 
 template <int kTransB>
@@ -71,19 +96,9 @@ void check_product(std::uint32_t seed) {
   db.upload(b);
   wgmma_64x64x64<kTransB><<<1, 128>>>(da.p, db.p, dc.p);
   TPB_CUDA_CHECK(cudaGetLastError());
-  const auto c = dc.download();
-  for (int m = 0; m < kDim; ++m)
-    for (int n = 0; n < kDim; ++n) {
-      double want = 0, mag = 0;
-      for (int k = 0; k < kDim; ++k) {
-        const double p = static_cast<double>(bf16_to_float(a[m * kDim + k])) *
-                         bf16_to_float(kTransB ? b[k * kDim + n] : b[n * kDim + k]);
-        want += p;
-        mag += std::fabs(p);
-      }
-      ASSERT_LE(std::fabs(c[m * kDim + n] - want), 64 * 0x1p-24 * mag + 1e-30)
-          << "C[" << m << "][" << n << "] = " << c[m * kDim + n] << ", want " << want << (kTransB ? " (B MN-major)" : " (B K-major)");
-    }
+  expect_product(
+      a, [&](int k, int n) { return bf16_to_float(kTransB ? b[k * kDim + n] : b[n * kDim + k]); }, dc.download(), kDim,
+      kTransB ? " (B MN-major)" : " (B K-major)");
 }
 
 TEST(GpuWgmma, ProductWithBKMajor) {
@@ -135,14 +150,7 @@ __global__ void __launch_bounds__(128) wgmma_rs_64x256x64(const std::uint16_t* a
     gpu::detail::wgmma_m64n256k16_rs_bmn(d, frag[k], gpu::detail::sw128_desc(b_addr + 2048 * k, 8192, 1024), 1);
   gpu::detail::wgmma_commit();
   gpu::detail::wgmma_wait<0>();
-#pragma unroll
-  for (int j = 0; j < kWideN / 8; ++j) {
-    const int col = 8 * j + q2;
-    c[r0 * kWideN + col] = d[4 * j];
-    c[r0 * kWideN + col + 1] = d[4 * j + 1];
-    c[(r0 + 8) * kWideN + col] = d[4 * j + 2];
-    c[(r0 + 8) * kWideN + col + 1] = d[4 * j + 3];
-  }
+  store_accumulator<kWideN>(d, c);
 }
 
 TEST(GpuWgmma, ProductWithARegistersAndWideBMnMajor) {
@@ -158,18 +166,7 @@ TEST(GpuWgmma, ProductWithARegistersAndWideBMnMajor) {
   TPB_CUDA_CHECK(cudaFuncSetAttribute(wgmma_rs_64x256x64, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
   wgmma_rs_64x256x64<<<1, 128, kSmem>>>(da.p, db.p, dc.p);
   TPB_CUDA_CHECK(cudaGetLastError());
-  const auto c = dc.download();
-  for (int m = 0; m < kDim; ++m)
-    for (int n = 0; n < kWideN; ++n) {
-      double want = 0, mag = 0;
-      for (int k = 0; k < kDim; ++k) {
-        const double p = static_cast<double>(bf16_to_float(a[m * kDim + k])) * bf16_to_float(b[k * kWideN + n]);
-        want += p;
-        mag += std::fabs(p);
-      }
-      ASSERT_LE(std::fabs(c[m * kWideN + n] - want), 64 * 0x1p-24 * mag + 1e-30)
-          << "C[" << m << "][" << n << "] = " << c[m * kWideN + n] << ", want " << want;
-    }
+  expect_product(a, [&](int k, int n) { return bf16_to_float(b[k * kWideN + n]); }, dc.download(), kWideN, "");
 }
 
 }  // namespace
