@@ -561,7 +561,14 @@ __global__ void __launch_bounds__(kTcThreads, 1)
 
 // ---- launchers ----
 
-enum Variant { kTensorCore = 0, kTensorCoreSplitP = 1, kCudaCore = 2, kWgmmaSplitP = 3, kVariants = 4 };
+enum Variant {
+  kTensorCore = 0,
+  kTensorCoreSplitP = 1,
+  kCudaCore = 2,
+  kWgmmaSplitP = 3,
+  kWgmmaSplitPOverlap = 4,
+  kVariants = 5
+};
 
 void validate(const MlaPrefillShape& s) {
   TPB_CHECK(s.batch >= 1 && s.batch <= 65535, "mla_prefill: batch " << s.batch << " outside 1..65535");
@@ -660,13 +667,15 @@ const char* mla_prefill_variant_name(int variant) {
     case kTensorCoreSplitP: return "tensor_core_split_p";
     case kCudaCore: return "cuda_core";
     case kWgmmaSplitP: return "wgmma_split_p";
+    case kWgmmaSplitPOverlap: return "wgmma_split_p_overlap";
     default: return "?";
   }
 }
 
 bool mla_prefill_variant_supports(int variant, const MlaPrefillShape& shape) {
   if (variant == kTensorCore || variant == kTensorCoreSplitP) return tensor_core_supports(shape);
-  if (variant == kWgmmaSplitP) return detail::mla_prefill_wgmma_supports(shape.nope, shape.rope, shape.v_dim);
+  if (variant == kWgmmaSplitP || variant == kWgmmaSplitPOverlap)
+    return detail::mla_prefill_wgmma_supports(shape.nope, shape.rope, shape.v_dim);
   return variant == kCudaCore;
 }
 
@@ -690,10 +699,11 @@ void mla_prefill_variant(int variant, const __nv_bfloat16* q, const __nv_bfloat1
     case kTensorCore: launch_tensor_core<false>(q, k_nope, k_rot, v, shape, scale, out, stream); break;
     case kTensorCoreSplitP: launch_tensor_core<true>(q, k_nope, k_rot, v, shape, scale, out, stream); break;
     case kWgmmaSplitP:
+    case kWgmmaSplitPOverlap:
       TPB_CHECK(tensor_core_aligned(q, k_nope, k_rot, v, shape, out),
                 "mla_prefill: the wgmma kernel needs 16-byte aligned q, k_nope, k_rot and v, 4-byte aligned out");
       detail::launch_mla_prefill_wgmma(q, k_nope, k_rot, v, shape.batch, shape.q_len, shape.past, shape.heads, scale,
-                                       out, stream);
+                                       out, stream, variant == kWgmmaSplitPOverlap);
       break;
     default: launch_cuda_core(q, k_nope, k_rot, v, shape, scale, out, stream); break;
   }

@@ -35,14 +35,18 @@ namespace {
 constexpr int kNope = 128, kRope = 64, kQk = kNope + kRope, kV = 128;
 constexpr int kBlockQ = 128;  // query rows per CTA: 64 per warpgroup
 constexpr int kBlockK = 64;   // keys per tile
-constexpr int kStages = 2;
 constexpr int kThreads = 256;
 constexpr int kBlockBytes = 64 * 128;               // [64 rows][64 bf16], swizzled
 constexpr int kQPanelBytes = (kQk / 64) * kBlockBytes;  // one warpgroup's queries: 24 KB
 constexpr int kKTileBytes = (kQk / 64) * kBlockBytes;   // 24 KB
 constexpr int kVTileBytes = (kV / 64) * kBlockBytes;    // 16 KB
 constexpr int kStageBytes = kKTileBytes + kVTileBytes;
-constexpr int kSmemBytes = 2 * kQPanelBytes + kStages * kStageBytes + 1024;  // + alignment to 1024
+// Two stages in step; three when a warpgroup's P.V of tile t - 1 overlaps its scores of tile t
+// (kOverlap: tiles t - 1 and t are read while t + 1 is copied).
+template <bool kOverlap>
+constexpr int kStages = kOverlap ? 3 : 2;
+template <bool kOverlap>
+constexpr int kSmemBytes = 2 * kQPanelBytes + kStages<kOverlap> * kStageBytes + 1024;  // + alignment to 1024
 constexpr int kScoreSteps = kQk / 16;  // 12
 static_assert(kQk % 64 == 0 && kV == 128 && kBlockK == 64 && kBlockBytes == 8192, "the kernel's geometry");
 
@@ -70,6 +74,16 @@ __device__ __forceinline__ CopySlot copy_slot(int tid) {
   return c;
 }
 
+// Keeps registers a wgmma reads asynchronously (its A fragments) live up to this point, so that
+// the compiler does not give them to newer values while the MMA may still read them.
+__device__ __forceinline__ void keep_live(const std::uint32_t (&a)[4][4]) {
+#pragma unroll
+  for (int i = 0; i < 4; ++i)
+#pragma unroll
+    for (int k = 0; k < 4; ++k) asm volatile("" ::"r"(a[i][k]) : "memory");
+}
+
+template <bool kOverlap>
 __global__ void __launch_bounds__(kThreads, 1)
     mla_prefill_wgmma_kernel(const __nv_bfloat16* __restrict__ q, const __nv_bfloat16* __restrict__ k_nope,
                              const __nv_bfloat16* __restrict__ k_rot, const __nv_bfloat16* __restrict__ v, int q_len,
@@ -149,22 +163,16 @@ __global__ void __launch_bounds__(kThreads, 1)
   // The last key each of this thread's rows sees (causal), and the first row's index.
   const int see0 = past + row_first + r0, see1 = see0 + 8;
 
-  for (int t = 0; t < tiles; ++t) {
-    cp_async_wait<0>();
-    fence_proxy_async();  // this thread's cp.async writes, visible to the wgmma (async proxy)
-    __syncthreads();      // tile t landed for all; every wgmma of tile t - 1 has completed
-    if (t + 1 < tiles) load_tile(t + 1, (t + 1) % kStages);
-    cp_async_commit();
-    if (t >= wg_tiles) continue;  // no row of this warpgroup sees these keys
-
-    const std::uint32_t k_addr = stage_addr + (t % kStages) * kStageBytes;
-    float s[32];
+  // S = Q K^T of tile t into s (issued, not waited for).
+  auto issue_scores = [&](float (&s)[32], int t) {
+    const std::uint32_t k_addr = stage_addr + (t % kStages<kOverlap>) * kStageBytes;
     wgmma_scores_ss<kScoreSteps>(s, q_desc, sw128_desc(k_addr, 16, 1024));
-    wgmma_wait<0>();
-    fence_operands(s);
-
-    // Softmax: s[4j + e] is row r0 + 8 (e >> 1), key 64 t + 8j + q2 + (e & 1). A key is seen
-    // when it is at most past + the row (and below kv_len, which a row below q_len implies).
+  };
+  // Scale to base 2 and mask tile t's scores: s[4j + e] is row r0 + 8 (e >> 1), key 64 t + 8j +
+  // q2 + (e & 1). A key is seen when it is at most past + the row (and below kv_len, which a
+  // row below q_len implies). Key 0 is seen by every row, so the running max is finite from
+  // tile 0 on.
+  auto mask_scores = [&](float (&s)[32], int t) {
     const int key0 = kBlockK * t + q2;
 #pragma unroll
     for (int j = 0; j < 8; ++j)
@@ -174,13 +182,11 @@ __global__ void __launch_bounds__(kThreads, 1)
         const bool seen = key <= ((e >> 1) ? see1 : see0) && key < kv_len;
         s[4 * j + e] = seen ? s[4 * j + e] * scale_log2 : -INFINITY;
       }
-    // Key 0 is seen by every row, so the running max is finite from tile 0 on.
-    float corr[2];
-    std::uint32_t hi[4][4], lo[4][4];
-    softmax_tile_split_p(s, m_run, l_run, corr, hi, lo, exp2_ftz);
-    rescale_rows(o, corr);
-
-    // O += P V: V [64 keys][128] read MN-major, two 64-column blocks.
+  };
+  // O += P V of tile t: V [64 keys][128] read MN-major, two 64-column blocks (issued, not
+  // waited for).
+  auto issue_pv = [&](const std::uint32_t (&hi)[4][4], const std::uint32_t (&lo)[4][4], int t) {
+    const std::uint32_t k_addr = stage_addr + (t % kStages<kOverlap>) * kStageBytes;
     const std::uint64_t v_desc = sw128_desc(k_addr + kKTileBytes, kBlockBytes, 1024);
     fence_operands(o);
     wgmma_fence();
@@ -190,8 +196,85 @@ __global__ void __launch_bounds__(kThreads, 1)
       wgmma_m64n128k16_rs_bmn(o, lo[kk], v_desc + ((2048 * kk) >> 4), 1);
     }
     wgmma_commit();
-    wgmma_wait<0>();
-    fence_operands(o);
+  };
+
+  if constexpr (!kOverlap) {
+    // Each tile's scores, softmax and P.V in turn.
+    for (int t = 0; t < tiles; ++t) {
+      cp_async_wait<0>();
+      fence_proxy_async();  // this thread's cp.async writes, visible to the wgmma (async proxy)
+      __syncthreads();      // tile t landed for all; every wgmma of tile t - 1 has completed
+      if (t + 1 < tiles) load_tile(t + 1, (t + 1) % kStages<kOverlap>);
+      cp_async_commit();
+      if (t >= wg_tiles) continue;  // no row of this warpgroup sees these keys
+      float s[32];
+      issue_scores(s, t);
+      wgmma_wait<0>();
+      fence_operands(s);
+      mask_scores(s, t);
+      float corr[2];
+      std::uint32_t hi[4][4], lo[4][4];
+      softmax_tile_split_p(s, m_run, l_run, corr, hi, lo, exp2_ftz);
+      rescale_rows(o, corr);
+      issue_pv(hi, lo, t);
+      wgmma_wait<0>();
+      fence_operands(o);
+    }
+  } else {
+    // FlashAttention-3's intra-warpgroup overlap: the scores of tile t are issued before the
+    // P.V of tile t - 1, and the softmax of tile t runs while that P.V does. O is rescaled by
+    // tile t's corrections once tile t - 1's P.V has completed (it added weights relative to
+    // tile t - 1's max); tile t's P waits in registers for the next round.
+    std::uint32_t hi_prev[4][4], lo_prev[4][4];
+    for (int t = 0; t < tiles; ++t) {
+      cp_async_wait<0>();
+      fence_proxy_async();
+      __syncthreads();  // tile t landed for all; every wgmma of tile t - 2 has completed
+      if (t + 1 < tiles) load_tile(t + 1, (t + 1) % kStages<kOverlap>);
+      cp_async_commit();
+      const bool scores = t < wg_tiles;             // this warpgroup's rows see tile t
+      const bool pv = t >= 1 && t - 1 < wg_tiles;   // and tile t - 1's P.V is pending
+      float s[32];
+      if (scores) issue_scores(s, t);
+      if (pv) issue_pv(hi_prev, lo_prev, t - 1);
+      if (scores) {
+        if (pv)
+          wgmma_wait<1>();  // the scores (the older group)
+        else
+          wgmma_wait<0>();
+        fence_operands(s);
+        mask_scores(s, t);
+        float corr[2];
+        std::uint32_t hi[4][4], lo[4][4];
+        softmax_tile_split_p(s, m_run, l_run, corr, hi, lo, exp2_ftz);
+        if (pv) {
+          wgmma_wait<0>();
+          keep_live(hi_prev);
+          keep_live(lo_prev);
+        }
+        fence_operands(o);
+        rescale_rows(o, corr);
+#pragma unroll
+        for (int kk = 0; kk < 4; ++kk)
+#pragma unroll
+          for (int i = 0; i < 4; ++i) {
+            hi_prev[kk][i] = hi[kk][i];
+            lo_prev[kk][i] = lo[kk][i];
+          }
+      } else if (pv) {
+        wgmma_wait<0>();
+        keep_live(hi_prev);
+        keep_live(lo_prev);
+        fence_operands(o);
+      }
+    }
+    if (wg_tiles == tiles) {  // the last tile's P.V
+      issue_pv(hi_prev, lo_prev, tiles - 1);
+      wgmma_wait<0>();
+      keep_live(hi_prev);
+      keep_live(lo_prev);
+      fence_operands(o);
+    }
   }
 
   // out[i][h][:] = O / l for this thread's rows below q_len; columns 8j + q2, + 1.
@@ -219,15 +302,16 @@ bool mla_prefill_wgmma_supports(std::int64_t nope, std::int64_t rope, std::int64
 
 void launch_mla_prefill_wgmma(const __nv_bfloat16* q, const __nv_bfloat16* k_nope, const __nv_bfloat16* k_rot,
                               const __nv_bfloat16* v, std::int64_t batch, std::int64_t q_len, std::int64_t past,
-                              std::int64_t heads, float scale, __nv_bfloat16* out, cudaStream_t stream) {
+                              std::int64_t heads, float scale, __nv_bfloat16* out, cudaStream_t stream, bool overlap) {
+  auto* kernel = overlap ? mla_prefill_wgmma_kernel<true> : mla_prefill_wgmma_kernel<false>;
+  const int smem = overlap ? kSmemBytes<true> : kSmemBytes<false>;
   // Above the default 48 KiB; a host-side attribute, legal under stream capture.
-  TPB_CUDA_CHECK(cudaFuncSetAttribute(mla_prefill_wgmma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
+  TPB_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   const dim3 grid(static_cast<unsigned>((q_len + kBlockQ - 1) / kBlockQ), static_cast<unsigned>(heads),
                   static_cast<unsigned>(batch));
   const float scale_log2 = static_cast<float>(static_cast<double>(scale) * 1.4426950408889634);  // log2(e)
-  mla_prefill_wgmma_kernel<<<grid, kThreads, kSmemBytes, stream>>>(q, k_nope, k_rot, v, static_cast<int>(q_len),
-                                                                   static_cast<int>(past), static_cast<int>(heads),
-                                                                   scale_log2, out);
+  kernel<<<grid, kThreads, smem, stream>>>(q, k_nope, k_rot, v, static_cast<int>(q_len), static_cast<int>(past),
+                                          static_cast<int>(heads), scale_log2, out);
   TPB_CUDA_CHECK_LAUNCH();
 }
 
