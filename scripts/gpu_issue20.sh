@@ -113,18 +113,25 @@ PY
 fi
 
 if [ "${NCU:-0}" = 1 ]; then
-  step "Nsight Compute: prefill (wgmma_split_p, 64 heads, 1 x 8K) and decode (64 heads, 64 x 8K)"
+  # NCU_PREFILL: the prefill variants profiled (64 heads, 1 x 8K); NCU_DECODE: the decode shapes
+  # (64 heads, wgmma kernel), each "batch:seq_len": every kernel of one call (split and merge).
+  step "Nsight Compute: prefill (${NCU_PREFILL:=wgmma_split_p}, 64 heads, 1 x 8K), decode (${NCU_DECODE:=64:8192}, 64 heads)"
   NCU_SECTIONS=(--section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats
                 --section SchedulerStats --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis
                 --section SourceCounters)
   {
-    bounded 120 ncu --clock-control none --kernel-name regex:mla_prefill_wgmma --launch-skip 1 --launch-count 1 \
-      "${NCU_SECTIONS[@]}" "$BENCH" --tpb_ranks=1 \
-      --benchmark_filter='attention/mla_prefill/wgmma_split_p/heads:64/batch:1/q_len:8192/'
-    bounded 120 ncu --clock-control none --kernel-name regex:mla_decode --launch-skip 2 --launch-count 1 \
-      "${NCU_SECTIONS[@]}" "$BENCH" --tpb_ranks=1 --benchmark_filter='attention/mla_decode/wgmma/heads:64/batch:64/seq_len:8192/'
+    for v in $NCU_PREFILL; do
+      bounded 120 ncu --clock-control none --kernel-name regex:mla_prefill_wgmma --launch-skip 1 --launch-count 1 \
+        "${NCU_SECTIONS[@]}" "$BENCH" --tpb_ranks=1 \
+        --benchmark_filter="attention/mla_prefill/$v/heads:64/batch:1/q_len:8192/"
+    done
+    for shape in $NCU_DECODE; do
+      bounded 120 ncu --clock-control none --kernel-name regex:mla_decode --launch-skip 4 --launch-count 2 \
+        "${NCU_SECTIONS[@]}" "$BENCH" --tpb_ranks=1 \
+        --benchmark_filter="attention/mla_decode/wgmma/heads:64/batch:${shape%%:*}/seq_len:${shape##*:}/"
+    done
   } >"$OUT/ncu.txt" 2>&1
-  echo "ncu: rc=$?"; grep -E "Duration|Compute \(SM\) Throughput|Memory Throughput|Achieved Occupancy|Registers Per" "$OUT/ncu.txt" | head -20
+  echo "ncu: rc=$?"; grep -E "^  [a-z_:<>0-9 ]+\(|Duration|Compute \(SM\) Throughput|Memory Throughput|Achieved Occupancy|Registers Per|Issue Slots Busy|No Eligible" "$OUT/ncu.txt" | head -60
   cuobjdump -sass "$BENCH" 2>/dev/null | awk '/Function : .*(mla_prefill_wgmma|mla_decode)/{p=1} /Function : /{if (!/mla_prefill_wgmma|mla_decode/) p=0} p' \
     | gzip >"$OUT/sass.txt.gz"
 fi
