@@ -17,7 +17,8 @@
 #      before/after: latency ratios and digest verdicts), then with RECORD=1 recorded anew
 #      (--update-baselines; pass TPB_GIT_SHA=<sha> TPB_GIT_DIRTY=0 from a clean commit) and
 #      compared once more with what was just recorded (each case's latency printed); baselines
-#      come back in runs.tgz.
+#      come back in runs.tgz. PASSES overrides the passes; one named *-nopdl (e.g. before-nopdl)
+#      runs with TPB_PROGRAMMATIC_LAUNCH=0, the A of an A/B with programmatic dependent launch.
 #   6. PLAIN_SCENARIOS="observer-1gpu": run without baselines (timing's cost on a real decode
 #      step, observer_invariant's verdicts).
 #   LAYERS=1 (before 5): each layer of a decode step timed inside one engine, x its weight-read
@@ -139,12 +140,16 @@ fi
 # LAYERS=1: the layers of a decode step, each timed inside one engine (bench/layer_bench.cpp),
 # LAYER_FILTER (default layer/moe_decode/): the table of each layer's time over its weight-read
 # time; layer_bench.json goes into runs.tgz.
+# LAYER_PDL="0 1 0 1" runs it once per value with TPB_PROGRAMMATIC_LAUNCH set to it (an A/B).
 if [ "${LAYERS:-0}" = 1 ]; then
-  step "tpb_bench ${LAYER_FILTER:=layer/moe_decode/} ($(left) s left)"
-  bounded 300 "$BENCH" --tpb_ranks=1 --benchmark_filter="$LAYER_FILTER" \
-    --benchmark_out="$RUNS/layer_bench.json" --benchmark_out_format=json >"$RUNS/layer_bench.log" 2>&1
+  n=0
+  for pdl in ${LAYER_PDL:-1}; do
+  n=$((n + 1))
+  step "tpb_bench ${LAYER_FILTER:=layer/moe_decode/}, programmatic launch $pdl ($(left) s left)"
+  TPB_PROGRAMMATIC_LAUNCH=$pdl bounded 300 "$BENCH" --tpb_ranks=1 --benchmark_filter="$LAYER_FILTER" \
+    --benchmark_out="$RUNS/layer_bench_$n.json" --benchmark_out_format=json >"$RUNS/layer_bench_$n.log" 2>&1
   echo "tpb_bench layers: rc=$?"
-  python3 - "$RUNS/layer_bench.json" <<'PY'
+  python3 - "$RUNS/layer_bench_$n.json" <<'PY'
 import json, sys
 try:
     rows = json.load(open(sys.argv[1]))["benchmarks"]
@@ -160,6 +165,7 @@ for b in rows:
           f"| {g('dense_layer_us'):.1f} ({g('dense_x_weight_read_time'):.3f}) | {g('head_us'):.1f} ({g('head_x_weight_read_time'):.3f}) "
           f"| {g('step_us'):.1f} ({g('step_x_weight_read_time'):.3f}) | {g('step_us_plain'):.1f} | {g('phase_timing_cost'):.4f} |")
 PY
+  done
 fi
 
 # STEP_PROFILE="tp:1/batch:1 tp:2/batch:1": Nsight Compute on every kernel of one replayed
@@ -215,8 +221,11 @@ if [ -n "${SCENARIOS:-}" ]; then
         step "$name: $pass ($(left) s left)"
         flags=(--baselines baselines --allow-unlike-baseline)
         [ "$pass" = record ] && flags=(--baselines baselines --update-baselines)
-        bounded 240 "$TPB" run "scenarios/$name.json" --results-dir "$RUNS/$name-$pass" --no-report "${flags[@]}" \
-          >"$RUNS/$name-$pass.log" 2>&1
+        # A pass named *-nopdl runs without programmatic dependent launch (the A of an A/B).
+        pdl=1
+        case "$pass" in *-nopdl) pdl=0 ;; esac
+        TPB_PROGRAMMATIC_LAUNCH=$pdl bounded 240 "$TPB" run "scenarios/$name.json" --results-dir "$RUNS/$name-$pass" \
+          --no-report "${flags[@]}" >"$RUNS/$name-$pass.log" 2>&1
         echo "tpbench run $name ($pass): rc=$?"
         grep -E "^(cases|checks \(|baseline |builds|not like)" "$RUNS/$name-$pass.log" | cut -c1-300
         [ "$pass" != record ] && baseline_verdicts "$RUNS/$name-$pass" --cases

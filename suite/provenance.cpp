@@ -122,7 +122,9 @@ nlohmann::json collect_host_facts() {
   }
   p["nvidia_driver"] = driver_lines;
 
-  p["env"] = environment_with_prefixes({"NCCL_", "CUDA_"});
+  // TPB_PROGRAMMATIC_LAUNCH=0 turns off the kernels' programmatic dependent launch, which moves
+  // latency: a record says so.
+  p["env"] = environment_with_prefixes({"NCCL_", "CUDA_", "TPB_PROGRAMMATIC_LAUNCH"});
   return p;
 }
 

@@ -11,6 +11,7 @@
 #include "tpb/check.h"
 #include "tpb/cuda_check.h"
 #include "cuda/bf16_vectors.cuh"
+#include "cuda/programmatic_launch.cuh"
 
 namespace tpb::gpu {
 
@@ -25,6 +26,7 @@ template <bool kVec>
 __global__ void embedding_kernel(const std::int32_t* __restrict__ ids, std::int64_t tokens,
                                  const __nv_bfloat16* __restrict__ table, std::int64_t vocab_begin,
                                  std::int64_t vocab_end, std::int64_t hidden, __nv_bfloat16* __restrict__ out) {
+  detail::chain_after_prior_grids();
   for (std::int64_t t = blockIdx.x; t < tokens; t += gridDim.x) {
     const std::int64_t local = static_cast<std::int64_t>(ids[t]) - vocab_begin;
     const bool owned = local >= 0 && local < vocab_end - vocab_begin;
@@ -61,11 +63,11 @@ void embedding_gather(const std::int32_t* ids, std::int64_t tokens, const __nv_b
   if (tokens == 0) return;
   const unsigned blocks = static_cast<unsigned>(std::min(tokens, kMaxBlocks));
   if (hidden % 8 == 0 && aligned16(table_shard) && aligned16(out)) {
-    embedding_kernel<true><<<blocks, kThreads, 0, stream>>>(ids, tokens, table_shard, vocab_begin, vocab_end, hidden,
-                                                            out);
+    detail::launch_chained(embedding_kernel<true>, blocks, kThreads, 0, stream, ids, tokens, table_shard, vocab_begin,
+                           vocab_end, hidden, out);
   } else {
-    embedding_kernel<false><<<blocks, kThreads, 0, stream>>>(ids, tokens, table_shard, vocab_begin, vocab_end, hidden,
-                                                             out);
+    detail::launch_chained(embedding_kernel<false>, blocks, kThreads, 0, stream, ids, tokens, table_shard, vocab_begin,
+                           vocab_end, hidden, out);
   }
   TPB_CUDA_CHECK_LAUNCH();
 }

@@ -23,6 +23,7 @@
 #include "cuda/bf16_vectors.cuh"
 #include "tpb/check.h"
 #include "tpb/cuda_check.h"
+#include "cuda/programmatic_launch.cuh"
 
 namespace tpb::gpu {
 
@@ -95,6 +96,7 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks)
     expert_gemm_grouped_kernel(const __nv_bfloat16* __restrict__ x, const std::int32_t* __restrict__ offsets,
                                int experts, const __nv_bfloat16* __restrict__ w, std::int64_t expert_stride, std::int64_t in,
                                std::int64_t out, __nv_bfloat16* __restrict__ y) {
+  detail::chain_after_prior_grids();
   static_assert(kRows * kTok <= 32, "one output per lane in the store");
   constexpr int kTile = kWarps * kRows;
   const int e = nth_nonempty_expert(offsets, experts, static_cast<int>(blockIdx.y));
@@ -176,6 +178,7 @@ __global__ void __launch_bounds__(kWarps * 32)
     expert_gemm_grouped_narrow_kernel(const __nv_bfloat16* __restrict__ x, const std::int32_t* __restrict__ offsets,
                                       const __nv_bfloat16* __restrict__ w, std::int64_t expert_stride, std::int64_t in,
                                       std::int64_t out, __nv_bfloat16* __restrict__ y) {
+  detail::chain_after_prior_grids();
   const int e = static_cast<int>(blockIdx.y);
   const std::int64_t begin = offsets[e], end = offsets[e + 1];
   const std::int64_t o = static_cast<std::int64_t>(blockIdx.x) * kWarps + threadIdx.x / 32;
@@ -205,8 +208,8 @@ void launch_grouped_narrow(const __nv_bfloat16* x_sorted, const std::int32_t* of
   TPB_CHECK((out + kWarps - 1) / kWarps <= INT32_MAX, "expert_gemm_grouped: out " << out << " too large");
   if (experts == 0 || pairs == 0) return;
   const dim3 grid(static_cast<unsigned>((out + kWarps - 1) / kWarps), static_cast<unsigned>(experts));
-  expert_gemm_grouped_narrow_kernel<<<grid, kWarps * 32, 0, stream>>>(x_sorted, offsets, weights, expert_stride, in,
-                                                                      out, y_sorted);
+  detail::launch_chained(expert_gemm_grouped_narrow_kernel, grid, kWarps * 32, 0, stream, x_sorted, offsets, weights,
+                         expert_stride, in, out, y_sorted);
   TPB_CUDA_CHECK_LAUNCH();
 }
 
@@ -259,8 +262,8 @@ void launch_grouped(const Variant& v, const __nv_bfloat16* x_sorted, const std::
   const std::int64_t for_balance = (tiles + kMaxTilesPerBlock - 1) / kMaxTilesPerBlock;
   const std::int64_t per_slot = for_occupancy > for_balance ? for_occupancy : for_balance;
   const dim3 grid(static_cast<unsigned>(tiles < per_slot ? tiles : per_slot), static_cast<unsigned>(slots));
-  v.kernel<<<grid, kWarps * 32, 0, stream>>>(x_sorted, offsets, static_cast<int>(experts), weights, expert_stride, in,
-                                             out, y_sorted);
+  detail::launch_chained(v.kernel, grid, kWarps * 32, 0, stream, x_sorted, offsets, static_cast<int>(experts), weights,
+                         expert_stride, in, out, y_sorted);
   TPB_CUDA_CHECK_LAUNCH();
 }
 

@@ -9,6 +9,7 @@
 
 #include "tpb/check.h"
 #include "tpb/cuda_check.h"
+#include "cuda/programmatic_launch.cuh"
 
 namespace tpb::gpu {
 
@@ -62,6 +63,7 @@ __global__ void __launch_bounds__(32 * kGemvMaxIn / kGemvSliceElems)
   }
   const std::int64_t row0 = static_cast<std::int64_t>(block) * kRows;
   const int v0 = warp * 32 * kVecsPerLane + lane;
+  detail::chain_after_prior_grids();
   // Loads are unconditional (no branch between them, so all are in flight together): a vector
   // past the row's end reads the row's first vector against a zero x (adds +0, no bit
   // changes), and a row past `out` reads row out - 1, whose sum is never stored.
@@ -110,9 +112,10 @@ void launch(const __nv_bfloat16* x, std::int64_t in, const __nv_bfloat16* w, Out
   TPB_CHECK(blocks + blocks2 <= INT32_MAX, "gemv: out " << out << (pair ? " + " + std::to_string(out2) : std::string())
                                                         << " too large");
   const int slices = static_cast<int>((in + kGemvSliceElems - 1) / kGemvSliceElems);
-  gemv_kernel<Out><<<static_cast<unsigned>(blocks + blocks2), 32 * slices, 0, stream>>>(
-      reinterpret_cast<const uint4*>(x), reinterpret_cast<const uint4*>(w), y, static_cast<int>(in / 8), out,
-      static_cast<unsigned>(blocks), reinterpret_cast<const uint4*>(w2), y2, out2);
+  detail::launch_chained(gemv_kernel<Out>, static_cast<unsigned>(blocks + blocks2), 32 * slices, 0, stream,
+                         reinterpret_cast<const uint4*>(x), reinterpret_cast<const uint4*>(w), y,
+                         static_cast<int>(in / 8), out, static_cast<unsigned>(blocks),
+                         reinterpret_cast<const uint4*>(w2), y2, out2);
   TPB_CUDA_CHECK_LAUNCH();
 }
 

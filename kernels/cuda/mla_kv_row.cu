@@ -23,6 +23,7 @@
 #include "cuda/bf16_vectors.cuh"
 #include "cuda/rmsnorm_row.cuh"
 #include "cuda/rope_pair.cuh"
+#include "cuda/programmatic_launch.cuh"
 
 namespace tpb::gpu {
 
@@ -72,6 +73,7 @@ __global__ void mla_kv_row_kernel(const __nv_bfloat16* __restrict__ ckv, const _
                                   const float* __restrict__ inv_freq, float attention_factor, MlaKvRowShape s,
                                   bool cache_vector, __nv_bfloat16* __restrict__ kvrow,
                                   __nv_bfloat16* __restrict__ cache) {
+  detail::chain_after_prior_grids();
   __shared__ float smem[33];
   const std::int64_t width = s.kv_lora + s.rope, chunks = s.kv_lora / V, half = s.rope / 2;
   for (std::int64_t t = blockIdx.x; t < s.tokens; t += gridDim.x) {
@@ -125,11 +127,11 @@ void mla_kv_row(const __nv_bfloat16* ckv, const __nv_bfloat16* norm_weight, floa
   // The path gpu::rmsnorm(ckv, kv_lora + rope, norm_weight, kvrow, row, tokens, kv_lora) takes.
   if (detail::rmsnorm_vector_path(ckv, s.kv_lora + s.rope, norm_weight, kvrow, s.row, s.kv_lora)) {
     const bool cache_vector = detail::aligned16(cache);  // row % 8 == 0 here: every cache row is aligned too
-    mla_kv_row_kernel<8><<<blocks, kThreads, 0, stream>>>(ckv, norm_weight, eps, positions, inv_freq,
-                                                          attention_factor, s, cache_vector, kvrow, cache);
+    detail::launch_chained(mla_kv_row_kernel<8>, blocks, kThreads, 0, stream, ckv, norm_weight, eps, positions,
+                           inv_freq, attention_factor, s, cache_vector, kvrow, cache);
   } else {
-    mla_kv_row_kernel<1><<<blocks, kThreads, 0, stream>>>(ckv, norm_weight, eps, positions, inv_freq,
-                                                          attention_factor, s, false, kvrow, cache);
+    detail::launch_chained(mla_kv_row_kernel<1>, blocks, kThreads, 0, stream, ckv, norm_weight, eps, positions,
+                           inv_freq, attention_factor, s, false, kvrow, cache);
   }
   TPB_CUDA_CHECK_LAUNCH();
 }

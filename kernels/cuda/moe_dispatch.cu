@@ -23,6 +23,7 @@
 #include "tpb/check.h"
 #include "tpb/cuda_check.h"
 #include "cuda/bf16_vectors.cuh"
+#include "cuda/programmatic_launch.cuh"
 
 namespace tpb::gpu {
 
@@ -49,6 +50,7 @@ __global__ void __launch_bounds__(kPlanWarps * 32)
     plan_kernel(const std::int32_t* __restrict__ topk_idx, int pairs, int experts, std::int32_t* __restrict__ offsets,
                 std::int32_t* __restrict__ sorted_pairs, std::int32_t* __restrict__ position_of,
                 unsigned long long* __restrict__ touched_total) {
+  detail::chain_after_prior_grids();
   extern __shared__ int smem_i[];
   int* base = smem_i;
   int* start = smem_i + kPlanWarps * experts;
@@ -135,6 +137,7 @@ template <int V>
 __global__ void gather_kernel(const __nv_bfloat16* __restrict__ x, const std::int32_t* __restrict__ sorted_pairs,
                               std::int64_t pairs, std::int64_t top_k, std::int64_t hidden,
                               __nv_bfloat16* __restrict__ x_sorted) {
+  detail::chain_after_prior_grids();
   const std::int64_t chunks = hidden / V;
   for (std::int64_t p = blockIdx.x; p < pairs; p += gridDim.x) {
     const std::int64_t t = sorted_pairs[p] / top_k;
@@ -165,6 +168,7 @@ __global__ void __launch_bounds__(kCombineThreads)
     combine_kernel(const __nv_bfloat16* __restrict__ y_sorted, const std::int32_t* __restrict__ position_of,
                    const float* __restrict__ topk_w, const __nv_bfloat16* __restrict__ shared, std::int64_t tokens,
                    std::int64_t top_k, std::int64_t hidden, __nv_bfloat16* __restrict__ out) {
+  detail::chain_after_prior_grids();
   __shared__ std::int64_t pos_s[kCombineMaxTopK];
   __shared__ float w_s[kCombineMaxTopK];
   const std::int64_t chunks = hidden / V;
@@ -208,9 +212,8 @@ void moe_dispatch_plan(const std::int32_t* topk_idx, std::int64_t tokens, std::i
   TPB_CHECK(tokens * top_k <= (std::int64_t{1} << 30), "moe_dispatch_plan: " << tokens * top_k << " pairs above 2^30");
   const std::size_t smem = static_cast<std::size_t>((kPlanWarps + 1) * experts + 1) * sizeof(int);
   TPB_CHECK(smem <= kMaxSmem, "moe_dispatch_plan: " << experts << " experts need " << smem << " bytes of shared memory");
-  plan_kernel<<<1, kPlanWarps * 32, smem, stream>>>(topk_idx, static_cast<int>(tokens * top_k),
-                                                    static_cast<int>(experts), offsets, sorted_pairs, position_of,
-                                                    touched_total);
+  detail::launch_chained(plan_kernel, 1, kPlanWarps * 32, smem, stream, topk_idx, static_cast<int>(tokens * top_k),
+                         static_cast<int>(experts), offsets, sorted_pairs, position_of, touched_total);
   TPB_CUDA_CHECK_LAUNCH();
 }
 
@@ -221,9 +224,11 @@ void moe_gather(const __nv_bfloat16* x, const std::int32_t* sorted_pairs, std::i
   if (pairs == 0) return;
   const unsigned blocks = static_cast<unsigned>(std::min(pairs, kMaxBlocks));
   if (hidden % 8 == 0 && aligned16(x) && aligned16(x_sorted)) {
-    gather_kernel<8><<<blocks, kThreads, 0, stream>>>(x, sorted_pairs, pairs, top_k, hidden, x_sorted);
+    detail::launch_chained(gather_kernel<8>, blocks, kThreads, 0, stream, x, sorted_pairs, pairs, top_k, hidden,
+                           x_sorted);
   } else {
-    gather_kernel<1><<<blocks, kThreads, 0, stream>>>(x, sorted_pairs, pairs, top_k, hidden, x_sorted);
+    detail::launch_chained(gather_kernel<1>, blocks, kThreads, 0, stream, x, sorted_pairs, pairs, top_k, hidden,
+                           x_sorted);
   }
   TPB_CUDA_CHECK_LAUNCH();
 }
@@ -241,11 +246,11 @@ void moe_combine(const __nv_bfloat16* y_sorted, const std::int32_t* position_of,
   const dim3 grid(static_cast<unsigned>(std::min(tokens, kMaxBlocks)),
                   static_cast<unsigned>((chunks + kCombineThreads - 1) / kCombineThreads));
   if (vec) {
-    combine_kernel<8><<<grid, kCombineThreads, 0, stream>>>(y_sorted, position_of, topk_w, shared, tokens, top_k,
-                                                            hidden, out);
+    detail::launch_chained(combine_kernel<8>, grid, kCombineThreads, 0, stream, y_sorted, position_of, topk_w, shared,
+                           tokens, top_k, hidden, out);
   } else {
-    combine_kernel<1><<<grid, kCombineThreads, 0, stream>>>(y_sorted, position_of, topk_w, shared, tokens, top_k,
-                                                            hidden, out);
+    detail::launch_chained(combine_kernel<1>, grid, kCombineThreads, 0, stream, y_sorted, position_of, topk_w, shared,
+                           tokens, top_k, hidden, out);
   }
   TPB_CUDA_CHECK_LAUNCH();
 }

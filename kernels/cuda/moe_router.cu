@@ -19,6 +19,7 @@
 
 #include "tpb/check.h"
 #include "tpb/cuda_check.h"
+#include "cuda/programmatic_launch.cuh"
 
 namespace tpb::gpu {
 
@@ -64,6 +65,7 @@ __global__ void router_kernel(const float* __restrict__ logits, const float* __r
                               int experts, int top_k, int n_group, int topk_group, bool norm_topk_prob,
                               float routed_scaling, std::int32_t* __restrict__ topk_idx,
                               float* __restrict__ topk_w) {
+  detail::chain_after_prior_grids();
   extern __shared__ float smem_f[];
   __shared__ Cand red[kThreads / 32 + 1];
   __shared__ int chosen[64];  // top_k <= 64, checked on the host
@@ -165,10 +167,9 @@ void moe_route_noaux_tc(const float* logits, const float* bias, std::int64_t tok
                            static_cast<std::size_t>(E + p.n_group);
   TPB_CHECK(smem <= 48 * 1024, "router: " << E << " experts need " << smem << " bytes of shared memory");
   const unsigned blocks = static_cast<unsigned>(std::min(tokens, kMaxBlocks));
-  router_kernel<<<blocks, kThreads, smem, stream>>>(logits, bias, tokens, static_cast<int>(E),
-                                                    static_cast<int>(p.top_k), static_cast<int>(p.n_group),
-                                                    static_cast<int>(p.topk_group), p.norm_topk_prob,
-                                                    p.routed_scaling, topk_idx, topk_w);
+  detail::launch_chained(router_kernel, blocks, kThreads, smem, stream, logits, bias, tokens, static_cast<int>(E),
+                         static_cast<int>(p.top_k), static_cast<int>(p.n_group), static_cast<int>(p.topk_group),
+                         p.norm_topk_prob, p.routed_scaling, topk_idx, topk_w);
   TPB_CUDA_CHECK_LAUNCH();
 }
 

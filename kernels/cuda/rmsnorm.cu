@@ -16,6 +16,7 @@
 #include "tpb/cuda_check.h"
 #include "cuda/bf16_vectors.cuh"
 #include "cuda/rmsnorm_row.cuh"
+#include "cuda/programmatic_launch.cuh"
 
 namespace tpb::gpu {
 
@@ -59,6 +60,7 @@ template <int V>
 __global__ void rmsnorm_kernel(const __nv_bfloat16* __restrict__ x, std::int64_t x_stride,
                                const __nv_bfloat16* __restrict__ weight, __nv_bfloat16* __restrict__ out,
                                std::int64_t out_stride, std::int64_t rows, std::int64_t dim, float eps) {
+  detail::chain_after_prior_grids();
   __shared__ float smem[33];
   const std::int64_t chunks = dim / V;
   for (std::int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
@@ -83,6 +85,7 @@ template <int V>
 __global__ void add_rmsnorm_kernel(const __nv_bfloat16* __restrict__ delta, float* __restrict__ residual,
                                    const __nv_bfloat16* __restrict__ weight, __nv_bfloat16* __restrict__ out,
                                    std::int64_t rows, std::int64_t dim, float eps) {
+  detail::chain_after_prior_grids();
   __shared__ float smem[33];
   const std::int64_t chunks = dim / V;
   const bool cached = chunks <= static_cast<std::int64_t>(kCachedChunks) * blockDim.x;
@@ -149,6 +152,7 @@ __global__ void add_rmsnorm_kernel(const __nv_bfloat16* __restrict__ delta, floa
 
 __global__ void residual_from_bf16_kernel(const __nv_bfloat16* __restrict__ x, float* __restrict__ residual,
                                           std::int64_t count) {
+  detail::chain_after_prior_grids();
   const std::int64_t step = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
   for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count; i += step)
     residual[i] = __bfloat162float(x[i]);
@@ -164,9 +168,11 @@ void rmsnorm(const __nv_bfloat16* x, std::int64_t x_stride, const __nv_bfloat16*
             "rmsnorm: rows " << rows << ", dim " << dim << ", strides " << x_stride << "/" << out_stride);
   if (rows == 0) return;
   if (detail::rmsnorm_vector_path(x, x_stride, weight, out, out_stride, dim)) {
-    rmsnorm_kernel<8><<<row_blocks(rows), kThreads, 0, stream>>>(x, x_stride, weight, out, out_stride, rows, dim, eps);
+    detail::launch_chained(rmsnorm_kernel<8>, row_blocks(rows), kThreads, 0, stream, x, x_stride, weight, out,
+                           out_stride, rows, dim, eps);
   } else {
-    rmsnorm_kernel<1><<<row_blocks(rows), kThreads, 0, stream>>>(x, x_stride, weight, out, out_stride, rows, dim, eps);
+    detail::launch_chained(rmsnorm_kernel<1>, row_blocks(rows), kThreads, 0, stream, x, x_stride, weight, out,
+                           out_stride, rows, dim, eps);
   }
   TPB_CUDA_CHECK_LAUNCH();
 }
@@ -178,9 +184,11 @@ void add_rmsnorm(const __nv_bfloat16* delta, float* residual, const __nv_bfloat1
   const bool vec = dim % 8 == 0 && (delta == nullptr || aligned16(delta)) && aligned16(residual) &&
                    aligned16(weight) && aligned16(out);
   if (vec) {
-    add_rmsnorm_kernel<8><<<row_blocks(rows), kThreads, 0, stream>>>(delta, residual, weight, out, rows, dim, eps);
+    detail::launch_chained(add_rmsnorm_kernel<8>, row_blocks(rows), kThreads, 0, stream, delta, residual, weight, out,
+                           rows, dim, eps);
   } else {
-    add_rmsnorm_kernel<1><<<row_blocks(rows), kThreads, 0, stream>>>(delta, residual, weight, out, rows, dim, eps);
+    detail::launch_chained(add_rmsnorm_kernel<1>, row_blocks(rows), kThreads, 0, stream, delta, residual, weight, out,
+                           rows, dim, eps);
   }
   TPB_CUDA_CHECK_LAUNCH();
 }
@@ -189,7 +197,7 @@ void residual_from_bf16(const __nv_bfloat16* x, float* residual, std::int64_t co
   TPB_CHECK(count >= 0, "residual_from_bf16: count " << count);
   if (count == 0) return;
   const unsigned blocks = static_cast<unsigned>(std::min((count + kThreads - 1) / kThreads, std::int64_t{4096}));
-  residual_from_bf16_kernel<<<blocks, kThreads, 0, stream>>>(x, residual, count);
+  detail::launch_chained(residual_from_bf16_kernel, blocks, kThreads, 0, stream, x, residual, count);
   TPB_CUDA_CHECK_LAUNCH();
 }
 

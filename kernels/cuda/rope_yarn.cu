@@ -18,6 +18,7 @@
 #include "tpb/check.h"
 #include "tpb/cuda_check.h"
 #include "cuda/rope_pair.cuh"
+#include "cuda/programmatic_launch.cuh"
 
 namespace tpb::gpu {
 
@@ -30,6 +31,7 @@ __global__ void rope_kernel(__nv_bfloat16* __restrict__ x, std::int64_t n, std::
                             std::int64_t vectors_per_position, const std::int32_t* __restrict__ positions,
                             const float* __restrict__ inv_freq, std::int64_t half_dim, float attention_factor,
                             __nv_bfloat16* __restrict__ out, std::int64_t out_stride) {
+  detail::chain_after_prior_grids();
   const std::int64_t total = n * half_dim;
   const std::int64_t step = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
   for (std::int64_t idx = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; idx < total;
@@ -56,8 +58,8 @@ void launch_rope(__nv_bfloat16* x, std::int64_t n, std::int64_t stride, std::int
                  __nv_bfloat16* out, std::int64_t out_stride, cudaStream_t stream) {
   const std::int64_t total = n * half_dim;
   const unsigned blocks = static_cast<unsigned>(std::min((total + kThreads - 1) / kThreads, std::int64_t{1} << 16));
-  rope_kernel<<<blocks, kThreads, 0, stream>>>(x, n, stride, vectors_per_position, positions, inv_freq, half_dim,
-                                               attention_factor, out, out_stride);
+  detail::launch_chained(rope_kernel, blocks, kThreads, 0, stream, x, n, stride, vectors_per_position, positions,
+                         inv_freq, half_dim, attention_factor, out, out_stride);
   TPB_CUDA_CHECK_LAUNCH();
 }
 

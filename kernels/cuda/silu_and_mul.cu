@@ -14,6 +14,7 @@
 #include "tpb/check.h"
 #include "tpb/cuda_check.h"
 #include "cuda/bf16_vectors.cuh"
+#include "cuda/programmatic_launch.cuh"
 
 namespace tpb::gpu {
 
@@ -31,6 +32,7 @@ __device__ inline float silu_mul(float g, float u) {
 template <int V>
 __global__ void silu_and_mul_kernel(const __nv_bfloat16* __restrict__ gate_up, __nv_bfloat16* __restrict__ out,
                                     std::int64_t rows, std::int64_t inter) {
+  detail::chain_after_prior_grids();
   const std::int64_t per_row = inter / V;
   const std::int64_t total = rows * per_row;
   const std::int64_t step = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
@@ -72,9 +74,9 @@ void silu_and_mul(const __nv_bfloat16* gate_up, __nv_bfloat16* out, std::int64_t
   const std::int64_t total = rows * (vec ? inter / 8 : inter);
   const unsigned blocks = static_cast<unsigned>(std::min((total + kThreads - 1) / kThreads, std::int64_t{1} << 16));
   if (vec) {
-    silu_and_mul_kernel<8><<<blocks, kThreads, 0, stream>>>(gate_up, out, rows, inter);
+    detail::launch_chained(silu_and_mul_kernel<8>, blocks, kThreads, 0, stream, gate_up, out, rows, inter);
   } else {
-    silu_and_mul_kernel<1><<<blocks, kThreads, 0, stream>>>(gate_up, out, rows, inter);
+    detail::launch_chained(silu_and_mul_kernel<1>, blocks, kThreads, 0, stream, gate_up, out, rows, inter);
   }
   TPB_CUDA_CHECK_LAUNCH();
 }

@@ -40,6 +40,7 @@
 #include "suite/checks/tolerance.h"
 #include "tests/unit/engine_test_support.h"
 #include "tpb/cuda_check.h"
+#include "tpb/kernels/gpu/programmatic_launch.h"
 
 namespace tpb::test {
 namespace {
@@ -374,6 +375,28 @@ TEST_P(GpuEngineVsCpu, GraphDecodeIsBitwiseEagerDecode) {
     EXPECT_EQ(graph_stats.graph_replays, r.seq - r.prefill - 1);
     EXPECT_EQ(graph_stats.all_reduces, eager_stats.all_reduces);
     expect_bitwise(graph, eager, r.preset + " graph vs eager");
+  });
+}
+
+// Programmatic dependent launch lets each kernel be scheduled while the one before it
+// finishes; every such kernel waits for the grids before it before touching memory, so the
+// logits must be the same bits with it and without, eager and through a captured graph. (A
+// kernel that read before its wait would race here.)
+TEST_P(GpuEngineVsCpu, ProgrammaticLaunchChangesNoBit) {
+  TPB_SKIP_UNLESS_PLACEABLE(1);
+  RunSpec r;
+  r.preset = GetParam();
+  on_one_gpu(r, [&](const ModelConfig& config) {
+    LocalCommunicator comm;
+    const bool was = gpu::programmatic_launch();
+    for (bool graph : {false, true}) {
+      gpu::set_programmatic_launch(false);
+      const std::vector<float> plain = gpu_logits(config, r, comm, graph);
+      gpu::set_programmatic_launch(true);
+      const std::vector<float> chained = gpu_logits(config, r, comm, graph);
+      expect_bitwise(chained, plain, r.preset + (graph ? " graph" : " eager") + " programmatic launch vs plain");
+    }
+    gpu::set_programmatic_launch(was);
   });
 }
 
