@@ -198,14 +198,21 @@ __global__ void __launch_bounds__(kThreads, 1)
     wgmma_commit();
   };
 
+  // Tile t landed for all threads (each thread's cp.async writes made visible to the wgmma, the
+  // async proxy, then a barrier), and tile t + 1's copies issued into the stage the barrier
+  // freed.
+  auto next_tile = [&](int t) {
+    cp_async_wait<0>();
+    fence_proxy_async();
+    __syncthreads();
+    if (t + 1 < tiles) load_tile(t + 1, (t + 1) % kStages<kOverlap>);
+    cp_async_commit();
+  };
+
   if constexpr (!kOverlap) {
     // Each tile's scores, softmax and P.V in turn.
     for (int t = 0; t < tiles; ++t) {
-      cp_async_wait<0>();
-      fence_proxy_async();  // this thread's cp.async writes, visible to the wgmma (async proxy)
-      __syncthreads();      // tile t landed for all; every wgmma of tile t - 1 has completed
-      if (t + 1 < tiles) load_tile(t + 1, (t + 1) % kStages<kOverlap>);
-      cp_async_commit();
+      next_tile(t);  // every wgmma of tile t - 1 has completed
       if (t >= wg_tiles) continue;  // no row of this warpgroup sees these keys
       float s[32];
       issue_scores(s, t);
@@ -227,11 +234,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     // tile t - 1's max); tile t's P waits in registers for the next round.
     std::uint32_t hi_prev[4][4], lo_prev[4][4];
     for (int t = 0; t < tiles; ++t) {
-      cp_async_wait<0>();
-      fence_proxy_async();
-      __syncthreads();  // tile t landed for all; every wgmma of tile t - 2 has completed
-      if (t + 1 < tiles) load_tile(t + 1, (t + 1) % kStages<kOverlap>);
-      cp_async_commit();
+      next_tile(t);  // every wgmma of tile t - 2 has completed
       const bool scores = t < wg_tiles;             // this warpgroup's rows see tile t
       const bool pv = t >= 1 && t - 1 < wg_tiles;   // and tile t - 1's P.V is pending
       float s[32];
