@@ -4,6 +4,7 @@
 #if !TPB_HAVE_CUDA
 namespace tpb {
 std::vector<GpuInfo> visible_gpus() { return {}; }
+int current_device_compute_capability() { return 0; }
 std::string cuda_driver_version() { return {}; }
 std::string cuda_runtime_version() { return {}; }
 bool current_device_memory(std::size_t*, std::size_t*) { return false; }

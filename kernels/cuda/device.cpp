@@ -2,6 +2,8 @@
 
 #include <cuda_runtime_api.h>
 
+#include <atomic>
+
 #include "tpb/check.h"
 #include "tpb/cuda_check.h"
 
@@ -20,6 +22,29 @@ std::vector<GpuInfo> visible_gpus() {
     gpus.push_back({i, prop.name, prop.totalGlobalMem, prop.multiProcessorCount, prop.major, prop.minor});
   }
   return gpus;
+}
+
+int current_device_compute_capability() {
+  constexpr int kDevices = 64;
+  static std::atomic<int> known[kDevices] = {};  // 0: not asked yet
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  if (dev < kDevices) {
+    const int cc = known[dev].load(std::memory_order_relaxed);
+    if (cc != 0) return cc;
+  }
+  int major = 0, minor = 0;
+  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  const int cc = major * 10 + minor;
+  if (dev < kDevices) known[dev].store(cc, std::memory_order_relaxed);
+  return cc;
 }
 
 static std::string format_cuda_version(int v) {

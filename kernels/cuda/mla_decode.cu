@@ -33,6 +33,7 @@
 
 #include "tpb/check.h"
 #include "tpb/cuda_check.h"
+#include "tpb/kernels/device.h"
 #include "tpb/dtype.h"
 #include "tpb/kernels/gpu/mla_decode_tuning.h"
 #include "tpb/kernels/mla_decode_split.h"
@@ -547,10 +548,13 @@ const char* mla_decode_variant_name(int variant) {
   return kVariantNames[variant];
 }
 
-// The wgmma kernel only where the build has sm_90a code (TPB_HAVE_SM90A, kernels/CMakeLists.txt).
+// The wgmma kernel only where the build has sm_90a code (TPB_HAVE_SM90A, kernels/CMakeLists.txt)
+// and the device runs it: sm_90a code runs on compute capability 9.0 only, and a build for
+// 90a and a later architecture has traps in the later one's wgmma kernels.
 bool mla_decode_variant_supports(int variant, const MlaDecodeShape& shape) {
   return variant == kVariantMmaSync ||
-         (variant == kVariantWgmma && TPB_HAVE_SM90A && kernels::mla_decode_wgmma_shape(shape.kv_lora, shape.rope));
+         (variant == kVariantWgmma && TPB_HAVE_SM90A && current_device_compute_capability() == 90 &&
+          kernels::mla_decode_wgmma_shape(shape.kv_lora, shape.rope));
 }
 
 int mla_decode_default_variant(const MlaDecodeShape& shape) {

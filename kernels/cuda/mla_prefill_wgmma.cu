@@ -24,6 +24,7 @@
 
 #include "tpb/check.h"
 #include "tpb/cuda_check.h"
+#include "tpb/kernels/device.h"
 #include "cuda/mma_sync.cuh"
 #include "cuda/softmax_split_p.cuh"
 #include "cuda/wgmma.cuh"
@@ -300,7 +301,9 @@ __global__ void __launch_bounds__(kThreads, 1)
 }  // namespace
 
 bool mla_prefill_wgmma_supports(std::int64_t nope, std::int64_t rope, std::int64_t v_dim) {
-  return TPB_HAVE_SM90A && nope == kNope && rope == kRope && v_dim == kV;  // sm_90a code in the build
+  // sm_90a code in the build, and a device that runs it (compute capability 9.0; a build for
+  // 90a and a later architecture has traps in the later one's wgmma kernels).
+  return TPB_HAVE_SM90A && current_device_compute_capability() == 90 && nope == kNope && rope == kRope && v_dim == kV;
 }
 
 void launch_mla_prefill_wgmma(const __nv_bfloat16* q, const __nv_bfloat16* k_nope, const __nv_bfloat16* k_rot,

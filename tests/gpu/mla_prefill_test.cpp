@@ -326,7 +326,8 @@ TEST(MlaPrefill, DispatchTakesTensorCoresWhereTheyApply) {
   };
   const std::string where_they_apply =
       gpu::tuning::mla_prefill_tensor_core_by_default() ? "tensor_core_split_p" : "cuda_core";
-  EXPECT_EQ(gpu::tuning::mla_prefill_tensor_core_by_default() ? (TPB_HAVE_SM90A ? "wgmma_split_p" : "tensor_core_split_p")
+  const bool wgmma = TPB_HAVE_SM90A && current_device_compute_capability() == 90;
+  EXPECT_EQ(gpu::tuning::mla_prefill_tensor_core_by_default() ? (wgmma ? "wgmma_split_p" : "tensor_core_split_p")
                                                               : "cuda_core",
             dispatched(shape(1, 8, 0, 64)));
   EXPECT_EQ(where_they_apply, dispatched(shape(1, 8, 0, 4, 16, 8, 16)));

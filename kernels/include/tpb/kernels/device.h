@@ -17,6 +17,10 @@ struct GpuInfo {
 
 // Visible GPUs, or empty when CUDA is absent, no driver is loaded or no device exists.
 std::vector<GpuInfo> visible_gpus();
+// The calling thread's current device's compute capability as major * 10 + minor (90 on an
+// H100 / H200), remembered per device ordinal; 0 without CUDA or a device. Kernels built for
+// one architecture only (sm_90a's wgmma) are offered where it is 90.
+int current_device_compute_capability();
 // Driver and runtime versions as "13.0", empty without CUDA.
 std::string cuda_driver_version();
 std::string cuda_runtime_version();
