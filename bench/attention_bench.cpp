@@ -13,6 +13,8 @@
 // (scores and the weighted sum, the algorithm's count; the kernel does the weighted sum twice,
 // for P = hi + lo, on the tensor cores). Calls rotate over cache copies totalling
 // >= 256 MiB so small caches stream from HBM as in a real step, not from the 50 MiB L2.
+// attention/mla_decode_splits/...: the engine's kernel at batch 1 and 8, 8K and 32K, with each
+// split's key range fixed at 1..16 tiles (counter splits) beside the plan's choice above.
 //
 // Prefill: causal plain-form MLA prefill attention (tpb::gpu::mla_prefill_attention's kernels,
 // each variant of mla_prefill_tuning.h by name) at Kimi-K2.5's widths (q/k 192 = nope 128 +
@@ -55,6 +57,13 @@ constexpr std::int64_t kDecodeHeads[] = {64, 32};  // Kimi-K2.5 at TP1 and TP2
 constexpr std::int64_t kMaxDecodeHeads = 64;
 constexpr std::int64_t kBatches[] = {1, 8, 64, 256};
 constexpr std::int64_t kSeqLens[] = {1024, 8192, 32768};
+// The split-count sweep (attention/mla_decode_splits/...): the engine's kernel at small batches,
+// where the partials (64 heads x 512 fp32 per split) rival the cache they summarise, with each
+// split's key range fixed at kSweepTiles 64-key tiles (at most 256 splits).
+constexpr std::int64_t kSweepBatches[] = {1, 8};
+constexpr std::int64_t kSweepSeqLens[] = {8192, 32768};
+constexpr std::int64_t kSweepTiles[] = {1, 2, 4, 8, 16};
+bool sweep_takes(std::int64_t seq_len, std::int64_t tiles) { return (seq_len / 64 + tiles - 1) / tiles <= 256; }
 constexpr double kRotateBytes = 256.0 * (1 << 20);
 constexpr std::size_t kHeadroom = std::size_t{2} << 30;  // left free for the workspace, q and the runtime
 
@@ -131,6 +140,13 @@ struct AttentionBenchState {
         for (std::int64_t n : kSeqLens)
           for (int v = 0; v < gpu::tuning::mla_decode_variants(); ++v)
             ws = std::max(ws, gpu::tuning::mla_decode_variant_workspace_bytes(v, decode_shape(h, b, n)));
+    for (std::int64_t h : kDecodeHeads)
+      for (std::int64_t b : kSweepBatches)
+        for (std::int64_t n : kSweepSeqLens)
+          for (std::int64_t t : kSweepTiles)
+            if (sweep_takes(n, t))
+              ws = std::max(ws, gpu::tuning::mla_decode_variant_workspace_bytes(
+                                    gpu::tuning::mla_decode_default_variant(decode_shape(h, b, n)), decode_shape(h, b, n), t));
     TPB_CUDA_CHECK(cudaMalloc(&workspace, ws));
     TPB_CUDA_CHECK(cudaMalloc(&q, static_cast<std::size_t>(max_batch * kMaxDecodeHeads * kRow) * 2));
     TPB_CUDA_CHECK(cudaMalloc(&out, static_cast<std::size_t>(max_batch * kMaxDecodeHeads * kKvLora) * 2));
@@ -151,7 +167,9 @@ struct AttentionBenchState {
 
 AttentionBenchState* g_attn = nullptr;  // lives until exit
 
-void bm_decode(benchmark::State& state, int variant, std::int64_t heads, std::int64_t batch, std::int64_t seq_len) {
+// tiles_per_split 0: the plan's split count; else each split's key range fixed at that many tiles.
+void bm_decode(benchmark::State& state, int variant, std::int64_t heads, std::int64_t batch, std::int64_t seq_len,
+               std::int64_t tiles_per_split = 0) {
   AttentionBenchState& g = *g_attn;
   g.prepare();
   const gpu::MlaDecodeShape shape = decode_shape(heads, batch, seq_len);
@@ -177,7 +195,7 @@ void bm_decode(benchmark::State& state, int variant, std::int64_t heads, std::in
   for (int i = 0; i < ops; ++i) {
     const char* c = reinterpret_cast<const char*>(g.cache) + static_cast<std::size_t>(i % copies) * step;
     gpu::tuning::mla_decode_variant(variant, g.q, reinterpret_cast<const __nv_bfloat16*>(c), g.seq_lens, shape,
-                                    0.1352f, g.workspace, g.out, g.stream);
+                                    0.1352f, g.workspace, g.out, g.stream, tiles_per_split);
   }
   TPB_CUDA_CHECK(cudaStreamEndCapture(g.stream, &graph));
   TPB_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
@@ -201,6 +219,7 @@ void bm_decode(benchmark::State& state, int variant, std::int64_t heads, std::in
   state.counters["TFLOPs"] = flops / mean_s / 1e12;
   state.counters["cache_copies"] = copies;
   state.counters["ops_per_batch"] = ops;
+  state.counters["splits"] = static_cast<double>(gpu::tuning::mla_decode_variant_splits(variant, shape, tiles_per_split));
   state.SetLabel(std::string("mla decode, graph replay, ") + gpu::tuning::mla_decode_variant_name(variant));
 }
 
@@ -287,6 +306,23 @@ void register_attention_benchmarks(RankContext& ctx) {
                                    "/batch:" + std::to_string(batch) + "/seq_len:" + std::to_string(seq_len);
           benchmark::RegisterBenchmark(name.c_str(), [variant, heads, batch, seq_len](benchmark::State& st) {
             bm_decode(st, variant, heads, batch, seq_len);
+          })
+              ->UseManualTime()
+              ->Unit(benchmark::kMicrosecond)
+              ->Iterations(10);
+        }
+  for (std::int64_t heads : kDecodeHeads)
+    for (std::int64_t batch : kSweepBatches)
+      for (std::int64_t seq_len : kSweepSeqLens)
+        for (std::int64_t tiles : kSweepTiles) {
+          if (!sweep_takes(seq_len, tiles)) continue;
+          const int variant = gpu::tuning::mla_decode_default_variant(decode_shape(heads, batch, seq_len));
+          const std::string name = std::string("attention/mla_decode_splits/") +
+                                   gpu::tuning::mla_decode_variant_name(variant) + "/heads:" + std::to_string(heads) +
+                                   "/batch:" + std::to_string(batch) + "/seq_len:" + std::to_string(seq_len) +
+                                   "/tiles_per_split:" + std::to_string(tiles);
+          benchmark::RegisterBenchmark(name.c_str(), [variant, heads, batch, seq_len, tiles](benchmark::State& st) {
+            bm_decode(st, variant, heads, batch, seq_len, tiles);
           })
               ->UseManualTime()
               ->Unit(benchmark::kMicrosecond)

@@ -110,6 +110,17 @@ print("| heads | batch x seq_len | split kernel | us | GB/s | copy GB/s | read /
 print("| --- | --- | --- | --- | --- | --- | --- |")
 for heads, batch, seq, kernel, us, gbps, copy, share in sorted(decode, key=lambda d: (-d[0], d[1], d[2], d[3])):
     print(f"| {heads} | {batch} x {seq} | {kernel} | {us:.1f} | {gbps:.0f} | {copy:.0f} | {share:.3f} |")
+sweep = []
+for b in load(sys.argv[1]):
+    m = re.match(r"attention/mla_decode_splits/(\w+)/heads:(\d+)/batch:(\d+)/seq_len:(\d+)/tiles_per_split:(\d+)", b.get("name", ""))
+    if m and "vs_copy_bw" in b and not b.get("error_occurred"):
+        sweep.append((*map(int, m.group(2, 3, 4, 5)), b.get("splits", 0), b["us_per_op"], b["vs_copy_bw"]))
+if sweep:
+    print("\nDecode attention, split count swept (each split's key range fixed; the plan's choice is above)\n")
+    print("| heads | batch x seq_len | tiles per split | splits | us | read / copy |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    for heads, batch, seq, tiles, splits, us, share in sorted(sweep, key=lambda d: (-d[0], d[1], d[2], d[3])):
+        print(f"| {heads} | {batch} x {seq} | {tiles} | {splits:.0f} | {us:.1f} | {share:.3f} |")
 PY
 fi
 

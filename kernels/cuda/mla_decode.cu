@@ -478,11 +478,20 @@ struct Plan {
   kernels::MlaDecodeSplit split;
 };
 
-Plan make_plan(int variant, const MlaDecodeShape& s) {
+// tiles_per_split > 0: each split's key range fixed at that many tiles (tuning sweeps).
+Plan make_plan(int variant, const MlaDecodeShape& s, std::int64_t tiles_per_split) {
   Plan p;
   p.variant = variant;
   const bool wgmma = variant == kVariantWgmma;
   p.groups = kernels::mla_decode_head_groups(s.heads, wgmma);
+  if (tiles_per_split > 0) {
+    const std::int64_t max_tiles = (s.max_len + kTileKeys - 1) / kTileKeys;
+    p.split.chunk = tiles_per_split * kTileKeys;
+    p.split.splits = (max_tiles + tiles_per_split - 1) / tiles_per_split;
+    TPB_CHECK(p.split.splits <= kMaxSplits, "mla_decode: " << tiles_per_split << " tiles per split make "
+                                                             << p.split.splits << " splits, above " << kMaxSplits);
+    return p;
+  }
   const std::int64_t slots = wgmma ? detail::mla_decode_wgmma_resident_ctas() : resident_ctas(make_geometry(s));
   p.split = kernels::mla_decode_split(s.max_len, s.batch * p.groups, slots);
   return p;
@@ -561,18 +570,25 @@ int mla_decode_default_variant(const MlaDecodeShape& shape) {
   return mla_decode_variant_supports(kVariantWgmma, shape) ? kVariantWgmma : kVariantMmaSync;
 }
 
-std::size_t mla_decode_variant_workspace_bytes(int variant, const MlaDecodeShape& shape) {
+std::size_t mla_decode_variant_workspace_bytes(int variant, const MlaDecodeShape& shape,
+                                               std::int64_t tiles_per_split) {
   validate(shape);
   check_variant(variant, shape);
-  return workspace_bytes(shape, make_plan(variant, shape).split);
+  return workspace_bytes(shape, make_plan(variant, shape, tiles_per_split).split);
+}
+
+std::int64_t mla_decode_variant_splits(int variant, const MlaDecodeShape& shape, std::int64_t tiles_per_split) {
+  validate(shape);
+  check_variant(variant, shape);
+  return make_plan(variant, shape, tiles_per_split).split.splits;
 }
 
 void mla_decode_variant(int variant, const __nv_bfloat16* q, const __nv_bfloat16* cache, const std::int32_t* seq_lens,
                         const MlaDecodeShape& shape, float scale, void* workspace, __nv_bfloat16* o_lat,
-                        cudaStream_t stream) {
+                        cudaStream_t stream, std::int64_t tiles_per_split) {
   validate(shape);
   check_variant(variant, shape);
-  launch(make_plan(variant, shape), q, cache, seq_lens, shape, scale, workspace, o_lat, stream);
+  launch(make_plan(variant, shape, tiles_per_split), q, cache, seq_lens, shape, scale, workspace, o_lat, stream);
 }
 
 }  // namespace tuning

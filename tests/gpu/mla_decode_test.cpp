@@ -76,8 +76,10 @@ struct DecodeRun {
     if (variant < 0)
       gpu::mla_decode_attention(dq, dc, d_lens.ptr, shape, kScale, d_ws.ptr, out, stream);
     else
-      gpu::tuning::mla_decode_variant(variant, dq, dc, d_lens.ptr, shape, kScale, d_ws.ptr, out, stream);
+      gpu::tuning::mla_decode_variant(variant, dq, dc, d_lens.ptr, shape, kScale, d_ws.ptr, out, stream,
+                                      tiles_per_split);
   }
+  std::int64_t tiles_per_split = 0;  // for a variant: 0 the plan's splits, else each split's tiles
   std::vector<std::uint16_t> output() {
     TPB_CUDA_CHECK(cudaStreamSynchronize(stream));
     std::vector<std::uint16_t> out(d_out.count);
@@ -106,9 +108,12 @@ struct DecodeRun {
 
   static std::size_t workspace_for_every_variant(const gpu::MlaDecodeShape& s) {
     std::size_t bytes = 0;
+    const bool one_tile_splits = (s.max_len + 63) / 64 <= 256;  // the most splits a sweep makes
     for (int v = 0; v < gpu::tuning::mla_decode_variants(); ++v)
-      if (gpu::tuning::mla_decode_variant_supports(v, s))
+      if (gpu::tuning::mla_decode_variant_supports(v, s)) {
         bytes = std::max(bytes, gpu::tuning::mla_decode_variant_workspace_bytes(v, s));
+        if (one_tile_splits) bytes = std::max(bytes, gpu::tuning::mla_decode_variant_workspace_bytes(v, s, 1));
+      }
     return bytes;
   }
 };
@@ -224,6 +229,32 @@ TEST_P(MlaDecodeTest, MatchesHostReference) {
   ASSERT_EQ(picked_out.size(), dispatched.size());
   EXPECT_EQ(0, std::memcmp(picked_out.data(), dispatched.data(), dispatched.size() * 2))
       << "mla_decode_attention differs from the variant it picks, " << gpu::tuning::mla_decode_variant_name(picked);
+}
+
+// tpb_bench's split-count sweep fixes each split's key range (tiles_per_split): every variant
+// stays within the budget of the host reference at split sizes that cut the sequences
+// anywhere (1, 3 and 7 tiles of 64 keys, lengths not multiples of them), and a split count
+// the workspace layout does not take is refused.
+TEST(MlaDecode, FixedSplitSizesMatchHostReference) {
+  TPB_REQUIRE_GPU();
+  const gpu::MlaDecodeShape s = shape(3, 64, 512, 64, 1500);
+  const std::vector<std::int32_t> lens = {1500, 200, 1};
+  DecodeRun run(s, 77);
+  run.poison_past_lengths(lens);
+  std::vector<float> ref(run.d_out.count);
+  gpu::mla_decode_attention_ref(run.q.data(), run.cache.data(), lens.data(), s, kScale, ref.data());
+  for (int v = 0; v < gpu::tuning::mla_decode_variants(); ++v) {
+    if (!gpu::tuning::mla_decode_variant_supports(v, s)) continue;
+    for (std::int64_t tiles : {1, 3, 7}) {
+      SCOPED_TRACE(std::string("variant ") + gpu::tuning::mla_decode_variant_name(v) + ", " + std::to_string(tiles) +
+                   " tiles per split");
+      EXPECT_EQ(gpu::tuning::mla_decode_variant_splits(v, s, tiles), (1500 / 64 + 1 + tiles - 1) / tiles);
+      run.tiles_per_split = tiles;
+      expect_close(run.run(lens, v), ref, s, lens);
+    }
+  }
+  run.tiles_per_split = 0;
+  EXPECT_THROW(gpu::tuning::mla_decode_variant_splits(0, shape(1, 8, 512, 64, 64 * 257), 1), std::exception);
 }
 
 // The Kimi-K2.5 row takes the wgmma kernel by default (in a build with sm_90a code, on a

@@ -22,11 +22,17 @@ const char* mla_decode_variant_name(int variant);
 bool mla_decode_variant_supports(int variant, const MlaDecodeShape& shape);
 // The variant mla_decode_attention launches for this shape.
 int mla_decode_default_variant(const MlaDecodeShape& shape);
-// Each variant plans its own splits: the workspace it needs for `shape`.
-std::size_t mla_decode_variant_workspace_bytes(int variant, const MlaDecodeShape& shape);
+// Each variant plans its own splits: the workspace it needs for `shape`. tiles_per_split > 0
+// fixes each split's key range at that many 64-key tiles instead of the plan's choice (a tuning
+// sweep: how the split count trades the partials' traffic against parallelism); the split
+// count it gives must not pass 256.
+std::size_t mla_decode_variant_workspace_bytes(int variant, const MlaDecodeShape& shape,
+                                               std::int64_t tiles_per_split = 0);
+// The number of splits the variant cuts each sequence's keys into (tiles_per_split as above).
+std::int64_t mla_decode_variant_splits(int variant, const MlaDecodeShape& shape, std::int64_t tiles_per_split = 0);
 // mla_decode_attention with the given variant's split kernel; throws where it does not take the shape.
 void mla_decode_variant(int variant, const __nv_bfloat16* q, const __nv_bfloat16* cache, const std::int32_t* seq_lens,
                         const MlaDecodeShape& shape, float scale, void* workspace, __nv_bfloat16* o_lat,
-                        cudaStream_t stream);
+                        cudaStream_t stream, std::int64_t tiles_per_split = 0);
 
 }  // namespace tpb::gpu::tuning
