@@ -63,7 +63,7 @@ constexpr std::int64_t kSeqLens[] = {1024, 8192, 32768};
 constexpr std::int64_t kSweepBatches[] = {1, 8};
 constexpr std::int64_t kSweepSeqLens[] = {8192, 32768};
 constexpr std::int64_t kSweepTiles[] = {1, 2, 4, 8, 16};
-bool sweep_takes(std::int64_t seq_len, std::int64_t tiles) { return (seq_len / 64 + tiles - 1) / tiles <= 256; }
+bool sweep_takes(std::int64_t seq_len, std::int64_t tiles) { return ((seq_len + 63) / 64 + tiles - 1) / tiles <= 256; }
 constexpr double kRotateBytes = 256.0 * (1 << 20);
 constexpr std::size_t kHeadroom = std::size_t{2} << 30;  // left free for the workspace, q and the runtime
 
@@ -139,14 +139,17 @@ struct AttentionBenchState {
       for (std::int64_t b : kBatches)
         for (std::int64_t n : kSeqLens)
           for (int v = 0; v < gpu::tuning::mla_decode_variants(); ++v)
-            ws = std::max(ws, gpu::tuning::mla_decode_variant_workspace_bytes(v, decode_shape(h, b, n)));
+            if (gpu::tuning::mla_decode_variant_supports(v, decode_shape(h, b, n)))
+              ws = std::max(ws, gpu::tuning::mla_decode_variant_workspace_bytes(v, decode_shape(h, b, n)));
     for (std::int64_t h : kDecodeHeads)
       for (std::int64_t b : kSweepBatches)
         for (std::int64_t n : kSweepSeqLens)
           for (std::int64_t t : kSweepTiles)
-            if (sweep_takes(n, t))
+            if (sweep_takes(n, t)) {
+              const gpu::MlaDecodeShape s = decode_shape(h, b, n);
               ws = std::max(ws, gpu::tuning::mla_decode_variant_workspace_bytes(
-                                    gpu::tuning::mla_decode_default_variant(decode_shape(h, b, n)), decode_shape(h, b, n), t));
+                                    gpu::tuning::mla_decode_default_variant(s), s, t));
+            }
     TPB_CUDA_CHECK(cudaMalloc(&workspace, ws));
     TPB_CUDA_CHECK(cudaMalloc(&q, static_cast<std::size_t>(max_batch * kMaxDecodeHeads * kRow) * 2));
     TPB_CUDA_CHECK(cudaMalloc(&out, static_cast<std::size_t>(max_batch * kMaxDecodeHeads * kKvLora) * 2));
@@ -173,6 +176,12 @@ void bm_decode(benchmark::State& state, int variant, std::int64_t heads, std::in
   AttentionBenchState& g = *g_attn;
   g.prepare();
   const gpu::MlaDecodeShape shape = decode_shape(heads, batch, seq_len);
+  if (!gpu::tuning::mla_decode_variant_supports(variant, shape)) {
+    state.SkipWithError("this build or device does not run this kernel");
+    for (auto _ : state) {
+    }
+    return;
+  }
   const std::size_t bytes = cache_bytes(batch, seq_len);
   if (bytes > g.cache_capacity) {
     state.SkipWithError("not enough device memory for this cache");
@@ -219,7 +228,8 @@ void bm_decode(benchmark::State& state, int variant, std::int64_t heads, std::in
   state.counters["TFLOPs"] = flops / mean_s / 1e12;
   state.counters["cache_copies"] = copies;
   state.counters["ops_per_batch"] = ops;
-  state.counters["splits"] = static_cast<double>(gpu::tuning::mla_decode_variant_splits(variant, shape, tiles_per_split));
+  state.counters["splits"] =
+      static_cast<double>(gpu::tuning::mla_decode_variant_splits(variant, shape, tiles_per_split));
   state.SetLabel(std::string("mla decode, graph replay, ") + gpu::tuning::mla_decode_variant_name(variant));
 }
 

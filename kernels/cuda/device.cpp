@@ -28,20 +28,21 @@ int current_device_compute_capability() {
   constexpr int kDevices = 64;
   static std::atomic<int> known[kDevices] = {};  // 0: not asked yet
   int dev = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0) {
-    (void)cudaGetLastError();
+  const cudaError_t err = cudaGetDevice(&dev);
+  if (err == cudaErrorNoDevice || err == cudaErrorInsufficientDriver) {
+    (void)cudaGetLastError();  // no GPU here: nothing runs on one
     return 0;
   }
+  // Any other failure throws: read as 0 it would pick other kernels than the ones a workspace
+  // was sized for.
+  TPB_CUDA_CHECK(err);
   if (dev < kDevices) {
     const int cc = known[dev].load(std::memory_order_relaxed);
     if (cc != 0) return cc;
   }
   int major = 0, minor = 0;
-  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
-      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess) {
-    (void)cudaGetLastError();
-    return 0;
-  }
+  TPB_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+  TPB_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
   const int cc = major * 10 + minor;
   if (dev < kDevices) known[dev].store(cc, std::memory_order_relaxed);
   return cc;

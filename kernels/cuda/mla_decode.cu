@@ -528,6 +528,10 @@ void launch(const Plan& p, const __nv_bfloat16* q, const __nv_bfloat16* cache, c
     detail::launch_mla_decode_split_wgmma(l, stream);
   } else {
     const Geometry g = make_geometry(shape);
+    // Above the default 48 KiB at row 576, set here as well as in the plan's occupancy query:
+    // a plan with fixed split sizes (tiles_per_split) makes none. Host-side, legal under capture.
+    TPB_CUDA_CHECK(cudaFuncSetAttribute(mla_decode_split_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                        static_cast<int>(g.smem)));
     // Head groups vary fastest: the groups of one split run side by side and the second read of
     // the same cache rows comes from L2.
     const dim3 grid(static_cast<unsigned>(g.groups), static_cast<unsigned>(p.split.splits),

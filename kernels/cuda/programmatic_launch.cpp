@@ -1,9 +1,13 @@
 // The process-wide switch of tpb/kernels/gpu/programmatic_launch.h.
 #include "tpb/kernels/gpu/programmatic_launch.h"
 
+#include <cuda_runtime_api.h>
+
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
+#include <unordered_map>
 
 #include "tpb/kernels/device.h"
 
@@ -32,5 +36,18 @@ bool programmatic_launch() {
 }
 
 void set_programmatic_launch(bool on) { g_setting.store(on ? 1 : 0); }
+
+bool kernel_waits_for_prior_grids(const void* kernel) {
+  static std::mutex mu;
+  static std::unordered_map<const void*, bool> known;
+  std::lock_guard<std::mutex> lock(mu);
+  const auto it = known.find(kernel);
+  if (it != known.end()) return it->second;
+  cudaFuncAttributes attr{};
+  const bool waits = cudaFuncGetAttributes(&attr, kernel) == cudaSuccess && attr.ptxVersion >= 90;
+  if (!waits) (void)cudaGetLastError();  // a failed query leaves the kernel unchained, not an error state
+  known.emplace(kernel, waits);
+  return waits;
+}
 
 }  // namespace tpb::gpu

@@ -47,7 +47,7 @@ void launch_chained(void (*kernel)(Params...), dim3 grid, dim3 block, std::size_
   cfg.dynamicSmemBytes = smem;
   cfg.stream = stream;
   cfg.attrs = attr;
-  cfg.numAttrs = programmatic_launch() ? 1 : 0;
+  cfg.numAttrs = programmatic_launch() && kernel_waits_for_prior_grids(reinterpret_cast<const void*>(kernel)) ? 1 : 0;
   TPB_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, static_cast<Params>(args)...));
 }
 

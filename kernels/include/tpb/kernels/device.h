@@ -18,8 +18,9 @@ struct GpuInfo {
 // Visible GPUs, or empty when CUDA is absent, no driver is loaded or no device exists.
 std::vector<GpuInfo> visible_gpus();
 // The calling thread's current device's compute capability as major * 10 + minor (90 on an
-// H100 / H200), remembered per device ordinal; 0 without CUDA or a device. Kernels built for
-// one architecture only (sm_90a's wgmma) are offered where it is 90.
+// H100 / H200), remembered per device ordinal; 0 without CUDA, a driver or a device; any
+// other CUDA error throws. Kernels built for one architecture only (sm_90a's wgmma) are offered
+// where it is 90.
 int current_device_compute_capability();
 // Driver and runtime versions as "13.0", empty without CUDA.
 std::string cuda_driver_version();

@@ -19,4 +19,10 @@ namespace tpb::gpu {
 bool programmatic_launch();
 void set_programmatic_launch(bool on);
 
+// Whether `kernel` (a __global__ function) was compiled with its wait: from PTX for compute
+// capability 9.0 or later. A build for an older architecture that runs on a Hopper through
+// just-in-time compilation has no griddepcontrol in its kernels, so they must not be launched
+// programmatically. Remembered per kernel.
+bool kernel_waits_for_prior_grids(const void* kernel);
+
 }  // namespace tpb::gpu
