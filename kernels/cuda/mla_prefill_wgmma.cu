@@ -185,11 +185,16 @@ __global__ void __launch_bounds__(kThreads, 1)
       }
   };
   // O += P V of tile t: V [64 keys][128] read MN-major, two 64-column blocks (issued, not
-  // waited for).
-  auto issue_pv = [&](const std::uint32_t (&hi)[4][4], const std::uint32_t (&lo)[4][4], int t) {
+  // waited for). fence_o: pin O's registers first; the overlapped loop pins them before the
+  // scores it issues ahead, since an instruction defining a wgmma's input registers while
+  // another wgmma group is in flight serializes them (ptxas C7513).
+  auto pv_desc = [&](int t) {
     const std::uint32_t k_addr = stage_addr + (t % kStages<kOverlap>) * kStageBytes;
-    const std::uint64_t v_desc = sw128_desc(k_addr + kKTileBytes, kBlockBytes, 1024);
-    fence_operands(o);
+    return sw128_desc(k_addr + kKTileBytes, kBlockBytes, 1024);
+  };
+  auto issue_pv = [&](const std::uint32_t (&hi)[4][4], const std::uint32_t (&lo)[4][4], std::uint64_t v_desc,
+                      bool fence_o) {
+    if (fence_o) fence_operands(o);
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk) {
@@ -224,7 +229,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       std::uint32_t hi[4][4], lo[4][4];
       softmax_tile_split_p(s, m_run, l_run, corr, hi, lo, exp2_ftz);
       rescale_rows(o, corr);
-      issue_pv(hi, lo, t);
+      issue_pv(hi, lo, pv_desc(t), true);
       wgmma_wait<0>();
       fence_operands(o);
     }
@@ -232,53 +237,58 @@ __global__ void __launch_bounds__(kThreads, 1)
     // FlashAttention-3's intra-warpgroup overlap: the scores of tile t are issued before the
     // P.V of tile t - 1, and the softmax of tile t runs while that P.V does. O is rescaled by
     // tile t's corrections once tile t - 1's P.V has completed (it added weights relative to
-    // tile t - 1's max); tile t's P waits in registers for the next round.
+    // tile t - 1's max); tile t's P waits in registers for the next round. Peeled into tile 0,
+    // the steady state and the last P.V, so that every path leaves no wgmma group outstanding:
+    // with issue and wait under per-tile conditions ptxas serialized the wgmma (C7518).
+    // wg_tiles >= 1: key 0 is seen by every row.
     std::uint32_t hi_prev[4][4], lo_prev[4][4];
-    for (int t = 0; t < tiles; ++t) {
-      next_tile(t);  // every wgmma of tile t - 2 has completed
-      const bool scores = t < wg_tiles;             // this warpgroup's rows see tile t
-      const bool pv = t >= 1 && t - 1 < wg_tiles;   // and tile t - 1's P.V is pending
+    next_tile(0);
+    {
       float s[32];
-      if (scores) issue_scores(s, t);
-      if (pv) issue_pv(hi_prev, lo_prev, t - 1);
-      if (scores) {
-        if (pv)
-          wgmma_wait<1>();  // the scores (the older group)
-        else
-          wgmma_wait<0>();
-        fence_operands(s);
-        mask_scores(s, t);
-        float corr[2];
-        std::uint32_t hi[4][4], lo[4][4];
-        softmax_tile_split_p(s, m_run, l_run, corr, hi, lo, exp2_ftz);
-        if (pv) {
-          wgmma_wait<0>();
-          keep_live(hi_prev);
-          keep_live(lo_prev);
-        }
-        fence_operands(o);
-        rescale_rows(o, corr);
-#pragma unroll
-        for (int kk = 0; kk < 4; ++kk)
-#pragma unroll
-          for (int i = 0; i < 4; ++i) {
-            hi_prev[kk][i] = hi[kk][i];
-            lo_prev[kk][i] = lo[kk][i];
-          }
-      } else if (pv) {
-        wgmma_wait<0>();
-        keep_live(hi_prev);
-        keep_live(lo_prev);
-        fence_operands(o);
-      }
+      issue_scores(s, 0);
+      wgmma_wait<0>();
+      fence_operands(s);
+      mask_scores(s, 0);
+      float corr[2];
+      softmax_tile_split_p(s, m_run, l_run, corr, hi_prev, lo_prev, exp2_ftz);
+      fence_operands(o);
+      rescale_rows(o, corr);
     }
-    if (wg_tiles == tiles) {  // the last tile's P.V
-      issue_pv(hi_prev, lo_prev, tiles - 1);
+    for (int t = 1; t < wg_tiles; ++t) {
+      next_tile(t);  // every wgmma of tile t - 2 has completed
+      fence_operands(o);
+      const std::uint64_t v_desc = pv_desc(t - 1);
+      float s[32];
+      issue_scores(s, t);
+      issue_pv(hi_prev, lo_prev, v_desc, false);
+      wgmma_wait<1>();  // the scores (the older group)
+      fence_operands(s);
+      mask_scores(s, t);
+      float corr[2];
+      std::uint32_t hi[4][4], lo[4][4];
+      softmax_tile_split_p(s, m_run, l_run, corr, hi, lo, exp2_ftz);
       wgmma_wait<0>();
       keep_live(hi_prev);
       keep_live(lo_prev);
       fence_operands(o);
+      rescale_rows(o, corr);
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          hi_prev[kk][i] = hi[kk][i];
+          lo_prev[kk][i] = lo[kk][i];
+        }
     }
+    // The last seen tile's P.V, completed before this warpgroup reaches the next barrier, after
+    // which its stage ((wg_tiles - 1) % 3, refilled at tile wg_tiles + 1) may be overwritten.
+    issue_pv(hi_prev, lo_prev, pv_desc(wg_tiles - 1), true);
+    wgmma_wait<0>();
+    keep_live(hi_prev);
+    keep_live(lo_prev);
+    fence_operands(o);
+    // The tiles only the other warpgroup's rows see: this one keeps the barriers and the copies.
+    for (int t = wg_tiles; t < tiles; ++t) next_tile(t);
   }
 
   // out[i][h][:] = O / l for this thread's rows below q_len; columns 8j + q2, + 1.
