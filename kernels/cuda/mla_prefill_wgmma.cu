@@ -238,10 +238,11 @@ __global__ void __launch_bounds__(kThreads, 1)
     // P.V of tile t - 1, and the softmax of tile t runs while that P.V does. O is rescaled by
     // tile t's corrections once tile t - 1's P.V has completed (it added weights relative to
     // tile t - 1's max); tile t's P waits in registers for the next round. Peeled into tile 0,
-    // the steady state and the last P.V, so that every path leaves no wgmma group outstanding:
-    // with issue and wait under per-tile conditions ptxas serialized the wgmma (C7518).
-    // wg_tiles >= 1: key 0 is seen by every row.
-    std::uint32_t hi_prev[4][4], lo_prev[4][4];
+    // the steady state and the last P.V, so that every path leaves no wgmma group outstanding
+    // (with issue and wait under per-tile conditions ptxas serialized the wgmma: C7518), and
+    // P's registers alternate between two sets instead of being copied (a copy landed inside
+    // a pipeline stage: C7513). wg_tiles >= 1: key 0 is seen by every row.
+    std::uint32_t hi_a[4][4], lo_a[4][4], hi_b[4][4], lo_b[4][4];
     next_tile(0);
     {
       float s[32];
@@ -250,43 +251,51 @@ __global__ void __launch_bounds__(kThreads, 1)
       fence_operands(s);
       mask_scores(s, 0);
       float corr[2];
-      softmax_tile_split_p(s, m_run, l_run, corr, hi_prev, lo_prev, exp2_ftz);
+      softmax_tile_split_p(s, m_run, l_run, corr, hi_a, lo_a, exp2_ftz);
       fence_operands(o);
       rescale_rows(o, corr);
     }
-    for (int t = 1; t < wg_tiles; ++t) {
+    // Tile t: its scores and tile t - 1's P.V (P in prev_*), its softmax into next_*. Two
+    // register sets take turns, so that no copy of P lands inside a wgmma pipeline stage.
+    auto step = [&](int t, const std::uint32_t (&prev_hi)[4][4], const std::uint32_t (&prev_lo)[4][4],
+                    std::uint32_t (&next_hi)[4][4], std::uint32_t (&next_lo)[4][4]) {
       next_tile(t);  // every wgmma of tile t - 2 has completed
       fence_operands(o);
       const std::uint64_t v_desc = pv_desc(t - 1);
       float s[32];
       issue_scores(s, t);
-      issue_pv(hi_prev, lo_prev, v_desc, false);
+      issue_pv(prev_hi, prev_lo, v_desc, false);
       wgmma_wait<1>();  // the scores (the older group)
       fence_operands(s);
       mask_scores(s, t);
       float corr[2];
-      std::uint32_t hi[4][4], lo[4][4];
-      softmax_tile_split_p(s, m_run, l_run, corr, hi, lo, exp2_ftz);
+      softmax_tile_split_p(s, m_run, l_run, corr, next_hi, next_lo, exp2_ftz);
       wgmma_wait<0>();
-      keep_live(hi_prev);
-      keep_live(lo_prev);
+      keep_live(prev_hi);
+      keep_live(prev_lo);
       fence_operands(o);
       rescale_rows(o, corr);
-#pragma unroll
-      for (int kk = 0; kk < 4; ++kk)
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          hi_prev[kk][i] = hi[kk][i];
-          lo_prev[kk][i] = lo[kk][i];
-        }
+    };
+    auto last_pv = [&](const std::uint32_t (&hi)[4][4], const std::uint32_t (&lo)[4][4]) {
+      issue_pv(hi, lo, pv_desc(wg_tiles - 1), true);
+      wgmma_wait<0>();
+      keep_live(hi);
+      keep_live(lo);
+      fence_operands(o);
+    };
+    int t = 1;
+    for (; t + 1 < wg_tiles; t += 2) {
+      step(t, hi_a, lo_a, hi_b, lo_b);
+      step(t + 1, hi_b, lo_b, hi_a, lo_a);
     }
     // The last seen tile's P.V, completed before this warpgroup reaches the next barrier, after
     // which its stage ((wg_tiles - 1) % 3, refilled at tile wg_tiles + 1) may be overwritten.
-    issue_pv(hi_prev, lo_prev, pv_desc(wg_tiles - 1), true);
-    wgmma_wait<0>();
-    keep_live(hi_prev);
-    keep_live(lo_prev);
-    fence_operands(o);
+    if (t < wg_tiles) {
+      step(t, hi_a, lo_a, hi_b, lo_b);
+      last_pv(hi_b, lo_b);
+    } else {
+      last_pv(hi_a, lo_a);
+    }
     // The tiles only the other warpgroup's rows see: this one keeps the barriers and the copies.
     for (int t = wg_tiles; t < tiles; ++t) next_tile(t);
   }
