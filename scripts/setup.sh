@@ -95,13 +95,14 @@ elif [[ $mode == asan ]]; then
 else
   cmake --preset ci
   # ptxas reports a kernel whose wgmma it had to serialize (C75xx, "Potential Performance
-  # Loss") as an info line, not a warning, and such a kernel still passes every test: fail the
-  # build here instead (docs/performance.md). The compiler cache replays the lines.
+  # Loss") as an info line, not a warning, and such a kernel still passes every test: say so
+  # here, and fail under TPB_STRICT_PTXAS=1 (CI, whose toolkit the kernels are tuned for; another
+  # CUDA version's ptxas may schedule differently). The compiler cache replays the lines.
   build_log=$(mktemp)
   cmake --build --preset ci -j "$jobs" 2>&1 | tee "$build_log"
   if grep -E "\(C75[0-9]{2}\) Potential Performance Loss: wgmma" "$build_log" >&2; then
     echo "setup.sh: ptxas serialized the wgmma instructions of the kernel(s) above; see docs/performance.md" >&2
-    exit 1
+    if [[ ${TPB_STRICT_PTXAS:-0} == 1 ]]; then exit 1; fi
   fi
   rm -f "$build_log"
   exec ctest --preset ci -j "$jobs" "$@"
