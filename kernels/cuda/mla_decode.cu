@@ -38,6 +38,7 @@
 #include "tpb/kernels/gpu/mla_decode_tuning.h"
 #include "tpb/kernels/mla_decode_split.h"
 #include "tpb/kernels/mla_widths.h"
+#include "cuda/decode_split_range.cuh"
 #include "cuda/mla_decode_wgmma.h"
 #include "cuda/mma_sync.cuh"
 
@@ -48,10 +49,13 @@ namespace {
 using detail::cp_async16;
 using detail::cp_async_commit;
 using detail::cp_async_wait;
+using detail::decode_split_range;
+using detail::DecodeSplitRange;
 using detail::ldmatrix_x4;
 using detail::ldmatrix_x4_trans;
 using detail::mma_bf16;
 using detail::pack_bf16x2;
+using detail::record_empty_split;
 using detail::smem_addr;
 
 constexpr int kSlices = 4;                          // warps per 16-head row tile
@@ -164,17 +168,11 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
   const int quad_row = lane >> 2;
   const int quad_col = 2 * (lane & 3);
 
-  const std::int64_t seq_len = min(max(static_cast<std::int64_t>(seq_lens[b]), std::int64_t{0}), max_len);
-  const std::int64_t start = static_cast<std::int64_t>(split) * chunk;
-  const std::int64_t end = min(start + chunk, seq_len);
-  const std::size_t part_row0 = (static_cast<std::size_t>(b) * heads + g0) * splits + split;  // + g * splits
+  const DecodeSplitRange range = decode_split_range(seq_lens, b, split, splits, chunk, max_len, heads, g0);
+  const std::int64_t start = range.start, end = range.end;
+  const std::size_t part_row0 = range.part_row0;  // + g * splits
   if (start >= end) {
-    // Nothing to attend: the merge skips this split on l == 0 (its o is never read).
-    for (int g = tid; g < cta_heads; g += nthreads)
-      if (g0 + g < heads) {
-        m_part[part_row0 + static_cast<std::size_t>(g) * splits] = -INFINITY;
-        l_part[part_row0 + static_cast<std::size_t>(g) * splits] = 0.0f;
-      }
+    record_empty_split(m_part, l_part, range, splits, g0, heads, cta_heads, nthreads);
     return;
   }
 

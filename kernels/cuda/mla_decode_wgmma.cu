@@ -32,6 +32,7 @@
 #include "tpb/check.h"
 #include "tpb/cuda_check.h"
 #include "tpb/kernels/mla_decode_split.h"
+#include "cuda/decode_split_range.cuh"
 #include "cuda/mma_sync.cuh"
 #include "cuda/softmax_split_p.cuh"
 #include "cuda/wgmma.cuh"
@@ -97,13 +98,7 @@ __device__ __forceinline__ void pv_half(float (&o)[128], const std::uint32_t (&h
   rescale_rows(o, corr);
   const std::uint64_t v_desc = sw128_desc(tile_addr + 4 * wg * kBlockBytes, kBlockBytes, 1024);
   fence_operands(o);
-  wgmma_fence();
-#pragma unroll
-  for (int kk = 0; kk < 4; ++kk) {
-    wgmma_m64n256k16_rs_bmn(o, hi[kk], v_desc + ((2048 * kk) >> 4), 1);
-    wgmma_m64n256k16_rs_bmn(o, lo[kk], v_desc + ((2048 * kk) >> 4), 1);
-  }
-  wgmma_commit();
+  wgmma_pv_split_p(o, hi, lo, v_desc);
   wgmma_wait<0>();
   fence_operands(o);
 }
@@ -124,17 +119,11 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int r0 = 16 * warp + (lane >> 2);  // this thread's heads: r0 and r0 + 8
   const int q2 = 2 * (lane & 3);           // and its key / column pair within each 8
 
-  const std::int64_t seq_len = min(max(static_cast<std::int64_t>(seq_lens[b]), std::int64_t{0}), max_len);
-  const std::int64_t start = static_cast<std::int64_t>(split) * chunk;
-  const std::int64_t end = min(start + chunk, seq_len);
-  const std::size_t part_row0 = (static_cast<std::size_t>(b) * heads + g0) * splits + split;  // + g * splits
+  const DecodeSplitRange range = decode_split_range(seq_lens, b, split, splits, chunk, max_len, heads, g0);
+  const std::int64_t start = range.start, end = range.end;
+  const std::size_t part_row0 = range.part_row0;  // + g * splits
   if (start >= end) {
-    // Nothing to attend: the merge skips this split on l == 0 (its o is never read).
-    for (int g = tid; g < kHeads; g += kThreads)
-      if (g0 + g < heads) {
-        m_part[part_row0 + static_cast<std::size_t>(g) * splits] = -INFINITY;
-        l_part[part_row0 + static_cast<std::size_t>(g) * splits] = 0.0f;
-      }
+    record_empty_split(m_part, l_part, range, splits, g0, heads, kHeads, kThreads);
     return;
   }
 

@@ -253,14 +253,7 @@ static_assert(kKimiNope / 8 == 16 && kKimiRope / 8 == 8 && kKimiV / 8 == 16 && k
 
 using detail::round_up;
 
-// 2^x in one MUFU.EX2 (flash-attention's exp2f under fast math): results below 2^-126 flush to
-// zero, so exp2f's denormal fix-up goes; such weights are below P's bf16 resolution relative to
-// the row's largest weight (1) by 118 binades. Deterministic like every instruction here.
-__device__ __forceinline__ float exp2_ftz(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-  return y;
-}
+using detail::exp2_ftz;
 
 // Shared-memory geometry of one shape. Rows are zero-padded to 16 columns (the MMA's K step
 // for S, two 8-column tiles for P·V), plus 8 columns so that consecutive rows start an odd

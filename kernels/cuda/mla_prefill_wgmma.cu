@@ -51,14 +51,6 @@ constexpr int kSmemBytes = 2 * kQPanelBytes + kStages<kOverlap> * kStageBytes + 
 constexpr int kScoreSteps = kQk / 16;  // 12
 static_assert(kQk % 64 == 0 && kV == 128 && kBlockK == 64 && kBlockBytes == 8192, "the kernel's geometry");
 
-// exp2 in one MUFU.EX2 (as mla_prefill.cu's exp2_ftz): weights below 2^-126 flush to zero, far
-// below P's resolution relative to the row's largest weight.
-__device__ __forceinline__ float exp2_ftz(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-  return y;
-}
-
 // Thread t's share of a copy of 64 rows: chunk t % 8 of each 64-column block of rows t / 8 and
 // t / 8 + 32, whose swizzled offset within a block is the same for both (32 is a multiple of 8).
 struct CopySlot {
@@ -195,13 +187,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   auto issue_pv = [&](const std::uint32_t (&hi)[4][4], const std::uint32_t (&lo)[4][4], std::uint64_t v_desc,
                       bool fence_o) {
     if (fence_o) fence_operands(o);
-    wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < 4; ++kk) {
-      wgmma_m64n128k16_rs_bmn(o, hi[kk], v_desc + ((2048 * kk) >> 4), 1);
-      wgmma_m64n128k16_rs_bmn(o, lo[kk], v_desc + ((2048 * kk) >> 4), 1);
-    }
-    wgmma_commit();
+    wgmma_pv_split_p(o, hi, lo, v_desc);
   };
 
   // Tile t landed for all threads (each thread's cp.async writes made visible to the wgmma, the

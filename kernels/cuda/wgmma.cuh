@@ -175,4 +175,27 @@ __device__ __forceinline__ void wgmma_m64n128k16_rs_bmn(float (&d)[64], const st
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc), "r"(scale_d));
 }
 
+// O (+)= P V over a 64-key tile with P as bf16 hi + lo (the split-P numerics of the attention
+// kernels): four k16 steps, hi then lo at each, A from registers (p_hi[kk], p_lo[kk]: keys
+// 16 kk ..), V MN-major from shared memory at v_desc, 2048 bytes (16 key rows) per step. O is
+// [64 x 128] (float[64]) or [64 x 256] (float[128]). Issued and committed, not waited for;
+// the caller fences O's registers first.
+template <int N>
+__device__ __forceinline__ void wgmma_pv_split_p(float (&o)[N], const std::uint32_t (&p_hi)[4][4],
+                                                 const std::uint32_t (&p_lo)[4][4], std::uint64_t v_desc) {
+  static_assert(N == 64 || N == 128, "m64n128 or m64n256");
+  wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk) {
+    if constexpr (N == 64) {
+      wgmma_m64n128k16_rs_bmn(o, p_hi[kk], v_desc + ((2048 * kk) >> 4), 1);
+      wgmma_m64n128k16_rs_bmn(o, p_lo[kk], v_desc + ((2048 * kk) >> 4), 1);
+    } else {
+      wgmma_m64n256k16_rs_bmn(o, p_hi[kk], v_desc + ((2048 * kk) >> 4), 1);
+      wgmma_m64n256k16_rs_bmn(o, p_lo[kk], v_desc + ((2048 * kk) >> 4), 1);
+    }
+  }
+  wgmma_commit();
+}
+
 }  // namespace tpb::gpu::detail
