@@ -1,7 +1,8 @@
 // MLA attention microbenchmarks.
 //
 // Decode: absorbed-MLA decode attention microbenchmarks: each split kernel of
-// tpb::gpu::mla_decode_attention (mla_decode_tuning.h, by name) at Kimi-K2.5 TP1 and TP2 shapes (64 and 32 heads per rank, kv_lora 512, rope 64) over batch {1, 8, 64, 256}
+// tpb::gpu::mla_decode_attention (mla_decode_tuning.h, by name) at Kimi-K2.5 TP1 and TP2
+// shapes (64 and 32 heads per rank, kv_lora 512, rope 64) over batch {1, 8, 64, 256}
 // x seq_len {1K, 8K, 32K}, every sequence at the full length (max_len = seq_len). Timing as STYLE.md 12:
 // device events around a batch of `ops` calls replayed from a CUDA graph (the engine's decode
 // mode, and no host launch overhead in the number), manual time per call, warm-up first.
@@ -47,6 +48,7 @@
 #include "tpb/kernels/gpu/mla_prefill.h"
 #include "tpb/kernels/gpu/mla_prefill_tuning.h"
 #include "tpb/kernels/hw_probes.h"
+#include "tpb/kernels/mla_decode_split.h"
 
 namespace tpb::bench {
 
@@ -63,7 +65,11 @@ constexpr std::int64_t kSeqLens[] = {1024, 8192, 32768};
 constexpr std::int64_t kSweepBatches[] = {1, 8};
 constexpr std::int64_t kSweepSeqLens[] = {8192, 32768};
 constexpr std::int64_t kSweepTiles[] = {1, 2, 4, 8, 16};
-bool sweep_takes(std::int64_t seq_len, std::int64_t tiles) { return ((seq_len + 63) / 64 + tiles - 1) / tiles <= 256; }
+// Whether a split of `tiles` tiles keeps the split count within what the workspace layout takes.
+bool sweep_takes(std::int64_t seq_len, std::int64_t tiles) {
+  const std::int64_t max_tiles = (seq_len + kernels::kMlaDecodeTileKeys - 1) / kernels::kMlaDecodeTileKeys;
+  return (max_tiles + tiles - 1) / tiles <= kernels::kMlaDecodeMaxSplits;
+}
 constexpr double kRotateBytes = 256.0 * (1 << 20);
 constexpr std::size_t kHeadroom = std::size_t{2} << 30;  // left free for the workspace, q and the runtime
 
@@ -307,37 +313,32 @@ void bm_prefill(benchmark::State& state, int variant, std::int64_t heads, Prefil
 void register_attention_benchmarks(RankContext& ctx) {
   g_attn = new AttentionBenchState;
   g_attn->device = ctx.rank;
+  // attention/<family>/<variant>/heads:../batch:../seq_len:..[/tiles_per_split:..]
+  auto add_decode = [](const char* family, int variant, std::int64_t heads, std::int64_t batch, std::int64_t seq_len,
+                       std::int64_t tiles) {
+    const std::string name = std::string("attention/") + family + "/" + gpu::tuning::mla_decode_variant_name(variant) +
+                             "/heads:" + std::to_string(heads) + "/batch:" + std::to_string(batch) +
+                             "/seq_len:" + std::to_string(seq_len) +
+                             (tiles > 0 ? "/tiles_per_split:" + std::to_string(tiles) : std::string());
+    benchmark::RegisterBenchmark(name.c_str(), [variant, heads, batch, seq_len, tiles](benchmark::State& st) {
+      bm_decode(st, variant, heads, batch, seq_len, tiles);
+    })
+        ->UseManualTime()
+        ->Unit(benchmark::kMicrosecond)
+        ->Iterations(10);
+  };
   for (int variant = 0; variant < gpu::tuning::mla_decode_variants(); ++variant)
     for (std::int64_t heads : kDecodeHeads)
       for (std::int64_t batch : kBatches)
-        for (std::int64_t seq_len : kSeqLens) {
-          const std::string name = std::string("attention/mla_decode/") +
-                                   gpu::tuning::mla_decode_variant_name(variant) + "/heads:" + std::to_string(heads) +
-                                   "/batch:" + std::to_string(batch) + "/seq_len:" + std::to_string(seq_len);
-          benchmark::RegisterBenchmark(name.c_str(), [variant, heads, batch, seq_len](benchmark::State& st) {
-            bm_decode(st, variant, heads, batch, seq_len);
-          })
-              ->UseManualTime()
-              ->Unit(benchmark::kMicrosecond)
-              ->Iterations(10);
-        }
+        for (std::int64_t seq_len : kSeqLens) add_decode("mla_decode", variant, heads, batch, seq_len, 0);
   for (std::int64_t heads : kDecodeHeads)
     for (std::int64_t batch : kSweepBatches)
       for (std::int64_t seq_len : kSweepSeqLens)
-        for (std::int64_t tiles : kSweepTiles) {
-          if (!sweep_takes(seq_len, tiles)) continue;
-          const int variant = gpu::tuning::mla_decode_default_variant(decode_shape(heads, batch, seq_len));
-          const std::string name = std::string("attention/mla_decode_splits/") +
-                                   gpu::tuning::mla_decode_variant_name(variant) + "/heads:" + std::to_string(heads) +
-                                   "/batch:" + std::to_string(batch) + "/seq_len:" + std::to_string(seq_len) +
-                                   "/tiles_per_split:" + std::to_string(tiles);
-          benchmark::RegisterBenchmark(name.c_str(), [variant, heads, batch, seq_len, tiles](benchmark::State& st) {
-            bm_decode(st, variant, heads, batch, seq_len, tiles);
-          })
-              ->UseManualTime()
-              ->Unit(benchmark::kMicrosecond)
-              ->Iterations(10);
-        }
+        for (std::int64_t tiles : kSweepTiles)
+          if (sweep_takes(seq_len, tiles)) {
+            const int variant = gpu::tuning::mla_decode_default_variant(decode_shape(heads, batch, seq_len));
+            add_decode("mla_decode_splits", variant, heads, batch, seq_len, tiles);
+          }
   g_prefill = new PrefillBenchState;
   for (int variant = 0; variant < gpu::tuning::mla_prefill_variants(); ++variant)
     for (std::int64_t heads : kPrefillHeads)
