@@ -23,6 +23,7 @@
 #include "tpb/kernels/gpu/mla_decode.h"
 #include "tpb/kernels/gpu/mla_decode_tuning.h"
 #include "tpb/kernels/mla_decode.h"
+#include "tpb/kernels/mla_decode_split.h"
 
 namespace tpb::test {
 namespace {
@@ -108,7 +109,9 @@ struct DecodeRun {
 
   static std::size_t workspace_for_every_variant(const gpu::MlaDecodeShape& s) {
     std::size_t bytes = 0;
-    const bool one_tile_splits = (s.max_len + 63) / 64 <= 256;  // the most splits a sweep makes
+    // One-tile splits: the most splits a sweep makes, where the workspace layout takes them.
+    const bool one_tile_splits = (s.max_len + kernels::kMlaDecodeTileKeys - 1) / kernels::kMlaDecodeTileKeys <=
+                                 kernels::kMlaDecodeMaxSplits;
     for (int v = 0; v < gpu::tuning::mla_decode_variants(); ++v)
       if (gpu::tuning::mla_decode_variant_supports(v, s)) {
         bytes = std::max(bytes, gpu::tuning::mla_decode_variant_workspace_bytes(v, s));
