@@ -82,6 +82,7 @@ def load(path):
         print(f"({path}: {e})")
         return []
 tflops, variants, decode = {}, [], []  # prefill: (heads, batch, q_len) -> {column: TFLOP/s}
+sweep = []  # (heads, batch, seq_len, tiles per split, splits, us, read / copy)
 for b in load(sys.argv[1]):
     name = b.get("name", "")
     if b.get("error_occurred"):
@@ -94,6 +95,9 @@ for b in load(sys.argv[1]):
     m = re.match(r"attention/mla_decode/(\w+)/heads:(\d+)/batch:(\d+)/seq_len:(\d+)", name)
     if m and "vs_copy_bw" in b:
         decode.append((*map(int, m.group(2, 3, 4)), m.group(1), b["us_per_op"], b["GBps"], b["copy_GBps"], b["vs_copy_bw"]))
+    m = re.match(r"attention/mla_decode_splits/(\w+)/heads:(\d+)/batch:(\d+)/seq_len:(\d+)/tiles_per_split:(\d+)", name)
+    if m and "vs_copy_bw" in b:
+        sweep.append((*map(int, m.group(2, 3, 4, 5)), b.get("splits", 0), b["us_per_op"], b["vs_copy_bw"]))
     m = re.match(r"attention/sdpa_cudnn/heads:(\d+)/batch:(\d+)/q_len:(\d+)", name)
     if m and "TFLOPs" in b:
         tflops.setdefault(tuple(map(int, m.groups())), {})["cudnn"] = b["TFLOPs"]
@@ -110,11 +114,6 @@ print("| heads | batch x seq_len | split kernel | us | GB/s | copy GB/s | read /
 print("| --- | --- | --- | --- | --- | --- | --- |")
 for heads, batch, seq, kernel, us, gbps, copy, share in sorted(decode, key=lambda d: (-d[0], d[1], d[2], d[3])):
     print(f"| {heads} | {batch} x {seq} | {kernel} | {us:.1f} | {gbps:.0f} | {copy:.0f} | {share:.3f} |")
-sweep = []
-for b in load(sys.argv[1]):
-    m = re.match(r"attention/mla_decode_splits/(\w+)/heads:(\d+)/batch:(\d+)/seq_len:(\d+)/tiles_per_split:(\d+)", b.get("name", ""))
-    if m and "vs_copy_bw" in b and not b.get("error_occurred"):
-        sweep.append((*map(int, m.group(2, 3, 4, 5)), b.get("splits", 0), b["us_per_op"], b["vs_copy_bw"]))
 if sweep:
     print("\nDecode attention, split count swept (each split's key range fixed; the plan's choice is above)\n")
     print("| heads | batch x seq_len | tiles per split | splits | us | read / copy |")
@@ -155,12 +154,12 @@ fi
 if [ "${LAYERS:-0}" = 1 ]; then
   n=0
   for pdl in ${LAYER_PDL:-1}; do
-  n=$((n + 1))
-  step "tpb_bench ${LAYER_FILTER:=layer/moe_decode/}, programmatic launch $pdl ($(left) s left)"
-  TPB_PROGRAMMATIC_LAUNCH=$pdl bounded 300 "$BENCH" --tpb_ranks=1 --benchmark_filter="$LAYER_FILTER" \
-    --benchmark_out="$RUNS/layer_bench_$n.json" --benchmark_out_format=json >"$RUNS/layer_bench_$n.log" 2>&1
-  echo "tpb_bench layers: rc=$?"
-  python3 - "$RUNS/layer_bench_$n.json" <<'PY'
+    n=$((n + 1))
+    step "tpb_bench ${LAYER_FILTER:=layer/moe_decode/}, programmatic launch $pdl ($(left) s left)"
+    TPB_PROGRAMMATIC_LAUNCH=$pdl bounded 300 "$BENCH" --tpb_ranks=1 --benchmark_filter="$LAYER_FILTER" \
+      --benchmark_out="$RUNS/layer_bench_$n.json" --benchmark_out_format=json >"$RUNS/layer_bench_$n.log" 2>&1
+    echo "tpb_bench layers: rc=$?"
+    python3 - "$RUNS/layer_bench_$n.json" <<'PY'
 import json, sys
 try:
     rows = json.load(open(sys.argv[1]))["benchmarks"]

@@ -100,10 +100,12 @@ else
   # CUDA version's ptxas may schedule differently). The compiler cache replays the lines.
   build_log=$(mktemp)
   cmake --build --preset ci -j "$jobs" 2>&1 | tee "$build_log"
-  if grep -E "\(C75[0-9]{2}\) Potential Performance Loss: wgmma" "$build_log" >&2; then
+  serialized=$(grep -E "\(C75[0-9]{2}\) Potential Performance Loss: wgmma" "$build_log" || true)
+  rm -f "$build_log"
+  if [[ -n $serialized ]]; then
+    echo "$serialized" >&2
     echo "setup.sh: ptxas serialized the wgmma instructions of the kernel(s) above; see docs/performance.md" >&2
     if [[ ${TPB_STRICT_PTXAS:-0} == 1 ]]; then exit 1; fi
   fi
-  rm -f "$build_log"
   exec ctest --preset ci -j "$jobs" "$@"
 fi
