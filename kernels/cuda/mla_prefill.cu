@@ -707,12 +707,13 @@ void mla_prefill_variant(int variant, const __nv_bfloat16* q, const __nv_bfloat1
 void mla_prefill_attention(const __nv_bfloat16* q, const __nv_bfloat16* k_nope, const __nv_bfloat16* k_rot,
                            const __nv_bfloat16* v, const MlaPrefillShape& s, float scale, __nv_bfloat16* out,
                            cudaStream_t stream) {
-  validate(s);
   const int variant = tuning::mla_prefill_default_variant(s);
-  if (variant != kCudaCore && tensor_core_aligned(q, k_nope, k_rot, v, s, out))
-    tuning::mla_prefill_variant(variant, q, k_nope, k_rot, v, s, scale, out, stream);
-  else
-    launch_cuda_core(q, k_nope, k_rot, v, s, scale, out, stream);
+  if (variant != kCudaCore && tensor_core_aligned(q, k_nope, k_rot, v, s, out)) {
+    tuning::mla_prefill_variant(variant, q, k_nope, k_rot, v, s, scale, out, stream);  // validates the shape
+    return;
+  }
+  validate(s);
+  launch_cuda_core(q, k_nope, k_rot, v, s, scale, out, stream);
 }
 
 }  // namespace tpb::gpu
