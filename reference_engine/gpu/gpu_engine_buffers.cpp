@@ -154,6 +154,7 @@ void GpuEngine::allocate_buffers() {
   for (std::int64_t b = 1; b <= options_.max_batch; ++b)
     ws_bytes = std::max(ws_bytes, gpu::mla_decode_workspace_bytes({b, heads, a.lora, a.rope, options_.max_len}));
   m.decode_ws = m.alloc<unsigned char>(static_cast<std::int64_t>(ws_bytes));
+  m.decode_ws_bytes = ws_bytes;
   m.attn = m.alloc<bf16>(T * heads * vd);
   const std::int64_t inter_max = std::max(dims_.intermediate, dims_.shared_intermediate);
   m.gate_up = m.alloc<bf16>(T * 2 * inter_max);

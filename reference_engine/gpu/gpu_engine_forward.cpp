@@ -163,7 +163,8 @@ void GpuEngine::attention_decode(std::int64_t layer) {
   m.linear.bf16_out_batched(m.q, heads * qk, qk, lw.kv_b, true, lora, kvr * lora, m.qdec, heads * row, row, heads,
                             B, nope, lora, stream_);
   const gpu::MlaDecodeShape shape{B, heads, a.lora, a.rope, options_.max_len};
-  gpu::mla_decode_attention(m.qdec, cache_layer, m.seq_lens, shape, attention_scale_, m.decode_ws, m.o_lat, stream_);
+  gpu::mla_decode_attention(m.qdec, cache_layer, m.seq_lens, shape, attention_scale_, m.decode_ws, m.decode_ws_bytes,
+                            m.o_lat, stream_);
   // o[b, h] = o_lat[b, h] · W_UV_h^T, W_UV_h = kv_b rows [h*kvr + nope, (h+1)*kvr) stored [v (out), lora (in)].
   m.linear.bf16_out_batched(m.o_lat, heads * a.lora, a.lora, lw.kv_b + nope * lora, false, lora, kvr * lora, m.attn,
                             heads * vd, vd, heads, B, lora, vd, stream_);

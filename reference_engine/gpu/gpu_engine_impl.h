@@ -150,6 +150,7 @@ struct GpuEngine::Impl {
   bf16* qdec = nullptr;       // [max_batch, heads, cache row] (zero pads)
   bf16* o_lat = nullptr;      // [max_batch, heads, padded lora]
   void* decode_ws = nullptr;
+  std::size_t decode_ws_bytes = 0;
   bf16* attn = nullptr;       // [T, heads * v]
   bf16* gate_up = nullptr;    // [T, 2 * max inter_local]
   bf16* act = nullptr;        // [T, max inter_local]

@@ -75,7 +75,7 @@ struct DecodeRun {
     const auto* dc = reinterpret_cast<const __nv_bfloat16*>(d_cache.ptr);
     auto* out = reinterpret_cast<__nv_bfloat16*>(d_out.ptr);
     if (variant < 0)
-      gpu::mla_decode_attention(dq, dc, d_lens.ptr, shape, kScale, d_ws.ptr, out, stream);
+      gpu::mla_decode_attention(dq, dc, d_lens.ptr, shape, kScale, d_ws.ptr, d_ws.count, out, stream);
     else
       gpu::tuning::mla_decode_variant(variant, dq, dc, d_lens.ptr, shape, kScale, d_ws.ptr, out, stream,
                                       tiles_per_split);
@@ -260,6 +260,28 @@ TEST(MlaDecode, FixedSplitSizesMatchHostReference) {
   EXPECT_THROW(gpu::tuning::mla_decode_variant_splits(0, shape(1, 8, 512, 64, 64 * 257), 1), std::exception);
 }
 
+// A workspace smaller than the plan of the call needs is refused before any launch (a variant
+// chosen on another device than the one the workspace was sized on would write past it).
+TEST(MlaDecode, WorkspaceTooSmallThrows) {
+  TPB_REQUIRE_GPU();
+  const gpu::MlaDecodeShape s = shape(2, 64, 512, 64, 3000);
+  const std::vector<std::int32_t> lens = {3000, 65};
+  DecodeRun run(s, 99);
+  run.set_lens(lens);
+  const std::size_t need = gpu::mla_decode_workspace_bytes(s);
+  ASSERT_GE(run.d_ws.count, need);
+  EXPECT_THROW(gpu::mla_decode_attention(reinterpret_cast<const __nv_bfloat16*>(run.d_q.ptr),
+                                         reinterpret_cast<const __nv_bfloat16*>(run.d_cache.ptr), run.d_lens.ptr, s,
+                                         kScale, run.d_ws.ptr, need - 1,
+                                         reinterpret_cast<__nv_bfloat16*>(run.d_out.ptr), run.stream),
+               std::exception);
+  EXPECT_NO_THROW(gpu::mla_decode_attention(reinterpret_cast<const __nv_bfloat16*>(run.d_q.ptr),
+                                            reinterpret_cast<const __nv_bfloat16*>(run.d_cache.ptr), run.d_lens.ptr,
+                                            s, kScale, run.d_ws.ptr, need,
+                                            reinterpret_cast<__nv_bfloat16*>(run.d_out.ptr), run.stream));
+  TPB_CUDA_CHECK(cudaStreamSynchronize(run.stream));
+}
+
 // The Kimi-K2.5 row takes the wgmma kernel by default (in a build with sm_90a code, on a
 // compute capability 9.0 device), other widths the mma.sync one.
 TEST(MlaDecode, DefaultVariantByWidth) {
@@ -367,7 +389,8 @@ TEST(MlaDecode, AbsorbedFormMatchesCpuReference) {
   const std::int32_t len = static_cast<std::int32_t>(kv_len);
   d_lens.upload(&len);
   gpu::mla_decode_attention(reinterpret_cast<const __nv_bfloat16*>(d_q.ptr), reinterpret_cast<const __nv_bfloat16*>(d_cache.ptr),
-                            d_lens.ptr, s, scale, d_ws.ptr, reinterpret_cast<__nv_bfloat16*>(d_out.ptr), nullptr);
+                            d_lens.ptr, s, scale, d_ws.ptr, d_ws.count, reinterpret_cast<__nv_bfloat16*>(d_out.ptr),
+                            nullptr);
   TPB_CUDA_CHECK(cudaDeviceSynchronize());
   std::vector<std::uint16_t> o_lat(d_out.count);
   d_out.download(o_lat.data());
