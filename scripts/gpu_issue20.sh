@@ -126,7 +126,7 @@ fi
 if [ "${NCU:-0}" = 1 ]; then
   # NCU_PREFILL: the prefill variants profiled (64 heads, 1 x 8K); NCU_DECODE: the decode shapes
   # (64 heads, wgmma kernel), each "batch:seq_len": every kernel of one call (split and merge).
-  step "Nsight Compute: prefill (${NCU_PREFILL:=wgmma_split_p}, 64 heads, 1 x 8K), decode (${NCU_DECODE:=64:8192}, 64 heads)"
+  step "Nsight Compute: prefill (${NCU_PREFILL:=wgmma_split_p_overlap}, 64 heads, 1 x 8K), decode (${NCU_DECODE:=64:8192}, 64 heads)"
   NCU_SECTIONS=(--section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats
                 --section SchedulerStats --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis
                 --section SourceCounters)

@@ -292,7 +292,7 @@ TEST_P(MlaPrefillTest, MatchesCpuReference) {
   const std::vector<std::uint16_t> out = run.run();
   expect_matches(run, e, out, dispatched, std::string("mla_prefill_attention (") +
                                               gpu::tuning::mla_prefill_variant_name(dispatched) + ")");
-  std::vector<std::uint16_t> in_step;  // wgmma_split_p's bits, where it runs
+  std::vector<std::uint16_t> in_step;  // wgmma_split_p's bits, where it runs (the overlap kernel must match them)
   for (int variant = 0; variant < gpu::tuning::mla_prefill_variants(); ++variant) {
     if (!gpu::tuning::mla_prefill_variant_supports(variant, c.shape)) continue;
     const std::string name = gpu::tuning::mla_prefill_variant_name(variant);
@@ -327,7 +327,7 @@ TEST(MlaPrefill, DispatchTakesTensorCoresWhereTheyApply) {
   const std::string where_they_apply =
       gpu::tuning::mla_prefill_tensor_core_by_default() ? "tensor_core_split_p" : "cuda_core";
   const bool wgmma = TPB_HAVE_SM90A && current_device_compute_capability() == 90;
-  EXPECT_EQ(gpu::tuning::mla_prefill_tensor_core_by_default() ? (wgmma ? "wgmma_split_p" : "tensor_core_split_p")
+  EXPECT_EQ(gpu::tuning::mla_prefill_tensor_core_by_default() ? (wgmma ? "wgmma_split_p_overlap" : "tensor_core_split_p")
                                                               : "cuda_core",
             dispatched(shape(1, 8, 0, 64)));
   EXPECT_EQ(where_they_apply, dispatched(shape(1, 8, 0, 4, 16, 8, 16)));

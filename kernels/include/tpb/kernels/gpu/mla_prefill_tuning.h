@@ -8,11 +8,11 @@
 //   2 cuda_core            fp32 FMA on CUDA cores, any even head dims: the fallback
 //   3 wgmma_split_p        Hopper warpgroup MMA (both score operands from shared memory, P from
 //                          registers as bf16 hi + lo), Kimi-K2.5's widths only (nope 128, rope 64,
-//                          v_dim 128): kernels/cuda/mla_prefill_wgmma.cu; what
-//                          mla_prefill_attention launches there
+//                          v_dim 128): kernels/cuda/mla_prefill_wgmma.cu
 //   4 wgmma_split_p_overlap the same with each warpgroup's P.V of a key tile beside its scores
 //                          and softmax of the next (FlashAttention-3's intra-warpgroup
-//                          pipelining, three stages of key and value tiles)
+//                          pipelining, three stages of key and value tiles), the same bits; what
+//                          mla_prefill_attention launches at Kimi-K2.5's widths
 // Each variant is deterministic (fixed sum order, no atomics).
 #pragma once
 
