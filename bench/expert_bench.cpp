@@ -152,7 +152,7 @@ void register_expert_benchmarks(RankContext& ctx) {
   g_expert->device = ctx.rank;
   const std::pair<const char*, Which> kinds[] = {{"gate_up", Which::gate_up}, {"down", Which::down}, {"moe", Which::moe}};
   for (const auto& [name, which] : kinds)
-    for (int tokens : {1, 8, 64, 256}) {
+    for (int tokens : {1, 8, 16, 32, 64, 256}) {
       const Which w = which;
       const std::string bench_name = std::string("expert/") + name + "/tokens:" + std::to_string(tokens);
       benchmark::RegisterBenchmark(bench_name.c_str(), [w, tokens](benchmark::State& st) { bm_expert(st, w, tokens); })
@@ -164,7 +164,7 @@ void register_expert_benchmarks(RankContext& ctx) {
   for (int v = 0; v < gpu::tuning::expert_gemm_grouped_variants(); ++v)
     for (const auto& [name, which] : kinds) {
       if (which == Which::moe) continue;
-      for (int tokens : {1, 8, 64}) {
+      for (int tokens : {1, 8, 16, 32, 64}) {
         const Which w = which;
         const std::string bench_name = std::string("expert_variant/") + gpu::tuning::expert_gemm_grouped_variant_name(v) +
                                        "/" + name + "/tokens:" + std::to_string(tokens);

@@ -11,6 +11,18 @@ namespace tpb::gpu::detail {
 
 inline bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
 
+// A 16-byte read-only load of weights that ptxas keeps where it is written (volatile): a
+// memory-bound kernel's loads must all be in flight before the first sum, and plain __ldg
+// loads get sunk next to their use, which leaves a fraction of them in flight. Not cached in
+// L1 (each weight is read once).
+__device__ __forceinline__ uint4 load_early(const uint4* p) {
+  uint4 v;
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p));
+  return v;
+}
+
 // V = 8: one 16-byte load of 8 bf16; V = 1: one element.
 template <int V>
 __device__ inline void load_bf16(const __nv_bfloat16* p, float (&f)[V]) {

@@ -124,13 +124,14 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks)
         for (int t = 0; t < kTok; ++t) acc[j][t] = 0.f;
 
       for (int v0 = lane; v0 < in_vecs; v0 += 32 * kUnroll) {
+        // Every weight load of the step is issued before the first sum (load_early).
         uint4 wv[kUnroll][kRows];
 #pragma unroll
         for (int u = 0; u < kUnroll; ++u)
 #pragma unroll
           for (int j = 0; j < kRows; ++j) {
             const int v = v0 + u * 32;
-            wv[u][j] = (v < in_vecs && j < rows) ? __ldg(wrow + j * in_vecs + v) : make_uint4(0, 0, 0, 0);
+            wv[u][j] = (v < in_vecs && j < rows) ? detail::load_early(wrow + j * in_vecs + v) : make_uint4(0, 0, 0, 0);
           }
 #pragma unroll
         for (int u = 0; u < kUnroll; ++u) {
@@ -273,15 +274,14 @@ void expert_gemm_grouped(const __nv_bfloat16* x_sorted, const std::int32_t* offs
                          std::int64_t pairs, const __nv_bfloat16* weights, std::int64_t expert_stride,
                          std::int64_t in, std::int64_t out, __nv_bfloat16* y_sorted, cudaStream_t stream) {
   // Measured side by side on an H200 (tpb_bench expert_variant/*, Kimi TP2 shapes, share of
-  // the copy bandwidth at 1 / 8 / 64 tokens): gate_up (in 7168) rows4_unroll2_tok8 0.83 /
-  // 0.93 / 0.88 vs rows4_unroll4_tok2 0.79 / 1.01 / 0.81; down (in 1024) 0.64 / 0.83 / 0.73 vs
-  // 0.76 / 0.98 / 0.84. A short row is only a few loads per lane: the deeper unroll has all
-  // of it in flight at once. The same bits either way.
-  if (!vector_rows(x_sorted, weights, expert_stride, in)) {
-    launch_grouped_narrow(x_sorted, offsets, experts, pairs, weights, expert_stride, in, out, y_sorted, stream);
-    return;
-  }
-  const int variant = in <= 2048 ? 1 : 0;
+  // the copy bandwidth at 1 / 8 / 64 tokens): gate_up (in 7168) rows4_unroll2_tok8 0.81 /
+  // 0.87 / 0.88 vs rows4_unroll4_tok2 0.80 / 0.98 / 0.81; down (in 1024) 0.65 / 0.81 / 0.73 vs
+  // 0.76 / 0.96 / 0.84. A short row is only a few loads per lane: the deeper unroll has all
+  // of it in flight at once; so does a long row when experts have one or two rows each (a
+  // third of the experts routed or fewer), while the 8-token chunks pay off once they have
+  // more. The same bits either way.
+  const bool few_rows_per_expert = pairs * 3 <= experts;
+  const int variant = in <= 2048 || few_rows_per_expert ? 1 : 0;
   launch_grouped(kVariants[variant], x_sorted, offsets, experts, pairs, weights, expert_stride, in, out, y_sorted,
                  stream);
 }

@@ -9,11 +9,14 @@
 
 #include "tpb/check.h"
 #include "tpb/cuda_check.h"
+#include "cuda/bf16_vectors.cuh"
 #include "cuda/programmatic_launch.cuh"
 
 namespace tpb::gpu {
 
 namespace {
+
+using detail::load_early;
 
 constexpr int kVecsPerLane = static_cast<int>(kGemvSliceElems / (32 * 8));  // 4
 constexpr int kRows = static_cast<int>(kGemvRowsPerBlock);
@@ -26,17 +29,6 @@ __device__ __forceinline__ float dot8(uint4 w, uint4 x, float acc) {
     acc = fmaf(__uint_as_float(wv[i] & 0xffff0000u), __uint_as_float(xv[i] & 0xffff0000u), acc);
   }
   return acc;
-}
-
-// A 16-byte read-only load that ptxas keeps where it is written (volatile): the kernel's
-// loads must all be in flight before the first sum, and plain __ldg loads get sunk next to
-// their use, which leaves a quarter of them in flight.
-__device__ __forceinline__ uint4 load_early(const uint4* p) {
-  uint4 v;
-  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "l"(p));
-  return v;
 }
 
 __device__ __forceinline__ void store(__nv_bfloat16* y, float v) { *y = __float2bfloat16_rn(v); }

@@ -1,8 +1,8 @@
 // Variants of expert_gemm_grouped's kernel for tpb_bench to compare side by side (rows per
 // warp, weight loads in flight per lane, resident blocks per SM). Every variant gives the same
-// bits (same sum order); expert_gemm_grouped launches variant 0 for rows longer than 2048 and
-// variant 1 for shorter ones. Not an engine interface: for the benchmark and for the test that
-// holds every variant to expert_gemm_grouped's bits.
+// bits (same sum order); expert_gemm_grouped launches variant 1 for rows of up to 2048 and
+// when pairs are at most a third of the experts, else variant 0. Not an engine interface: for
+// the benchmark and for the test that holds every variant to expert_gemm_grouped's bits.
 #pragma once
 
 #include <cuda_bf16.h>
