@@ -280,6 +280,10 @@ void expert_gemm_grouped(const __nv_bfloat16* x_sorted, const std::int32_t* offs
   // of it in flight at once; so does a long row when experts have one or two rows each (a
   // third of the experts routed or fewer), while the 8-token chunks pay off once they have
   // more. The same bits either way.
+  if (!vector_rows(x_sorted, weights, expert_stride, in)) {
+    launch_grouped_narrow(x_sorted, offsets, experts, pairs, weights, expert_stride, in, out, y_sorted, stream);
+    return;
+  }
   const bool few_rows_per_expert = pairs * 3 <= experts;
   const int variant = in <= 2048 || few_rows_per_expert ? 1 : 0;
   launch_grouped(kVariants[variant], x_sorted, offsets, experts, pairs, weights, expert_stride, in, out, y_sorted,
