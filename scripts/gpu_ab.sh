@@ -32,6 +32,10 @@ for ((round = 1; round <= ${AB_ROUNDS:-2}; ++round)); do
       bounded 240 "$bench" --tpb_ranks=1 --benchmark_filter="${FILTERS[$f]}" \
         --benchmark_out="$RAW/$side.$f.$round.json" --benchmark_out_format=json >"$RAW/$side.$f.$round.log" 2>&1
       echo "  rc=$?"
+      # Google Benchmark exits 0 when a filter matches nothing (names end in
+      # /iterations:N/manual_time, so a filter ending in $ matches none).
+      grep -q '"name"' "$RAW/$side.$f.$round.json" 2>/dev/null ||
+        echo "  NO BENCHMARK RAN for ${FILTERS[$f]}: $(tail -1 "$RAW/$side.$f.$round.log")"
     done
   done
 done
