@@ -7,16 +7,21 @@
 GPU_CALL_TARGETS="tpb_bench"
 source "$(dirname "$0")/gpu_call_common.bash" "$@"
 BENCH=build-cuda/bench/tpb_bench
-step "tpb_bench ${EXPERT_FILTER:=expert(_variant)?/.*(gate_up|down)/tokens:(1|8)/}"
+step "tpb_bench ${EXPERT_FILTER:=expert(_variant)?/.*(gate_up|down)/tokens:(1|8|16|32|64)/}"
 bounded 200 "$BENCH" --tpb_ranks=1 --benchmark_filter="$EXPERT_FILTER" \
   --benchmark_out="$OUT/expert_bench.json" --benchmark_out_format=json >"$OUT/expert_bench.log" 2>&1
 echo "tpb_bench: rc=$?"
 python3 - "$OUT/expert_bench.json" <<'PY'
 import json, sys
-rows = json.load(open(sys.argv[1]))["benchmarks"]
+try:
+    rows = json.load(open(sys.argv[1]))["benchmarks"]
+except (OSError, ValueError, KeyError) as e:
+    sys.exit(f"no expert benchmarks: {e}")
 print("| benchmark | us | GB/s | vs copy bw |")
 print("| --- | --- | --- | --- |")
 for b in rows:
+    if b.get("error_occurred"):
+        print(f"| {b['name']} | error: {b.get('error_message', '')} |"); continue
     print(f"| {b['name'].split('/iterations')[0]} | {b['us_per_op']:.1f} | {b['GBps']:.0f} | {b['vs_copy_bw']:.3f} |")
 PY
 step "Nsight Compute: expert/gate_up/tokens:1"

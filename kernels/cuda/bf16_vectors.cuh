@@ -1,5 +1,6 @@
 // bf16 <-> fp32 in the 16-byte vectors the memory-bound kernels move (8 bf16 per load or
-// store), and the alignment test that chooses between the vector and the scalar path.
+// store), the alignment test that chooses between the vector and the scalar path, and the
+// weight load that stays where it is written (load_early).
 // Internal to kernels/cuda.
 #pragma once
 

@@ -215,7 +215,7 @@ void launch_grouped_narrow(const __nv_bfloat16* x_sorted, const std::int32_t* of
 }
 
 // The variants tpb_bench compares (expert_gemm_tuning.h); expert_gemm_grouped launches
-// variant 0 for long rows and variant 1 for short ones.
+// variant 1 for short rows and for long ones when few pairs are routed, else variant 0.
 struct Variant {
   const char* name;
   int rows;
@@ -277,9 +277,10 @@ void expert_gemm_grouped(const __nv_bfloat16* x_sorted, const std::int32_t* offs
   // the copy bandwidth at 1 / 8 / 64 tokens): gate_up (in 7168) rows4_unroll2_tok8 0.81 /
   // 0.87 / 0.88 vs rows4_unroll4_tok2 0.80 / 0.98 / 0.81; down (in 1024) 0.65 / 0.81 / 0.73 vs
   // 0.76 / 0.96 / 0.84. A short row is only a few loads per lane: the deeper unroll has all
-  // of it in flight at once; so does a long row when experts have one or two rows each (a
-  // third of the experts routed or fewer), while the 8-token chunks pay off once they have
-  // more. The same bits either way.
+  // of it in flight at once; so does a long row when experts have one or two rows each, while
+  // the 8-token chunks pay off once they have more. The threshold, pairs <= experts / 3: gate_up
+  // at 16 tokens (128 pairs of 384 experts) 1.02 vs 0.98, at 32 tokens (256) 0.95 vs 1.01.
+  // The same bits either way.
   if (!vector_rows(x_sorted, weights, expert_stride, in)) {
     launch_grouped_narrow(x_sorted, offsets, experts, pairs, weights, expert_stride, in, out, y_sorted, stream);
     return;

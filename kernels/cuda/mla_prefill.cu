@@ -676,7 +676,7 @@ bool mla_prefill_tensor_core_by_default() { return kTensorCoreByDefault; }
 
 int mla_prefill_default_variant(const MlaPrefillShape& shape) {
   if (!kTensorCoreByDefault) return kCudaCore;
-  // The overlapped wgmma kernel gives wgmma_split_p's bits (MlaPrefill checks) and measured 3-7 %
+  // The overlapped wgmma kernel gives wgmma_split_p's bits (MlaPrefill checks) and measured 2-7 %
   // faster on an H200 (docs/performance.md).
   if (mla_prefill_variant_supports(kWgmmaSplitPOverlap, shape)) return kWgmmaSplitPOverlap;
   return tensor_core_supports(shape) ? kEngineTensorCoreVariant : kCudaCore;
