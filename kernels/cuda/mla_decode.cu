@@ -600,16 +600,16 @@ std::size_t mla_decode_workspace_bytes(const MlaDecodeShape& shape) {
 }
 
 void mla_decode_attention(const __nv_bfloat16* q, const __nv_bfloat16* cache, const std::int32_t* seq_lens,
-                          const MlaDecodeShape& shape, float scale, void* workspace, std::size_t workspace_bytes,
-                          __nv_bfloat16* o_lat, cudaStream_t stream) {
+                          const MlaDecodeShape& shape, float scale, void* workspace,
+                          std::size_t workspace_capacity_bytes, __nv_bfloat16* o_lat, cudaStream_t stream) {
   validate(shape);
   const int variant = tuning::mla_decode_default_variant(shape);
   check_variant(variant, shape);
   const Plan p = make_plan(variant, shape, 0);
   const std::size_t need = workspace_bytes(shape, p.split);
-  TPB_CHECK(workspace_bytes >= need, "mla_decode: the " << kVariantNames[variant] << " kernel's plan ("
+  TPB_CHECK(workspace_capacity_bytes >= need, "mla_decode: the " << kVariantNames[variant] << " kernel's plan ("
                                                          << p.split.splits << " splits) needs " << need
-                                                         << " bytes of workspace, the buffer holds " << workspace_bytes);
+                                                         << " bytes of workspace, the buffer holds " << workspace_capacity_bytes);
   launch(p, q, cache, seq_lens, shape, scale, workspace, o_lat, stream);
 }
 

@@ -30,12 +30,13 @@ struct MlaDecodeShape {
 std::size_t mla_decode_workspace_bytes(const MlaDecodeShape& shape);
 
 // q: [batch, heads, kv_lora + rope] (q_lat | rotated q_rot); cache: [batch, max_len, kv_lora + rope];
-// seq_lens: device [batch], 1..max_len; o_lat: [batch, heads, kv_lora] bf16. workspace_bytes: the
-// workspace's bytes; a plan that needs more throws instead of writing past it (the split plan
-// depends on the device the call runs on, which may not be the one the workspace was sized on).
+// seq_lens: device [batch], 1..max_len; o_lat: [batch, heads, kv_lora] bf16.
+// workspace_capacity_bytes: the workspace's size; a plan that needs more throws instead of
+// writing past it (the split plan depends on the device the call runs on, which may not be the
+// one the workspace was sized on).
 void mla_decode_attention(const __nv_bfloat16* q, const __nv_bfloat16* cache, const std::int32_t* seq_lens,
-                          const MlaDecodeShape& shape, float scale, void* workspace, std::size_t workspace_bytes,
-                          __nv_bfloat16* o_lat, cudaStream_t stream);
+                          const MlaDecodeShape& shape, float scale, void* workspace,
+                          std::size_t workspace_capacity_bytes, __nv_bfloat16* o_lat, cudaStream_t stream);
 
 // Host reference over the same bf16 inputs (widened to fp32), for the test: o_lat in fp32.
 void mla_decode_attention_ref(const std::uint16_t* q_bf16, const std::uint16_t* cache_bf16,
