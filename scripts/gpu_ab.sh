@@ -32,12 +32,8 @@ for ((round = 1; round <= ${AB_ROUNDS:-2}; ++round)); do
     for side in $order; do
       bench=build-cuda/bench/tpb_bench
       [ "$side" = A ] && bench=$A_DIR/build-cuda/bench/tpb_bench
-      step "round $round, $side: ${FILTERS[$f]} ($(left) s left)"
-      bounded 240 "$bench" --tpb_ranks=1 --benchmark_filter="${FILTERS[$f]}" \
-        --benchmark_out="$RAW/$side.$f.$round.json" --benchmark_out_format=json >"$RAW/$side.$f.$round.log" 2>&1
-      rc=$?
-      echo "  rc=$rc"
-      [ "$rc" = 0 ] || FAILED=1
+      step "round $round, $side ($(left) s left)"
+      BENCH=$bench bench_json 240 "${FILTERS[$f]}" "$RAW/$side.$f.$round.json" || FAILED=1
       # Google Benchmark exits 0 when a filter matches nothing (names end in
       # /iterations:N/manual_time, so a filter ending in $ matches none).
       grep -q '"name"' "$RAW/$side.$f.$round.json" 2>/dev/null ||

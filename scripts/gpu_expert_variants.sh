@@ -8,21 +8,13 @@ GPU_CALL_TARGETS="tpb_bench"
 source "$(dirname "$0")/gpu_call_common.bash" "$@"
 BENCH=build-cuda/bench/tpb_bench
 step "tpb_bench ${EXPERT_FILTER:=expert(_variant)?/.*(gate_up|down)/tokens:(1|8|16|32|64)/}"
-bounded 200 "$BENCH" --tpb_ranks=1 --benchmark_filter="$EXPERT_FILTER" \
-  --benchmark_out="$OUT/expert_bench.json" --benchmark_out_format=json >"$OUT/expert_bench.log" 2>&1
-echo "tpb_bench: rc=$?"
+bench_json 200 "$EXPERT_FILTER" "$OUT/expert_bench.json"
 python3 - "$OUT/expert_bench.json" <<'PY'
-import json, sys
-try:
-    rows = json.load(open(sys.argv[1]))["benchmarks"]
-except (OSError, ValueError, KeyError) as e:
-    sys.exit(f"no expert benchmarks: {e}")
-print("| benchmark | us | GB/s | vs copy bw |")
-print("| --- | --- | --- | --- |")
-for b in rows:
-    if b.get("error_occurred"):
-        print(f"| {b['name']} | error: {b.get('error_message', '')} |"); continue
-    print(f"| {b['name'].split('/iterations')[0]} | {b['us_per_op']:.1f} | {b['GBps']:.0f} | {b['vs_copy_bw']:.3f} |")
+import sys
+sys.path.insert(0, "scripts")
+from bench_rows import rows, short_name
+for b in rows(sys.argv[1], "expert benchmarks", ["benchmark", "us", "GB/s", "vs copy bw"]):
+    print(f"| {short_name(b)} | {b['us_per_op']:.1f} | {b['GBps']:.0f} | {b['vs_copy_bw']:.3f} |")
 PY
 step "Nsight Compute: expert/gate_up/tokens:1"
 bounded 120 ncu --launch-skip 4 --launch-count 1 -k regex:expert_gemm_grouped --section SpeedOfLight \

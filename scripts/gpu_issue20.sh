@@ -156,22 +156,16 @@ if [ "${LAYERS:-0}" = 1 ]; then
   for pdl in ${LAYER_PDL:-1}; do
     n=$((n + 1))
     step "tpb_bench ${LAYER_FILTER:=layer/moe_decode/}, programmatic launch $pdl ($(left) s left)"
-    TPB_PROGRAMMATIC_LAUNCH=$pdl bounded 300 "$BENCH" --tpb_ranks=1 --benchmark_filter="$LAYER_FILTER" \
-      --benchmark_out="$RUNS/layer_bench_$n.json" --benchmark_out_format=json >"$RUNS/layer_bench_$n.log" 2>&1
-    echo "tpb_bench layers: rc=$?"
+    TPB_PROGRAMMATIC_LAUNCH=$pdl bench_json 300 "$LAYER_FILTER" "$RUNS/layer_bench_$n.json"
     python3 - "$RUNS/layer_bench_$n.json" <<'PY'
-import json, sys
-try:
-    rows = json.load(open(sys.argv[1]))["benchmarks"]
-except (OSError, ValueError, KeyError) as e:
-    sys.exit(f"no layer benchmarks: {e}")
-print("| benchmark | MoE layer us (x read) | routed/layer | dense us (x) | head us (x) | step us (x) | plain step us | events' cost |")
-print("| --- | --- | --- | --- | --- | --- | --- | --- |")
-for b in rows:
-    if b.get("error_occurred"):
-        print(f"| {b['name']} | error: {b.get('error_message', '')} |"); continue
+import sys
+sys.path.insert(0, "scripts")
+from bench_rows import rows, short_name
+header = ["benchmark", "MoE layer us (x read)", "routed/layer", "dense us (x)", "head us (x)", "step us (x)",
+          "plain step us", "events' cost"]
+for b in rows(sys.argv[1], "layer benchmarks", header):
     g = lambda k: b.get(k, float('nan'))
-    print(f"| {b['name'].split('/iterations')[0]} | {g('moe_layer_us'):.1f} ({g('moe_x_weight_read_time'):.3f}) | {g('routed_reads'):.0f} "
+    print(f"| {short_name(b)} | {g('moe_layer_us'):.1f} ({g('moe_x_weight_read_time'):.3f}) | {g('routed_reads'):.0f} "
           f"| {g('dense_layer_us'):.1f} ({g('dense_x_weight_read_time'):.3f}) | {g('head_us'):.1f} ({g('head_x_weight_read_time'):.3f}) "
           f"| {g('step_us'):.1f} ({g('step_x_weight_read_time'):.3f}) | {g('step_us_plain'):.1f} | {g('phase_timing_cost'):.4f} |")
 PY
