@@ -30,13 +30,13 @@ read -r -a GPU_CALL_TARGET_LIST <<<"${GPU_CALL_TARGETS:-tpbench tpb_gpu_tests}"
   || { tail -30 "$OUT/build.log"; echo "BUILD FAILED"; exit 1; }
 TPB=build-cuda/suite/tpbench
 
-# bench_json SECONDS FILTER JSON: tpb_bench ($BENCH, default this build's) on one rank over the
-# benchmarks FILTER selects, bounded, its JSON into JSON and its output into JSON's .log
-# beside it; prints "tpb_bench FILTER: rc=N" and returns N.
+# bench_json SECONDS FILTER JSON [LOG]: tpb_bench ($BENCH, default this build's) on one rank over
+# the benchmarks FILTER selects, bounded, its JSON into JSON and its output into LOG (default
+# JSON's .log beside it); prints "tpb_bench FILTER: rc=N" and returns N.
 bench_json() {
-  local seconds=$1 filter=$2 json=$3 rc
+  local seconds=$1 filter=$2 json=$3 log=${4:-${3%.json}.log} rc
   bounded "$seconds" "${BENCH:-build-cuda/bench/tpb_bench}" --tpb_ranks=1 --benchmark_filter="$filter" \
-    --benchmark_out="$json" --benchmark_out_format=json >"${json%.json}.log" 2>&1
+    --benchmark_out="$json" --benchmark_out_format=json >"$log" 2>&1
   rc=$?
   echo "tpb_bench $filter: rc=$rc"
   return "$rc"

@@ -45,9 +45,7 @@ grep -E "tests passed|tests failed|\*\*\*Failed|Not Run|Timeout" "$OUT/ctest.log
 
 if [ "${SKIP_BENCH:-0}" != 1 ]; then
 step "tpb_bench ${BENCH_FILTER:=attention/}"
-bounded 200 "$BENCH" --tpb_ranks=1 --benchmark_filter="$BENCH_FILTER" \
-  --benchmark_out="$OUT/attention_bench.json" --benchmark_out_format=json >"$RUNS/bench.log" 2>&1
-echo "tpb_bench: rc=$?"
+bench_json 200 "$BENCH_FILTER" "$OUT/attention_bench.json" "$RUNS/bench.log"  # OUT takes 8 files at most
 
 step "torch SDPA, cuDNN backend"
 bounded 120 python3 bench/sdpa_reference.py --out "$OUT/sdpa.json" >"$RUNS/sdpa.log" 2>&1
