@@ -495,11 +495,14 @@ Plan make_plan(int variant, const MlaDecodeShape& s, std::int64_t tiles_per_spli
   return p;
 }
 
-void check_variant(int variant, const MlaDecodeShape& shape) {
+// The plan of a call: the shape validated and the variant checked against it first.
+Plan checked_plan(int variant, const MlaDecodeShape& shape, std::int64_t tiles_per_split) {
+  validate(shape);
   TPB_CHECK(variant >= 0 && variant < tuning::mla_decode_variants(), "mla_decode: no variant " << variant);
   TPB_CHECK(tuning::mla_decode_variant_supports(variant, shape),
             "mla_decode: variant " << kVariantNames[variant] << " does not take kv_lora " << shape.kv_lora << " + rope "
                                    << shape.rope);
+  return make_plan(variant, shape, tiles_per_split);
 }
 
 void launch(const Plan& p, const __nv_bfloat16* q, const __nv_bfloat16* cache, const std::int32_t* seq_lens,
@@ -574,23 +577,17 @@ int mla_decode_default_variant(const MlaDecodeShape& shape) {
 
 std::size_t mla_decode_variant_workspace_bytes(int variant, const MlaDecodeShape& shape,
                                                std::int64_t tiles_per_split) {
-  validate(shape);
-  check_variant(variant, shape);
-  return workspace_bytes(shape, make_plan(variant, shape, tiles_per_split).split);
+  return workspace_bytes(shape, checked_plan(variant, shape, tiles_per_split).split);
 }
 
 std::int64_t mla_decode_variant_splits(int variant, const MlaDecodeShape& shape, std::int64_t tiles_per_split) {
-  validate(shape);
-  check_variant(variant, shape);
-  return make_plan(variant, shape, tiles_per_split).split.splits;
+  return checked_plan(variant, shape, tiles_per_split).split.splits;
 }
 
 void mla_decode_variant(int variant, const __nv_bfloat16* q, const __nv_bfloat16* cache, const std::int32_t* seq_lens,
                         const MlaDecodeShape& shape, float scale, void* workspace, __nv_bfloat16* o_lat,
                         cudaStream_t stream, std::int64_t tiles_per_split) {
-  validate(shape);
-  check_variant(variant, shape);
-  launch(make_plan(variant, shape, tiles_per_split), q, cache, seq_lens, shape, scale, workspace, o_lat, stream);
+  launch(checked_plan(variant, shape, tiles_per_split), q, cache, seq_lens, shape, scale, workspace, o_lat, stream);
 }
 
 }  // namespace tuning
@@ -602,14 +599,11 @@ std::size_t mla_decode_workspace_bytes(const MlaDecodeShape& shape) {
 void mla_decode_attention(const __nv_bfloat16* q, const __nv_bfloat16* cache, const std::int32_t* seq_lens,
                           const MlaDecodeShape& shape, float scale, void* workspace,
                           std::size_t workspace_capacity_bytes, __nv_bfloat16* o_lat, cudaStream_t stream) {
-  validate(shape);
-  const int variant = tuning::mla_decode_default_variant(shape);
-  check_variant(variant, shape);
-  const Plan p = make_plan(variant, shape, 0);
+  const Plan p = checked_plan(tuning::mla_decode_default_variant(shape), shape, 0);
   const std::size_t need = workspace_bytes(shape, p.split);
-  TPB_CHECK(workspace_capacity_bytes >= need, "mla_decode: the " << kVariantNames[variant] << " kernel's plan ("
-                                                         << p.split.splits << " splits) needs " << need
-                                                         << " bytes of workspace, the buffer holds " << workspace_capacity_bytes);
+  TPB_CHECK(workspace_capacity_bytes >= need,
+            "mla_decode: the " << kVariantNames[p.variant] << " kernel's plan (" << p.split.splits << " splits) needs "
+                               << need << " bytes of workspace, the buffer holds " << workspace_capacity_bytes);
   launch(p, q, cache, seq_lens, shape, scale, workspace, o_lat, stream);
 }
 
