@@ -270,15 +270,13 @@ TEST(MlaDecode, WorkspaceTooSmallThrows) {
   run.set_lens(lens);
   const std::size_t need = gpu::mla_decode_workspace_bytes(s);
   ASSERT_GE(run.d_ws.count, need);
-  EXPECT_THROW(gpu::mla_decode_attention(reinterpret_cast<const __nv_bfloat16*>(run.d_q.ptr),
-                                         reinterpret_cast<const __nv_bfloat16*>(run.d_cache.ptr), run.d_lens.ptr, s,
-                                         kScale, run.d_ws.ptr, need - 1,
-                                         reinterpret_cast<__nv_bfloat16*>(run.d_out.ptr), run.stream),
-               std::exception);
-  EXPECT_NO_THROW(gpu::mla_decode_attention(reinterpret_cast<const __nv_bfloat16*>(run.d_q.ptr),
-                                            reinterpret_cast<const __nv_bfloat16*>(run.d_cache.ptr), run.d_lens.ptr,
-                                            s, kScale, run.d_ws.ptr, need,
-                                            reinterpret_cast<__nv_bfloat16*>(run.d_out.ptr), run.stream));
+  auto attend = [&](std::size_t capacity) {
+    gpu::mla_decode_attention(reinterpret_cast<const __nv_bfloat16*>(run.d_q.ptr),
+                              reinterpret_cast<const __nv_bfloat16*>(run.d_cache.ptr), run.d_lens.ptr, s, kScale,
+                              run.d_ws.ptr, capacity, reinterpret_cast<__nv_bfloat16*>(run.d_out.ptr), run.stream);
+  };
+  EXPECT_THROW(attend(need - 1), std::exception);
+  EXPECT_NO_THROW(attend(need));
   TPB_CUDA_CHECK(cudaStreamSynchronize(run.stream));
 }
 
