@@ -7,7 +7,7 @@
 #   2. tpb_bench attention/: mla_prefill/<variant>/... at 1 x 8K and 4 x 2K, 64 and 32 heads,
 #      and mla_decode/<split kernel>/heads:{64,32}/... (BENCH_FILTER narrows them; vs_copy_bw: the cache read rate over the copy
 #      bandwidth measured in the same process), and bench/sdpa_reference.py (torch SDPA,
-#      cuDNN backend) at the prefill shapes;
+#      cuDNN backend) at the prefill shapes (SKIP_SDPA=1 leaves it out, for decode-only filters);
 #   3. one table: useful causal TFLOP/s of each prefill variant, each / cuDNN (issue 20's
 #      target: >= 0.75), and the decode kernel's share of copy bandwidth (target: >= 0.85);
 #   4. NCU=1: Nsight Compute on one launch of the engine's prefill kernel (split P) and of the
@@ -47,9 +47,11 @@ if [ "${SKIP_BENCH:-0}" != 1 ]; then
 step "tpb_bench ${BENCH_FILTER:=attention/}"
 bench_json 200 "$BENCH_FILTER" "$OUT/attention_bench.json" "$RUNS/bench.log"  # OUT takes 8 files at most
 
-step "torch SDPA, cuDNN backend"
-bounded 120 python3 bench/sdpa_reference.py --out "$OUT/sdpa.json" >"$RUNS/sdpa.log" 2>&1
-echo "sdpa_reference.py: rc=$?"
+if [ "${SKIP_SDPA:-0}" != 1 ]; then
+  step "torch SDPA, cuDNN backend"
+  bounded 120 python3 bench/sdpa_reference.py --out "$OUT/sdpa.json" >"$RUNS/sdpa.log" 2>&1
+  echo "sdpa_reference.py: rc=$?"
+fi
 # cuDNN's numbers go into tpb_bench's JSON beside ours (attention/sdpa_cudnn/...), its context
 # under context.sdpa_reference: one file holds every number of the table.
 python3 - "$OUT/attention_bench.json" "$OUT/sdpa.json" <<'PY'
