@@ -70,7 +70,13 @@ constexpr int kMaxRope = static_cast<int>(kernels::kMlaDecodeMaxRope);
 constexpr int kMaxColTiles = kMaxKvLora / (8 * kSlices);  // 8-column output tiles per warp
 constexpr int kMaxSplits = static_cast<int>(kernels::kMlaDecodeMaxSplits);
 constexpr int kMergeColumns = 64;  // column pairs (threads) per merge CTA
-constexpr int kMergeBatch = 32;    // partial outputs each merge thread loads before adding them
+// Partial outputs each merge thread has in flight, by the sequences' split count: 32 above 16
+// splits (small batches, long contexts), 8 above 4, else 4. Large batches have few splits and
+// many merge CTAs, whose residency the registers of a larger batch would cut (batch 64 x 1K,
+// 2 splits, 64 heads on an H200: 46.2 us with main's kernel, 48.6 with a batch of 8).
+constexpr int kMergeBatchManySplits = 32;
+constexpr int kMergeBatchSomeSplits = 8;
+constexpr int kMergeBatchFewSplits = 4;
 
 // Shared-memory geometry of one shape. Rows are padded with zeros: to 16 columns for the
 // score MMA's K steps, to 16 * kSlices latent columns so that each warp owns whole pairs of
@@ -394,60 +400,86 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
 // One CTA per (sequence, head, block of kMergeColumns column pairs): out = sum_s w_s o_s /
 // sum_s w_s l_s, w_s = exp(m_s - max m) (exp2 where the split kernel keeps its maxima in the
 // base-2 domain, kBase2 - the wgmma one), summed in split order by every thread alike. The
-// column blocks give a batch-1 step enough CTAs (32 heads x 4), and the unrolled split loop
-// keeps 8 loads in flight per thread: the partials were a latency-bound read at 128 splits
-// with one CTA per head. An empty split (w_s = 0) adds fmaf(0, 0, sum) = sum, the same bits
-// as skipping it (its o was never written).
-template <bool kBase2>
+// column blocks give a batch-1 step enough CTAs (32 heads x 4). An empty split (w_s = 0) adds
+// fmaf(0, 0, sum) = sum, the same bits as skipping it (its o was never written).
+//
+// Latency, not bytes, bounds it (the partials sit in L2). Each thread has kBatch partial outputs
+// in flight at once (volatile loads: main's plain loads of a batch of 32 compiled to 38
+// registers, ptxas having sunk them next to their adds), and issues the first batch before the
+// weights, whose loops over the splits then run under its latency. (Before: 10.9 us at batch
+// 1 x 8K, 64 heads, 129 splits on an H200, Nsight Compute 6 % occupancy, no eligible warp
+// 91 %.) The maximum is a tree over the threads: fmaxf's result does not depend on the order
+// (a signed zero may differ, which m_s - max m does not see), so the weights, and the output,
+// keep their bits.
+__device__ __forceinline__ float2 load_partial(const float2* p) {
+  float2 v;
+  asm volatile("ld.global.cg.v2.f32 {%0, %1}, [%2];" : "=f"(v.x), "=f"(v.y) : "l"(p));
+  return v;
+}
+
+// Partial outputs s0 .. s0 + kBatch - 1 (those below `splits`) of this thread's column pair.
+template <int kBatch>
+__device__ __forceinline__ void load_partials(const float2* col, int pairs, int s0, int splits, float2 (&v)[kBatch]) {
+#pragma unroll
+  for (int j = 0; j < kBatch; ++j)
+    if (s0 + j < splits) v[j] = load_partial(col + static_cast<std::size_t>(s0 + j) * pairs);
+}
+
+template <bool kBase2, int kBatch>
 __global__ void __launch_bounds__(kMergeColumns)
     mla_decode_merge_kernel(const float* __restrict__ o_part, const float* __restrict__ m_part,
                             const float* __restrict__ l_part, int kv_lora, int splits,
                             __nv_bfloat16* __restrict__ o_lat) {
   __shared__ float w_s[kMaxSplits];
   __shared__ float l_s[kMaxSplits];
+  __shared__ float warp_max[kMergeColumns / 32];
   const std::size_t bh = blockIdx.x;
-  for (int s = threadIdx.x; s < splits; s += blockDim.x) {
-    w_s[s] = m_part[bh * splits + s];
-    l_s[s] = l_part[bh * splits + s];
-  }
-  __syncthreads();
+  const int pairs = kv_lora / 2;
+  const int cp = static_cast<int>(blockIdx.y) * kMergeColumns + static_cast<int>(threadIdx.x);
+  const bool has_column = cp < pairs;
+  const float2* col = reinterpret_cast<const float2*>(o_part + bh * splits * kv_lora) + cp;
+  float2 v[kBatch];
+  if (has_column) load_partials(col, pairs, 0, splits, v);
+
   float m_max = -INFINITY;
-  for (int s = 0; s < splits; ++s)
-    if (l_s[s] > 0.0f) m_max = fmaxf(m_max, w_s[s]);
-  __syncthreads();  // every thread has read the maxima before they become weights
+  for (int s = threadIdx.x; s < splits; s += blockDim.x) {
+    const float m = m_part[bh * splits + s], l = l_part[bh * splits + s];
+    w_s[s] = m;
+    l_s[s] = l;
+    if (l > 0.0f) m_max = fmaxf(m_max, m);
+  }
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) m_max = fmaxf(m_max, __shfl_xor_sync(0xffffffffu, m_max, o));
+  if (threadIdx.x % 32 == 0) warp_max[threadIdx.x / 32] = m_max;
+  __syncthreads();  // the maxima, m and l of every split visible
+  m_max = warp_max[0];
+#pragma unroll
+  for (int w = 1; w < kMergeColumns / 32; ++w) m_max = fmaxf(m_max, warp_max[w]);
+  // Each thread turns its own splits' maxima into weights: no other thread reads them before
+  // the barrier below.
   for (int s = threadIdx.x; s < splits; s += blockDim.x) {
     const bool live = l_s[s] > 0.0f;
     w_s[s] = live ? (kBase2 ? exp2f(w_s[s] - m_max) : expf(w_s[s] - m_max)) : 0.0f;
     l_s[s] = live ? l_s[s] : 0.0f;
   }
   __syncthreads();
+  if (!has_column) return;
   float denom = 0.0f;
+#pragma unroll 8
   for (int s = 0; s < splits; ++s) denom += w_s[s] * l_s[s];
   const float inv = denom > 0.0f ? 1.0f / denom : 0.0f;
-  const int pairs = kv_lora / 2;
-  const int cp = static_cast<int>(blockIdx.y) * kMergeColumns + static_cast<int>(threadIdx.x);
-  if (cp >= pairs) return;
-  const float2* col = reinterpret_cast<const float2*>(o_part + bh * splits * kv_lora) + cp;
+
   float2 sum = make_float2(0.0f, 0.0f);
-  // kMergeBatch loads in flight before their adds, which stay in split order (8 at a time: 12 us
-  // at batch 1 x 8K, 32 heads, 129 splits, on an H200; 32 at a time: 10.4 us).
-  int s = 0;
-  for (; s + kMergeBatch <= splits; s += kMergeBatch) {
-    float2 v[kMergeBatch];
+  for (int s0 = 0; s0 < splits; s0 += kBatch) {
+    if (s0 > 0) load_partials(col, pairs, s0, splits, v);
 #pragma unroll
-    for (int j = 0; j < kMergeBatch; ++j) v[j] = col[static_cast<std::size_t>(s + j) * pairs];
-#pragma unroll
-    for (int j = 0; j < kMergeBatch; ++j) {
-      const float w = w_s[s + j];
-      sum.x = fmaf(w, w != 0.0f ? v[j].x : 0.0f, sum.x);
-      sum.y = fmaf(w, w != 0.0f ? v[j].y : 0.0f, sum.y);
+    for (int j = 0; j < kBatch; ++j) {
+      if (s0 + j < splits) {
+        const float w = w_s[s0 + j];
+        sum.x = fmaf(w, w != 0.0f ? v[j].x : 0.0f, sum.x);
+        sum.y = fmaf(w, w != 0.0f ? v[j].y : 0.0f, sum.y);
+      }
     }
-  }
-  for (; s < splits; ++s) {
-    const float w = w_s[s];
-    const float2 v = col[static_cast<std::size_t>(s) * pairs];
-    sum.x = fmaf(w, w != 0.0f ? v.x : 0.0f, sum.x);
-    sum.y = fmaf(w, w != 0.0f ? v.y : 0.0f, sum.y);
   }
   reinterpret_cast<__nv_bfloat162*>(o_lat + bh * kv_lora)[cp] = __floats2bfloat162_rn(sum.x * inv, sum.y * inv);
 }
@@ -463,6 +495,12 @@ std::int64_t resident_ctas(const Geometry& g) {
   TPB_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, mla_decode_split_kernel, g.threads, g.smem));
   TPB_CHECK(per_sm >= 1, "mla_decode: the split kernel does not fit on an SM (" << g.smem << " bytes of shared memory)");
   return static_cast<std::int64_t>(per_sm) * std::max(sms, 1);
+}
+
+// The merge kernel for the split kernel's domain of maxima (base 2: the wgmma kernel's).
+template <int kBatch>
+auto merge_kernel(bool base2) {
+  return base2 ? mla_decode_merge_kernel<true, kBatch> : mla_decode_merge_kernel<false, kBatch>;
 }
 
 constexpr int kVariantMmaSync = 0;
@@ -491,7 +529,7 @@ Plan make_plan(int variant, const MlaDecodeShape& s, std::int64_t tiles_per_spli
     return p;
   }
   const std::int64_t slots = wgmma ? detail::mla_decode_wgmma_resident_ctas() : resident_ctas(make_geometry(s));
-  p.split = kernels::mla_decode_split(s.max_len, s.batch * p.groups, slots);
+  p.split = kernels::mla_decode_split(s.max_len, s.batch * p.groups, slots, s.batch * s.heads);
   return p;
 }
 
@@ -545,7 +583,10 @@ void launch(const Plan& p, const __nv_bfloat16* q, const __nv_bfloat16* cache, c
   }
   const dim3 merge_grid(static_cast<unsigned>(shape.batch * shape.heads),
                         static_cast<unsigned>((shape.kv_lora / 2 + kMergeColumns - 1) / kMergeColumns));
-  auto merge = p.variant == kVariantWgmma ? mla_decode_merge_kernel<true> : mla_decode_merge_kernel<false>;
+  const bool base2 = p.variant == kVariantWgmma;
+  auto merge = p.split.splits > 16 ? merge_kernel<kMergeBatchManySplits>(base2)
+               : p.split.splits > 4 ? merge_kernel<kMergeBatchSomeSplits>(base2)
+                                    : merge_kernel<kMergeBatchFewSplits>(base2);
   merge<<<merge_grid, kMergeColumns, 0, stream>>>(w.o, w.m, w.l, static_cast<int>(shape.kv_lora),
                                                   static_cast<int>(p.split.splits), o_lat);
   TPB_CUDA_CHECK_LAUNCH();
