@@ -63,7 +63,7 @@ constexpr std::int64_t kSeqLens[] = {1024, 8192, 32768};
 // where the partials (64 heads x 512 fp32 per split) rival the cache they summarise, with each
 // split's key range fixed at kSweepTiles 64-key tiles (at most 256 splits).
 constexpr std::int64_t kSweepBatches[] = {1, 8};
-constexpr std::int64_t kSweepSeqLens[] = {8192, 32768};
+constexpr std::int64_t kSweepSeqLens[] = {1024, 8192, 32768};
 constexpr std::int64_t kSweepTiles[] = {1, 2, 4, 8, 16};
 // Whether a split of `tiles` tiles keeps the split count within what the workspace layout takes.
 bool sweep_takes(std::int64_t seq_len, std::int64_t tiles) {

@@ -18,7 +18,7 @@ constexpr std::int64_t kLinearWorkspaceBytes = std::int64_t{32} << 20;  // kerne
 std::int64_t decode_workspace_bytes(std::int64_t batch, std::int64_t heads, std::int64_t lora, std::int64_t rope,
                                     std::int64_t max_len, int sms) {
   const std::int64_t groups = kernels::mla_decode_head_groups(heads, kernels::mla_decode_wgmma_shape(lora, rope));
-  const kernels::MlaDecodeSplit split = kernels::mla_decode_split(max_len, batch * groups, std::max(sms, 1));
+  const kernels::MlaDecodeSplit split = kernels::mla_decode_split(max_len, batch * groups, std::max(sms, 1), batch * heads);
   return kernels::mla_decode_workspace_bytes_for(batch, heads, lora, split.splits);
 }
 

@@ -38,12 +38,20 @@ struct MlaDecodeSplit {
   std::int64_t chunk = kMlaDecodeTileKeys;  // keys per split, a multiple of the tile
 };
 
-// Splits of whole tiles, chosen for the shortest critical path: waves of `slots` resident
-// CTAs times tiles per CTA, over split counts up to twice what fills the device once (more
-// only adds merge traffic); ties go to fewer splits. work = batch x head groups. A function of
-// (max_len, work, slots) only, so workspace size and launch agree and a graph captured at any
-// seq_lens stays valid.
-inline MlaDecodeSplit mla_decode_split(std::int64_t max_len, std::int64_t work, std::int64_t slots) {
+// Splits of whole tiles, chosen for the shortest time by a two-term model: the waves of
+// `slots` resident CTAs times the tiles each CTA reads, plus the fp32 partial outputs every
+// split writes and the merge reads back (partial_rows = batch x heads rows of 512 floats per
+// split). One split's 64 partial rows (128 KB, out and back) count as 1/32 of a tile's time:
+// the fit of a sweep of tiles per split on one H200 (wgmma kernel, batch 1 and 8, 8K and 32K:
+// 2.2 us per tile a CTA reads, 0.075 us per split of 64 heads). Without the second term, batch
+// 1 x 8K took one-tile splits, 128 of them, whose partials are 1.8 x the cache they summarise:
+// 21.2 us against 18.1 us at two tiles. Split counts go up to twice what fills the device once;
+// ties go to fewer splits; work = batch x head groups. A function of (max_len, work, slots,
+// partial_rows) only, so workspace size and launch agree and a graph captured at any seq_lens
+// stays valid.
+inline MlaDecodeSplit mla_decode_split(std::int64_t max_len, std::int64_t work, std::int64_t slots,
+                                       std::int64_t partial_rows) {
+  constexpr std::int64_t kPartialRowsPerTile = 32 * 64;  // a tile's time, in partial rows
   MlaDecodeSplit p;
   const std::int64_t max_tiles = (max_len + kMlaDecodeTileKeys - 1) / kMlaDecodeTileKeys;
   const std::int64_t cap = std::min<std::int64_t>(
@@ -52,7 +60,8 @@ inline MlaDecodeSplit mla_decode_split(std::int64_t max_len, std::int64_t work, 
   for (std::int64_t want = 1; want <= cap; ++want) {
     const std::int64_t tiles_per_split = (max_tiles + want - 1) / want;
     const std::int64_t splits = (max_tiles + tiles_per_split - 1) / tiles_per_split;
-    const std::int64_t cost = (work * splits + slots - 1) / slots * tiles_per_split;
+    const std::int64_t waves = (work * splits + slots - 1) / slots;
+    const std::int64_t cost = kPartialRowsPerTile * waves * tiles_per_split + partial_rows * splits;
     if (best_cost < 0 || cost < best_cost) {
       best_cost = cost;
       p.chunk = tiles_per_split * kMlaDecodeTileKeys;
