@@ -73,7 +73,7 @@ void GpuEngine::forward(std::int64_t n, bool decode_step) {
 
 void GpuEngine::Impl::mla_project(const LayerW& lw, const ModelConfig& c, std::int64_t heads, std::int64_t T,
                                   std::int64_t n, bf16* cache_layer, std::int64_t max_len, float rope_factor,
-                                  bool q_rot_into_qdec, cudaStream_t s) {
+                                  bool q_rot_into_qdec, cudaStream_t s, const std::function<void()>& beside_rope) {
   Impl& m = *this;
   const std::int64_t H = c.hidden_size, qk = c.qk_head_dim(), lora = c.kv_lora_rank, rope = c.qk_rope_head_dim;
   const std::int64_t width = lora + rope, ql = c.q_lora_rank;
@@ -81,25 +81,43 @@ void GpuEngine::Impl::mla_project(const LayerW& lw, const ModelConfig& c, std::i
   const std::int64_t row = a.cache_row();
   const float eps = static_cast<float>(c.rms_norm_eps);
   // q's first projection and kv_a read the same xn: one launch at one row (Linear::bf16_out_pair).
-  if (ql > 0) {
+  if (ql > 0)
     m.linear.bf16_out_pair(m.xn, T, H, lw.q_a, m.qa, ql, lw.kv_a, m.ckv, width, s);
-    gpu::rmsnorm(m.qa, ql, lw.q_a_norm, m.qa_n, ql, T, ql, eps, s);
-    m.linear.bf16_out(m.qa_n, ql, lw.q_b, m.q, heads * qk, T, ql, heads * qk, s);
-  } else {
-    m.linear.bf16_out_pair(m.xn, T, H, lw.q_b, m.q, heads * qk, lw.kv_a, m.ckv, width, s);
-  }
-  // One launch for rmsnorm + copy of the rope slice + rope + kv_cache_write, bitwise the same
-  // (mla_kv_row.h): the latent rows land in kvrow (prefill expands them) and in the cache.
-  const gpu::MlaKvRowShape kv_shape{T, n, lora, rope, a.lora, row, max_len};
-  gpu::mla_kv_row(m.ckv, lw.kv_a_norm, eps, m.positions, m.inv_freq, rope_factor, kv_shape, m.kvrow, cache_layer, s);
-  // Decode's absorbed query takes q_rot in its rope slots (qdec rows are heads * row, token-major
-  // as q's vectors): rotated there in the same launch instead of copied after.
-  bf16* const q_rot = m.q + c.qk_nope_head_dim;
-  if (q_rot_into_qdec)
-    gpu::rope_interleaved_copy(q_rot, T * heads, qk, heads, m.positions, m.inv_freq, rope / 2, rope_factor,
-                               m.qdec + a.lora, row, s);
   else
-    gpu::rope_interleaved(q_rot, T * heads, qk, heads, m.positions, m.inv_freq, rope / 2, rope_factor, s);
+    m.linear.bf16_out_pair(m.xn, T, H, lw.q_b, m.q, heads * qk, lw.kv_a, m.ckv, width, s);
+  // Two small kernels leave the critical path (each a few us of latency at batch 1): the cache
+  // row, which reads only ckv, runs beside q's norm and second projection, and q's rope beside
+  // `beside_rope` (decode's absorbed query, which reads q's nope slice and writes qdec's latent
+  // columns; the rope reads q's rope slice and writes qdec's rope slots). The same kernels on
+  // the same inputs: the bits do not change.
+  bool forked = false;
+  try {
+    // One launch for rmsnorm + copy of the rope slice + rope + kv_cache_write, bitwise the same
+    // (mla_kv_row.h): the latent rows land in kvrow (prefill expands them) and in the cache.
+    cudaStream_t side = m.side.begin(s);
+    forked = true;
+    const gpu::MlaKvRowShape kv_shape{T, n, lora, rope, a.lora, row, max_len};
+    gpu::mla_kv_row(m.ckv, lw.kv_a_norm, eps, m.positions, m.inv_freq, rope_factor, kv_shape, m.kvrow, cache_layer,
+                    side);
+    if (ql > 0) {
+      gpu::rmsnorm(m.qa, ql, lw.q_a_norm, m.qa_n, ql, T, ql, eps, s);
+      m.linear.bf16_out(m.qa_n, ql, lw.q_b, m.q, heads * qk, T, ql, heads * qk, s);
+    }
+    // Decode's absorbed query takes q_rot in its rope slots (qdec rows are heads * row, token-major
+    // as q's vectors): rotated there in the same launch instead of copied after.
+    side = m.side.begin(s);  // after q's projections too
+    bf16* const q_rot = m.q + c.qk_nope_head_dim;
+    if (q_rot_into_qdec)
+      gpu::rope_interleaved_copy(q_rot, T * heads, qk, heads, m.positions, m.inv_freq, rope / 2, rope_factor,
+                                 m.qdec + a.lora, row, side);
+    else
+      gpu::rope_interleaved(q_rot, T * heads, qk, heads, m.positions, m.inv_freq, rope / 2, rope_factor, side);
+    if (beside_rope) beside_rope();
+  } catch (...) {
+    if (forked) m.side.join_after_error(s);
+    throw;
+  }
+  m.side.join(s);
 }
 
 void GpuEngine::attention_prefill(std::int64_t layer, std::int64_t n) {
@@ -112,7 +130,7 @@ void GpuEngine::attention_prefill(std::int64_t layer, std::int64_t n) {
   const AttentionWidths& a = m.widths;  // pads: zero columns (attention_widths.h)
   TPB_CHECK(length_ == 0, "gpu prefill starts new sequences (chunked prefill is not implemented)");
   bf16* cache_layer = m.cache + layer * options_.max_batch * options_.max_len * a.cache_row();
-  m.mla_project(lw, c, heads, T, n, cache_layer, options_.max_len, rope_factor_, false, stream_);
+  m.mla_project(lw, c, heads, T, n, cache_layer, options_.max_len, rope_factor_, false, stream_, {});
 
   // Plain form, as HF: expand the new latents through kv_b_proj into k_nope | v per head.
   m.linear.bf16_out(m.kvrow, a.cache_row(), lw.kv_b, m.kv, heads * kvr, T, lora, heads * kvr, stream_);
@@ -155,13 +173,13 @@ void GpuEngine::attention_decode(std::int64_t layer) {
   const AttentionWidths& a = m.widths;
   const std::int64_t row = a.cache_row();
   bf16* cache_layer = m.cache + layer * options_.max_batch * options_.max_len * row;
-  m.mla_project(lw, c, heads, B, 1, cache_layer, options_.max_len, rope_factor_, true, stream_);
-
   // Absorbed form: q_lat[b, h] = q_nope[b, h] · W_UK_h, W_UK_h = kv_b rows [h*kvr, h*kvr + nope)
-  // stored [nope (in), lora (out)]: w_trans. It writes qdec's first lora columns; mla_project
-  // has put the rotated q_rot in the rope slots at a.lora.
-  m.linear.bf16_out_batched(m.q, heads * qk, qk, lw.kv_b, true, lora, kvr * lora, m.qdec, heads * row, row, heads,
-                            B, nope, lora, stream_);
+  // stored [nope (in), lora (out)]: w_trans. It writes qdec's first lora columns, beside
+  // mla_project's rope, which puts the rotated q_rot in the rope slots at a.lora.
+  m.mla_project(lw, c, heads, B, 1, cache_layer, options_.max_len, rope_factor_, true, stream_, [&] {
+    m.linear.bf16_out_batched(m.q, heads * qk, qk, lw.kv_b, true, lora, kvr * lora, m.qdec, heads * row, row, heads,
+                              B, nope, lora, stream_);
+  });
   const gpu::MlaDecodeShape shape{B, heads, a.lora, a.rope, options_.max_len};
   gpu::mla_decode_attention(m.qdec, cache_layer, m.seq_lens, shape, attention_scale_, m.decode_ws, m.decode_ws_bytes,
                             m.o_lat, stream_);

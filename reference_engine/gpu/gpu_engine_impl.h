@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "reference_engine/gpu/gpu_engine.h"
@@ -199,9 +200,12 @@ struct GpuEngine::Impl {
 
   // q, the cache rows (normed latent | rotated k_rot) and the cache write: the part of MLA both
   // forms share. T = tokens of the step (gpu_engine_forward.cpp). q_rot_into_qdec (decode):
-  // the rotated q_rot also lands in qdec's rope slots.
+  // the rotated q_rot also lands in qdec's rope slots. The cache row and q's rope run on the
+  // side branch, beside q's projections and then beside `beside_rope` (work queued on s that
+  // reads q but not its rope slice), and are joined before it returns.
   void mla_project(const LayerW& lw, const ModelConfig& c, std::int64_t heads, std::int64_t T, std::int64_t n,
-                   bf16* cache_layer, std::int64_t max_len, float rope_factor, bool q_rot_into_qdec, cudaStream_t s);
+                   bf16* cache_layer, std::int64_t max_len, float rope_factor, bool q_rot_into_qdec, cudaStream_t s,
+                   const std::function<void()>& beside_rope);
 };
 
 }  // namespace tpb
