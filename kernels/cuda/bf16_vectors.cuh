@@ -41,24 +41,6 @@ __device__ inline void load_bf16(const __nv_bfloat16* p, float (&f)[V]) {
   }
 }
 
-// load_bf16 through load_early: a batch of these issued before their sums are all in flight
-// together (for data no running kernel writes).
-template <int V>
-__device__ __forceinline__ void load_bf16_early(const __nv_bfloat16* p, float (&f)[V]) {
-  if constexpr (V == 8) {
-    const uint4 u = load_early(reinterpret_cast<const uint4*>(p));
-    const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&u);
-#pragma unroll
-    for (int k = 0; k < 4; ++k) {
-      const float2 t = __bfloat1622float2(h[k]);
-      f[2 * k] = t.x;
-      f[2 * k + 1] = t.y;
-    }
-  } else {
-    f[0] = __bfloat162float(*p);
-  }
-}
-
 // Rounds to nearest even, as float_to_bf16 does on the host.
 template <int V>
 __device__ inline void store_bf16(__nv_bfloat16* p, const float (&f)[V]) {

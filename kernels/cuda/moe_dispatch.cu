@@ -30,7 +30,7 @@ namespace tpb::gpu {
 namespace {
 
 using detail::aligned16;
-using detail::load_bf16_early;
+using detail::load_bf16;
 using detail::store_bf16;
 
 constexpr int kPlanWarps = 16;
@@ -162,7 +162,6 @@ __global__ void gather_kernel(const __nv_bfloat16* __restrict__ x, const std::in
 // as before, so the output bits do not depend on the launch shape.
 constexpr int kCombineThreads = 128;
 constexpr int kCombineMaxTopK = 64;
-constexpr int kCombineBatch = 8;  // slots whose rows each thread has in flight at once
 
 template <int V>
 __global__ void __launch_bounds__(kCombineThreads)
@@ -184,26 +183,16 @@ __global__ void __launch_bounds__(kCombineThreads)
       float acc[V];
 #pragma unroll
       for (int k = 0; k < V; ++k) acc[k] = 0.0f;
-      // kCombineBatch slots' loads in flight before their sums, which stay in slot order (one
-      // load, then its sum, slot after slot: 6.4 us at batch 1, top 8, hidden 7168 on an H200,
-      // eight latencies in a row).
-      float s[V];
-      if (shared != nullptr) load_bf16_early<V>(shared + t * hidden + c * V, s);
-      for (std::int64_t s0 = 0; s0 < top_k; s0 += kCombineBatch) {
-        float y[kCombineBatch][V];
+      for (std::int64_t slot = 0; slot < top_k; ++slot) {
+        const float w = w_s[slot];
+        float y[V];
+        load_bf16<V>(y_sorted + pos_s[slot] * hidden + c * V, y);
 #pragma unroll
-        for (int j = 0; j < kCombineBatch; ++j)
-          if (s0 + j < top_k) load_bf16_early<V>(y_sorted + pos_s[s0 + j] * hidden + c * V, y[j]);
-#pragma unroll
-        for (int j = 0; j < kCombineBatch; ++j) {
-          if (s0 + j < top_k) {
-            const float w = w_s[s0 + j];
-#pragma unroll
-            for (int k = 0; k < V; ++k) acc[k] = __fadd_rn(acc[k], __fmul_rn(w, y[j][k]));
-          }
-        }
+        for (int k = 0; k < V; ++k) acc[k] = __fadd_rn(acc[k], __fmul_rn(w, y[k]));
       }
       if (shared != nullptr) {
+        float s[V];
+        load_bf16<V>(shared + t * hidden + c * V, s);
 #pragma unroll
         for (int k = 0; k < V; ++k) acc[k] = __fadd_rn(acc[k], s[k]);
       }

@@ -5,7 +5,7 @@
 //                                                glibc's expf, so s matches the CPU's bits)
 //   group score = top1 + top2 of sel per group  (one thread per group, serial scan)
 //   keep topk_group groups                       (thread 0, repeated arg-max, lower index wins)
-//   top_k experts over the kept groups           (top_k warp arg-max rounds)
+//   top_k experts over the kept groups           (top_k block arg-max rounds)
 //   w = s[idx], sum in slot order, w / (sum + 1e-20) * routed_scaling
 // The arg-max compares (value, index) under one strict total order, so its result does not
 // depend on the reduction tree: ties go to the lower index, as in the reference.
@@ -35,8 +35,8 @@ struct Cand {
 
 __device__ inline bool better(const Cand& a, const Cand& b) { return a.v > b.v || (a.v == b.v && a.i < b.i); }
 
-// The warp's best candidate; every lane gets it.
-__device__ inline Cand warp_argmax(Cand c) {
+// The block's best candidate; every thread gets it. smem: one Cand per warp + 1.
+__device__ Cand block_argmax(Cand c, Cand* smem) {
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) {
     Cand other;
@@ -44,7 +44,20 @@ __device__ inline Cand warp_argmax(Cand c) {
     other.i = __shfl_xor_sync(0xffffffffu, c.i, o);
     if (better(other, c)) c = other;
   }
-  return c;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int warps = blockDim.x / 32;
+  if (lane == 0) smem[warp] = c;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    Cand best = smem[0];
+    for (int w = 1; w < warps; ++w)
+      if (better(smem[w], best)) best = smem[w];
+    smem[warps] = best;
+  }
+  __syncthreads();
+  const Cand best = smem[warps];
+  __syncthreads();
+  return best;
 }
 
 // Dynamic shared memory: s[E], sel[E], group_score[G] (floats), taken[E], keep[G] (chars).
@@ -54,6 +67,7 @@ __global__ void router_kernel(const float* __restrict__ logits, const float* __r
                               float* __restrict__ topk_w) {
   detail::chain_after_prior_grids();
   extern __shared__ float smem_f[];
+  __shared__ Cand red[kThreads / 32 + 1];
   __shared__ int chosen[64];  // top_k <= 64, checked on the host
   float* s = smem_f;
   float* sel = s + experts;
@@ -104,28 +118,22 @@ __global__ void router_kernel(const float* __restrict__ logits, const float* __r
       __syncthreads();
     }
 
-    // The top_k rounds in warp 0 alone: no block barrier per round (eight rounds of three
-    // __syncthreads made this kernel 12 us of a batch-1 MoE layer on an H200). The best under a
-    // strict total order does not depend on which lane scanned which expert.
-    if (threadIdx.x < 32) {
-      for (int k = 0; k < top_k; ++k) {
-        Cand c{-INFINITY, INT_MAX};
-        for (int e = threadIdx.x; e < experts; e += 32) {
-          const Cand x{sel[e], e};
-          if (!taken[e] && better(x, c)) c = x;
-        }
-        const Cand best = warp_argmax(c);
-        if (threadIdx.x == 0) {
-          // No candidate only when every remaining sel is NaN (NaN logits): pick expert 0, whose
-          // NaN weight then poisons the output visibly, rather than index out of bounds.
-          const int e = best.i == INT_MAX ? 0 : best.i;
-          taken[e] = 1;
-          chosen[k] = e;
-        }
-        __syncwarp();  // lane 0's taken[] before the next round's scan
+    for (int k = 0; k < top_k; ++k) {
+      Cand c{-INFINITY, INT_MAX};
+      for (int e = threadIdx.x; e < experts; e += blockDim.x) {
+        const Cand x{sel[e], e};
+        if (!taken[e] && better(x, c)) c = x;
       }
+      const Cand best = block_argmax(c, red);
+      if (threadIdx.x == 0) {
+        // No candidate only when every remaining sel is NaN (NaN logits): pick expert 0, whose
+        // NaN weight then poisons the output visibly, rather than index out of bounds.
+        const int e = best.i == INT_MAX ? 0 : best.i;
+        taken[e] = 1;
+        chosen[k] = e;
+      }
+      __syncthreads();
     }
-    __syncthreads();
 
     if (threadIdx.x == 0) {
       float sum = 0.0f;
