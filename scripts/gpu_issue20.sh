@@ -15,7 +15,8 @@
 #      source counters), and their SASS (ncu.txt, sass.txt.gz);
 #   5. SCENARIOS="prefill-1gpu decode-1gpu": each against the stored baselines/h200x1 (the
 #      before/after: latency ratios and digest verdicts), then with RECORD=1 recorded anew
-#      (--update-baselines; pass TPB_GIT_SHA=<sha> TPB_GIT_DIRTY=0 from a clean commit) and
+#      (--update-baselines; pass TPB_GIT_SHA=<sha> TPB_GIT_DIRTY=0 from a clean commit, the sha
+#      written out: `git rev-parse HEAD` on the GPU machine's copy gave an older commit) and
 #      compared once more with what was just recorded (each case's latency printed); baselines
 #      come back in runs.tgz. PASSES overrides the passes; one named *-nopdl (e.g. before-nopdl)
 #      runs with TPB_PROGRAMMATIC_LAUNCH=0, the A of an A/B with programmatic dependent launch.
