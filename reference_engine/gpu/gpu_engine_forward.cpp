@@ -88,8 +88,8 @@ void GpuEngine::Impl::mla_project(const LayerW& lw, const ModelConfig& c, std::i
   // Two small kernels leave the critical path (each a few us of latency at batch 1): the cache
   // row, which reads only ckv, runs beside q's norm and second projection, and q's rope beside
   // `beside_rope` (decode's absorbed query, which reads q's nope slice and writes qdec's latent
-  // columns; the rope reads q's rope slice and writes qdec's rope slots). The same kernels on
-  // the same inputs: the bits do not change.
+  // columns; the rope rotates q's rope slice in place and writes it into qdec's rope slots). The
+  // same kernels on the same inputs: the bits do not change.
   bool forked = false;
   try {
     // One launch for rmsnorm + copy of the rope slice + rope + kv_cache_write, bitwise the same

@@ -59,7 +59,8 @@ inline cudaStreamCaptureStatus capture_status(cudaStream_t s) {
 }
 
 // A second stream for work a step runs beside the engine's stream (the shared experts beside
-// the router and the routed experts): forked from it and joined back by events, so that a
+// the router and the routed experts; the latent cache row beside q's projections and q's rope
+// beside the absorbed query, in mla_project): forked from it and joined back by events, so that a
 // captured step holds two branches and an eager step runs them concurrently. The branch has its
 // own Linear, so two cuBLASLt calls never share a workspace. Its work is always joined before
 // the step ends, so synchronizing the engine's stream waits for it too.
@@ -112,7 +113,7 @@ struct GpuEngine::Impl {
   std::vector<void*>* target = &weight_allocations;
   std::size_t bytes = 0;  // counted by the caller per phase
   gpu::Linear linear;
-  gpu_engine_internal::SideBranch side;  // the shared experts' stream (gpu_engine_forward.cpp, ffn)
+  gpu_engine_internal::SideBranch side;  // gpu_engine_forward.cpp: ffn's shared experts, mla_project
   // The attention kernels' widths (reference_engine/memory/attention_widths.h), set once at
   // construction: the cache row, q_lat and the prefill head dims, padded where the kernels need it.
   AttentionWidths widths;
@@ -201,8 +202,10 @@ struct GpuEngine::Impl {
   // q, the cache rows (normed latent | rotated k_rot) and the cache write: the part of MLA both
   // forms share. T = tokens of the step (gpu_engine_forward.cpp). q_rot_into_qdec (decode):
   // the rotated q_rot also lands in qdec's rope slots. The cache row and q's rope run on the
-  // side branch, beside q's projections and then beside `beside_rope` (work queued on s that
-  // reads q but not its rope slice), and are joined before it returns.
+  // side branch, beside q's projections and then beside `beside_rope`, and are joined before it
+  // returns. `beside_rope` queues work on s that runs concurrently with both: it may read q's
+  // nope slices and write qdec's latent columns, and must not touch q's rope slice, qdec's rope
+  // slots, kvrow or the cache.
   void mla_project(const LayerW& lw, const ModelConfig& c, std::int64_t heads, std::int64_t T, std::int64_t n,
                    bf16* cache_layer, std::int64_t max_len, float rope_factor, bool q_rot_into_qdec, cudaStream_t s,
                    const std::function<void()>& beside_rope);

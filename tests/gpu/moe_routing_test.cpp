@@ -325,9 +325,9 @@ TEST(GpuMoeGatherCombine, OddHiddenScalar) {
   check_gather_combine(11, 6, 20, 100, 302);
 }
 
-// More slots than combine keeps in flight at once (8): a second, partial batch of loads, whose
-// sums must continue the first's in slot order.
-TEST(GpuMoeGatherCombine, MoreSlotsThanOneLoadBatch) {
+// More slots than Kimi-K2.5's top 8 (13 and 16, the second on the scalar path): the sums run
+// over every slot in slot order, as the host reference's.
+TEST(GpuMoeGatherCombine, MoreSlotsThanTopEight) {
   TPB_REQUIRE_GPU();
   check_gather_combine(5, 13, 64, 7168, 305);
   check_gather_combine(3, 16, 40, 7168 + 2, 306);

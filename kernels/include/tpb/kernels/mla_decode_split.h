@@ -40,8 +40,10 @@ struct MlaDecodeSplit {
 
 // Splits of whole tiles, chosen for the shortest time by a two-term model: the waves of
 // `slots` resident CTAs times the tiles each CTA reads, plus the fp32 partial outputs every
-// split writes and the merge reads back (partial_rows = batch x heads rows of 512 floats per
-// split). One split's 64 partial rows (128 KB, out and back) count as 1/32 of a tile's time:
+// split writes and the merge reads back (partial_rows = batch x heads rows of kv_lora floats
+// per split). One split's 64 partial rows (128 KB at kv_lora 512, out and back) count as 1/32
+// of a tile's time, for either kernel (the weight is fitted at 512, so narrower rows are
+// overcounted):
 // the fit of a sweep of tiles per split on one H200 (wgmma kernel, batch 1 and 8, 8K and 32K:
 // 2.2 us per tile a CTA reads, 0.075 us per split of 64 heads). Without the second term, batch
 // 1 x 8K took one-tile splits, 128 of them, whose partials are 1.8 x the cache they summarise:
