@@ -24,6 +24,15 @@ bounded() {
   [ "$want" -ge 30 ] || { echo "left out, the budget is spent: $*"; return 124; }
   timeout -k 15 "$want" "$@"
 }
+# The GPU's clocks, power limit and temperature on one line, at the start and the end of the
+# call: the H200s lent from one call to the next ran the same step up to 2.5 % apart (10 % for
+# one layer) at the same copy bandwidth, and this is what tells such machines apart. Never fails.
+gpu_clocks() {
+  echo "gpu clocks ($1): $(nvidia-smi --query-gpu=clocks.sm,clocks.max.sm,clocks.mem,power.draw,power.limit,temperature.gpu \
+    --format=csv,noheader 2>/dev/null || echo unavailable)"
+}
+gpu_clocks start
+trap 'gpu_clocks end' EXIT
 step build
 read -r -a GPU_CALL_TARGET_LIST <<<"${GPU_CALL_TARGETS:-tpbench tpb_gpu_tests}"
 { cmake --preset cuda >/dev/null && cmake --build build-cuda -j "$(nproc)" --target "${GPU_CALL_TARGET_LIST[@]}"; } >"$OUT/build.log" 2>&1 \
