@@ -67,8 +67,7 @@ constexpr std::int64_t kSweepSeqLens[] = {1024, 8192, 32768};
 constexpr std::int64_t kSweepTiles[] = {1, 2, 4, 8, 16};
 // Whether a split of `tiles` tiles keeps the split count within what the workspace layout takes.
 bool sweep_takes(std::int64_t seq_len, std::int64_t tiles) {
-  const std::int64_t max_tiles = (seq_len + kernels::kMlaDecodeTileKeys - 1) / kernels::kMlaDecodeTileKeys;
-  return (max_tiles + tiles - 1) / tiles <= kernels::kMlaDecodeMaxSplits;
+  return kernels::mla_decode_splits_of(seq_len, tiles) <= kernels::kMlaDecodeMaxSplits;
 }
 constexpr double kRotateBytes = 256.0 * (1 << 20);
 constexpr std::size_t kHeadroom = std::size_t{2} << 30;  // left free for the workspace, q and the runtime

@@ -503,6 +503,13 @@ auto merge_kernel(bool base2) {
   return base2 ? mla_decode_merge_kernel<true, kBatch> : mla_decode_merge_kernel<false, kBatch>;
 }
 
+// The merge for a plan's split count: the tiers of kMergeBatch*.
+auto merge_kernel_for(std::int64_t splits, bool base2) {
+  return splits > 16 ? merge_kernel<kMergeBatchManySplits>(base2)
+         : splits > 4 ? merge_kernel<kMergeBatchSomeSplits>(base2)
+                      : merge_kernel<kMergeBatchFewSplits>(base2);
+}
+
 constexpr int kVariantMmaSync = 0;
 constexpr int kVariantWgmma = 1;
 constexpr const char* kVariantNames[] = {"mma_sync", "wgmma"};
@@ -521,15 +528,14 @@ Plan make_plan(int variant, const MlaDecodeShape& s, std::int64_t tiles_per_spli
   const bool wgmma = variant == kVariantWgmma;
   p.groups = kernels::mla_decode_head_groups(s.heads, wgmma);
   if (tiles_per_split > 0) {
-    const std::int64_t max_tiles = (s.max_len + kTileKeys - 1) / kTileKeys;
     p.split.chunk = tiles_per_split * kTileKeys;
-    p.split.splits = (max_tiles + tiles_per_split - 1) / tiles_per_split;
+    p.split.splits = kernels::mla_decode_splits_of(s.max_len, tiles_per_split);
     TPB_CHECK(p.split.splits <= kMaxSplits, "mla_decode: " << tiles_per_split << " tiles per split make "
                                                              << p.split.splits << " splits, above " << kMaxSplits);
     return p;
   }
   const std::int64_t slots = wgmma ? detail::mla_decode_wgmma_resident_ctas() : resident_ctas(make_geometry(s));
-  p.split = kernels::mla_decode_split(s.max_len, s.batch * p.groups, slots, s.batch * s.heads);
+  p.split = kernels::mla_decode_split_for(s.batch, s.heads, s.max_len, wgmma, slots);
   return p;
 }
 
@@ -583,10 +589,7 @@ void launch(const Plan& p, const __nv_bfloat16* q, const __nv_bfloat16* cache, c
   }
   const dim3 merge_grid(static_cast<unsigned>(shape.batch * shape.heads),
                         static_cast<unsigned>((shape.kv_lora / 2 + kMergeColumns - 1) / kMergeColumns));
-  const bool base2 = p.variant == kVariantWgmma;
-  auto merge = p.split.splits > 16 ? merge_kernel<kMergeBatchManySplits>(base2)
-               : p.split.splits > 4 ? merge_kernel<kMergeBatchSomeSplits>(base2)
-                                    : merge_kernel<kMergeBatchFewSplits>(base2);
+  auto merge = merge_kernel_for(p.split.splits, p.variant == kVariantWgmma);
   merge<<<merge_grid, kMergeColumns, 0, stream>>>(w.o, w.m, w.l, static_cast<int>(shape.kv_lora),
                                                   static_cast<int>(p.split.splits), o_lat);
   TPB_CUDA_CHECK_LAUNCH();

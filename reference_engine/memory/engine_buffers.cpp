@@ -17,8 +17,8 @@ constexpr std::int64_t kLinearWorkspaceBytes = std::int64_t{32} << 20;  // kerne
 // resident CTA per SM (either kernel's occupancy at the Kimi/DeepSeek row width).
 std::int64_t decode_workspace_bytes(std::int64_t batch, std::int64_t heads, std::int64_t lora, std::int64_t rope,
                                     std::int64_t max_len, int sms) {
-  const std::int64_t groups = kernels::mla_decode_head_groups(heads, kernels::mla_decode_wgmma_shape(lora, rope));
-  const kernels::MlaDecodeSplit split = kernels::mla_decode_split(max_len, batch * groups, std::max(sms, 1), batch * heads);
+  const kernels::MlaDecodeSplit split =
+      kernels::mla_decode_split_for(batch, heads, max_len, kernels::mla_decode_wgmma_shape(lora, rope), std::max(sms, 1));
   return kernels::mla_decode_workspace_bytes_for(batch, heads, lora, split.splits);
 }
 

@@ -110,8 +110,7 @@ struct DecodeRun {
   static std::size_t workspace_for_every_variant(const gpu::MlaDecodeShape& s) {
     std::size_t bytes = 0;
     // One-tile splits: the most splits a sweep makes, where the workspace layout takes them.
-    const bool one_tile_splits = (s.max_len + kernels::kMlaDecodeTileKeys - 1) / kernels::kMlaDecodeTileKeys <=
-                                 kernels::kMlaDecodeMaxSplits;
+    const bool one_tile_splits = kernels::mla_decode_splits_of(s.max_len, 1) <= kernels::kMlaDecodeMaxSplits;
     for (int v = 0; v < gpu::tuning::mla_decode_variants(); ++v)
       if (gpu::tuning::mla_decode_variant_supports(v, s)) {
         bytes = std::max(bytes, gpu::tuning::mla_decode_variant_workspace_bytes(v, s));

@@ -13,7 +13,7 @@ namespace {
 constexpr std::int64_t kSlots = 132;
 
 MlaDecodeSplit plan(std::int64_t batch, std::int64_t context, std::int64_t heads) {
-  return mla_decode_split(context, batch * mla_decode_head_groups(heads, true), kSlots, batch * heads);
+  return mla_decode_split_for(batch, heads, context, true, kSlots);
 }
 
 // The sweep's fastest points (docs/performance.md, the fourth pass): batch 1 x 8K two-tile
