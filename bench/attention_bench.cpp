@@ -1,8 +1,8 @@
 // MLA attention microbenchmarks.
 //
 // Decode: absorbed-MLA decode attention microbenchmarks: each split kernel of
-// tpb::gpu::mla_decode_attention (mla_decode_tuning.h, by name) at Kimi-K2.5 TP1 and TP2
-// shapes (64 and 32 heads per rank, kv_lora 512, rope 64) over batch {1, 8, 64, 256}
+// tpb::gpu::mla_decode_attention (mla_decode_tuning.h, by name) at Kimi-K2.5 TP 1, 2 and 8
+// shapes (64, 32 and 8 heads per rank, kv_lora 512, rope 64) over batch {1, 8, 64, 256}
 // x seq_len {1K, 8K, 32K}, every sequence at the full length (max_len = seq_len). Timing as STYLE.md 12:
 // device events around a batch of `ops` calls replayed from a CUDA graph (the engine's decode
 // mode, and no host launch overhead in the number), manual time per call, warm-up first.
@@ -55,7 +55,7 @@ namespace tpb::bench {
 namespace {
 
 constexpr std::int64_t kKvLora = 512, kRope = 64, kRow = kKvLora + kRope;
-constexpr std::int64_t kDecodeHeads[] = {64, 32};  // Kimi-K2.5 at TP1 and TP2
+constexpr std::int64_t kDecodeHeads[] = {64, 32, 8};  // Kimi-K2.5 at TP 1, 2 and 8
 constexpr std::int64_t kMaxDecodeHeads = 64;
 constexpr std::int64_t kBatches[] = {1, 8, 64, 256};
 constexpr std::int64_t kSeqLens[] = {1024, 8192, 32768};

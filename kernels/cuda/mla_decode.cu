@@ -2,6 +2,8 @@
 // the tensor cores. Two split kernels, one merge:
 //   wgmma (mla_decode_wgmma.cu): Hopper's warpgroup MMA, 64 heads per CTA, for the DeepSeek-V3
 //     / Kimi-K2.5 row (kv_lora 512 + rope 64), what mla_decode_attention launches there;
+//   wgmma_heads_n (the same file): the heads as the MMA's N dimension, up to 32 per CTA, what
+//     mla_decode_attention launches there for a rank's share at TP >= 2;
 //   mma.sync (below): m16n8k16, any width the validation takes, 32 heads per CTA.
 // Both write the same workspace (partial outputs, maxima and sums per split), which the merge
 // below reduces; tpb/kernels/gpu/mla_decode_tuning.h launches either by name.
@@ -512,7 +514,8 @@ auto merge_kernel_for(std::int64_t splits, bool base2) {
 
 constexpr int kVariantMmaSync = 0;
 constexpr int kVariantWgmma = 1;
-constexpr const char* kVariantNames[] = {"mma_sync", "wgmma"};
+constexpr int kVariantWgmmaHeadsN = 2;
+constexpr const char* kVariantNames[] = {"mma_sync", "wgmma", "wgmma_heads_n"};
 
 // How one variant cuts the work: head groups per (split, sequence) and the split plan.
 struct Plan {
@@ -525,7 +528,7 @@ struct Plan {
 Plan make_plan(int variant, const MlaDecodeShape& s, std::int64_t tiles_per_split) {
   Plan p;
   p.variant = variant;
-  const bool wgmma = variant == kVariantWgmma;
+  const bool wgmma = variant != kVariantMmaSync;  // both wgmma kernels: one group up to 64 heads
   p.groups = kernels::mla_decode_head_groups(s.heads, wgmma);
   if (tiles_per_split > 0) {
     p.split.chunk = tiles_per_split * kTileKeys;
@@ -534,7 +537,9 @@ Plan make_plan(int variant, const MlaDecodeShape& s, std::int64_t tiles_per_spli
                                                              << p.split.splits << " splits, above " << kMaxSplits);
     return p;
   }
-  const std::int64_t slots = wgmma ? detail::mla_decode_wgmma_resident_ctas() : resident_ctas(make_geometry(s));
+  const std::int64_t slots = variant == kVariantWgmmaHeadsN ? detail::mla_decode_wgmma_heads_n_resident_ctas(s.heads)
+                             : wgmma                         ? detail::mla_decode_wgmma_resident_ctas()
+                                                             : resident_ctas(make_geometry(s));
   p.split = kernels::mla_decode_split_for(s.batch, s.heads, s.max_len, wgmma, slots);
   return p;
 }
@@ -555,7 +560,7 @@ void launch(const Plan& p, const __nv_bfloat16* q, const __nv_bfloat16* cache, c
                 reinterpret_cast<std::uintptr_t>(o_lat) % 4 == 0 && reinterpret_cast<std::uintptr_t>(workspace) % 16 == 0,
             "mla_decode: q and cache must be 16-byte aligned, o_lat 4-byte, workspace 16-byte");
   const Workspace w = carve(workspace, shape, p.split);
-  if (p.variant == kVariantWgmma) {
+  if (p.variant != kVariantMmaSync) {
     detail::MlaDecodeWgmmaLaunch l;
     l.q = q;
     l.cache = cache;
@@ -570,7 +575,10 @@ void launch(const Plan& p, const __nv_bfloat16* q, const __nv_bfloat16* cache, c
     l.o_part = w.o;
     l.m_part = w.m;
     l.l_part = w.l;
-    detail::launch_mla_decode_split_wgmma(l, stream);
+    if (p.variant == kVariantWgmma)
+      detail::launch_mla_decode_split_wgmma(l, stream);
+    else
+      detail::launch_mla_decode_split_wgmma_heads_n(l, stream);
   } else {
     const Geometry g = make_geometry(shape);
     // Above the default 48 KiB at row 576, set here as well as in the plan's occupancy query:
@@ -589,7 +597,7 @@ void launch(const Plan& p, const __nv_bfloat16* q, const __nv_bfloat16* cache, c
   }
   const dim3 merge_grid(static_cast<unsigned>(shape.batch * shape.heads),
                         static_cast<unsigned>((shape.kv_lora / 2 + kMergeColumns - 1) / kMergeColumns));
-  auto merge = merge_kernel_for(p.split.splits, p.variant == kVariantWgmma);
+  auto merge = merge_kernel_for(p.split.splits, p.variant != kVariantMmaSync);
   merge<<<merge_grid, kMergeColumns, 0, stream>>>(w.o, w.m, w.l, static_cast<int>(shape.kv_lora),
                                                   static_cast<int>(p.split.splits), o_lat);
   TPB_CUDA_CHECK_LAUNCH();
@@ -599,7 +607,7 @@ void launch(const Plan& p, const __nv_bfloat16* q, const __nv_bfloat16* cache, c
 
 namespace tuning {
 
-int mla_decode_variants() { return 2; }
+int mla_decode_variants() { return 3; }
 
 const char* mla_decode_variant_name(int variant) {
   TPB_CHECK(variant >= 0 && variant < mla_decode_variants(), "mla_decode: no variant " << variant);
@@ -610,12 +618,16 @@ const char* mla_decode_variant_name(int variant) {
 // and the device runs it: sm_90a code runs on compute capability 9.0 only, and a build for
 // 90a and a later architecture has traps in the later one's wgmma kernels.
 bool mla_decode_variant_supports(int variant, const MlaDecodeShape& shape) {
-  return variant == kVariantMmaSync ||
-         (variant == kVariantWgmma && TPB_HAVE_SM90A && current_device_compute_capability() == 90 &&
-          kernels::mla_decode_wgmma_shape(shape.kv_lora, shape.rope));
+  if (variant == kVariantMmaSync) return true;
+  const bool row = TPB_HAVE_SM90A && current_device_compute_capability() == 90 &&
+                   kernels::mla_decode_wgmma_shape(shape.kv_lora, shape.rope);
+  if (variant == kVariantWgmma) return row;
+  return variant == kVariantWgmmaHeadsN && row && shape.heads <= kernels::kMlaDecodeHeadsNMax;
 }
 
+// Up to 32 heads the heads-as-N kernel (no padded MMA rows), above them the 64-head one.
 int mla_decode_default_variant(const MlaDecodeShape& shape) {
+  if (mla_decode_variant_supports(kVariantWgmmaHeadsN, shape)) return kVariantWgmmaHeadsN;
   return mla_decode_variant_supports(kVariantWgmma, shape) ? kVariantWgmma : kVariantMmaSync;
 }
 

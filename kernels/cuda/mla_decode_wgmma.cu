@@ -26,8 +26,10 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 
 #include "tpb/check.h"
 #include "tpb/cuda_check.h"
@@ -255,6 +257,302 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
 }
 
+// ---------------------------------------------------------------------------------------------
+// The same split pass with the heads as the MMA's N dimension, for up to 32 heads per CTA (a
+// rank's share at TP >= 2: Kimi-K2.5's 64 heads are 32 at TP 2, 8 at TP 8). The kernel above
+// pads the heads to the wgmma's M = 64, so at 32 heads half of its tensor-core work is
+// padding, at 8 heads seven eighths; its tile time (2.97 us per 64-key tile at batch 64 x 8K,
+// where the tile's share of HBM allows 2.3) is the MMAs'. Here the products are transposed:
+//   S^T [64 keys x kN heads] = C Q^T: A = the cache tile (K-major), B = the queries (K-major);
+//   O^T [512 latent x kN heads] += C_lat^T P^T: A = the tile read MN-major (the layout the
+//     kernel above reads V in as B), B = P^T, bf16 hi and lo, stored by warpgroup 0 in shared
+//     memory as [kN heads][64 keys] K-major.
+// so every MMA row is a key or a latent column and the work scales with the heads. The
+// softmax runs down the accumulator's rows (keys): a head's maximum is the max over each
+// thread's two keys, the 8 lanes of its column and the 4 warps (through shared memory). The
+// warpgroups keep the jobs of the kernel above: warpgroup 0 the scores, the softmax and latent
+// blocks 0..3 of O^T; warpgroup 1 the copies and blocks 4..7. P and the corrections are double
+// buffered by tile parity, so warpgroup 0 writes tile it + 1's while warpgroup 1 still
+// multiplies tile it's. Same numerics as above (base-2 softmax, P as hi + lo, fp32 partials
+// in the same workspace for the same merge); the sums run in another order, so the bits differ
+// from the kernel above within the same test bound.
+template <int kN>
+struct HeadsNGeometry {
+  static constexpr int kQBlockBytes = kN * 128;                  // a 64-column block of the queries
+  static constexpr int kQPanelBytes = kBlocks * kQBlockBytes;    // the queries, [kN][576] swizzled
+  static constexpr int kPBytes = kN * 128;                       // P^T [kN][64 keys], hi or lo
+  static constexpr int kTilesOff = 0;
+  static constexpr int kQOff = kStages * kPanelBytes;
+  static constexpr int kPOff = kQOff + kQPanelBytes;             // [2 parities][hi, lo]
+  static constexpr int kMaxOff = kPOff + 4 * kPBytes;            // float [4 warps][kN]: tile maxima, then sums
+  static constexpr int kCorrOff = kMaxOff + 4 * kN * 4;          // float [2 parities][kN]
+  static constexpr int kSmemBytes = kCorrOff + 2 * kN * 4 + 1024;  // + alignment
+  static_assert(kQBlockBytes % 1024 == 0 && kPBytes % 1024 == 0, "every operand starts a swizzle pattern");
+  static_assert(kSmemBytes <= 227 * 1024, "shared memory per block on sm_90");
+};
+constexpr int kBarWg0 = 6;  // warpgroup 0's own 128 threads
+__device__ __forceinline__ void wg0_sync() { asm volatile("bar.sync %0, 128;\n" ::"r"(kBarWg0) : "memory"); }
+
+// Warpgroup 1's cp.async of the kN query rows (rows past rows_valid as zeros) into [kN][64]
+// swizzled blocks kQBlockBytes apart.
+template <int kN>
+__device__ __forceinline__ void load_query_rows(std::uint32_t dst, const __nv_bfloat16* src0, int rows_valid, int wt) {
+  for (int i = wt; i < kN * kBlocks * 8; i += 128) {
+    const int row = i / (kBlocks * 8), c = i - row * (kBlocks * 8);
+    const int blk = c >> 3, chunk = c & 7;
+    const bool valid = row < rows_valid;
+    cp_async16(dst + blk * HeadsNGeometry<kN>::kQBlockBytes + row * 128 + ((chunk ^ (row & 7)) << 4),
+               src0 + (valid ? static_cast<std::size_t>(row) * kRow : 0) + c * 8, valid);
+  }
+}
+
+// O^T blocks 4 wg .. 4 wg + 3 (latent columns 64 (4 wg + mb) ..) += C_lat^T P^T over the tile's
+// 64 keys, hi then lo at each k16 step; waited for.
+template <int kN>
+__device__ __forceinline__ void pv_heads_n(float (&o)[4][kN / 2], std::uint32_t tile_addr, int wg,
+                                           std::uint32_t p_hi_addr, std::uint32_t p_lo_addr) {
+#pragma unroll
+  for (int mb = 0; mb < 4; ++mb) fence_operands(o[mb]);
+  wgmma_fence();
+  const std::uint64_t hi_desc = sw128_desc(p_hi_addr, 16, 1024), lo_desc = sw128_desc(p_lo_addr, 16, 1024);
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk)
+#pragma unroll
+    for (int mb = 0; mb < 4; ++mb) {
+      const std::uint64_t a = sw128_desc(tile_addr + (4 * wg + mb) * kBlockBytes, kBlockBytes, 1024) + ((2048 * kk) >> 4);
+      wgmma_m64nNk16_ss<kN, 1>(o[mb], a, hi_desc + ((32 * kk) >> 4));
+      wgmma_m64nNk16_ss<kN, 1>(o[mb], a, lo_desc + ((32 * kk) >> 4));
+    }
+  wgmma_commit();
+  wgmma_wait<0>();
+#pragma unroll
+  for (int mb = 0; mb < 4; ++mb) fence_operands(o[mb]);
+}
+
+// Accumulator layout of m64nkN (wgmma.cuh): thread (warp w, lane) holds rows 16 w + lane / 4
+// (+ 8) and columns 8 j + 2 (lane % 4) + e. Its heads are the columns: head index 2 j + e of
+// its kN / 4, head 8 j + q2 + e of the CTA.
+template <int kN>
+__global__ void __launch_bounds__(kThreads, 1)
+    mla_decode_split_wgmma_heads_n_kernel(const __nv_bfloat16* __restrict__ q, const __nv_bfloat16* __restrict__ cache,
+                                          const std::int32_t* __restrict__ seq_lens, int heads, std::int64_t max_len,
+                                          int splits, std::int64_t chunk, float scale, float* __restrict__ o_part,
+                                          float* __restrict__ m_part, float* __restrict__ l_part) {
+  using G = HeadsNGeometry<kN>;
+  constexpr int kAcc = kN / 2;   // floats of one m64nkN accumulator
+  constexpr int kMine = kN / 4;  // heads of this thread
+  const int g0 = blockIdx.x * kN;
+  const int split = blockIdx.y;
+  const int b = blockIdx.z;
+  const int tid = threadIdx.x;
+  const int wg = tid >> 7;     // 0: scores, softmax, latent blocks 0..3; 1: copies, blocks 4..7
+  const int wt = tid & 127;
+  const int warp = wt >> 5;    // keys 16 warp (+ 8) of each tile; latent rows likewise
+  const int lane = tid & 31;
+  const int gq = lane >> 2;    // row within the warp's 8
+  const int q2 = 2 * (lane & 3);
+
+  const DecodeSplitRange range = decode_split_range(seq_lens, b, split, splits, chunk, max_len, heads, g0);
+  const std::int64_t start = range.start, end = range.end;
+  const std::size_t part_row0 = range.part_row0;
+  if (start >= end) {
+    record_empty_split(m_part, l_part, range, splits, g0, heads, kN, kThreads);
+    return;
+  }
+
+  extern __shared__ unsigned char smem_raw[];
+  const std::uint32_t raw = smem_addr(smem_raw);
+  const std::uint32_t pad = ((raw + 1023u) & ~1023u) - raw;
+  unsigned char* smem = smem_raw + pad;
+  const std::uint32_t base = raw + pad;
+  const std::uint32_t tiles_addr = base + G::kTilesOff;
+  const std::uint32_t q_addr = base + G::kQOff;
+  auto p_addr = [&](int parity, int lo) { return base + G::kPOff + (2 * parity + lo) * G::kPBytes; };
+  auto p_ptr = [&](int parity, int lo) { return smem + G::kPOff + (2 * parity + lo) * G::kPBytes; };
+  float* max_s = reinterpret_cast<float*>(smem + G::kMaxOff);    // [4][kN]
+  float* corr_s = reinterpret_cast<float*>(smem + G::kCorrOff);  // [2][kN]
+
+  const int tiles = static_cast<int>((end - start + kTileKeys - 1) / kTileKeys);
+  float o[4][kAcc];
+#pragma unroll
+  for (int mb = 0; mb < 4; ++mb)
+#pragma unroll
+    for (int i = 0; i < kAcc; ++i) o[mb][i] = 0.0f;
+  float m_run[kMine], l_run[kMine];  // warpgroup 0; l over this thread's keys
+#pragma unroll
+  for (int h = 0; h < kMine; ++h) m_run[h] = -INFINITY, l_run[h] = 0.0f;
+  auto head_of = [&](int h) { return 8 * (h >> 1) + q2 + (h & 1); };  // the CTA's head of this thread's h
+
+  if (wg == 0) {
+    const float scale_log2 = scale * 1.4426950408889634f;
+    const std::uint64_t q_desc = sw128_desc(q_addr, 16, 1024);
+    const int key0 = 16 * warp + gq;  // and key0 + 8
+    for (int it = 0; it < tiles; ++it) {
+      const int parity = it % 2;
+      const std::uint32_t tile_addr = tiles_addr + (it % kStages) * kPanelBytes;
+      const int keys = static_cast<int>(min(end - (start + static_cast<std::int64_t>(it) * kTileKeys),
+                                            static_cast<std::int64_t>(kTileKeys)));
+      named_sync(kBarTileReady);
+      // S^T = C Q^T over the 36 k16 steps.
+      float s[kAcc];
+#pragma unroll
+      for (int i = 0; i < kAcc; ++i) s[i] = 0.0f;
+      fence_operands(s);
+      wgmma_fence();
+      const std::uint64_t c_desc = sw128_desc(tile_addr, 16, 1024);
+#pragma unroll
+      for (int ks = 0; ks < kSteps; ++ks)
+        wgmma_m64nNk16_ss<kN, 0>(s, c_desc + (((ks >> 2) * kBlockBytes + 32 * (ks & 3)) >> 4),
+                                 q_desc + (((ks >> 2) * G::kQBlockBytes + 32 * (ks & 3)) >> 4));
+      wgmma_commit();
+      wgmma_wait<0>();
+      fence_operands(s);
+
+      // s[4j + e]: key key0, head 8j + q2 + e; s[4j + 2 + e]: key key0 + 8. Masked, base 2.
+      float tile_max[kMine];
+#pragma unroll
+      for (int h = 0; h < kMine; ++h) {
+        const int j = h >> 1, e = h & 1;
+        s[4 * j + e] = key0 < keys ? s[4 * j + e] * scale_log2 : -INFINITY;
+        s[4 * j + 2 + e] = key0 + 8 < keys ? s[4 * j + 2 + e] * scale_log2 : -INFINITY;
+        float m = fmaxf(s[4 * j + e], s[4 * j + 2 + e]);
+        m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 4));
+        m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 8));
+        m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 16));
+        tile_max[h] = m;
+      }
+      if (gq == 0)
+#pragma unroll
+        for (int h = 0; h < kMine; ++h) max_s[warp * kN + head_of(h)] = tile_max[h];
+      wg0_sync();
+      float corr[kMine];
+      __nv_bfloat16* p_hi = reinterpret_cast<__nv_bfloat16*>(p_ptr(parity, 0));
+      __nv_bfloat16* p_lo = reinterpret_cast<__nv_bfloat16*>(p_ptr(parity, 1));
+#pragma unroll
+      for (int h = 0; h < kMine; ++h) {
+        const int j = h >> 1, e = h & 1, head = head_of(h);
+        // Every warp takes the maximum over the 4 warps alike; the tile's first key is valid.
+        float m_new = m_run[h];
+#pragma unroll
+        for (int w = 0; w < 4; ++w) m_new = fmaxf(m_new, max_s[w * kN + head]);
+        corr[h] = exp2f(m_run[h] - m_new);  // 0 on the first tile
+        m_run[h] = m_new;
+        const float p0 = exp2f(s[4 * j + e] - m_new), p1 = exp2f(s[4 * j + 2 + e] - m_new);
+        l_run[h] = l_run[h] * corr[h] + (p0 + p1);
+        const __nv_bfloat16 h0 = __float2bfloat16_rn(p0), h1 = __float2bfloat16_rn(p1);
+        // P^T[head][key] in the swizzled layout (bytes / 2: bf16 elements).
+        p_hi[sw128_offset(head, key0) / 2] = h0;
+        p_hi[sw128_offset(head, key0 + 8) / 2] = h1;
+        p_lo[sw128_offset(head, key0) / 2] = __float2bfloat16_rn(p0 - __bfloat162float(h0));
+        p_lo[sw128_offset(head, key0 + 8) / 2] = __float2bfloat16_rn(p1 - __bfloat162float(h1));
+      }
+      if (warp == 0 && gq == 0)
+#pragma unroll
+        for (int h = 0; h < kMine; ++h) corr_s[parity * kN + head_of(h)] = corr[h];
+      fence_proxy_async();  // P, written by ordinary stores, visible to the wgmma
+      wg0_sync();           // all of P; and every read of max_s is done before the next tile's writes
+      named_arrive(kBarPReady);
+
+#pragma unroll
+      for (int mb = 0; mb < 4; ++mb)
+#pragma unroll
+        for (int h = 0; h < kMine; ++h) {
+          o[mb][4 * (h >> 1) + (h & 1)] *= corr[h];
+          o[mb][4 * (h >> 1) + 2 + (h & 1)] *= corr[h];
+        }
+      pv_heads_n<kN>(o, tile_addr, 0, p_addr(parity, 0), p_addr(parity, 1));
+      if (it + 2 < tiles) named_arrive(kBarStageFree0 + it % 2);
+    }
+  } else {
+    load_query_rows<kN>(q_addr, q + (static_cast<std::size_t>(b) * heads + g0) * kRow, heads - g0, wt);
+    const __nv_bfloat16* cache_b = cache + static_cast<std::size_t>(b) * max_len * kRow;
+    auto load_tile = [&](int it) {
+      const std::int64_t t0 = start + static_cast<std::int64_t>(it) * kTileKeys;
+      load_rows(tiles_addr + (it % kStages) * kPanelBytes, cache_b + t0 * kRow, end - t0, wt);
+    };
+    load_tile(0);
+    cp_async_commit();
+    if (tiles > 1) load_tile(1);
+    cp_async_commit();
+    cp_async_wait<1>();
+    fence_proxy_async();
+    named_arrive(kBarTileReady);
+    for (int it = 0; it < tiles; ++it) {
+      const int parity = it % 2;
+      named_sync(kBarPReady);
+      float corr[kMine];
+#pragma unroll
+      for (int h = 0; h < kMine; ++h) corr[h] = corr_s[parity * kN + head_of(h)];
+      if (it + 1 < tiles) {
+        cp_async_wait<0>();  // tile it + 1
+        fence_proxy_async();
+        named_arrive(kBarTileReady);
+      }
+#pragma unroll
+      for (int mb = 0; mb < 4; ++mb)
+#pragma unroll
+        for (int h = 0; h < kMine; ++h) {
+          o[mb][4 * (h >> 1) + (h & 1)] *= corr[h];
+          o[mb][4 * (h >> 1) + 2 + (h & 1)] *= corr[h];
+        }
+      pv_heads_n<kN>(o, tiles_addr + (it % kStages) * kPanelBytes, 1, p_addr(parity, 0), p_addr(parity, 1));
+      if (it + 2 < tiles) {
+        named_sync(kBarStageFree0 + it % 2);
+        load_tile(it + 2);
+        cp_async_commit();
+      }
+    }
+  }
+
+  // Partial outputs: o[mb][4j + 2r + e] is latent column 64 (4 wg + mb) + 16 warp + gq + 8 r of
+  // head 8j + q2 + e.
+#pragma unroll
+  for (int h = 0; h < kMine; ++h) {
+    const int head = head_of(h);
+    if (g0 + head >= heads) continue;
+    float* dst = o_part + (part_row0 + static_cast<std::size_t>(head) * splits) * kLora + 16 * warp + gq;
+#pragma unroll
+    for (int mb = 0; mb < 4; ++mb)
+#pragma unroll
+      for (int r = 0; r < 2; ++r) dst[64 * (4 * wg + mb) + 8 * r] = o[mb][4 * (h >> 1) + 2 * r + (h & 1)];
+  }
+  if (wg == 0) {
+    // Each head's sum: over the 8 lanes of its column, then over the warps in warp order.
+#pragma unroll
+    for (int h = 0; h < kMine; ++h) {
+      l_run[h] += __shfl_xor_sync(0xffffffffu, l_run[h], 4);
+      l_run[h] += __shfl_xor_sync(0xffffffffu, l_run[h], 8);
+      l_run[h] += __shfl_xor_sync(0xffffffffu, l_run[h], 16);
+    }
+    wg0_sync();  // the last tile's maxima are read
+    if (gq == 0)
+#pragma unroll
+      for (int h = 0; h < kMine; ++h) max_s[warp * kN + head_of(h)] = l_run[h];
+    wg0_sync();
+    if (warp == 0 && gq == 0)
+#pragma unroll
+      for (int h = 0; h < kMine; ++h) {
+        const int head = head_of(h);
+        if (g0 + head >= heads) continue;
+        float l = 0.0f;
+#pragma unroll
+        for (int w = 0; w < 4; ++w) l += max_s[w * kN + head];
+        m_part[part_row0 + static_cast<std::size_t>(head) * splits] = m_run[h];
+        l_part[part_row0 + static_cast<std::size_t>(head) * splits] = l;
+      }
+  }
+}
+
+// The instantiation for `heads` per CTA: 8, 16 or 32 columns.
+template <class F>
+auto with_heads_n(std::int64_t heads, F f) {
+  TPB_CHECK(heads >= 1 && heads <= kernels::kMlaDecodeHeadsNMax,
+            "mla_decode (wgmma_heads_n): " << heads << " heads, the kernel takes 1.." << kernels::kMlaDecodeHeadsNMax);
+  if (heads <= 8) return f(std::integral_constant<int, 8>{});
+  if (heads <= 16) return f(std::integral_constant<int, 16>{});
+  return f(std::integral_constant<int, 32>{});
+}
+
 }  // namespace
 
 std::int64_t mla_decode_wgmma_resident_ctas() {
@@ -280,6 +578,43 @@ void launch_mla_decode_split_wgmma(const MlaDecodeWgmmaLaunch& l, cudaStream_t s
       l.q, l.cache, l.seq_lens, static_cast<int>(l.heads), l.max_len, static_cast<int>(l.splits), l.chunk, l.scale,
       l.o_part, l.m_part, l.l_part);
   TPB_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace tpb::gpu::detail
+
+namespace tpb::gpu::detail {
+
+std::int64_t mla_decode_wgmma_heads_n_resident_ctas(std::int64_t heads) {
+  return with_heads_n(heads, [](auto n) {
+    constexpr int kN = decltype(n)::value;
+    constexpr int smem = HeadsNGeometry<kN>::kSmemBytes;
+    int dev = 0, sms = 0, per_sm = 0;
+    TPB_CUDA_CHECK(cudaGetDevice(&dev));
+    TPB_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    TPB_CUDA_CHECK(cudaFuncSetAttribute(mla_decode_split_wgmma_heads_n_kernel<kN>,
+                                        cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    TPB_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, mla_decode_split_wgmma_heads_n_kernel<kN>,
+                                                                 kThreads, smem));
+    TPB_CHECK(per_sm >= 1, "mla_decode (wgmma_heads_n): the split kernel does not fit on an SM (" << smem
+                                                                                              << " bytes of shared memory)");
+    return static_cast<std::int64_t>(per_sm) * std::max(sms, 1);
+  });
+}
+
+void launch_mla_decode_split_wgmma_heads_n(const MlaDecodeWgmmaLaunch& l, cudaStream_t stream) {
+  with_heads_n(l.heads, [&](auto n) {
+    constexpr int kN = decltype(n)::value;
+    constexpr int smem = HeadsNGeometry<kN>::kSmemBytes;
+    TPB_CUDA_CHECK(cudaFuncSetAttribute(mla_decode_split_wgmma_heads_n_kernel<kN>,
+                                        cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    TPB_CHECK(l.groups == 1, "mla_decode (wgmma_heads_n): one head group per split, the plan has " << l.groups);
+    const dim3 grid(1u, static_cast<unsigned>(l.splits), static_cast<unsigned>(l.batch));
+    mla_decode_split_wgmma_heads_n_kernel<kN><<<grid, kThreads, smem, stream>>>(
+        l.q, l.cache, l.seq_lens, static_cast<int>(l.heads), l.max_len, static_cast<int>(l.splits), l.chunk, l.scale,
+        l.o_part, l.m_part, l.l_part);
+    TPB_CUDA_CHECK_LAUNCH();
+    return 0;
+  });
 }
 
 }  // namespace tpb::gpu::detail

@@ -26,5 +26,9 @@ struct MlaDecodeWgmmaLaunch {
 // memory attribute.
 std::int64_t mla_decode_wgmma_resident_ctas();
 void launch_mla_decode_split_wgmma(const MlaDecodeWgmmaLaunch& launch, cudaStream_t stream);
+// The kernel with the heads as the MMA's N dimension (up to kMlaDecodeHeadsNMax heads, one
+// head group): its resident CTAs for `heads` and its launch, which takes the same workspace.
+std::int64_t mla_decode_wgmma_heads_n_resident_ctas(std::int64_t heads);
+void launch_mla_decode_split_wgmma_heads_n(const MlaDecodeWgmmaLaunch& launch, cudaStream_t stream);
 
 }  // namespace tpb::gpu::detail

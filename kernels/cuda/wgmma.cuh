@@ -1,7 +1,7 @@
 // Hopper warpgroup MMA (wgmma, sm_90a) building blocks for the attention kernels: shared-memory
 // matrix descriptors for the 128-byte-swizzled layout, the fences and commit/wait of the async
-// MMA, m64n64k16 bf16 -> fp32 with both operands in shared memory and m64n{128,256}k16 with A in
-// registers. Internal to kernels/cuda.
+// MMA, m64n{8,16,32,64}k16 bf16 -> fp32 with both operands in shared memory and m64n{128,256}k16
+// with A in registers. Internal to kernels/cuda.
 // tests/gpu/wgmma_test.cu checks the layouts against the CPU.
 //
 // Layout (PTX ISA, "Shared memory matrix layout" of wgmma): a bf16 tile whose rows are 64
@@ -89,6 +89,46 @@ __device__ __forceinline__ void wgmma_m64n64k16_ss(float (&d)[32], std::uint64_t
         "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
         "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
       : "l"(a_desc), "l"(b_desc), "r"(scale_d), "n"(TransB));
+}
+
+// d[64 x kN] (+)= A[64 x 16] * B[16 x kN], kN in {8, 16, 32}, both from shared memory, always
+// accumulating (zero d first for a fresh product). TransA 0: A K-major ([M][K] rows); 1: A
+// MN-major ([K][M] rows, as MN-major B above with M for N). B K-major ([N][K] rows). The decode
+// attention with few heads per CTA puts the heads in N (mla_decode_wgmma.cu).
+template <int kN, int TransA>
+__device__ __forceinline__ void wgmma_m64nNk16_ss(float (&d)[kN / 2], std::uint64_t a_desc, std::uint64_t b_desc) {
+  static_assert(kN == 8 || kN == 16 || kN == 32, "m64n8, m64n16 or m64n32");
+  if constexpr (kN == 8) {
+    TPB_WGMMA_ASM(
+        "{\n"
+        ".reg .pred p;\n"
+        "setp.ne.b32 p, %6, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16 {%0, %1, %2, %3}, %4, %5, p, 1, 1, %7, 0;\n"
+        "}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "l"(a_desc), "l"(b_desc), "r"(1), "n"(TransA));
+  } else if constexpr (kN == 16) {
+    TPB_WGMMA_ASM(
+        "{\n"
+        ".reg .pred p;\n"
+        "setp.ne.b32 p, %10, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7}, %8, %9, p, 1, 1, "
+        "%11, 0;\n"
+        "}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
+        : "l"(a_desc), "l"(b_desc), "r"(1), "n"(TransA));
+  } else {
+    TPB_WGMMA_ASM(
+        "{\n"
+        ".reg .pred p;\n"
+        "setp.ne.b32 p, %18, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, %16, %17, p, 1, 1, %19, 0;\n"
+        "}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+        : "l"(a_desc), "l"(b_desc), "r"(1), "n"(TransA));
+  }
 }
 
 // S[64 x 64] = A B^T over kSteps k16 steps, both operands K-major in shared memory as 64-column

@@ -239,23 +239,25 @@ TEST_P(MlaDecodeTest, MatchesHostReference) {
 // the workspace layout does not take is refused.
 TEST(MlaDecode, FixedSplitSizesMatchHostReference) {
   TPB_REQUIRE_GPU();
-  const gpu::MlaDecodeShape s = shape(3, 64, 512, 64, 1500);
-  const std::vector<std::int32_t> lens = {1500, 200, 1};
-  DecodeRun run(s, 77);
-  run.poison_past_lengths(lens);
-  std::vector<float> ref(run.d_out.count);
-  gpu::mla_decode_attention_ref(run.q.data(), run.cache.data(), lens.data(), s, kScale, ref.data());
-  for (int v = 0; v < gpu::tuning::mla_decode_variants(); ++v) {
-    if (!gpu::tuning::mla_decode_variant_supports(v, s)) continue;
-    for (std::int64_t tiles : {1, 3, 7}) {
-      SCOPED_TRACE(std::string("variant ") + gpu::tuning::mla_decode_variant_name(v) + ", " + std::to_string(tiles) +
-                   " tiles per split");
-      EXPECT_EQ(gpu::tuning::mla_decode_variant_splits(v, s, tiles), (1500 / 64 + 1 + tiles - 1) / tiles);
-      run.tiles_per_split = tiles;
-      expect_close(run.run(lens, v), ref, s, lens);
+  // 64 heads (TP 1's share: the 64-head wgmma kernel) and 32 (TP 2's: the heads-as-N one).
+  for (std::int64_t heads : {64, 32}) {
+    const gpu::MlaDecodeShape s = shape(3, heads, 512, 64, 1500);
+    const std::vector<std::int32_t> lens = {1500, 200, 1};
+    DecodeRun run(s, 77 + static_cast<std::uint64_t>(heads));
+    run.poison_past_lengths(lens);
+    std::vector<float> ref(run.d_out.count);
+    gpu::mla_decode_attention_ref(run.q.data(), run.cache.data(), lens.data(), s, kScale, ref.data());
+    for (int v = 0; v < gpu::tuning::mla_decode_variants(); ++v) {
+      if (!gpu::tuning::mla_decode_variant_supports(v, s)) continue;
+      for (std::int64_t tiles : {1, 3, 7}) {
+        SCOPED_TRACE(std::string("variant ") + gpu::tuning::mla_decode_variant_name(v) + ", " + std::to_string(heads) +
+                     " heads, " + std::to_string(tiles) + " tiles per split");
+        EXPECT_EQ(gpu::tuning::mla_decode_variant_splits(v, s, tiles), (1500 / 64 + 1 + tiles - 1) / tiles);
+        run.tiles_per_split = tiles;
+        expect_close(run.run(lens, v), ref, s, lens);
+      }
     }
   }
-  run.tiles_per_split = 0;
   EXPECT_THROW(gpu::tuning::mla_decode_variant_splits(0, shape(1, 8, 512, 64, 64 * 257), 1), std::exception);
 }
 
@@ -279,14 +281,23 @@ TEST(MlaDecode, WorkspaceTooSmallThrows) {
   TPB_CUDA_CHECK(cudaStreamSynchronize(run.stream));
 }
 
-// The Kimi-K2.5 row takes the wgmma kernel by default (in a build with sm_90a code, on a
-// compute capability 9.0 device), other widths the mma.sync one.
+// The Kimi-K2.5 row takes a wgmma kernel by default (in a build with sm_90a code, on a
+// compute capability 9.0 device): up to 32 heads the heads-as-N one, above them the 64-head
+// one; other widths the mma.sync one.
 TEST(MlaDecode, DefaultVariantByWidth) {
   TPB_REQUIRE_GPU();
   const bool wgmma = TPB_HAVE_SM90A && current_device_compute_capability() == 90;
-  EXPECT_STREQ(wgmma ? "wgmma" : "mma_sync", gpu::tuning::mla_decode_variant_name(gpu::tuning::mla_decode_default_variant(shape(1, 32, 512, 64, 10))));
-  EXPECT_STREQ("mma_sync", gpu::tuning::mla_decode_variant_name(gpu::tuning::mla_decode_default_variant(shape(1, 32, 128, 32, 10))));
+  auto picked = [](const gpu::MlaDecodeShape& s) {
+    return gpu::tuning::mla_decode_variant_name(gpu::tuning::mla_decode_default_variant(s));
+  };
+  EXPECT_STREQ(wgmma ? "wgmma_heads_n" : "mma_sync", picked(shape(1, 32, 512, 64, 10)));
+  EXPECT_STREQ(wgmma ? "wgmma_heads_n" : "mma_sync", picked(shape(1, 1, 512, 64, 10)));
+  EXPECT_STREQ(wgmma ? "wgmma" : "mma_sync", picked(shape(1, 33, 512, 64, 10)));
+  EXPECT_STREQ(wgmma ? "wgmma" : "mma_sync", picked(shape(1, 64, 512, 64, 10)));
+  EXPECT_STREQ("mma_sync", picked(shape(1, 32, 128, 32, 10)));
   EXPECT_FALSE(gpu::tuning::mla_decode_variant_supports(1, shape(1, 32, 512, 32, 10)));
+  EXPECT_FALSE(gpu::tuning::mla_decode_variant_supports(2, shape(1, 32, 512, 32, 10)));
+  EXPECT_FALSE(gpu::tuning::mla_decode_variant_supports(2, shape(1, 33, 512, 64, 10)));
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, MlaDecodeTest, ::testing::ValuesIn(cases()),
@@ -297,6 +308,7 @@ TEST(MlaDecode, SameInputsSameBits) {
   DecodeRun run(shape(3, 32, 512, 64, 9000), 77);
   const std::vector<std::int32_t> lens = {8999, 1, 4097};
   for (int v = 0; v < gpu::tuning::mla_decode_variants(); ++v) {
+    if (!gpu::tuning::mla_decode_variant_supports(v, run.shape)) continue;
     const std::vector<std::uint16_t> a = run.run(lens, v);
     const std::vector<std::uint16_t> b = run.run(lens, v);
     EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * 2))

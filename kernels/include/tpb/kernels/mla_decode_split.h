@@ -20,6 +20,10 @@ constexpr std::int64_t kMlaDecodeMaxSplits = 256;
 constexpr std::int64_t kMlaDecodeWgmmaKvLora = 512;
 constexpr std::int64_t kMlaDecodeWgmmaRope = 64;
 constexpr std::int64_t kMlaDecodeWgmmaHeadsPerCta = 64;
+// Up to this many heads, the wgmma kernel with the heads as the MMA's N dimension
+// (wgmma_heads_n: 8, 16 or 32 per CTA) takes the row instead; one head group, as the
+// 64-head kernel's, so the plan and the workspace are the same.
+constexpr std::int64_t kMlaDecodeHeadsNMax = 32;
 
 inline bool mla_decode_wgmma_shape(std::int64_t kv_lora, std::int64_t rope) {
   return kv_lora == kMlaDecodeWgmmaKvLora && rope == kMlaDecodeWgmmaRope;

@@ -3,7 +3,10 @@
 //   0 mma_sync  mma.sync m16n8k16, 32 heads per CTA, any width mla_decode_attention takes
 //   1 wgmma     Hopper warpgroup MMA, 64 heads per CTA, kv_lora 512 + rope 64 only (the
 //               DeepSeek-V3 / Kimi-K2.5 row): what mla_decode_attention launches there
-// Both give P to the P·V product as bf16 hi + lo, merge their splits with the same kernel and
+//               above 32 heads
+//   2 wgmma_heads_n  the same row with the heads as the MMA's N dimension, up to 32 heads (a
+//               rank's share at TP >= 2): what mla_decode_attention launches there
+// All give P to the P·V product as bf16 hi + lo, merge their splits with the same kernel and
 // are deterministic (fixed sum order, no atomics); their sum orders differ, so their bits may.
 #pragma once
 
