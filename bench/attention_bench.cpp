@@ -326,10 +326,13 @@ void register_attention_benchmarks(RankContext& ctx) {
         ->Unit(benchmark::kMicrosecond)
         ->Iterations(10);
   };
-  for (int variant = 0; variant < gpu::tuning::mla_decode_variants(); ++variant)
-    for (std::int64_t heads : kDecodeHeads)
-      for (std::int64_t batch : kBatches)
-        for (std::int64_t seq_len : kSeqLens) add_decode("mla_decode", variant, heads, batch, seq_len, 0);
+  // The variants of one shape one after another, so that what ran before (a GPU's clocks, its
+  // temperature) is the same for them.
+  for (std::int64_t heads : kDecodeHeads)
+    for (std::int64_t batch : kBatches)
+      for (std::int64_t seq_len : kSeqLens)
+        for (int variant = 0; variant < gpu::tuning::mla_decode_variants(); ++variant)
+          add_decode("mla_decode", variant, heads, batch, seq_len, 0);
   for (std::int64_t heads : kDecodeHeads)
     for (std::int64_t batch : kSweepBatches)
       for (std::int64_t seq_len : kSweepSeqLens)

@@ -306,6 +306,33 @@ __device__ __forceinline__ void load_query_rows(std::uint32_t dst, const __nv_bf
   }
 }
 
+// stmatrix .trans of a warp's kN / 4 8x8 bf16 fragments (frag[m]: the m16n8 accumulator
+// layout's pair, keys 8 (m & 1) + lane / 4 of the warp's 16, heads 8 (m >> 1) + 2 (lane % 4) ..)
+// into P^T [kN heads][64 keys], 128-byte swizzled: lane l addresses row l % 8 (head 8 (m >> 1) +
+// l % 8) of fragment m = l / 8 of each instruction, the 16-byte chunk of keys 16 warp + 8 (m & 1).
+template <int kN>
+__device__ __forceinline__ void store_p_transposed(std::uint32_t base, const std::uint32_t (&frag)[kN / 4], int warp,
+                                                   int lane) {
+  constexpr int kPerInstr = kN / 4 < 4 ? kN / 4 : 4;
+  auto row_addr = [&](int m) {
+    const int i = lane & 7, head = 8 * (m >> 1) + i, chunk = 2 * warp + (m & 1);
+    return base + static_cast<std::uint32_t>(head * 128 + ((chunk ^ i) << 4));
+  };
+#pragma unroll
+  for (int k = 0; k < kN / 4 / kPerInstr; ++k) {
+    const std::uint32_t addr = row_addr(kPerInstr * k + ((lane >> 3) % kPerInstr));
+    if constexpr (kPerInstr == 4) {
+      TPB_WGMMA_ASM("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(addr),
+                    "r"(frag[4 * k]), "r"(frag[4 * k + 1]), "r"(frag[4 * k + 2]), "r"(frag[4 * k + 3])
+                    : "memory");
+    } else {
+      TPB_WGMMA_ASM("stmatrix.sync.aligned.m8n8.x2.trans.shared.b16 [%0], {%1, %2};\n" ::"r"(addr),
+                    "r"(frag[2 * k]), "r"(frag[2 * k + 1])
+                    : "memory");
+    }
+  }
+}
+
 // O^T blocks 4 wg .. 4 wg + 3 (latent columns 64 (4 wg + mb) ..) += C_lat^T P^T over the tile's
 // 64 keys, hi then lo at each k16 step; waited for.
 template <int kN>
@@ -368,7 +395,6 @@ __global__ void __launch_bounds__(kThreads, 1)
   const std::uint32_t tiles_addr = base + G::kTilesOff;
   const std::uint32_t q_addr = base + G::kQOff;
   auto p_addr = [&](int parity, int lo) { return base + G::kPOff + (2 * parity + lo) * G::kPBytes; };
-  auto p_ptr = [&](int parity, int lo) { return smem + G::kPOff + (2 * parity + lo) * G::kPBytes; };
   float* max_s = reinterpret_cast<float*>(smem + G::kMaxOff);    // [4][kN]
   float* corr_s = reinterpret_cast<float*>(smem + G::kCorrOff);  // [2][kN]
 
@@ -393,20 +419,28 @@ __global__ void __launch_bounds__(kThreads, 1)
       const int keys = static_cast<int>(min(end - (start + static_cast<std::int64_t>(it) * kTileKeys),
                                             static_cast<std::int64_t>(kTileKeys)));
       named_sync(kBarTileReady);
-      // S^T = C Q^T over the 36 k16 steps.
-      float s[kAcc];
+      // S^T = C Q^T over the 36 k16 steps, even and odd steps in two accumulators (two
+      // dependency chains of short MMAs instead of one), added at the end in a fixed order.
+      float s[kAcc], s_odd[kAcc];
 #pragma unroll
-      for (int i = 0; i < kAcc; ++i) s[i] = 0.0f;
+      for (int i = 0; i < kAcc; ++i) s[i] = s_odd[i] = 0.0f;
       fence_operands(s);
+      fence_operands(s_odd);
       wgmma_fence();
       const std::uint64_t c_desc = sw128_desc(tile_addr, 16, 1024);
 #pragma unroll
-      for (int ks = 0; ks < kSteps; ++ks)
+      for (int ks = 0; ks < kSteps; ks += 2) {
         wgmma_m64nNk16_ss<kN, 0>(s, c_desc + (((ks >> 2) * kBlockBytes + 32 * (ks & 3)) >> 4),
                                  q_desc + (((ks >> 2) * G::kQBlockBytes + 32 * (ks & 3)) >> 4));
+        wgmma_m64nNk16_ss<kN, 0>(s_odd, c_desc + ((((ks + 1) >> 2) * kBlockBytes + 32 * ((ks + 1) & 3)) >> 4),
+                                 q_desc + ((((ks + 1) >> 2) * G::kQBlockBytes + 32 * ((ks + 1) & 3)) >> 4));
+      }
       wgmma_commit();
       wgmma_wait<0>();
       fence_operands(s);
+      fence_operands(s_odd);
+#pragma unroll
+      for (int i = 0; i < kAcc; ++i) s[i] += s_odd[i];
 
       // s[4j + e]: key key0, head 8j + q2 + e; s[4j + 2 + e]: key key0 + 8. Masked, base 2.
       float tile_max[kMine];
@@ -425,9 +459,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
         for (int h = 0; h < kMine; ++h) max_s[warp * kN + head_of(h)] = tile_max[h];
       wg0_sync();
-      float corr[kMine];
-      __nv_bfloat16* p_hi = reinterpret_cast<__nv_bfloat16*>(p_ptr(parity, 0));
-      __nv_bfloat16* p_lo = reinterpret_cast<__nv_bfloat16*>(p_ptr(parity, 1));
+      float corr[kMine], p[kAcc];
 #pragma unroll
       for (int h = 0; h < kMine; ++h) {
         const int j = h >> 1, e = h & 1, head = head_of(h);
@@ -437,15 +469,24 @@ __global__ void __launch_bounds__(kThreads, 1)
         for (int w = 0; w < 4; ++w) m_new = fmaxf(m_new, max_s[w * kN + head]);
         corr[h] = exp2f(m_run[h] - m_new);  // 0 on the first tile
         m_run[h] = m_new;
-        const float p0 = exp2f(s[4 * j + e] - m_new), p1 = exp2f(s[4 * j + 2 + e] - m_new);
-        l_run[h] = l_run[h] * corr[h] + (p0 + p1);
-        const __nv_bfloat16 h0 = __float2bfloat16_rn(p0), h1 = __float2bfloat16_rn(p1);
-        // P^T[head][key] in the swizzled layout (bytes / 2: bf16 elements).
-        p_hi[sw128_offset(head, key0) / 2] = h0;
-        p_hi[sw128_offset(head, key0 + 8) / 2] = h1;
-        p_lo[sw128_offset(head, key0) / 2] = __float2bfloat16_rn(p0 - __bfloat162float(h0));
-        p_lo[sw128_offset(head, key0 + 8) / 2] = __float2bfloat16_rn(p1 - __bfloat162float(h1));
+        p[4 * j + e] = exp2f(s[4 * j + e] - m_new);
+        p[4 * j + 2 + e] = exp2f(s[4 * j + 2 + e] - m_new);
+        l_run[h] = l_run[h] * corr[h] + (p[4 * j + e] + p[4 * j + 2 + e]);
       }
+      // P^T hi and lo: the pairs (p[2m], p[2m + 1]) are 8x8 fragment m of the warp's [16 keys x
+      // kN heads] (keys 8 (m & 1) .., heads 8 (m >> 1) ..), which stmatrix .trans stores as
+      // rows of heads, 8 keys (one 16-byte chunk) each.
+      std::uint32_t hi[kAcc / 2], lo[kAcc / 2];
+#pragma unroll
+      for (int m = 0; m < kAcc / 2; ++m) {
+        const __nv_bfloat162 h2 = __floats2bfloat162_rn(p[2 * m], p[2 * m + 1]);
+        const float2 hf = __bfloat1622float2(h2);
+        const __nv_bfloat162 l2 = __floats2bfloat162_rn(p[2 * m] - hf.x, p[2 * m + 1] - hf.y);
+        hi[m] = *reinterpret_cast<const std::uint32_t*>(&h2);
+        lo[m] = *reinterpret_cast<const std::uint32_t*>(&l2);
+      }
+      store_p_transposed<kN>(p_addr(parity, 0), hi, warp, lane);
+      store_p_transposed<kN>(p_addr(parity, 1), lo, warp, lane);
       if (warp == 0 && gq == 0)
 #pragma unroll
         for (int h = 0; h < kMine; ++h) corr_s[parity * kN + head_of(h)] = corr[h];
