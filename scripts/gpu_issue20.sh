@@ -11,8 +11,8 @@
 #   3. one table: useful causal TFLOP/s of each prefill variant, each / cuDNN (issue 20's
 #      target: >= 0.75), and the decode kernel's share of copy bandwidth (target: >= 0.85);
 #   4. NCU=1: Nsight Compute on one launch of the engine's prefill kernel (split P) and of the
-#      decode kernel at 64 heads x batch 64 x 8K (speed of light, occupancy, warp states,
-#      source counters), and their SASS (ncu.txt, sass.txt.gz);
+#      decode kernels (NCU_DECODE, default the 64-head wgmma one at batch 64 x 8K; speed of
+#      light, occupancy, warp states, source counters), and their SASS (ncu.txt, sass.txt.gz);
 #   5. SCENARIOS="prefill-1gpu decode-1gpu": each against the stored baselines/h200x1 (the
 #      before/after: latency ratios and digest verdicts), then with RECORD=1 recorded anew
 #      (--update-baselines; pass TPB_GIT_SHA=<sha> TPB_GIT_DIRTY=0 from a clean commit, the sha
@@ -125,9 +125,9 @@ PY
 fi
 
 if [ "${NCU:-0}" = 1 ]; then
-  # NCU_PREFILL: the prefill variants profiled (64 heads, 1 x 8K); NCU_DECODE: the decode shapes
-  # (64 heads, wgmma kernel), each "batch:seq_len": every kernel of one call (split and merge).
-  step "Nsight Compute: prefill (${NCU_PREFILL:=wgmma_split_p_overlap}, 64 heads, 1 x 8K), decode (${NCU_DECODE:=64:8192}, 64 heads)"
+  # NCU_PREFILL: the prefill variants profiled (64 heads, 1 x 8K; "" for none); NCU_DECODE: the
+  # decode cases, each "kernel:heads:batch:seq_len": every kernel of one call (split and merge).
+  step "Nsight Compute: prefill (${NCU_PREFILL=wgmma_split_p_overlap}, 64 heads, 1 x 8K), decode (${NCU_DECODE:=wgmma:64:64:8192})"
   NCU_SECTIONS=(--section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats
                 --section SchedulerStats --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis
                 --section SourceCounters)
@@ -137,10 +137,11 @@ if [ "${NCU:-0}" = 1 ]; then
         "${NCU_SECTIONS[@]}" "$BENCH" --tpb_ranks=1 \
         --benchmark_filter="attention/mla_prefill/$v/heads:64/batch:1/q_len:8192/"
     done
-    for shape in $NCU_DECODE; do
+    for spec in $NCU_DECODE; do
+      IFS=: read -r kernel heads batch seq_len <<<"$spec"
       bounded 120 ncu --clock-control none --kernel-name regex:mla_decode --launch-skip 4 --launch-count 2 \
         "${NCU_SECTIONS[@]}" "$BENCH" --tpb_ranks=1 \
-        --benchmark_filter="attention/mla_decode/wgmma/heads:64/batch:${shape%%:*}/seq_len:${shape##*:}/"
+        --benchmark_filter="attention/mla_decode/$kernel/heads:$heads/batch:$batch/seq_len:$seq_len/"
     done
   } >"$OUT/ncu.txt" 2>&1
   echo "ncu: rc=$?"; grep -E "^  [a-z_:<>0-9 ]+\(|Duration|Compute \(SM\) Throughput|Memory Throughput|Achieved Occupancy|Registers Per|Issue Slots Busy|No Eligible" "$OUT/ncu.txt" | head -60
