@@ -73,12 +73,15 @@ constexpr int kMaxColTiles = kMaxKvLora / (8 * kSlices);  // 8-column output til
 constexpr int kMaxSplits = static_cast<int>(kernels::kMlaDecodeMaxSplits);
 constexpr int kMergeColumns = 64;  // column pairs (threads) per merge CTA
 // Partial outputs each merge thread has in flight, by the sequences' split count: 32 above 16
-// splits (small batches, long contexts), 8 above 4, else 4. Large batches have few splits and
-// many merge CTAs, whose residency the registers of a larger batch would cut (batch 64 x 1K,
-// 2 splits, 64 heads on an H200: 46.2 us with main's kernel, 48.6 with a batch of 8).
+// splits (small batches, long contexts), else 8. At most kMergeFewSplits splits (large
+// batches: many merge CTAs) take mla_decode_merge_few_kernel instead, kMergeFewVecs float4s of
+// a row per thread. (Before it, 4 in flight at up to 4 splits: batch 64 x 1K, 2 splits, 64
+// heads on an H200 took 46.2 us with 4, 48.6 with 8, the registers of 8 cutting the
+// residency of its many CTAs.)
 constexpr int kMergeBatchManySplits = 32;
 constexpr int kMergeBatchSomeSplits = 8;
-constexpr int kMergeBatchFewSplits = 4;
+constexpr int kMergeFewSplits = 4;
+constexpr int kMergeFewVecs = 2;
 
 // Shared-memory geometry of one shape. Rows are padded with zeros: to 16 columns for the
 // score MMA's K steps, to 16 * kSlices latent columns so that each warp owns whole pairs of
@@ -427,22 +430,12 @@ __device__ __forceinline__ void load_partials(const float2* col, int pairs, int 
     if (s0 + j < splits) v[j] = load_partial(col + static_cast<std::size_t>(s0 + j) * pairs);
 }
 
-template <bool kBase2, int kBatch>
-__global__ void __launch_bounds__(kMergeColumns)
-    mla_decode_merge_kernel(const float* __restrict__ o_part, const float* __restrict__ m_part,
-                            const float* __restrict__ l_part, int kv_lora, int splits,
-                            __nv_bfloat16* __restrict__ o_lat) {
-  __shared__ float w_s[kMaxSplits];
-  __shared__ float l_s[kMaxSplits];
-  __shared__ float warp_max[kMergeColumns / 32];
-  const std::size_t bh = blockIdx.x;
-  const int pairs = kv_lora / 2;
-  const int cp = static_cast<int>(blockIdx.y) * kMergeColumns + static_cast<int>(threadIdx.x);
-  const bool has_column = cp < pairs;
-  const float2* col = reinterpret_cast<const float2*>(o_part + bh * splits * kv_lora) + cp;
-  float2 v[kBatch];
-  if (has_column) load_partials(col, pairs, 0, splits, v);
-
+// The merge weights of row bh, the same in every merge CTA of the row: w_s[s] = exp(m_s - max
+// m) (0 for an empty split) and l_s[s] (0 for an empty split) in shared memory, and the
+// returned 1 / sum_s w_s l_s. Every thread of the CTA calls it (two barriers inside).
+template <bool kBase2>
+__device__ __forceinline__ float merge_weights(const float* __restrict__ m_part, const float* __restrict__ l_part,
+                                               std::size_t bh, int splits, float* w_s, float* l_s, float* warp_max) {
   float m_max = -INFINITY;
   for (int s = threadIdx.x; s < splits; s += blockDim.x) {
     const float m = m_part[bh * splits + s], l = l_part[bh * splits + s];
@@ -465,11 +458,29 @@ __global__ void __launch_bounds__(kMergeColumns)
     l_s[s] = live ? l_s[s] : 0.0f;
   }
   __syncthreads();
-  if (!has_column) return;
   float denom = 0.0f;
 #pragma unroll 8
   for (int s = 0; s < splits; ++s) denom += w_s[s] * l_s[s];
-  const float inv = denom > 0.0f ? 1.0f / denom : 0.0f;
+  return denom > 0.0f ? 1.0f / denom : 0.0f;
+}
+
+template <bool kBase2, int kBatch>
+__global__ void __launch_bounds__(kMergeColumns)
+    mla_decode_merge_kernel(const float* __restrict__ o_part, const float* __restrict__ m_part,
+                            const float* __restrict__ l_part, int kv_lora, int splits,
+                            __nv_bfloat16* __restrict__ o_lat) {
+  __shared__ float w_s[kMaxSplits];
+  __shared__ float l_s[kMaxSplits];
+  __shared__ float warp_max[kMergeColumns / 32];
+  const std::size_t bh = blockIdx.x;
+  const int pairs = kv_lora / 2;
+  const int cp = static_cast<int>(blockIdx.y) * kMergeColumns + static_cast<int>(threadIdx.x);
+  const bool has_column = cp < pairs;
+  const float2* col = reinterpret_cast<const float2*>(o_part + bh * splits * kv_lora) + cp;
+  float2 v[kBatch];
+  if (has_column) load_partials(col, pairs, 0, splits, v);
+  const float inv = merge_weights<kBase2>(m_part, l_part, bh, splits, w_s, l_s, warp_max);
+  if (!has_column) return;
 
   float2 sum = make_float2(0.0f, 0.0f);
   for (int s0 = 0; s0 < splits; s0 += kBatch) {
@@ -484,6 +495,60 @@ __global__ void __launch_bounds__(kMergeColumns)
     }
   }
   reinterpret_cast<__nv_bfloat162*>(o_lat + bh * kv_lora)[cp] = __floats2bfloat162_rn(sum.x * inv, sum.y * inv);
+}
+
+// The merge of at most kMergeFewSplits splits (large batches): the same arithmetic per output
+// (the same weights, fmaf in split order, one rounding), with every split's partials of
+// kMergeFewVecs float4s per thread in flight at once; a CTA covers kMergeColumns * 4 *
+// kMergeFewVecs = 512 columns, a whole row at kv_lora 512, so a quarter of the CTAs of the
+// kernel above, each with four times the loads in flight (before: batch 64 x 8K at 32 heads,
+// 2 splits, 8192 CTAs of 64 threads, 8.1 us at 1.05 TB/s on an H200, Nsight Compute).
+__device__ __forceinline__ float4 load_partial4(const float4* p) {
+  float4 v;
+  asm volatile("ld.global.cg.v4.f32 {%0, %1, %2, %3}, [%4];" : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "l"(p));
+  return v;
+}
+
+template <bool kBase2>
+__global__ void __launch_bounds__(kMergeColumns)
+    mla_decode_merge_few_kernel(const float* __restrict__ o_part, const float* __restrict__ m_part,
+                                const float* __restrict__ l_part, int kv_lora, int splits,
+                                __nv_bfloat16* __restrict__ o_lat) {
+  __shared__ float w_s[kMergeFewSplits];
+  __shared__ float l_s[kMergeFewSplits];
+  __shared__ float warp_max[kMergeColumns / 32];
+  const std::size_t bh = blockIdx.x;
+  const int quads = kv_lora / 4;
+  const float4* row = reinterpret_cast<const float4*>(o_part + bh * splits * kv_lora);
+  int q[kMergeFewVecs];
+  float4 v[kMergeFewSplits][kMergeFewVecs];
+#pragma unroll
+  for (int k = 0; k < kMergeFewVecs; ++k)
+    q[k] = (static_cast<int>(blockIdx.y) * kMergeFewVecs + k) * kMergeColumns + static_cast<int>(threadIdx.x);
+#pragma unroll
+  for (int s = 0; s < kMergeFewSplits; ++s)
+#pragma unroll
+    for (int k = 0; k < kMergeFewVecs; ++k)
+      if (s < splits && q[k] < quads) v[s][k] = load_partial4(row + static_cast<std::size_t>(s) * quads + q[k]);
+  const float inv = merge_weights<kBase2>(m_part, l_part, bh, splits, w_s, l_s, warp_max);
+#pragma unroll
+  for (int k = 0; k < kMergeFewVecs; ++k) {
+    if (q[k] >= quads) continue;
+    float4 sum = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+#pragma unroll
+    for (int s = 0; s < kMergeFewSplits; ++s) {
+      if (s < splits) {
+        const float w = w_s[s];
+        sum.x = fmaf(w, w != 0.0f ? v[s][k].x : 0.0f, sum.x);
+        sum.y = fmaf(w, w != 0.0f ? v[s][k].y : 0.0f, sum.y);
+        sum.z = fmaf(w, w != 0.0f ? v[s][k].z : 0.0f, sum.z);
+        sum.w = fmaf(w, w != 0.0f ? v[s][k].w : 0.0f, sum.w);
+      }
+    }
+    __nv_bfloat162* dst = reinterpret_cast<__nv_bfloat162*>(o_lat + bh * kv_lora) + 2 * q[k];
+    dst[0] = __floats2bfloat162_rn(sum.x * inv, sum.y * inv);
+    dst[1] = __floats2bfloat162_rn(sum.z * inv, sum.w * inv);
+  }
 }
 
 // Resident split CTAs on the whole device for this geometry: the plan's wave size.
@@ -505,11 +570,9 @@ auto merge_kernel(bool base2) {
   return base2 ? mla_decode_merge_kernel<true, kBatch> : mla_decode_merge_kernel<false, kBatch>;
 }
 
-// The merge for a plan's split count: the tiers of kMergeBatch*.
+// The merge above kMergeFewSplits splits: the tiers of kMergeBatch*.
 auto merge_kernel_for(std::int64_t splits, bool base2) {
-  return splits > 16 ? merge_kernel<kMergeBatchManySplits>(base2)
-         : splits > 4 ? merge_kernel<kMergeBatchSomeSplits>(base2)
-                      : merge_kernel<kMergeBatchFewSplits>(base2);
+  return splits > 16 ? merge_kernel<kMergeBatchManySplits>(base2) : merge_kernel<kMergeBatchSomeSplits>(base2);
 }
 
 constexpr int kVariantMmaSync = 0;
@@ -595,11 +658,21 @@ void launch(const Plan& p, const __nv_bfloat16* q, const __nv_bfloat16* cache, c
         g.row_tiles, g.stride, w.o, w.m, w.l);
     TPB_CUDA_CHECK_LAUNCH();
   }
-  const dim3 merge_grid(static_cast<unsigned>(shape.batch * shape.heads),
-                        static_cast<unsigned>((shape.kv_lora / 2 + kMergeColumns - 1) / kMergeColumns));
-  auto merge = merge_kernel_for(p.split.splits, p.variant != kVariantMmaSync);
-  merge<<<merge_grid, kMergeColumns, 0, stream>>>(w.o, w.m, w.l, static_cast<int>(shape.kv_lora),
-                                                  static_cast<int>(p.split.splits), o_lat);
+  const bool base2 = p.variant != kVariantMmaSync;
+  if (p.split.splits <= kMergeFewSplits) {
+    constexpr int kColumnsPerCta = kMergeColumns * 4 * kMergeFewVecs;
+    const dim3 grid(static_cast<unsigned>(shape.batch * shape.heads),
+                    static_cast<unsigned>((shape.kv_lora + kColumnsPerCta - 1) / kColumnsPerCta));
+    auto merge = base2 ? mla_decode_merge_few_kernel<true> : mla_decode_merge_few_kernel<false>;
+    merge<<<grid, kMergeColumns, 0, stream>>>(w.o, w.m, w.l, static_cast<int>(shape.kv_lora),
+                                              static_cast<int>(p.split.splits), o_lat);
+  } else {
+    const dim3 grid(static_cast<unsigned>(shape.batch * shape.heads),
+                    static_cast<unsigned>((shape.kv_lora / 2 + kMergeColumns - 1) / kMergeColumns));
+    auto merge = merge_kernel_for(p.split.splits, base2);
+    merge<<<grid, kMergeColumns, 0, stream>>>(w.o, w.m, w.l, static_cast<int>(shape.kv_lora),
+                                              static_cast<int>(p.split.splits), o_lat);
+  }
   TPB_CUDA_CHECK_LAUNCH();
 }
 
