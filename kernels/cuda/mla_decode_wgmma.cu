@@ -92,6 +92,29 @@ __device__ __forceinline__ void load_rows(std::uint32_t dst, const __nv_bfloat16
   }
 }
 
+// Warpgroup 1's copy of cache tile `it` of sequence b's split [start, end) into its stage.
+__device__ __forceinline__ auto tile_loader(std::uint32_t tiles_addr, const __nv_bfloat16* cache, int b,
+                                            std::int64_t max_len, std::int64_t start, std::int64_t end, int wt) {
+  const __nv_bfloat16* cache_b = cache + static_cast<std::size_t>(b) * max_len * kRow;
+  return [=](int it) {
+    const std::int64_t t0 = start + static_cast<std::int64_t>(it) * kTileKeys;
+    load_rows(tiles_addr + (it % kStages) * kPanelBytes, cache_b + t0 * kRow, end - t0, wt);
+  };
+}
+
+// Warpgroup 1's first copies: tiles 0 and 1 (the queries' copies, issued before, go in tile
+// 0's group), then the queries and tile 0 handed to warpgroup 0.
+template <class LoadTile>
+__device__ __forceinline__ void first_tiles_ready(const LoadTile& load_tile, int tiles) {
+  load_tile(0);
+  cp_async_commit();
+  if (tiles > 1) load_tile(1);
+  cp_async_commit();  // empty when there is one tile: the wait counts stay the same
+  cp_async_wait<1>();
+  fence_proxy_async();  // this thread's cp.async writes, visible to the wgmma (async proxy)
+  named_arrive(kBarTileReady);
+}
+
 // o (this warpgroup's 256 latent columns) = o * corr + P C_lat over the tile's 64 keys: blocks
 // 4 wg .. 4 wg + 3 of the tile, read MN-major, P from registers as hi then lo per k16 step.
 __device__ __forceinline__ void pv_half(float (&o)[128], const std::uint32_t (&hi)[4][4], const std::uint32_t (&lo)[4][4],
@@ -189,18 +212,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   } else {
     // The copies, and the second half of the output.
     load_rows(q_addr, q + (static_cast<std::size_t>(b) * heads + g0) * kRow, heads - g0, wt);
-    const __nv_bfloat16* cache_b = cache + static_cast<std::size_t>(b) * max_len * kRow;
-    auto load_tile = [&](int it) {
-      const std::int64_t t0 = start + static_cast<std::int64_t>(it) * kTileKeys;
-      load_rows(tiles_addr + (it % kStages) * kPanelBytes, cache_b + t0 * kRow, end - t0, wt);
-    };
-    load_tile(0);
-    cp_async_commit();
-    if (tiles > 1) load_tile(1);
-    cp_async_commit();  // empty when there is one tile: the wait counts stay the same
-    cp_async_wait<1>();
-    fence_proxy_async();  // this thread's cp.async writes, visible to the wgmma (async proxy)
-    named_arrive(kBarTileReady);
+    const auto load_tile = tile_loader(tiles_addr, cache, b, max_len, start, end, wt);
+    first_tiles_ready(load_tile, tiles);
     for (int it = 0; it < tiles; ++it) {
       named_sync(kBarPReady);
       std::uint32_t hi[4][4], lo[4][4];
@@ -362,6 +375,19 @@ __device__ __forceinline__ void pv_heads_n(float (&o)[4][kN / 2], std::uint32_t 
   for (int mb = 0; mb < 4; ++mb) fence_operands(o[mb]);
 }
 
+// O^T times each head's correction, before the next P.V adds to it: this thread's head h is
+// accumulator entries 4 (h / 2) + h % 2 and + 2 of every block.
+template <int kBlocksHeld, int kAcc, int kMine>
+__device__ __forceinline__ void rescale_heads(float (&o)[kBlocksHeld][kAcc], const float (&corr)[kMine]) {
+#pragma unroll
+  for (int mb = 0; mb < kBlocksHeld; ++mb)
+#pragma unroll
+    for (int h = 0; h < kMine; ++h) {
+      o[mb][4 * (h >> 1) + (h & 1)] *= corr[h];
+      o[mb][4 * (h >> 1) + 2 + (h & 1)] *= corr[h];
+    }
+}
+
 // Accumulator layout of m64nkN (wgmma.cuh): thread (warp w, lane) holds rows 16 w + lane / 4
 // (+ 8) and columns 8 j + 2 (lane % 4) + e. Its heads are the columns: head index 2 j + e of
 // its kN / 4, head 8 j + q2 + e of the CTA.
@@ -500,30 +526,14 @@ __global__ void __launch_bounds__(kThreads, 1)
       wg0_sync();           // all of P; and every read of max_s is done before the next tile's writes
       named_arrive(kBarPReady);
 
-#pragma unroll
-      for (int mb = 0; mb < 4; ++mb)
-#pragma unroll
-        for (int h = 0; h < kMine; ++h) {
-          o[mb][4 * (h >> 1) + (h & 1)] *= corr[h];
-          o[mb][4 * (h >> 1) + 2 + (h & 1)] *= corr[h];
-        }
+      rescale_heads(o, corr);
       pv_heads_n<kN>(o, tile_addr, 0, p_addr(parity, 0), p_addr(parity, 1));
       if (it + 2 < tiles) named_arrive(kBarStageFree0 + it % 2);
     }
   } else {
     load_query_rows<kN>(q_addr, q + (static_cast<std::size_t>(b) * heads + g0) * kRow, heads - g0, wt);
-    const __nv_bfloat16* cache_b = cache + static_cast<std::size_t>(b) * max_len * kRow;
-    auto load_tile = [&](int it) {
-      const std::int64_t t0 = start + static_cast<std::int64_t>(it) * kTileKeys;
-      load_rows(tiles_addr + (it % kStages) * kPanelBytes, cache_b + t0 * kRow, end - t0, wt);
-    };
-    load_tile(0);
-    cp_async_commit();
-    if (tiles > 1) load_tile(1);
-    cp_async_commit();
-    cp_async_wait<1>();
-    fence_proxy_async();
-    named_arrive(kBarTileReady);
+    const auto load_tile = tile_loader(tiles_addr, cache, b, max_len, start, end, wt);
+    first_tiles_ready(load_tile, tiles);
     for (int it = 0; it < tiles; ++it) {
       const int parity = it % 2;
       named_sync(kBarPReady);
@@ -535,13 +545,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         fence_proxy_async();
         named_arrive(kBarTileReady);
       }
-#pragma unroll
-      for (int mb = 0; mb < 4; ++mb)
-#pragma unroll
-        for (int h = 0; h < kMine; ++h) {
-          o[mb][4 * (h >> 1) + (h & 1)] *= corr[h];
-          o[mb][4 * (h >> 1) + 2 + (h & 1)] *= corr[h];
-        }
+      rescale_heads(o, corr);
       pv_heads_n<kN>(o, tiles_addr + (it % kStages) * kPanelBytes, 1, p_addr(parity, 0), p_addr(parity, 1));
       if (it + 2 < tiles) {
         named_sync(kBarStageFree0 + it % 2);
