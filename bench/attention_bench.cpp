@@ -182,7 +182,7 @@ void bm_decode(benchmark::State& state, int variant, std::int64_t heads, std::in
   g.prepare();
   const gpu::MlaDecodeShape shape = decode_shape(heads, batch, seq_len);
   if (!gpu::tuning::mla_decode_variant_supports(variant, shape)) {
-    state.SkipWithError("this build or device does not run this kernel");
+    state.SkipWithError("this build, device or head count is not one this kernel takes");
     for (auto _ : state) {
     }
     return;

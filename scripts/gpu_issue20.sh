@@ -5,7 +5,7 @@
 #      the GPU engine against the CPU engine, HF transformers and the logits CLI). The scenario
 #      steps (5, 6) are left out when they fail;
 #   2. tpb_bench attention/: mla_prefill/<variant>/... at 1 x 8K and 4 x 2K, 64 and 32 heads,
-#      and mla_decode/<split kernel>/heads:{64,32}/... (BENCH_FILTER narrows them; vs_copy_bw: the cache read rate over the copy
+#      and mla_decode/<split kernel>/heads:{64,32,8}/... (BENCH_FILTER narrows them; vs_copy_bw: the cache read rate over the copy
 #      bandwidth measured in the same process), and bench/sdpa_reference.py (torch SDPA,
 #      cuDNN backend) at the prefill shapes (SKIP_SDPA=1 leaves it out, for decode-only filters);
 #   3. one table: useful causal TFLOP/s of each prefill variant, each / cuDNN (issue 20's

@@ -1,12 +1,12 @@
 // Absorbed-MLA decode attention over the latent KV cache (tpb/kernels/gpu/mla_decode.h), on
-// the tensor cores. Two split kernels, one merge:
+// the tensor cores. Three split kernels, two merges:
 //   wgmma (mla_decode_wgmma.cu): Hopper's warpgroup MMA, 64 heads per CTA, for the DeepSeek-V3
 //     / Kimi-K2.5 row (kv_lora 512 + rope 64), what mla_decode_attention launches there;
 //   wgmma_heads_n (the same file): the heads as the MMA's N dimension, up to 32 per CTA, what
 //     mla_decode_attention launches there for a rank's share at TP >= 2;
 //   mma.sync (below): m16n8k16, any width the validation takes, 32 heads per CTA.
-// Both write the same workspace (partial outputs, maxima and sums per split), which the merge
-// below reduces; tpb/kernels/gpu/mla_decode_tuning.h launches either by name.
+// All write the same workspace (partial outputs, maxima and sums per split), which the merges
+// below reduce; tpb/kernels/gpu/mla_decode_tuning.h launches each by name.
 //
 // The mma.sync kernel. Pass 1, one CTA per (group of up to 32 heads, split, sequence). Every head of a sequence
 // attends over the same cache rows (MQA-style), so the heads are the MMA's M dimension: the
@@ -16,7 +16,8 @@
 // maxima and their probabilities through shared memory, and for O = P C_lat each takes a
 // quarter of the latent columns over all 64 keys. A running max and sum per head give the
 // unnormalised fp32 partial output of the split's key range.
-// Pass 2, one CTA per (sequence, head, 128 latent columns): merges the splits in split order.
+// Pass 2, for every split kernel: one CTA per (sequence, head, 128 latent columns), or per
+// (sequence, head) at most 4 splits, merges the splits in split order.
 //
 // Precision: P enters the second MMA as bf16 hi + lo (P = hi + lo to about 2^-17 relative),
 // two MMAs, so the weighted sum is as close to fp32 as the CUDA-core version it replaced,
@@ -501,7 +502,7 @@ __global__ void __launch_bounds__(kMergeColumns)
 // (the same weights, fmaf in split order, one rounding), with every split's partials of
 // kMergeFewVecs float4s per thread in flight at once; a CTA covers kMergeColumns * 4 *
 // kMergeFewVecs = 512 columns, a whole row at kv_lora 512, so a quarter of the CTAs of the
-// kernel above, each with four times the loads in flight (before: batch 64 x 8K at 32 heads,
+// kernel above, each thread with twice the loads and four times the bytes in flight (before: batch 64 x 8K at 32 heads,
 // 2 splits, 8192 CTAs of 64 threads, 8.1 us at 1.05 TB/s on an H200, Nsight Compute).
 __device__ __forceinline__ float4 load_partial4(const float4* p) {
   float4 v;
@@ -564,7 +565,7 @@ std::int64_t resident_ctas(const Geometry& g) {
   return static_cast<std::int64_t>(per_sm) * std::max(sms, 1);
 }
 
-// The merge kernel for the split kernel's domain of maxima (base 2: the wgmma kernel's).
+// The merge kernel for the split kernel's domain of maxima (base 2: the wgmma kernels').
 template <int kBatch>
 auto merge_kernel(bool base2) {
   return base2 ? mla_decode_merge_kernel<true, kBatch> : mla_decode_merge_kernel<false, kBatch>;
@@ -612,8 +613,11 @@ Plan checked_plan(int variant, const MlaDecodeShape& shape, std::int64_t tiles_p
   validate(shape);
   TPB_CHECK(variant >= 0 && variant < tuning::mla_decode_variants(), "mla_decode: no variant " << variant);
   TPB_CHECK(tuning::mla_decode_variant_supports(variant, shape),
-            "mla_decode: variant " << kVariantNames[variant] << " does not take kv_lora " << shape.kv_lora << " + rope "
-                                   << shape.rope);
+            "mla_decode: variant " << kVariantNames[variant] << " does not take " << shape.heads << " heads at kv_lora "
+                                   << shape.kv_lora << " + rope " << shape.rope
+                                   << " in this build on this device (wgmma kernels: kv_lora 512 + rope 64 on compute "
+                                      "capability 9.0 with sm_90a code; wgmma_heads_n: at most "
+                                   << kernels::kMlaDecodeHeadsNMax << " heads)");
   return make_plan(variant, shape, tiles_per_split);
 }
 

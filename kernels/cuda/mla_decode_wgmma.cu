@@ -1,7 +1,8 @@
 // The split pass of the absorbed-MLA decode attention on Hopper's warpgroup MMA (wgmma), for
 // the DeepSeek-V3 / Kimi-K2.5 row: kv_lora 512 + rope 64 (FlashMLA's shape of the problem).
-// The merge pass and the split plan are mla_decode.cu's; this file is the kernel that reads the
-// cache.
+// The merge pass and the split plan are mla_decode.cu's; this file holds the two kernels that
+// read the cache: the 64-head one, then (below) the one with the heads as the MMA's N dimension.
+//
 //
 // One CTA per (group of 64 heads, split, sequence), two warpgroups. All 64 heads are the wgmma
 // M dimension (fewer heads are padded with zero queries whose rows are dropped), so each
@@ -274,8 +275,9 @@ __global__ void __launch_bounds__(kThreads, 1)
 // The same split pass with the heads as the MMA's N dimension, for up to 32 heads per CTA (a
 // rank's share at TP >= 2: Kimi-K2.5's 64 heads are 32 at TP 2, 8 at TP 8). The kernel above
 // pads the heads to the wgmma's M = 64, so at 32 heads half of its tensor-core work is
-// padding, at 8 heads seven eighths; its tile time (2.97 us per 64-key tile at batch 64 x 8K,
-// where the tile's share of HBM allows 2.3) is the MMAs'. Here the products are transposed:
+// padding, at 8 heads seven eighths. (Its 2.97 us per 64-key tile at batch 64 x 8K, where the
+// tile's share of HBM allows 2.3 and its MMAs 2.2 at the tensor cores' peak, is warpgroup 0's
+// chain with one tile in flight; halving the MMAs gained 5 %, below.) Here the products are transposed:
 //   S^T [64 keys x kN heads] = C Q^T: A = the cache tile (K-major), B = the queries (K-major);
 //   O^T [512 latent x kN heads] += C_lat^T P^T: A = the tile read MN-major (the layout the
 //     kernel above reads V in as B), B = P^T, bf16 hi and lo, stored by warpgroup 0 in shared
@@ -289,10 +291,10 @@ __global__ void __launch_bounds__(kThreads, 1)
 // multiplies tile it's. Same numerics as above (base-2 softmax, P as hi + lo, fp32 partials
 // in the same workspace for the same merge); the sums run in another order, so the bits differ
 // from the kernel above within the same test bound.
-// Measured on one H200 beside the kernel above (tpb_bench attention/mla_decode/, one call):
-// 32 heads, batch 64 x 8K 171 vs 181 us (0.83 vs 0.78 of copy bandwidth), 64 x 32K 0.92 vs
-// 0.86, 256 x 32K 0.91 vs 0.81; 8 heads 64 x 8K 0.92 vs 0.83; batch 1 within 0.5 us either
-// way. Tried and measured slower: one accumulator chain for the scores and 2-byte stores of P
+// Measured on one H200 beside the kernel above (tpb_bench attention/mla_decode/, one call,
+// docs/performance.md's fifth pass): 32 heads, batch 64 x 8K 171.6 vs 180.5 us (0.826 vs 0.785
+// of copy bandwidth), 64 x 32K 0.915 vs 0.852, 256 x 8K 0.872 vs 0.817; 8 heads 64 x 8K 0.928 vs
+// 0.832; batch 1 within 1 us at 32 heads, 2 us faster at 8. Tried and measured slower: one accumulator chain for the scores and 2-byte stores of P
 // (64 x 8K at 32 heads 181 us, no gain over the kernel above); warpgroup 0 taking 2 of the 8
 // latent blocks and warpgroup 1 six, to shorten warpgroup 0's chain (184 vs 170 us).
 template <int kN>
@@ -308,6 +310,9 @@ struct HeadsNGeometry {
   static constexpr int kSmemBytes = kCorrOff + 2 * kN * 4 + 1024;  // + alignment
   static_assert(kQBlockBytes % 1024 == 0 && kPBytes % 1024 == 0, "every operand starts a swizzle pattern");
   static_assert(kSmemBytes <= 227 * 1024, "shared memory per block on sm_90");
+  // One CTA per SM, as the memory planner's split plan assumes (reference_engine/memory/
+  // engine_buffers.cpp sizes the workspace at one resident CTA per SM).
+  static_assert(2 * (kSmemBytes + 1024) > 228 * 1024, "one CTA per SM");
 };
 constexpr int kBarWg0 = 6;  // warpgroup 0's own 128 threads
 __device__ __forceinline__ void wg0_sync() { asm volatile("bar.sync %0, 128;\n" ::"r"(kBarWg0) : "memory"); }
@@ -377,18 +382,18 @@ __device__ __forceinline__ void pv_heads_n(float (&o)[4][kN / 2], std::uint32_t 
 
 // O^T times each head's correction, before the next P.V adds to it: this thread's head h is
 // accumulator entries 4 (h / 2) + h % 2 and + 2 of every block.
-template <int kBlocksHeld, int kAcc, int kMine>
-__device__ __forceinline__ void rescale_heads(float (&o)[kBlocksHeld][kAcc], const float (&corr)[kMine]) {
+template <int kBlocksHeld, int kAcc, int kHeadsPerThread>
+__device__ __forceinline__ void rescale_heads(float (&o)[kBlocksHeld][kAcc], const float (&corr)[kHeadsPerThread]) {
 #pragma unroll
   for (int mb = 0; mb < kBlocksHeld; ++mb)
 #pragma unroll
-    for (int h = 0; h < kMine; ++h) {
+    for (int h = 0; h < kHeadsPerThread; ++h) {
       o[mb][4 * (h >> 1) + (h & 1)] *= corr[h];
       o[mb][4 * (h >> 1) + 2 + (h & 1)] *= corr[h];
     }
 }
 
-// Accumulator layout of m64nkN (wgmma.cuh): thread (warp w, lane) holds rows 16 w + lane / 4
+// Accumulator layout of m64nN (wgmma.cuh): thread (warp w, lane) holds rows 16 w + lane / 4
 // (+ 8) and columns 8 j + 2 (lane % 4) + e. Its heads are the columns: head index 2 j + e of
 // its kN / 4, head 8 j + q2 + e of the CTA.
 template <int kN>
@@ -398,8 +403,8 @@ __global__ void __launch_bounds__(kThreads, 1)
                                           int splits, std::int64_t chunk, float scale, float* __restrict__ o_part,
                                           float* __restrict__ m_part, float* __restrict__ l_part) {
   using G = HeadsNGeometry<kN>;
-  constexpr int kAcc = kN / 2;   // floats of one m64nkN accumulator
-  constexpr int kMine = kN / 4;  // heads of this thread
+  constexpr int kAcc = kN / 2;   // floats of one m64nN accumulator
+  constexpr int kHeadsPerThread = kN / 4;  // heads of this thread
   const int g0 = blockIdx.x * kN;
   const int split = blockIdx.y;
   const int b = blockIdx.z;
@@ -436,9 +441,9 @@ __global__ void __launch_bounds__(kThreads, 1)
   for (int mb = 0; mb < 4; ++mb)
 #pragma unroll
     for (int i = 0; i < kAcc; ++i) o[mb][i] = 0.0f;
-  float m_run[kMine], l_run[kMine];  // warpgroup 0; l over this thread's keys
+  float m_run[kHeadsPerThread], l_run[kHeadsPerThread];  // warpgroup 0; l over this thread's keys
 #pragma unroll
-  for (int h = 0; h < kMine; ++h) m_run[h] = -INFINITY, l_run[h] = 0.0f;
+  for (int h = 0; h < kHeadsPerThread; ++h) m_run[h] = -INFINITY, l_run[h] = 0.0f;
   auto head_of = [&](int h) { return 8 * (h >> 1) + q2 + (h & 1); };  // the CTA's head of this thread's h
 
   if (wg == 0) {
@@ -475,9 +480,9 @@ __global__ void __launch_bounds__(kThreads, 1)
       for (int i = 0; i < kAcc; ++i) s[i] += s_odd[i];
 
       // s[4j + e]: key key0, head 8j + q2 + e; s[4j + 2 + e]: key key0 + 8. Masked, base 2.
-      float tile_max[kMine];
+      float tile_max[kHeadsPerThread];
 #pragma unroll
-      for (int h = 0; h < kMine; ++h) {
+      for (int h = 0; h < kHeadsPerThread; ++h) {
         const int j = h >> 1, e = h & 1;
         s[4 * j + e] = key0 < keys ? s[4 * j + e] * scale_log2 : -INFINITY;
         s[4 * j + 2 + e] = key0 + 8 < keys ? s[4 * j + 2 + e] * scale_log2 : -INFINITY;
@@ -489,11 +494,11 @@ __global__ void __launch_bounds__(kThreads, 1)
       }
       if (gq == 0)
 #pragma unroll
-        for (int h = 0; h < kMine; ++h) max_s[warp * kN + head_of(h)] = tile_max[h];
+        for (int h = 0; h < kHeadsPerThread; ++h) max_s[warp * kN + head_of(h)] = tile_max[h];
       wg0_sync();
-      float corr[kMine], p[kAcc];
+      float corr[kHeadsPerThread], p[kAcc];
 #pragma unroll
-      for (int h = 0; h < kMine; ++h) {
+      for (int h = 0; h < kHeadsPerThread; ++h) {
         const int j = h >> 1, e = h & 1, head = head_of(h);
         // Every warp takes the maximum over the 4 warps alike; the tile's first key is valid.
         float m_new = m_run[h];
@@ -521,7 +526,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       store_p_transposed<kN>(p_addr(parity, 1), lo, warp, lane);
       if (warp == 0 && gq == 0)
 #pragma unroll
-        for (int h = 0; h < kMine; ++h) corr_s[parity * kN + head_of(h)] = corr[h];
+        for (int h = 0; h < kHeadsPerThread; ++h) corr_s[parity * kN + head_of(h)] = corr[h];
       fence_proxy_async();  // P, written by ordinary stores, visible to the wgmma
       wg0_sync();           // all of P; and every read of max_s is done before the next tile's writes
       named_arrive(kBarPReady);
@@ -537,9 +542,9 @@ __global__ void __launch_bounds__(kThreads, 1)
     for (int it = 0; it < tiles; ++it) {
       const int parity = it % 2;
       named_sync(kBarPReady);
-      float corr[kMine];
+      float corr[kHeadsPerThread];
 #pragma unroll
-      for (int h = 0; h < kMine; ++h) corr[h] = corr_s[parity * kN + head_of(h)];
+      for (int h = 0; h < kHeadsPerThread; ++h) corr[h] = corr_s[parity * kN + head_of(h)];
       if (it + 1 < tiles) {
         cp_async_wait<0>();  // tile it + 1
         fence_proxy_async();
@@ -558,7 +563,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   // Partial outputs: o[mb][4j + 2r + e] is latent column 64 (4 wg + mb) + 16 warp + gq + 8 r of
   // head 8j + q2 + e.
 #pragma unroll
-  for (int h = 0; h < kMine; ++h) {
+  for (int h = 0; h < kHeadsPerThread; ++h) {
     const int head = head_of(h);
     if (g0 + head >= heads) continue;
     float* dst = o_part + (part_row0 + static_cast<std::size_t>(head) * splits) * kLora + 16 * warp + gq;
@@ -570,19 +575,19 @@ __global__ void __launch_bounds__(kThreads, 1)
   if (wg == 0) {
     // Each head's sum: over the 8 lanes of its column, then over the warps in warp order.
 #pragma unroll
-    for (int h = 0; h < kMine; ++h) {
+    for (int h = 0; h < kHeadsPerThread; ++h) {
       l_run[h] += __shfl_xor_sync(0xffffffffu, l_run[h], 4);
       l_run[h] += __shfl_xor_sync(0xffffffffu, l_run[h], 8);
       l_run[h] += __shfl_xor_sync(0xffffffffu, l_run[h], 16);
     }
-    wg0_sync();  // the last tile's maxima are read
+    wg0_sync();  // the last tile's maxima are read (the loop's last barrier already ordered them: defensive)
     if (gq == 0)
 #pragma unroll
-      for (int h = 0; h < kMine; ++h) max_s[warp * kN + head_of(h)] = l_run[h];
+      for (int h = 0; h < kHeadsPerThread; ++h) max_s[warp * kN + head_of(h)] = l_run[h];
     wg0_sync();
     if (warp == 0 && gq == 0)
 #pragma unroll
-      for (int h = 0; h < kMine; ++h) {
+      for (int h = 0; h < kHeadsPerThread; ++h) {
         const int head = head_of(h);
         if (g0 + head >= heads) continue;
         float l = 0.0f;
@@ -664,7 +669,6 @@ void launch_mla_decode_split_wgmma_heads_n(const MlaDecodeWgmmaLaunch& l, cudaSt
         l.q, l.cache, l.seq_lens, static_cast<int>(l.heads), l.max_len, static_cast<int>(l.splits), l.chunk, l.scale,
         l.o_part, l.m_part, l.l_part);
     TPB_CUDA_CHECK_LAUNCH();
-    return 0;
   });
 }
 

@@ -14,7 +14,8 @@ constexpr std::int64_t kBf16 = 2, kF32 = 4, kI32 = 4;
 constexpr std::int64_t kLinearWorkspaceBytes = std::int64_t{32} << 20;  // kernels/cuda/linear.cpp
 
 // mla_decode's workspace for `batch` sequences with the split count its plan picks, at one
-// resident CTA per SM (either kernel's occupancy at the Kimi/DeepSeek row width).
+// resident CTA per SM (every split kernel's occupancy at the Kimi/DeepSeek row width; the
+// heads-as-N one static_asserts it).
 std::int64_t decode_workspace_bytes(std::int64_t batch, std::int64_t heads, std::int64_t lora, std::int64_t rope,
                                     std::int64_t max_len, int sms) {
   const kernels::MlaDecodeSplit split =

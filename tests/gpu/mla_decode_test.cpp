@@ -192,6 +192,9 @@ std::vector<DecodeCase> cases() {
       // 20 heads: a full group of 16 and a partial one of 4; a narrow latent leaves threads idle.
       {"b5_h20_lora128_rope32", shape(5, 20, 128, 32, 300), {300, 17, 1, 255, 129}},
       {"b64_h16_random_lens", shape(64, 16, 512, 64, 640), random_lens(11, 64, 640)},
+      // Heads that fill no group of the heads-as-N kernel (16 and 32 columns, the rest padded).
+      {"b3_h12_mixed_lens", shape(3, 12, 512, 64, 2100), {2100, 1, 700}},
+      {"b2_h24_mixed_lens", shape(2, 24, 512, 64, 1300), {63, 1300}},
       // A full wgmma group of 64 heads (TP1), and 80 heads: one full group and one of 16.
       {"b2_h64_mixed_lens", shape(2, 64, 512, 64, 3000), {3000, 65}},
       {"b2_h80_two_groups", shape(2, 80, 512, 64, 700), {700, 64}},
