@@ -571,9 +571,14 @@ auto merge_kernel(bool base2) {
   return base2 ? mla_decode_merge_kernel<true, kBatch> : mla_decode_merge_kernel<false, kBatch>;
 }
 
-// The merge above kMergeFewSplits splits: the tiers of kMergeBatch*.
+// The merge for a plan's split count: at most kMergeFewSplits the few-splits kernel, above the
+// tiers of kMergeBatch*; and the latent columns one CTA of it covers.
 auto merge_kernel_for(std::int64_t splits, bool base2) {
+  if (splits <= kMergeFewSplits) return base2 ? mla_decode_merge_few_kernel<true> : mla_decode_merge_few_kernel<false>;
   return splits > 16 ? merge_kernel<kMergeBatchManySplits>(base2) : merge_kernel<kMergeBatchSomeSplits>(base2);
+}
+int merge_columns_per_cta(std::int64_t splits) {
+  return splits <= kMergeFewSplits ? kMergeColumns * 4 * kMergeFewVecs : kMergeColumns * 2;
 }
 
 constexpr int kVariantMmaSync = 0;
@@ -662,21 +667,12 @@ void launch(const Plan& p, const __nv_bfloat16* q, const __nv_bfloat16* cache, c
         g.row_tiles, g.stride, w.o, w.m, w.l);
     TPB_CUDA_CHECK_LAUNCH();
   }
-  const bool base2 = p.variant != kVariantMmaSync;
-  if (p.split.splits <= kMergeFewSplits) {
-    constexpr int kColumnsPerCta = kMergeColumns * 4 * kMergeFewVecs;
-    const dim3 grid(static_cast<unsigned>(shape.batch * shape.heads),
-                    static_cast<unsigned>((shape.kv_lora + kColumnsPerCta - 1) / kColumnsPerCta));
-    auto merge = base2 ? mla_decode_merge_few_kernel<true> : mla_decode_merge_few_kernel<false>;
-    merge<<<grid, kMergeColumns, 0, stream>>>(w.o, w.m, w.l, static_cast<int>(shape.kv_lora),
-                                              static_cast<int>(p.split.splits), o_lat);
-  } else {
-    const dim3 grid(static_cast<unsigned>(shape.batch * shape.heads),
-                    static_cast<unsigned>((shape.kv_lora / 2 + kMergeColumns - 1) / kMergeColumns));
-    auto merge = merge_kernel_for(p.split.splits, base2);
-    merge<<<grid, kMergeColumns, 0, stream>>>(w.o, w.m, w.l, static_cast<int>(shape.kv_lora),
-                                              static_cast<int>(p.split.splits), o_lat);
-  }
+  const int columns = merge_columns_per_cta(p.split.splits);
+  const dim3 merge_grid(static_cast<unsigned>(shape.batch * shape.heads),
+                        static_cast<unsigned>((shape.kv_lora + columns - 1) / columns));
+  auto merge = merge_kernel_for(p.split.splits, p.variant != kVariantMmaSync);
+  merge<<<merge_grid, kMergeColumns, 0, stream>>>(w.o, w.m, w.l, static_cast<int>(shape.kv_lora),
+                                                  static_cast<int>(p.split.splits), o_lat);
   TPB_CUDA_CHECK_LAUNCH();
 }
 

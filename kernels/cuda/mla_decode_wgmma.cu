@@ -3,7 +3,6 @@
 // The merge pass and the split plan are mla_decode.cu's; this file holds the two kernels that
 // read the cache: the 64-head one, then (below) the one with the heads as the MMA's N dimension.
 //
-//
 // One CTA per (group of 64 heads, split, sequence), two warpgroups. All 64 heads are the wgmma
 // M dimension (fewer heads are padded with zero queries whose rows are dropped), so each
 // 64-key cache tile is read from HBM once for every head of the group. Shared memory holds the
@@ -277,7 +276,8 @@ __global__ void __launch_bounds__(kThreads, 1)
 // pads the heads to the wgmma's M = 64, so at 32 heads half of its tensor-core work is
 // padding, at 8 heads seven eighths. (Its 2.97 us per 64-key tile at batch 64 x 8K, where the
 // tile's share of HBM allows 2.3 and its MMAs 2.2 at the tensor cores' peak, is warpgroup 0's
-// chain with one tile in flight; halving the MMAs gained 5 %, below.) Here the products are transposed:
+// chain with one tile in flight; halving the MMAs gained 5 %, below.) Here the products are
+// transposed:
 //   S^T [64 keys x kN heads] = C Q^T: A = the cache tile (K-major), B = the queries (K-major);
 //   O^T [512 latent x kN heads] += C_lat^T P^T: A = the tile read MN-major (the layout the
 //     kernel above reads V in as B), B = P^T, bf16 hi and lo, stored by warpgroup 0 in shared
@@ -294,9 +294,10 @@ __global__ void __launch_bounds__(kThreads, 1)
 // Measured on one H200 beside the kernel above (tpb_bench attention/mla_decode/, one call,
 // docs/performance.md's fifth pass): 32 heads, batch 64 x 8K 171.6 vs 180.5 us (0.826 vs 0.785
 // of copy bandwidth), 64 x 32K 0.915 vs 0.852, 256 x 8K 0.872 vs 0.817; 8 heads 64 x 8K 0.928 vs
-// 0.832; batch 1 within 1 us at 32 heads, 2 us faster at 8. Tried and measured slower: one accumulator chain for the scores and 2-byte stores of P
-// (64 x 8K at 32 heads 181 us, no gain over the kernel above); warpgroup 0 taking 2 of the 8
-// latent blocks and warpgroup 1 six, to shorten warpgroup 0's chain (184 vs 170 us).
+// 0.832; batch 1 within 1 us at 32 heads, 2 us faster at 8. Tried and measured slower: one
+// accumulator chain for the scores and 2-byte stores of P (64 x 8K at 32 heads 181 us, no gain
+// over the kernel above); warpgroup 0 taking 2 of the 8 latent blocks and warpgroup 1 six, to
+// shorten warpgroup 0's chain (184 vs 170 us).
 template <int kN>
 struct HeadsNGeometry {
   static constexpr int kQBlockBytes = kN * 128;                  // a 64-column block of the queries
@@ -467,10 +468,10 @@ __global__ void __launch_bounds__(kThreads, 1)
       const std::uint64_t c_desc = sw128_desc(tile_addr, 16, 1024);
 #pragma unroll
       for (int ks = 0; ks < kSteps; ks += 2) {
-        wgmma_m64nNk16_ss<kN, 0>(s, c_desc + (((ks >> 2) * kBlockBytes + 32 * (ks & 3)) >> 4),
-                                 q_desc + (((ks >> 2) * G::kQBlockBytes + 32 * (ks & 3)) >> 4));
-        wgmma_m64nNk16_ss<kN, 0>(s_odd, c_desc + ((((ks + 1) >> 2) * kBlockBytes + 32 * ((ks + 1) & 3)) >> 4),
-                                 q_desc + ((((ks + 1) >> 2) * G::kQBlockBytes + 32 * ((ks + 1) & 3)) >> 4));
+        wgmma_m64nNk16_ss<kN, 0>(s, c_desc + k16_step_offset16(ks, kBlockBytes),
+                                 q_desc + k16_step_offset16(ks, G::kQBlockBytes));
+        wgmma_m64nNk16_ss<kN, 0>(s_odd, c_desc + k16_step_offset16(ks + 1, kBlockBytes),
+                                 q_desc + k16_step_offset16(ks + 1, G::kQBlockBytes));
       }
       wgmma_commit();
       wgmma_wait<0>();
@@ -609,20 +610,25 @@ auto with_heads_n(std::int64_t heads, F f) {
   return f(std::integral_constant<int, 32>{});
 }
 
-}  // namespace
-
-std::int64_t mla_decode_wgmma_resident_ctas() {
+// Resident CTAs of a split kernel of kThreads threads and `smem` bytes of dynamic shared memory
+// on the current device (the plan's wave size); sets the kernel's shared-memory attribute, a
+// host-side attribute, legal under stream capture.
+template <class Kernel>
+std::int64_t resident_ctas_of(Kernel kernel, int smem, const char* name) {
   int dev = 0, sms = 0, per_sm = 0;
   TPB_CUDA_CHECK(cudaGetDevice(&dev));
   TPB_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-  // A host-side attribute, legal under stream capture.
-  TPB_CUDA_CHECK(cudaFuncSetAttribute(mla_decode_split_wgmma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                      kSmemBytes));
-  TPB_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, mla_decode_split_wgmma_kernel, kThreads,
-                                                               kSmemBytes));
-  TPB_CHECK(per_sm >= 1, "mla_decode (wgmma): the split kernel does not fit on an SM (" << kSmemBytes
-                                                                                       << " bytes of shared memory)");
+  TPB_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  TPB_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, smem));
+  TPB_CHECK(per_sm >= 1, "mla_decode (" << name << "): the split kernel does not fit on an SM (" << smem
+                                        << " bytes of shared memory)");
   return static_cast<std::int64_t>(per_sm) * std::max(sms, 1);
+}
+
+}  // namespace
+
+std::int64_t mla_decode_wgmma_resident_ctas() {
+  return resident_ctas_of(mla_decode_split_wgmma_kernel, kSmemBytes, "wgmma");
 }
 
 void launch_mla_decode_split_wgmma(const MlaDecodeWgmmaLaunch& l, cudaStream_t stream) {
@@ -636,24 +642,10 @@ void launch_mla_decode_split_wgmma(const MlaDecodeWgmmaLaunch& l, cudaStream_t s
   TPB_CUDA_CHECK_LAUNCH();
 }
 
-}  // namespace tpb::gpu::detail
-
-namespace tpb::gpu::detail {
-
 std::int64_t mla_decode_wgmma_heads_n_resident_ctas(std::int64_t heads) {
   return with_heads_n(heads, [](auto n) {
     constexpr int kN = decltype(n)::value;
-    constexpr int smem = HeadsNGeometry<kN>::kSmemBytes;
-    int dev = 0, sms = 0, per_sm = 0;
-    TPB_CUDA_CHECK(cudaGetDevice(&dev));
-    TPB_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-    TPB_CUDA_CHECK(cudaFuncSetAttribute(mla_decode_split_wgmma_heads_n_kernel<kN>,
-                                        cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-    TPB_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, mla_decode_split_wgmma_heads_n_kernel<kN>,
-                                                                 kThreads, smem));
-    TPB_CHECK(per_sm >= 1, "mla_decode (wgmma_heads_n): the split kernel does not fit on an SM (" << smem
-                                                                                              << " bytes of shared memory)");
-    return static_cast<std::int64_t>(per_sm) * std::max(sms, 1);
+    return resident_ctas_of(mla_decode_split_wgmma_heads_n_kernel<kN>, HeadsNGeometry<kN>::kSmemBytes, "wgmma_heads_n");
   });
 }
 

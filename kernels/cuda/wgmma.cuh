@@ -131,6 +131,12 @@ __device__ __forceinline__ void wgmma_m64nNk16_ss(float (&d)[kN / 2], std::uint6
   }
 }
 
+// The descriptor offset (in 16-byte units) of k16 step ks of a K-major operand stored as
+// 64-column swizzled blocks block_bytes apart: block ks / 4, 32 bytes into its rows per step.
+__device__ __forceinline__ std::uint32_t k16_step_offset16(int ks, int block_bytes) {
+  return static_cast<std::uint32_t>(((ks >> 2) * block_bytes + 32 * (ks & 3)) >> 4);
+}
+
 // S[64 x 64] = A B^T over kSteps k16 steps, both operands K-major in shared memory as 64-column
 // swizzled blocks of 64 rows one after another (8 KB apart; k16 step ks is block ks / 4, 32
 // bytes into its rows per step within it): the attention kernels' scores, Q against a tile of
@@ -144,7 +150,7 @@ __device__ __forceinline__ void wgmma_scores_ss(float (&s)[32], std::uint64_t a_
   wgmma_fence();
 #pragma unroll
   for (int ks = 0; ks < kSteps; ++ks) {
-    const std::uint32_t off16 = ((ks >> 2) * 8192 + 32 * (ks & 3)) >> 4;
+    const std::uint32_t off16 = k16_step_offset16(ks, 8192);
     wgmma_m64n64k16_ss<0>(s, a_desc + off16, b_desc + off16, 1);
   }
   wgmma_commit();
