@@ -10,6 +10,12 @@
 
 namespace tpb {
 
+// How a model's weights are stored. A model is bf16 or int4 (Kimi-K2.5's released checkpoint:
+// its routed experts INT4 pack-quantized, group 32, everything else bf16; int4_format.h); the
+// planner also sizes fp8 (DeepSeek-V3's checkpoint) and f32 (the CPU engine's storage).
+// memory/weight_bytes.h says what each quantizes.
+enum class Quantization { bf16, fp8, int4, f32 };
+
 struct RopeConfig {
   std::string type = "default";  // "default" or "yarn"
   double theta = 10000.0;        // rope_theta
@@ -55,6 +61,11 @@ struct ModelConfig {
   bool tie_word_embeddings = false;
   bool rope_interleave = true;      // GPT-J style interleaved pairs (HF's DeepseekV3 default); false is refused
   RopeConfig rope;
+  // The checkpoint's quantization: bf16, or int4 when its `quantization_config` is Kimi-K2.5's
+  // (compressed-tensors pack-quantized INT4, symmetric, group 32) or a scenario sets
+  // "quant": "int4" for synthetic weights. Routed experts only; bf16 and int4 are the values
+  // a model can have.
+  Quantization quant = Quantization::bf16;
 
   std::int64_t qk_head_dim() const { return qk_nope_head_dim + qk_rope_head_dim; }
   // Values per token per layer in the absorbed-MLA KV cache: latent + rotary key.

@@ -38,8 +38,8 @@ enum class TpSplit {
   row,         // cols (input features) split across ranks: rank r holds block r of tp
 };
 
-// The --quant settings of the planner (see memory/weight_bytes.h for what each quantizes).
-enum class Quantization { bf16, fp8, int4, f32 };
+// Quantization (the planner's --quant settings, a model's own quantization) is declared with
+// the ModelConfig (config/model_config.h); memory/weight_bytes.h says what each quantizes.
 
 // How a tensor is held in memory (memory/weight_bytes.h gives each one's bytes).
 enum class WeightFormat { bf16, f32, fp8_block128, int4_group32 };

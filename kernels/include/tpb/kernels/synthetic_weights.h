@@ -60,4 +60,28 @@ TPB_HOST_DEVICE inline float value(InitKind kind, float scale, std::uint64_t key
   return 0.0f;
 }
 
+// Synthetic INT4 weights (the format of tpb/kernels/int4_format.h), for a model whose routed
+// experts are INT4: q of global element `index` is the top 4 bits of its hash less 8 (uniform
+// on [-8, 7], the format's whole range); the scale of global group `group_index` (row x groups
+// per row + column / 32) is bf16(scale / 8 x (0.75 + 0.25 u)) from a second key, so |q x
+// scale| stays below the bf16 rule's bound of `scale`. The weight is then int4::dequant(q,
+// scale): the exact value the loader reads from a checkpoint holding these q and scales.
+TPB_HOST_DEVICE inline int int4_q(std::uint64_t key, std::uint64_t index) {
+  const std::uint64_t h = mix64(key + (index + 1) * 0x9e3779b97f4a7c15ull);
+  return static_cast<int>(h >> 60) - 8;
+}
+
+TPB_HOST_DEVICE inline std::uint16_t int4_scale_bits(std::uint64_t key, std::uint64_t group_index, float scale) {
+  const float u = uniform(mix64(key ^ 0x5ca1e5ca1e5ca1e5ull), group_index);
+  const float s = (scale * 0.125f) * (0.75f + 0.25f * u);  // one rounding per step, FMA or not
+  std::uint32_t bits;
+#if defined(__CUDA_ARCH__)
+  bits = __float_as_uint(s);
+#else
+  __builtin_memcpy(&bits, &s, sizeof bits);
+#endif
+  bits += 0x7fffu + ((bits >> 16) & 1u);  // to bf16, nearest even (s is finite and positive)
+  return static_cast<std::uint16_t>(bits >> 16);
+}
+
 }  // namespace tpb::synthetic
