@@ -136,6 +136,40 @@ void check_vision_limits(const nlohmann::json& v, const std::string& source) {
                              << it->dump());
   }
 }
+// The checkpoint's quantization_config (MODEL.md): none is bf16; Kimi-K2.5's compressed-tensors
+// pack-quantized INT4 (symmetric, group 32, weights only) is int4; anything else is refused
+// here, naming the field, rather than read as numbers it does not hold.
+Quantization parse_quantization_config(const nlohmann::json& q, const std::string& source, const std::string& path) {
+  auto fail_unless = [&](bool ok, const std::string& field, const std::string& expected, const nlohmann::json& got) {
+    TPB_INPUT_CHECK(ok, source << ": " << path << field << ": expected " << expected << ", got " << got.dump()
+                               << " (tpbench runs Kimi-K2.5's INT4 format: compressed-tensors pack-quantized, "
+                                  "4-bit int, symmetric, group 32)");
+  };
+  fail_unless(q.is_object(), "", "an object", q);
+  const nlohmann::json none;
+  auto at = [&](const nlohmann::json& o, const char* key) -> const nlohmann::json& {
+    return o.is_object() && o.contains(key) ? o[key] : none;
+  };
+  fail_unless(at(q, "quant_method") == "compressed-tensors", ".quant_method", "\"compressed-tensors\"", at(q, "quant_method"));
+  const nlohmann::json& groups = at(q, "config_groups");
+  fail_unless(groups.is_object() && groups.size() == 1, ".config_groups", "an object with one group (INT4 weights)", groups);
+  const std::string g = ".config_groups." + groups.begin().key();
+  const nlohmann::json& group = groups.begin().value();
+  // The format is the config's, or (newer compressed-tensors) the group's.
+  const nlohmann::json& format = at(q, "format").is_null() ? at(group, "format") : at(q, "format");
+  fail_unless(format == "pack-quantized", at(q, "format").is_null() ? g + ".format" : ".format", "\"pack-quantized\"", format);
+  const nlohmann::json& w = at(group, "weights");
+  fail_unless(w.is_object(), g + ".weights", "an object", w);
+  fail_unless(at(w, "num_bits") == 4, g + ".weights.num_bits", "4", at(w, "num_bits"));
+  fail_unless(at(w, "type") == "int", g + ".weights.type", "\"int\"", at(w, "type"));
+  fail_unless(at(w, "symmetric") == true, g + ".weights.symmetric", "true (no zero point)", at(w, "symmetric"));
+  fail_unless(at(w, "strategy") == "group", g + ".weights.strategy", "\"group\"", at(w, "strategy"));
+  fail_unless(at(w, "group_size") == 32, g + ".weights.group_size", "32", at(w, "group_size"));
+  const nlohmann::json& acts = at(group, "input_activations");
+  fail_unless(acts.is_null(), g + ".input_activations", "null (weight-only W4A16)", acts);
+  return Quantization::int4;
+}
+
 }  // namespace
 
 ModelConfig parse_model_config(const nlohmann::json& config, const std::string& source) {
@@ -167,6 +201,11 @@ ModelConfig parse_model_config(const nlohmann::json& config, const std::string& 
                                             "the layout DeepSeek-V3 and Kimi use); false is not supported");
   if (c.num_key_value_heads == 0) c.num_key_value_heads = c.num_attention_heads;
   parse_rope(*text, c, source, prefix);
+  // K2.5's nested config may carry it inside text_config or beside it.
+  if (text->contains("quantization_config"))
+    c.quant = parse_quantization_config((*text)["quantization_config"], source, prefix + "quantization_config");
+  else if (c.nested_text_config && config.contains("quantization_config"))
+    c.quant = parse_quantization_config(config["quantization_config"], source, "$.quantization_config");
   c.name = source;  // what validate() names in its messages; the caller renames it
   c.validate();
   return c;

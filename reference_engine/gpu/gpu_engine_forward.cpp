@@ -4,6 +4,7 @@
 
 #include "tpb/kernels/gpu/embedding.h"
 #include "tpb/kernels/gpu/expert_gemm.h"
+#include "tpb/kernels/gpu/expert_gemm_int4.h"
 #include "tpb/kernels/gpu/mla_decode.h"
 #include "tpb/kernels/gpu/mla_kv_row.h"
 #include "tpb/kernels/gpu/mla_prefill.h"
@@ -254,7 +255,14 @@ void GpuEngine::routed_experts(std::int64_t layer, std::int64_t T, bool grouped)
   }
   gpu::moe_dispatch_plan(m.topk_idx, T, K, E, m.offsets, m.sorted_pairs, m.position_of, stream_, m.expert_reads + layer);
   gpu::moe_gather(m.xn, m.sorted_pairs, P, K, H, m.x_sorted, stream_);
-  if (grouped) {
+  if (c.quant == Quantization::int4) {
+    const gpu::Int4ExpertWeights gate_up{lw.experts_gate_up_int4.packed, lw.experts_gate_up_int4.scales, H, 2 * I};
+    const gpu::Int4ExpertWeights down{lw.experts_down_int4.packed, lw.experts_down_int4.scales, I, H};
+    auto gemm = grouped ? gpu::expert_gemm_int4_grouped : gpu::expert_gemm_int4_prefill;
+    gemm(m.x_sorted, m.offsets, E, P, gate_up, m.gu_sorted, stream_);
+    gpu::silu_and_mul(m.gu_sorted, m.act_sorted, P, I, stream_);
+    gemm(m.act_sorted, m.offsets, E, P, down, m.y_sorted, stream_);
+  } else if (grouped) {
     gpu::expert_gemm_grouped(m.x_sorted, m.offsets, E, P, lw.experts_gate_up, 2 * I * H, H, 2 * I, m.gu_sorted,
                              stream_);
     gpu::silu_and_mul(m.gu_sorted, m.act_sorted, P, I, stream_);

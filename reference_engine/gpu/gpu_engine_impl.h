@@ -31,6 +31,13 @@ void check_mem_fraction(double f);
 // of the device in shared placement): free bytes; *total_out gets the total.
 std::int64_t device_free_bytes(std::int64_t* total_out);
 
+// A layer's routed experts of one kind (gate|up or down) in INT4 (device_weights.h): expert e's
+// [out, in] at packed + e x out x in / 8 and scales + e x out x in / 32.
+struct Int4Experts {
+  const std::uint32_t* packed = nullptr;
+  const bf16* scales = nullptr;
+};
+
 struct LayerW {
   bf16* input_norm = nullptr;      // [H]
   bf16* post_norm = nullptr;       // [H]
@@ -49,6 +56,8 @@ struct LayerW {
   float* router_bias = nullptr;    // [E]
   bf16* experts_gate_up = nullptr; // [E][2 * moe_inter_local, H], contiguous
   bf16* experts_down = nullptr;    // [E][H, moe_inter_local], contiguous
+  Int4Experts experts_gate_up_int4;  // an int4 model's routed experts instead of the two above
+  Int4Experts experts_down_int4;
 };
 
 // Where stream `s` stands with graph capture (cudaStreamIsCapturing, checked).

@@ -14,6 +14,7 @@
 #include "reference_engine/model/device_weights.h"
 #include "reference_engine/model/rope_params.h"
 #include "tpb/kernels/gpu/synthetic_fill.h"
+#include "tpb/kernels/int4_format.h"
 #include "tpb/kernels/rope_yarn.h"
 
 namespace tpb {
@@ -42,6 +43,23 @@ class DeviceLoader {
     }
     float* staged = stage(r);
     gpu::convert_f32_to_bf16(staged, dst, r.rows() * r.cols(), stream_);
+    TPB_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  }
+  // An INT4 block (int4_format.h): packed words and bf16 scales, generated on the device for a
+  // synthetic source, else read packed on the host (never through fp32) and copied.
+  void int4_block(const WeightRequest& r, std::uint32_t* packed, bf16* scales) {
+    if (seed_) {
+      gpu::synthetic_fill_int4(gpu::synthetic_window(r, *seed_), packed, scales, stream_);
+      return;
+    }
+    const std::size_t words = static_cast<std::size_t>(r.rows() * (r.cols() / int4::kPerWord));
+    const std::size_t groups = static_cast<std::size_t>(r.rows() * (r.cols() / int4::kGroupSize));
+    TPB_CUDA_CHECK(cudaStreamSynchronize(stream_));  // the host vectors are reused
+    host_words_.resize(words);
+    host_scales_.resize(groups);
+    source_.read_int4(r, host_words_.data(), host_scales_.data());
+    TPB_CUDA_CHECK(cudaMemcpyAsync(packed, host_words_.data(), words * 4, cudaMemcpyHostToDevice, stream_));
+    TPB_CUDA_CHECK(cudaMemcpyAsync(scales, host_scales_.data(), groups * 2, cudaMemcpyHostToDevice, stream_));
     TPB_CUDA_CHECK(cudaStreamSynchronize(stream_));
   }
   void f32_block(const WeightRequest& r, float* dst) {
@@ -74,6 +92,8 @@ class DeviceLoader {
   std::optional<std::uint64_t> seed_;
   cudaStream_t stream_;
   std::vector<float> host_;
+  std::vector<std::uint32_t> host_words_;
+  std::vector<std::uint16_t> host_scales_;
   float* staging_ = nullptr;
   std::size_t staging_count_ = 0;
 };
@@ -117,11 +137,30 @@ GpuEngine::GpuEngine(const ModelConfig& config, Shard shard, Communicator& comm,
   loader.emplace(weights, stream_);
   const std::size_t before = m.bytes;
   std::vector<void*> buffers;  // device address of each of plan.buffers allocated so far
+  std::vector<std::int32_t> int4_shapes;  // the shard shapes of the INT4 buffer being filled
   for (const DeviceWeightBlock& block : plan.blocks) {
     const DeviceWeightBuffer& b = plan.buffers[block.buffer];
     const bool f32 = b.format == WeightFormat::f32;
-    if (block.buffer == buffers.size())
-      buffers.push_back(f32 ? static_cast<void*>(m.alloc<float>(b.elements)) : m.alloc<bf16>(b.elements));
+    const bool int4 = b.format == WeightFormat::int4_group32;
+    if (block.buffer == buffers.size()) {
+      if (int4) buffers.push_back(m.alloc<unsigned char>(b.bytes()));
+      else buffers.push_back(f32 ? static_cast<void*>(m.alloc<float>(b.elements)) : m.alloc<bf16>(b.elements));
+    }
+    if (int4) {
+      auto* base = static_cast<unsigned char*>(buffers[block.buffer]);
+      const WeightRequest& r = block.tensor.request;
+      loader->int4_block(r, reinterpret_cast<std::uint32_t*>(base) + block.offset / int4::kPerWord,
+                         reinterpret_cast<bf16*>(base + b.int4_scales_offset_bytes()) + block.offset / int4::kGroupSize);
+      int4_shapes.push_back(static_cast<std::int32_t>(r.rows()));
+      int4_shapes.push_back(static_cast<std::int32_t>(r.cols()));
+      if (block.index + 1 == b.tensors) {  // the buffer's last block: its weight_shape entries
+        TPB_CUDA_CHECK(cudaMemcpyAsync(base + b.int4_shapes_offset_bytes(), int4_shapes.data(), int4_shapes.size() * 4,
+                                       cudaMemcpyHostToDevice, stream_));
+        TPB_CUDA_CHECK(cudaStreamSynchronize(stream_));
+        int4_shapes.clear();
+      }
+      continue;
+    }
     if (f32)
       loader->f32_block(block.tensor.request, static_cast<float*>(buffers[block.buffer]) + block.offset);
     else
@@ -132,6 +171,15 @@ GpuEngine::GpuEngine(const ModelConfig& config, Shard shard, Communicator& comm,
   // Points the kernels' weight pointer for buffer b at p.
   auto place = [&](const DeviceWeightBuffer& b, void* p) {
     bf16* w = static_cast<bf16*>(p);
+    if (b.format == WeightFormat::int4_group32) {
+      TPB_CHECK(b.scope == TensorScope::routed_expert, "gpu engine: only routed experts are INT4");
+      auto* base = static_cast<unsigned char*>(p);
+      LayerW& lw = m.layers[b.layer];
+      gpu_engine_internal::Int4Experts& x = b.slot == TensorSlot::down ? lw.experts_down_int4 : lw.experts_gate_up_int4;
+      x.packed = reinterpret_cast<const std::uint32_t*>(base);
+      x.scales = reinterpret_cast<const bf16*>(base + b.int4_scales_offset_bytes());
+      return;
+    }
     if (b.layer < 0) {
       switch (b.slot) {
         case TensorSlot::embed: m.embed = w; return;
@@ -215,7 +263,10 @@ GpuEngine::~GpuEngine() {
 
 std::size_t GpuEngine::routed_expert_bytes() const {
   if (config_.n_routed_experts == 0) return 0;
-  return static_cast<std::size_t>(3 * dims_.moe_intermediate * config_.hidden_size) * sizeof(bf16);  // gate, up, down
+  const std::int64_t weights = 3 * dims_.moe_intermediate * config_.hidden_size;  // gate, up, down
+  if (config_.quant == Quantization::int4)  // what a step reads: packed words and scales (not the shapes)
+    return static_cast<std::size_t>(weights / 2 + weights / int4::kGroupSize * 2);
+  return static_cast<std::size_t>(weights) * sizeof(bf16);
 }
 
 std::size_t GpuEngine::layer_fixed_weight_bytes(std::int64_t layer) const {

@@ -102,10 +102,11 @@ namespace {
 
 // This rank's block of one tensor: the whole tensor, or block `rank` of `tp` of its rows or
 // columns. The fan-in of the synthetic scale is the global input width.
-WeightRequest shard_request(const TensorLayoutRow& row, std::string name, Shard s) {
+WeightRequest shard_request(const TensorLayoutRow& row, std::string name, Shard s, Quantization model_quant) {
   std::vector<std::int64_t> shape{row.rows};
   if (row.cols > 0) shape.push_back(row.cols);
   WeightRequest r = full_tensor(std::move(name), std::move(shape), row.init, row.cols > 0 ? row.cols : 1);
+  if (storage_format(row.storage, model_quant) == WeightFormat::int4_group32) r.encoding = WeightEncoding::int4_group32;
   if (row.split == TpSplit::column) {
     const std::int64_t count = row.rows / s.tp;
     r.row_begin = s.rank * count;
@@ -137,7 +138,7 @@ void for_each_shard_tensor(const TensorLayout& layout, Shard s, const std::funct
   shard_dims(c, s);  // validates tp and the rank, with the loaders' messages
   const auto& rows = layout.rows;
   auto one = [&](const TensorLayoutRow& row, std::int64_t layer, std::int64_t expert) {
-    visit(ShardTensor{&row, layer, expert, shard_request(row, tensor_name(row, layer, expert), s)});
+    visit(ShardTensor{&row, layer, expert, shard_request(row, tensor_name(row, layer, expert), s, c.quant)});
   };
   for (std::size_t i = 0; i < rows.size();) {
     if (rows[i].scope == TensorScope::model) {

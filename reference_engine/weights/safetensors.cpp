@@ -18,6 +18,21 @@
 #include "tpb/dtype.h"
 
 namespace tpb {
+namespace {
+
+std::uint64_t element_bytes(StDType t) { return t == StDType::f32 || t == StDType::i32 ? 4 : 2; }
+
+const char* dtype_label(StDType t) {
+  switch (t) {
+    case StDType::f32: return "F32";
+    case StDType::bf16: return "BF16";
+    case StDType::f16: return "F16";
+    case StDType::i32: return "I32";
+  }
+  return "?";
+}
+
+}  // namespace
 
 SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -68,13 +83,14 @@ void SafetensorsFile::parse_header(std::string_view text, std::uint64_t data_byt
     if (dt == "F32") info.dtype = StDType::f32;
     else if (dt == "BF16") info.dtype = StDType::bf16;
     else if (dt == "F16") info.dtype = StDType::f16;
+    else if (dt == "I32") info.dtype = StDType::i32;
     else {
       unsupported_[name] = dt;
       continue;
     }
     const nlohmann::json& shape = v["shape"];
     TPB_INPUT_CHECK(shape.is_array(), where << ": shape: expected an array of dimensions, got " << shape.type_name());
-    const std::uint64_t elem = info.dtype == StDType::f32 ? 4 : 2;
+    const std::uint64_t elem = element_bytes(info.dtype);
     std::uint64_t n = 1;
     for (const auto& d : shape) {
       TPB_INPUT_CHECK(d.is_number_unsigned() && d.get<std::uint64_t>() <= static_cast<std::uint64_t>(INT64_MAX),
@@ -106,7 +122,7 @@ const StTensorInfo& SafetensorsFile::info(const std::string& name) const {
   if (it == tensors_.end()) {
     auto u = unsupported_.find(name);
     TPB_INPUT_CHECK(u == unsupported_.end(), path_ << ": tensor " << name << " has dtype " << u->second
-                                                   << "; the reference engine reads F32, BF16 and F16");
+                                                   << "; the reference engine reads F32, BF16, F16 (values) and I32 (packed INT4)");
     TPB_INPUT_FAIL(path_ << ": no tensor " << name);
   }
   return it->second;
@@ -119,14 +135,22 @@ std::vector<std::string> SafetensorsFile::names() const {
   return out;
 }
 
+const unsigned char* SafetensorsFile::elements(const StTensorInfo& t, const std::string& name, std::uint64_t first,
+                                               std::uint64_t count) const {
+  const std::uint64_t elem = element_bytes(t.dtype);
+  const std::uint64_t n = (t.end - t.begin) / elem;
+  TPB_CHECK(first <= n && count <= n - first,
+            path_ << ": read of elements [" << first << ", +" << count << ") past the end of " << name << " (" << n
+                  << " elements)");
+  return data_ + t.begin + first * elem;
+}
+
 void SafetensorsFile::read_f32(const std::string& name, std::uint64_t first, std::uint64_t count, float* out) const {
   const StTensorInfo& t = info(name);
-  const std::uint64_t elem = t.dtype == StDType::f32 ? 4 : 2;
-  const std::uint64_t elements = (t.end - t.begin) / elem;
-  TPB_CHECK(first <= elements && count <= elements - first,
-            path_ << ": read of elements [" << first << ", +" << count << ") past the end of " << name << " ("
-                  << elements << " elements)");
-  const unsigned char* p = data_ + t.begin + first * elem;
+  TPB_INPUT_CHECK(t.dtype != StDType::i32, path_ << ": tensor " << name
+                                                 << " has dtype I32; expected F32, BF16 or F16 values (an I32 tensor "
+                                                    "is packed INT4 or a shape, read through the model's quantization_config)");
+  const unsigned char* p = elements(t, name, first, count);
   switch (t.dtype) {
     case StDType::f32:
       std::memcpy(out, p, count * 4);
@@ -145,7 +169,25 @@ void SafetensorsFile::read_f32(const std::string& name, std::uint64_t first, std
         out[i] = f16_to_float(b);
       }
       break;
+    case StDType::i32:
+      break;
   }
+}
+
+void SafetensorsFile::read_u32(const std::string& name, std::uint64_t first, std::uint64_t count,
+                               std::uint32_t* out) const {
+  const StTensorInfo& t = info(name);
+  TPB_INPUT_CHECK(t.dtype == StDType::i32, path_ << ": tensor " << name << " has dtype " << dtype_label(t.dtype)
+                                                 << "; expected I32");
+  std::memcpy(out, elements(t, name, first, count), count * 4);
+}
+
+void SafetensorsFile::read_bf16_bits(const std::string& name, std::uint64_t first, std::uint64_t count,
+                                     std::uint16_t* out) const {
+  const StTensorInfo& t = info(name);
+  TPB_INPUT_CHECK(t.dtype == StDType::bf16, path_ << ": tensor " << name << " has dtype " << dtype_label(t.dtype)
+                                                  << "; expected BF16");
+  std::memcpy(out, elements(t, name, first, count), count * 2);
 }
 
 void write_safetensors_f32(const std::string& path, const std::vector<StTensorOut>& tensors) {

@@ -11,7 +11,7 @@
 
 namespace tpb {
 
-enum class StDType { f32, bf16, f16 };
+enum class StDType { f32, bf16, f16, i32 };  // i32: INT4 weight_packed / weight_shape (int4_format.h)
 
 struct StTensorInfo {
   StDType dtype = StDType::f32;       // element type in the file
@@ -36,11 +36,18 @@ class SafetensorsFile {
   std::vector<std::string> names() const;
 
   // Converts `count` consecutive elements of tensor `name`, starting at element `first`,
-  // to fp32 into out.
+  // to fp32 into out (an I32 tensor is refused: it holds packed INT4 or shapes, not values).
   void read_f32(const std::string& name, std::uint64_t first, std::uint64_t count, float* out) const;
+  // The stored bits of `count` elements of an I32 tensor (read_u32) or a BF16 one
+  // (read_bf16_bits); InputError naming the tensor when it has another dtype.
+  void read_u32(const std::string& name, std::uint64_t first, std::uint64_t count, std::uint32_t* out) const;
+  void read_bf16_bits(const std::string& name, std::uint64_t first, std::uint64_t count, std::uint16_t* out) const;
 
  private:
   void parse_header(std::string_view text, std::uint64_t data_bytes);  // fills tensors_, unsupported_
+  // The first byte of elements [first, first + count) of `name`, checked to be in the tensor.
+  const unsigned char* elements(const StTensorInfo& t, const std::string& name, std::uint64_t first,
+                                std::uint64_t count) const;
 
   std::string path_;
   void* map_ = nullptr;

@@ -17,6 +17,7 @@
 #include "reference_engine/weights/safetensors.h"
 #include "reference_engine/weights/weight_source.h"
 #include "tpb/check.h"
+#include "tpb/kernels/int4_format.h"
 
 namespace tpb {
 namespace {
@@ -67,6 +68,13 @@ class SafetensorsWeights : public WeightSource {
   }
 
   void read(const WeightRequest& req, float* out) override {
+    if (req.encoding == WeightEncoding::int4_group32) {
+      const Int4Tensor t = find_int4(req);
+      read_int4_block(t, req, [&](std::int64_t r, std::int64_t c, int q, std::uint16_t scale) {
+        out[r * req.cols() + c] = int4::dequant(q, scale);
+      });
+      return;
+    }
     std::vector<std::string> tried;
     if (const std::string* stored = find(req.name, tried)) {
       const SafetensorsFile& f = *files_[where_.at(*stored)];
@@ -99,8 +107,28 @@ class SafetensorsWeights : public WeightSource {
     }
     std::ostringstream os;
     for (std::size_t i = 0; i < tried.size(); ++i) os << (i ? ", " : "") << tried[i];
+    std::vector<std::string> packed_tried;
+    const std::string base = req.name.substr(0, req.name.rfind(".weight"));
+    TPB_INPUT_CHECK(find(base + ".weight_packed", packed_tried) == nullptr,
+                    "checkpoint " << dir_ << ": tensor " << req.name << " is stored packed (" << packed_tried.back()
+                                  << ") but the config has no INT4 quantization_config; expected a "
+                                     "compressed-tensors pack-quantized quantization_config in config.json");
     TPB_INPUT_FAIL("checkpoint " << dir_ << ": tensor " << req.name << " " << shape_str(req.shape)
                                  << " not found (looked for: " << os.str() << ")");
+  }
+
+  void read_int4(const WeightRequest& req, std::uint32_t* packed, std::uint16_t* scales) override {
+    check_int4_window(req);
+    const Int4Tensor t = find_int4(req);
+    const std::int64_t words = req.cols() / int4::kPerWord, groups = req.cols() / int4::kGroupSize;
+    for (std::int64_t r = 0; r < req.rows(); ++r) {
+      const std::int64_t row = req.row_begin + r;
+      t.packed_file->read_u32(*t.packed, static_cast<std::uint64_t>(row * t.words + req.col_begin / int4::kPerWord),
+                              static_cast<std::uint64_t>(words), packed + r * words);
+      t.scale_file->read_bf16_bits(*t.scale, static_cast<std::uint64_t>(row * t.groups + req.col_begin / int4::kGroupSize),
+                                   static_cast<std::uint64_t>(groups), scales + r * groups);
+      for (std::int64_t g = 0; g < groups; ++g) check_scale(t, row, req.col_begin / int4::kGroupSize + g, scales[r * groups + g]);
+    }
   }
 
   std::string describe() const override {
@@ -135,6 +163,92 @@ class SafetensorsWeights : public WeightSource {
         TPB_INPUT_CHECK(std::isfinite(row[c]), f.path() << ": tensor " << name << ": non-finite value " << row[c]
                                                         << " at element " << first + static_cast<std::uint64_t>(c)
                                                         << " (a checkpoint with NaN or Inf weights computes nothing)");
+    }
+  }
+
+  // A routed expert's projection in the checkpoint's INT4 form: its three tensors, checked
+  // against the config's [out, in] (int4_format.h).
+  struct Int4Tensor {
+    const SafetensorsFile* packed_file = nullptr;
+    const SafetensorsFile* scale_file = nullptr;
+    const std::string* packed = nullptr;  // stored names
+    const std::string* scale = nullptr;
+    std::int64_t words = 0;   // int32 words per row
+    std::int64_t groups = 0;  // scales per row
+  };
+
+  Int4Tensor find_int4(const WeightRequest& req) {
+    TPB_CHECK(req.shape.size() == 2, req.name << ": an INT4 tensor is 2-D");
+    const std::int64_t out = req.shape[0], in = req.shape[1];
+    const std::string base = req.name.substr(0, req.name.rfind(".weight"));
+    std::vector<std::string> tried;
+    auto need = [&](const std::string& suffix, const char* what) -> const std::string* {
+      const std::string* stored = find(base + suffix, tried);
+      if (stored != nullptr) return stored;
+      std::vector<std::string> dense_tried;
+      const bool dense = find(req.name, dense_tried) != nullptr;
+      TPB_INPUT_FAIL("checkpoint " << dir_ << ": tensor " << tried.back() << " (" << what << ") not found"
+                                   << (dense ? ", the expert is stored unquantized (" + dense_tried.back() + ")" : "")
+                                   << "; expected INT4 pack-quantized weight_packed, weight_scale and weight_shape for "
+                                   << base << ", as the config's quantization_config says");
+    };
+    Int4Tensor t;
+    t.packed = need(".weight_packed", "INT4 packed weights");
+    t.scale = need(".weight_scale", "the group scales");
+    const std::string* shape = need(".weight_shape", "the unpacked shape");
+    t.packed_file = files_[where_.at(*t.packed)].get();
+    t.scale_file = files_[where_.at(*t.scale)].get();
+    const SafetensorsFile& shape_file = *files_[where_.at(*shape)];
+    t.words = int4::packed_words(in);
+    t.groups = int4::scale_groups(in);
+    const StTensorInfo& p = t.packed_file->info(*t.packed);
+    TPB_INPUT_CHECK(p.dtype == StDType::i32 && p.shape == std::vector<std::int64_t>({out, t.words}),
+                    t.packed_file->path() << ": tensor " << *t.packed << ": expected I32 " << shape_str({out, t.words})
+                                          << " (" << in << " inputs, 8 per int32) for the config's [" << out << ", " << in
+                                          << "], got " << (p.dtype == StDType::i32 ? "I32 " : "another dtype, ")
+                                          << shape_str(p.shape));
+    const StTensorInfo& sc = t.scale_file->info(*t.scale);
+    TPB_INPUT_CHECK(sc.dtype == StDType::bf16 && sc.shape == std::vector<std::int64_t>({out, t.groups}),
+                    t.scale_file->path() << ": tensor " << *t.scale << ": expected BF16 " << shape_str({out, t.groups})
+                                         << " (one scale per " << int4::kGroupSize << " inputs), got "
+                                         << (sc.dtype == StDType::bf16 ? "BF16 " : "another dtype, ") << shape_str(sc.shape));
+    const StTensorInfo& sh = shape_file.info(*shape);
+    TPB_INPUT_CHECK(sh.dtype == StDType::i32 && sh.shape == std::vector<std::int64_t>({2}),
+                    shape_file.path() << ": tensor " << *shape << ": expected I32 [2], got " << shape_str(sh.shape));
+    std::uint32_t dims[2];
+    shape_file.read_u32(*shape, 0, 2, dims);
+    TPB_INPUT_CHECK(static_cast<std::int64_t>(static_cast<std::int32_t>(dims[0])) == out &&
+                        static_cast<std::int64_t>(static_cast<std::int32_t>(dims[1])) == in,
+                    shape_file.path() << ": tensor " << *shape << " says [" << static_cast<std::int32_t>(dims[0]) << ", "
+                                      << static_cast<std::int32_t>(dims[1]) << "], the config needs [" << out << ", "
+                                      << in << "]");
+    return t;
+  }
+
+  // A scale that is NaN or Inf makes its whole group non-finite: refused at load.
+  static void check_scale(const Int4Tensor& t, std::int64_t row, std::int64_t group, std::uint16_t bits) {
+    TPB_INPUT_CHECK((bits & 0x7f80u) != 0x7f80u, t.scale_file->path() << ": tensor " << *t.scale << ": non-finite scale at ["
+                                                                     << row << ", " << group
+                                                                     << "] (a checkpoint with NaN or Inf weights computes nothing)");
+  }
+
+  // Calls visit(r, c, q, scale) for every element of the request's block.
+  template <class Visit>
+  static void read_int4_block(const Int4Tensor& t, const WeightRequest& req, Visit&& visit) {
+    const std::int64_t w0 = req.col_begin / int4::kPerWord, w1 = int4::packed_words(req.col_end);
+    const std::int64_t g0 = req.col_begin / int4::kGroupSize, g1 = int4::scale_groups(req.col_end);
+    std::vector<std::uint32_t> words(static_cast<std::size_t>(w1 - w0));
+    std::vector<std::uint16_t> scales(static_cast<std::size_t>(g1 - g0));
+    for (std::int64_t r = 0; r < req.rows(); ++r) {
+      const std::int64_t row = req.row_begin + r;
+      t.packed_file->read_u32(*t.packed, static_cast<std::uint64_t>(row * t.words + w0), words.size(), words.data());
+      t.scale_file->read_bf16_bits(*t.scale, static_cast<std::uint64_t>(row * t.groups + g0), scales.size(), scales.data());
+      for (std::int64_t g = g0; g < g1; ++g) check_scale(t, row, g, scales[static_cast<std::size_t>(g - g0)]);
+      for (std::int64_t c = 0; c < req.cols(); ++c) {
+        const std::int64_t gc = req.col_begin + c;
+        visit(r, c, int4::unpack(words[static_cast<std::size_t>(gc / int4::kPerWord - w0)], static_cast<int>(gc % int4::kPerWord)),
+              scales[static_cast<std::size_t>(gc / int4::kGroupSize - g0)]);
+      }
     }
   }
 

@@ -259,12 +259,21 @@ TEST(GpuKvCacheWrite, MatchesHostReference) {
 
 class GpuEngineVsCpu : public ::testing::TestWithParam<std::string> {};
 
+// A preset name with an optional "@int4": the same model with INT4 routed experts (the GPU's
+// W4A16 kernels against the CPU engine's exact dequantized values).
+ModelConfig preset_config(const std::string& name) {
+  const auto at = name.find('@');
+  ModelConfig c = load_model_config_by_name(preset(name.substr(0, at)));
+  c.quant = at != std::string::npos && name.substr(at + 1) == "int4" ? Quantization::int4 : Quantization::bf16;
+  return c;
+}
+
 // Runs body(config of r.preset) in one forked rank on its GPU, as every test below does.
 template <class F>
 void on_one_gpu(const RunSpec& r, F&& body) {
   expect_all_ranks_passed(run_ranks(1, [&](Bootstrap&) {
     TPB_CUDA_CHECK(cudaSetDevice(rank_device()));
-    body(load_model_config_by_name(preset(r.preset)));
+    body(preset_config(r.preset));
   }));
 }
 
@@ -463,11 +472,13 @@ TEST_P(GpuEngineVsCpu, RewindReplayRepeatsTheStep) {
   });
 }
 
-INSTANTIATE_TEST_SUITE_P(Presets, GpuEngineVsCpu, ::testing::Values("tiny-dsv3", "tiny-dsv3-grouped", "small-dsv3"),
+INSTANTIATE_TEST_SUITE_P(Presets, GpuEngineVsCpu,
+                         ::testing::Values("tiny-dsv3", "tiny-dsv3-grouped", "small-dsv3", "tiny-dsv3@int4",
+                                           "small-dsv3@int4"),
                          [](const ::testing::TestParamInfo<std::string>& info) {
                            std::string n = info.param;
                            for (char& c : n)
-                             if (c == '-') c = '_';
+                             if (c == '-' || c == '@') c = '_';
                            return n;
                          });
 
@@ -580,12 +591,13 @@ class GpuEngineTp : public ::testing::TestWithParam<int> {};
 TEST_P(GpuEngineTp, BackendsAndTp1Parity) {
   const int world = GetParam();
   TPB_SKIP_UNLESS_PLACEABLE(world);
-  for (const std::string name : {"tiny-dsv3", "small-dsv3"}) {
+  // small-dsv3@int4: INT4 routed experts (128 / 4 = 32 inputs per rank for down: one group).
+  for (const std::string name : {"tiny-dsv3", "small-dsv3", "small-dsv3@int4"}) {
     RunSpec r;
     r.preset = name;
     expect_all_ranks_passed(run_ranks(world, [&](Bootstrap& bs) {
       TPB_CUDA_CHECK(cudaSetDevice(rank_device()));
-      const ModelConfig config = load_model_config_by_name(preset(r.preset));
+      const ModelConfig config = preset_config(r.preset);
       const std::int64_t V = config.vocab_size;
       const std::string tp = " tp" + std::to_string(world);
       struct Run {

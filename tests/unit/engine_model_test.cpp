@@ -32,11 +32,13 @@ struct RunSpec {
   std::int64_t prefill = 12;  // tokens prefilled; the rest decoded one at a time
   AttentionForm attention = AttentionForm::automatic;
   std::uint64_t seed = 1234;
+  Quantization quant = Quantization::bf16;  // int4: routed experts INT4 (exact dequant, fp32)
 };
 
 // Logits [batch, seq, vocab] of the run, from rank 0 (and checks every rank agrees bitwise).
 std::vector<float> run_logits(const RunSpec& spec) {
-  const ModelConfig config = load_model_config_by_name(test::preset(spec.preset));
+  ModelConfig config = load_model_config_by_name(test::preset(spec.preset));
+  config.quant = spec.quant;
   const auto tokens = test_tokens(spec.batch, spec.seq, config.vocab_size, 7);
   auto per_rank = test::run_ranks<std::vector<float>>(spec.tp, [&](Communicator& comm) {
     auto weights = make_synthetic_weights(spec.seed);
@@ -104,6 +106,24 @@ TEST_P(EngineTpInvariance, MatchesTp1PrefillAndDecode) {
   s.tp = std::get<1>(GetParam());
   const auto tpn = run_logits(s);
   expect_close(tpn, tp1, ("TP=" + std::to_string(s.tp) + " vs TP=1 " + s.preset).c_str());
+}
+
+// An INT4 model (synthetic INT4 routed experts): TP=N holds the same dequantized values, so the
+// fp32 budget holds as for bf16; and it is another model than the bf16 one of the same seed.
+TEST(EngineModel, Int4IsTpInvariantAndItsOwnModel) {
+  RunSpec s;
+  s.quant = Quantization::int4;
+  s.prefill = 7;
+  const auto tp1 = run_logits(s);
+  for (float v : tp1) ASSERT_TRUE(std::isfinite(v));
+  for (int tp : {2, 4}) {
+    RunSpec n = s;
+    n.tp = tp;
+    expect_close(run_logits(n), tp1, ("int4 TP=" + std::to_string(tp) + " vs TP=1 tiny-dsv3").c_str());
+  }
+  RunSpec b = s;
+  b.quant = Quantization::bf16;
+  EXPECT_GT(test::rel_l2(run_logits(b), tp1), 0.05);
 }
 
 INSTANTIATE_TEST_SUITE_P(Presets, EngineTpInvariance,

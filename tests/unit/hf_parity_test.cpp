@@ -1,5 +1,6 @@
 // Parity with HF transformers' DeepseekV3ForCausalLM (fp32): the models and reference logits
-// in tests/data/hf/<name>/ come from tests/hf_parity/make_hf_parity.py. Each model is run
+// in tests/data/hf/<name>/ come from tests/hf_parity/make_hf_parity.py (k25-int4-*: INT4 routed
+// experts in the released format, make_hf_parity_int4.py with compressed-tensors). Each model is run
 // at TP 1, 2 and 4 (ranks as threads summing in rank order), as one prefill of the whole
 // sequence and as a prefill of half of it followed by one-token decodes through the latent
 // KV cache (the absorbed form). Budget: rel-L2 of the logits <= 1e-5 (ARCHITECTURE.md).
@@ -109,7 +110,8 @@ TEST_P(HfParity, LogitsMatchTransformers) {
 
 std::vector<ParityCase> parity_cases() {
   std::vector<ParityCase> cases;
-  for (const char* model : {"dsv3-grouped-bf16", "k25-fused-f16", "dsv3-noqlora-f32", "dsv3-odd-widths-bf16"})
+  for (const char* model : {"dsv3-grouped-bf16", "k25-fused-f16", "dsv3-noqlora-f32", "dsv3-odd-widths-bf16",
+                            "k25-int4-odd", "k25-int4-g32"})
     for (int tp : {1, 2, 4})
       for (bool decode : {false, true}) cases.push_back({model, tp, decode});
   return cases;

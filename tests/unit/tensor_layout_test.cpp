@@ -173,8 +173,10 @@ void expect_readers_agree(const ModelConfig& c, int tp) {
     EXPECT_THROW(plan_device_weights(layout, Shard{0, tp}), InputError);
     return;
   }
+  // The GPU engine holds the model's quantization: bf16, or int4 routed experts.
+  const Quantization gpu_quant = c.quant == Quantization::int4 ? Quantization::int4 : Quantization::bf16;
   const WeightBytes planned_f32 = weight_bytes(c, Quantization::f32, tp);
-  const WeightBytes planned_bf16 = weight_bytes(c, Quantization::bf16, tp);
+  const WeightBytes planned_bf16 = weight_bytes(c, gpu_quant, tp);
   for (int rank = 0; rank < tp; ++rank) {
     const Shard shard{rank, tp};
     EXPECT_EQ(static_cast<std::int64_t>(model_weights_bytes(c, shard)), planned_f32.bytes_per_rank) << "rank " << rank;
@@ -186,9 +188,10 @@ void expect_readers_agree(const ModelConfig& c, int tp) {
     for_each_shard_tensor(layout, shard, [&](const ShardTensor& t) {
       cpu[t.row->family] += t.request.rows() * t.request.cols() * 4;
     });
-    for (const DeviceWeightBlock& b : plan.blocks)
-      gpu[b.tensor.row->family] +=
-          b.tensor.request.rows() * b.tensor.request.cols() * (plan.buffers[b.buffer].format == WeightFormat::f32 ? 4 : 2);
+    for (const DeviceWeightBlock& b : plan.blocks) {
+      const WeightFormat f = plan.buffers[b.buffer].format;
+      gpu[b.tensor.row->family] += tensor_bytes(f, b.tensor.request.rows(), b.tensor.request.cols());
+    }
     auto bytes_of = [](const std::map<std::string, std::int64_t>& loaded, const std::string& family) {
       const auto it = loaded.find(family);
       return it == loaded.end() ? std::int64_t{-1} : it->second;  // -1: the loader has no such family
@@ -196,8 +199,9 @@ void expect_readers_agree(const ModelConfig& c, int tp) {
     const auto f32_families = tensor_families(c, Quantization::f32);
     for (const TensorFamily& f : f32_families)
       EXPECT_EQ(bytes_of(cpu, f.name), family_bytes_per_rank(f, tp)) << f.name << " (CPU loader vs planner f32)";
-    for (const TensorFamily& f : tensor_families(c, Quantization::bf16))
-      EXPECT_EQ(bytes_of(gpu, f.name), family_bytes_per_rank(f, tp)) << f.name << " (GPU loader vs planner bf16)";
+    for (const TensorFamily& f : tensor_families(c, gpu_quant))
+      EXPECT_EQ(bytes_of(gpu, f.name), family_bytes_per_rank(f, tp))
+          << f.name << " (GPU loader vs planner " << quantization_name(gpu_quant) << ")";
     EXPECT_EQ(cpu.size(), f32_families.size()) << "the CPU loader loads a family the planner does not count";
     EXPECT_EQ(gpu.size(), f32_families.size()) << "the GPU loader loads a family the planner does not count";
   }
@@ -206,6 +210,26 @@ void expect_readers_agree(const ModelConfig& c, int tp) {
 class ThreeReaders : public ::testing::TestWithParam<ReaderCase> {};
 
 TEST_P(ThreeReaders, AgreeByteForByteOnEveryRank) { expect_readers_agree(text_model(GetParam().preset), GetParam().tp); }
+
+// The same model with INT4 routed experts (a scenario's "quant": "int4"), where every rank's
+// expert widths are whole groups of 32, as the GPU engine needs; elsewhere its plan refuses.
+TEST_P(ThreeReaders, AgreeAtInt4) {
+  ModelConfig c = text_model(GetParam().preset);
+  c.quant = Quantization::int4;
+  const int tp = GetParam().tp;
+  const bool whole_groups = c.hidden_size % 32 == 0 && c.moe_intermediate_size % (32 * tp) == 0;
+  if (!whole_groups) {
+    bool divides = true;
+    try {
+      c.validate_tp(tp);
+    } catch (const InputError&) {
+      divides = false;
+    }
+    if (divides && c.n_routed_experts > 0) EXPECT_THROW(plan_device_weights(tensor_layout(c), Shard{0, tp}), InputError);
+    return;
+  }
+  expect_readers_agree(c, tp);
+}
 
 std::vector<ReaderCase> reader_cases() {
   std::vector<ReaderCase> cases;
