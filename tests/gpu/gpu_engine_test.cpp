@@ -710,13 +710,17 @@ INSTANTIATE_TEST_SUITE_P(Gpu, GpuEngineTp, ::testing::Values(2, 4),
 // ---------------------------------------------------------------------------------------
 // HF transformers' logits (tests/data/hf, tests/hf_parity/make_hf_parity.py) on the GPU.
 
+// "model" or "model@tpN": the GPU engine at TP N over NCCL (the INT4 checkpoints at TP 2 and 4,
+// ISSUE 33); the CPU engine it is pinned against runs at TP 1 in each rank.
 class GpuHfParity : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(GpuHfParity, LogitsMatchTransformers) {
-  const fs::path dir = fs::path(TPB_TEST_DATA_DIR) / "hf" / GetParam();
+  const std::string model = GetParam().substr(0, GetParam().find('@'));
+  const int world = GetParam().find("@tp") == std::string::npos ? 1 : std::stoi(GetParam().substr(GetParam().find("@tp") + 3));
+  const fs::path dir = fs::path(TPB_TEST_DATA_DIR) / "hf" / model;
   if (!fs::exists(dir / "reference_logits.safetensors")) GTEST_SKIP() << "no HF parity data in " << dir;
-  TPB_SKIP_UNLESS_PLACEABLE(1);
-  expect_all_ranks_passed(run_ranks(1, [&](Bootstrap&) {
+  TPB_SKIP_UNLESS_PLACEABLE(world);
+  expect_all_ranks_passed(run_ranks(world, [&](Bootstrap& bs) {
     TPB_CUDA_CHECK(cudaSetDevice(rank_device()));
     const ModelConfig config = load_model_config(dir.string());
     nlohmann::json ids_json;
@@ -734,7 +738,10 @@ TEST_P(GpuHfParity, LogitsMatchTransformers) {
     std::vector<float> reference(batch * seq * V);
     ref_file.read_f32("logits", 0, reference.size(), reference.data());
 
-    LocalCommunicator comm;
+    LocalCommunicator local;
+    std::unique_ptr<Communicator> nccl;
+    if (world > 1) nccl = make_communicator("nccl", bs, comm_options_for_rank(4u << 20));
+    Communicator& comm = world > 1 ? *nccl : local;
     const std::string prefix = config.nested_text_config ? "language_model." : "";
     auto weights = open_safetensors_weights(dir.string(), prefix);
     GpuEngineOptions o;
@@ -742,7 +749,7 @@ TEST_P(GpuHfParity, LogitsMatchTransformers) {
     o.max_len = seq;
     o.max_prefill_tokens = batch * seq;
     o.count_expert_hits = true;
-    GpuEngine engine(config, Shard{0, 1}, comm, *weights, o);
+    GpuEngine engine(config, Shard{comm.rank(), world}, comm, *weights, o);
     // Half prefilled, the rest decoded through the absorbed form, as the CPU parity test.
     const std::int64_t prefill = seq / 2;
     const std::vector<float> got = run_engine(engine, ids, batch, seq, prefill, V);
@@ -775,12 +782,15 @@ TEST_P(GpuHfParity, LogitsMatchTransformers) {
   }));
 }
 
+// k25-int4-odd's down_proj has 48 inputs per rank at TP 2: not whole groups of 32, which the
+// GPU engine refuses (docs/quantization.md); it runs at TP 1 here and at every TP on the CPU.
 INSTANTIATE_TEST_SUITE_P(Models, GpuHfParity,
-                         ::testing::Values("dsv3-grouped-bf16", "k25-fused-f16", "dsv3-noqlora-f32", "dsv3-odd-widths-bf16"),
+                         ::testing::Values("dsv3-grouped-bf16", "k25-fused-f16", "dsv3-noqlora-f32", "dsv3-odd-widths-bf16",
+                                           "k25-int4-odd", "k25-int4-g32", "k25-int4-g32@tp2", "k25-int4-g32@tp4"),
                          [](const ::testing::TestParamInfo<std::string>& info) {
                            std::string n = info.param;
                            for (char& c : n)
-                             if (c == '-') c = '_';
+                             if (c == '-' || c == '@') c = '_';
                            return n;
                          });
 
