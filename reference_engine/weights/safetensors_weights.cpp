@@ -183,11 +183,13 @@ class SafetensorsWeights : public WeightSource {
     const std::string base = req.name.substr(0, req.name.rfind(".weight"));
     std::vector<std::string> tried;
     auto need = [&](const std::string& suffix, const char* what) -> const std::string* {
+      const std::size_t first = tried.size();
       const std::string* stored = find(base + suffix, tried);
       if (stored != nullptr) return stored;
+      const std::string looked_for = tried[first];  // the prefixed name, as the checkpoint would hold it
       std::vector<std::string> dense_tried;
       const bool dense = find(req.name, dense_tried) != nullptr;
-      TPB_INPUT_FAIL("checkpoint " << dir_ << ": tensor " << tried.back() << " (" << what << ") not found"
+      TPB_INPUT_FAIL("checkpoint " << dir_ << ": tensor " << looked_for << " (" << what << ") not found"
                                    << (dense ? ", the expert is stored unquantized (" + dense_tried.back() + ")" : "")
                                    << "; expected INT4 pack-quantized weight_packed, weight_scale and weight_shape for "
                                    << base << ", as the config's quantization_config says");
