@@ -36,9 +36,9 @@
 
 #include "tpb/check.h"
 #include "tpb/cuda_check.h"
-#include "tpb/kernels/device.h"
 #include "tpb/dtype.h"
 #include "tpb/kernels/gpu/mla_decode_tuning.h"
+#include "tpb/kernels/kernel_paths.h"
 #include "tpb/kernels/mla_decode_split.h"
 #include "tpb/kernels/mla_widths.h"
 #include "cuda/decode_split_range.cuh"
@@ -620,8 +620,9 @@ Plan checked_plan(int variant, const MlaDecodeShape& shape, std::int64_t tiles_p
   TPB_CHECK(tuning::mla_decode_variant_supports(variant, shape),
             "mla_decode: variant " << kVariantNames[variant] << " does not take " << shape.heads << " heads at kv_lora "
                                    << shape.kv_lora << " + rope " << shape.rope
-                                   << " in this build on this device (wgmma kernels: kv_lora 512 + rope 64 on compute "
-                                      "capability 9.0 with sm_90a code; wgmma_heads_n: at most "
+                                   << " on this device (its path: "
+                                   << kernels::kernel_path(kernels::KernelOp::mla_decode).text()
+                                   << "; the wgmma kernels take kv_lora 512 + rope 64, wgmma_heads_n at most "
                                    << kernels::kMlaDecodeHeadsNMax << " heads)");
   return make_plan(variant, shape, tiles_per_split);
 }
@@ -687,12 +688,12 @@ const char* mla_decode_variant_name(int variant) {
   return kVariantNames[variant];
 }
 
-// The wgmma kernel only where the build has sm_90a code (TPB_HAVE_SM90A, kernels/CMakeLists.txt)
-// and the device runs it: sm_90a code runs on compute capability 9.0 only, and a build for
-// 90a and a later architecture has traps in the later one's wgmma kernels.
+// The wgmma kernels only where the kernel-path registry gives this op wgmma (tpb/kernels/
+// kernel_paths.h: a compute capability 9.0 device, sm_90a code in the build, TPB_KERNELS not
+// portable; other architectures' images of these kernels are traps), and at the row they take.
 bool mla_decode_variant_supports(int variant, const MlaDecodeShape& shape) {
   if (variant == kVariantMmaSync) return true;
-  const bool row = TPB_HAVE_SM90A && current_device_compute_capability() == 90 &&
+  const bool row = kernels::kernel_path(kernels::KernelOp::mla_decode).wgmma() &&
                    kernels::mla_decode_wgmma_shape(shape.kv_lora, shape.rope);
   if (variant == kVariantWgmma) return row;
   return variant == kVariantWgmmaHeadsN && row && shape.heads <= kernels::kMlaDecodeHeadsNMax;

@@ -133,6 +133,7 @@ __global__ void __launch_bounds__(kThreads, 1)
                                   const std::int32_t* __restrict__ seq_lens, int heads, std::int64_t max_len,
                                   int splits, std::int64_t chunk, float scale, float* __restrict__ o_part,
                                   float* __restrict__ m_part, float* __restrict__ l_part) {
+#if TPB_WGMMA_COMPILED
   const int g0 = blockIdx.x * kHeads;
   const int split = blockIdx.y;
   const int b = blockIdx.z;
@@ -268,6 +269,9 @@ __global__ void __launch_bounds__(kThreads, 1)
       }
     }
   }
+#else
+  __trap();  // not launched outside sm_90a (wgmma.cuh)
+#endif
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -403,6 +407,7 @@ __global__ void __launch_bounds__(kThreads, 1)
                                           const std::int32_t* __restrict__ seq_lens, int heads, std::int64_t max_len,
                                           int splits, std::int64_t chunk, float scale, float* __restrict__ o_part,
                                           float* __restrict__ m_part, float* __restrict__ l_part) {
+#if TPB_WGMMA_COMPILED
   using G = HeadsNGeometry<kN>;
   constexpr int kAcc = kN / 2;   // floats of one m64nN accumulator
   constexpr int kHeadsPerThread = kN / 4;  // heads of this thread
@@ -598,6 +603,9 @@ __global__ void __launch_bounds__(kThreads, 1)
         l_part[part_row0 + static_cast<std::size_t>(head) * splits] = l;
       }
   }
+#else
+  __trap();  // not launched outside sm_90a (wgmma.cuh)
+#endif
 }
 
 // The instantiation for `heads` per CTA: 8, 16 or 32 columns.

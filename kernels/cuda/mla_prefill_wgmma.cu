@@ -24,7 +24,7 @@
 
 #include "tpb/check.h"
 #include "tpb/cuda_check.h"
-#include "tpb/kernels/device.h"
+#include "tpb/kernels/kernel_paths.h"
 #include "cuda/mma_sync.cuh"
 #include "cuda/softmax_split_p.cuh"
 #include "cuda/wgmma.cuh"
@@ -81,6 +81,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     mla_prefill_wgmma_kernel(const __nv_bfloat16* __restrict__ q, const __nv_bfloat16* __restrict__ k_nope,
                              const __nv_bfloat16* __restrict__ k_rot, const __nv_bfloat16* __restrict__ v, int q_len,
                              int past, int heads, float scale_log2, __nv_bfloat16* __restrict__ out) {
+#if TPB_WGMMA_COMPILED
   const int i0 = static_cast<int>(gridDim.x - 1 - blockIdx.x) * kBlockQ;  // latest block first
   const int h = blockIdx.y;
   const int b = blockIdx.z;
@@ -301,14 +302,17 @@ __global__ void __launch_bounds__(kThreads, 1)
       for (int j = 0; j < 16; ++j) dst[4 * j] = __floats2bfloat162_rn(o[4 * j + 2 * r] * inv, o[4 * j + 2 * r + 1] * inv);
     }
   }
+#else
+  __trap();  // not launched outside sm_90a (wgmma.cuh)
+#endif
 }
 
 }  // namespace
 
 bool mla_prefill_wgmma_supports(std::int64_t nope, std::int64_t rope, std::int64_t v_dim) {
-  // sm_90a code in the build, and a device that runs it (compute capability 9.0; a build for
-  // 90a and a later architecture has traps in the later one's wgmma kernels).
-  return TPB_HAVE_SM90A && current_device_compute_capability() == 90 && nope == kNope && rope == kRope && v_dim == kV;
+  // Where the kernel-path registry gives this op wgmma (tpb/kernels/kernel_paths.h: a compute
+  // capability 9.0 device, sm_90a code in the build, TPB_KERNELS not portable), at Kimi's widths.
+  return kernels::kernel_path(kernels::KernelOp::mla_prefill).wgmma() && nope == kNope && rope == kRope && v_dim == kV;
 }
 
 void launch_mla_prefill_wgmma(const __nv_bfloat16* q, const __nv_bfloat16* k_nope, const __nv_bfloat16* k_rot,

@@ -21,13 +21,29 @@
 
 #include <cstdint>
 
-// wgmma exists only on the arch-specific target sm_90a. In a device pass for another
-// architecture each instruction below compiles to a trap; the host side never launches those
-// kernels there (TPB_HAVE_SM90A, kernels/CMakeLists.txt).
-#if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
-#define TPB_WGMMA_ASM(...) __trap()
-#else
+// wgmma exists only on the arch-specific target sm_90a, and a build emits other architectures
+// too (sm_80, sm_100, sm_120: CMakeLists.txt). A kernel that uses wgmma keeps its body for the
+// sm_90a device pass (and the host pass, which compiles no device code) only:
+//   __global__ void k(...) {
+//   #if TPB_WGMMA_COMPILED
+//     ...
+//   #else
+//     __trap();  // not launched here: see below
+//   #endif
+//   }
+// so the other architectures' images are one trap each, and cost next to no compile time. The
+// host never launches them there: the kernel-path registry (tpb/kernels/kernel_paths.h) offers
+// the wgmma kernels on a compute capability 9.0 device of a build with sm_90a code only. Each
+// instruction below compiles to a trap outside sm_90a as well, should any other code use it.
+#if !defined(__CUDA_ARCH__) || defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define TPB_WGMMA_COMPILED 1
 #define TPB_WGMMA_ASM(...) asm volatile(__VA_ARGS__)
+#else
+#define TPB_WGMMA_COMPILED 0
+#define TPB_WGMMA_ASM(...) __trap()
+// There the kernels' helpers and constants go unused: "declared but never referenced" (177)
+// says nothing in this pass of a file that includes this one.
+#pragma nv_diag_suppress 177
 #endif
 
 namespace tpb::gpu::detail {

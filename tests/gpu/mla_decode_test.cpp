@@ -19,9 +19,9 @@
 #include "suite/checks/tolerance.h"
 #include "tpb/cuda_check.h"
 #include "tpb/dtype.h"
-#include "tpb/kernels/device.h"
 #include "tpb/kernels/gpu/mla_decode.h"
 #include "tpb/kernels/gpu/mla_decode_tuning.h"
+#include "tpb/kernels/kernel_paths.h"
 #include "tpb/kernels/mla_decode.h"
 #include "tpb/kernels/mla_decode_split.h"
 
@@ -284,12 +284,13 @@ TEST(MlaDecode, WorkspaceTooSmallThrows) {
   TPB_CUDA_CHECK(cudaStreamSynchronize(run.stream));
 }
 
-// The Kimi-K2.5 row takes a wgmma kernel by default (in a build with sm_90a code, on a
-// compute capability 9.0 device): up to 32 heads the heads-as-N one, above them the 64-head
-// one; other widths the mma.sync one.
+// The Kimi-K2.5 row takes a wgmma kernel by default where the kernel-path registry gives
+// mla_decode wgmma (a compute capability 9.0 device, sm_90a code in the build, TPB_KERNELS not
+// portable): up to 32 heads the heads-as-N one, above them the 64-head one; other widths, and
+// every width elsewhere, the mma.sync one.
 TEST(MlaDecode, DefaultVariantByWidth) {
   TPB_REQUIRE_GPU();
-  const bool wgmma = TPB_HAVE_SM90A && current_device_compute_capability() == 90;
+  const bool wgmma = kernels::kernel_path(kernels::KernelOp::mla_decode).wgmma();
   auto picked = [](const gpu::MlaDecodeShape& s) {
     return gpu::tuning::mla_decode_variant_name(gpu::tuning::mla_decode_default_variant(s));
   };

@@ -22,9 +22,9 @@
 #include "gpu_test_support.h"
 #include "tpb/cuda_check.h"
 #include "tpb/dtype.h"
-#include "tpb/kernels/device.h"
 #include "tpb/kernels/gpu/mla_prefill.h"
 #include "tpb/kernels/gpu/mla_prefill_tuning.h"
+#include "tpb/kernels/kernel_paths.h"
 #include "tpb/kernels/mla_attention.h"
 
 namespace tpb::test {
@@ -326,7 +326,7 @@ TEST(MlaPrefill, DispatchTakesTensorCoresWhereTheyApply) {
   };
   const std::string where_they_apply =
       gpu::tuning::mla_prefill_tensor_core_by_default() ? "tensor_core_split_p" : "cuda_core";
-  const bool wgmma = TPB_HAVE_SM90A && current_device_compute_capability() == 90;
+  const bool wgmma = kernels::kernel_path(kernels::KernelOp::mla_prefill).wgmma();  // kernel_paths.h
   EXPECT_EQ(gpu::tuning::mla_prefill_tensor_core_by_default() ? (wgmma ? "wgmma_split_p_overlap" : "tensor_core_split_p")
                                                               : "cuda_core",
             dispatched(shape(1, 8, 0, 64)));

@@ -1,0 +1,132 @@
+// The kernel-path registry (tpb/kernels/kernel_paths.h) without a GPU: TPB_KERNELS's parsing,
+// and the choice per op as a pure function of the device's compute capability, the build's
+// sm_90a code and the setting, at every architecture the build emits and a few it does not.
+#include <gtest/gtest.h>
+
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "tpb/check.h"
+#include "tpb/kernels/device.h"
+#include "tpb/kernels/kernel_paths.h"
+
+namespace tpb::kernels {
+namespace {
+
+TEST(KernelsSetting, AutoWhenUnsetEmptyOrAuto) {
+  EXPECT_EQ(parse_kernels_setting(nullptr), KernelsSetting::automatic);
+  EXPECT_EQ(parse_kernels_setting(""), KernelsSetting::automatic);
+  EXPECT_EQ(parse_kernels_setting("auto"), KernelsSetting::automatic);
+  EXPECT_EQ(parse_kernels_setting("portable"), KernelsSetting::portable);
+  EXPECT_STREQ(kernels_setting_name(KernelsSetting::automatic), "auto");
+  EXPECT_STREQ(kernels_setting_name(KernelsSetting::portable), "portable");
+}
+
+// Anything else is bad input that names the variable and what it takes: a typo must not run
+// the wgmma kernels while the user believes the portable ones ran.
+TEST(KernelsSetting, AnythingElseIsAnInputError) {
+  for (const char* bad : {"Portable", "PORTABLE", " portable", "portable ", "wgmma", "mma.sync", "0", "1", "none"}) {
+    try {
+      parse_kernels_setting(bad);
+      ADD_FAILURE() << "'" << bad << "' was accepted";
+    } catch (const InputError& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find("TPB_KERNELS='" + std::string(bad) + "'"), std::string::npos) << what;
+      EXPECT_NE(what.find("auto"), std::string::npos) << what;
+      EXPECT_NE(what.find("portable"), std::string::npos) << what;
+    }
+  }
+}
+
+// One row of the choice: the inputs and what mla_decode and mla_prefill (registered alike)
+// take there.
+struct ChoiceCase {
+  std::string name;  // the test's name: device, build, setting
+  KernelPathInputs in;
+  const char* variant;
+  const char* reason;
+};
+
+void PrintTo(const ChoiceCase& c, std::ostream* os) { *os << c.name; }
+
+constexpr KernelsSetting kAuto = KernelsSetting::automatic, kPortable = KernelsSetting::portable;
+
+std::vector<ChoiceCase> choice_cases() {
+  return {
+      // H100 / H200: wgmma, as before the registry, unless the build lacks sm_90a or the
+      // portable path is forced.
+      {"h100_90a_auto", {9, 0, true, kAuto}, "wgmma", "sm_90a, device 9.0"},
+      {"h100_90a_portable", {9, 0, true, kPortable}, "mma.sync", "portable: TPB_KERNELS=portable"},
+      {"h100_no90a_auto", {9, 0, false, kAuto}, "mma.sync", "device 9.0, but built without sm_90a code"},
+      {"h100_no90a_portable", {9, 0, false, kPortable}, "mma.sync", "portable: TPB_KERNELS=portable"},
+      // Every other architecture from 8.0 on: mma.sync, whatever the build holds.
+      {"rtx_pro_6000_120_auto", {12, 0, true, kAuto}, "mma.sync", "device 12.0 has no wgmma"},
+      {"rtx_pro_6000_120_portable", {12, 0, true, kPortable}, "mma.sync", "portable: TPB_KERNELS=portable"},
+      {"dgx_spark_121", {12, 1, true, kAuto}, "mma.sync", "device 12.1 has no wgmma"},
+      {"b200_100", {10, 0, true, kAuto}, "mma.sync", "device 10.0 has no wgmma"},
+      {"b300_103", {10, 3, true, kAuto}, "mma.sync", "device 10.3 has no wgmma"},
+      {"a100_80", {8, 0, true, kAuto}, "mma.sync", "device 8.0 has no wgmma"},
+      {"l40s_89_no90a", {8, 9, false, kAuto}, "mma.sync", "device 8.9 has no wgmma"},
+      // Below sm_80 no kernel runs; without a device nothing does.
+      {"t4_75", {7, 5, true, kAuto}, "none", "device 7.5: mma.sync needs compute capability 8.0 or newer"},
+      {"no_device", {0, 0, true, kAuto}, "none", "no CUDA device"},
+      {"no_device_portable", {0, 0, false, kPortable}, "none", "no CUDA device"},
+  };
+}
+
+class KernelPathChoice : public ::testing::TestWithParam<ChoiceCase> {};
+
+TEST_P(KernelPathChoice, AttentionOps) {
+  const ChoiceCase& c = GetParam();
+  for (KernelOp op : {KernelOp::mla_decode, KernelOp::mla_prefill}) {
+    SCOPED_TRACE(kernel_op_name(op));
+    const KernelPath p = choose_kernel_path(op, c.in);
+    EXPECT_EQ(p.op, op);
+    EXPECT_EQ(p.variant, c.variant);
+    EXPECT_EQ(p.reason, c.reason);
+    EXPECT_EQ(p.wgmma(), p.variant == "wgmma");
+    EXPECT_EQ(p.text(), std::string(c.variant) + " (" + c.reason + ")");
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Devices, KernelPathChoice, ::testing::ValuesIn(choice_cases()),
+                         [](const ::testing::TestParamInfo<ChoiceCase>& info) { return info.param.name; });
+
+// The wgmma kernels run on compute capability 9.0 only: sm_90a code runs nowhere else (not on
+// 9.x after it, nor JIT-compiled on a later architecture).
+TEST(KernelPathChoice, WgmmaOnlyOnNinePointZero) {
+  for (int major = 1; major <= 13; ++major)
+    for (int minor = 0; minor <= 9; ++minor) {
+      const KernelPath p = choose_kernel_path(KernelOp::mla_decode, {major, minor, true, kAuto});
+      EXPECT_EQ(p.wgmma(), major == 9 && minor == 0) << major << "." << minor << ": " << p.text();
+    }
+}
+
+// expert_gemm_int4 has a place in the registry but no variants yet: "none" everywhere, and not
+// among the paths a run reports.
+TEST(KernelPathChoice, AnOpWithoutVariantsRunsNone) {
+  EXPECT_TRUE(kernel_op_registered(KernelOp::mla_decode));
+  EXPECT_TRUE(kernel_op_registered(KernelOp::mla_prefill));
+  EXPECT_FALSE(kernel_op_registered(KernelOp::expert_gemm_int4));
+  const KernelPath p = choose_kernel_path(KernelOp::expert_gemm_int4, {9, 0, true, kAuto});
+  EXPECT_EQ(p.text(), "none (no kernel registered for this op)");
+  for (const KernelPath& q : kernel_paths()) EXPECT_NE(q.op, KernelOp::expert_gemm_int4);
+}
+
+// This process's paths are the pure choice at its current device (none on a CPU machine; on a
+// GPU machine whatever it is), its build and TPB_KERNELS.
+TEST(KernelPaths, ThisProcessTakesThePureChoice) {
+  const int cc = current_device_compute_capability();
+  const KernelPathInputs in{cc / 10, cc % 10, built_with_sm90a(), kernels_setting()};
+  const std::vector<KernelPath> paths = kernel_paths();
+  ASSERT_EQ(paths.size(), 2u);
+  for (const KernelPath& p : paths) {
+    EXPECT_EQ(p.text(), choose_kernel_path(p.op, in).text()) << kernel_op_name(p.op);
+    EXPECT_EQ(&kernel_path(p.op), &kernel_path(p.op)) << "decided once";
+  }
+  EXPECT_EQ(describe_kernel_paths(paths), "mla_decode " + paths[0].text() + "; mla_prefill " + paths[1].text());
+}
+
+}  // namespace
+}  // namespace tpb::kernels
