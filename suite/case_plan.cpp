@@ -5,8 +5,52 @@
 #include "reference_engine/memory/gpu_catalog.h"
 #include "reference_engine/memory/planner.h"
 #include "reference_engine/memory/weight_bytes.h"
+#include "tpb/check.h"
 
 namespace tpb {
+
+CaseModelParams case_model_params(const nlohmann::json& params) {
+  CaseModelParams out;
+  if (!params.is_object()) return out;
+  if (const auto it = params.find("layers"); it != params.end() && !it->is_null()) {
+    TPB_INPUT_CHECK(it->is_number_integer() && it->get<std::int64_t>() >= 1,
+                    "case_spec.params.layers: expected a positive integer, got " << it->dump());
+    out.layers = it->get<std::int64_t>();
+  }
+  if (const auto it = params.find("quant"); it != params.end() && !it->is_null()) {
+    TPB_INPUT_CHECK(it->is_string() && (*it == "bf16" || *it == "int4"),
+                    "case_spec.params.quant: expected \"bf16\" or \"int4\", got " << it->dump());
+    out.quant = parse_quantization(it->get<std::string>(), "case_spec.params.quant");
+  }
+  return out;
+}
+
+ModelConfig case_model_config(const CaseSpec::Model& model, const CaseModelParams& params) {
+  ModelConfig config = load_model_config(model.config_path);
+  if (!model.overrides.empty()) apply_overrides(config, model.overrides, model.config_path, "$.model.overrides");
+  if (const auto layers = params.layers) {
+    TPB_INPUT_CHECK(*layers <= config.num_hidden_layers, "case_spec.params.layers: expected 1.."
+                                                             << config.num_hidden_layers
+                                                             << " (the config's num_hidden_layers), got " << *layers);
+    config.num_hidden_layers = *layers;
+    config.validate();
+  }
+  const bool synthetic = model.weights == "synthetic";
+  if (const auto quant = params.quant) {
+    TPB_INPUT_CHECK(synthetic || *quant == config.quant,
+                    "case_spec.params.quant: \"" << quantization_name(*quant) << "\", but the checkpoint " << model.weights
+                                                 << " holds " << quantization_name(config.quant)
+                                                 << " weights, as its config says; a checkpoint's own quantization wins");
+    config.quant = *quant;
+  } else if (synthetic) {
+    // Synthetic weights are made in the quantization the case names, and a case that names
+    // none is bf16, as every case was before the quant axis: its id (which has no quant) keeps
+    // meaning what it meant, and its stored baseline stays comparable. A preset's
+    // quantization_config (Kimi-K2.5's) describes the released checkpoint, not these weights.
+    config.quant = Quantization::bf16;
+  }
+  return config;
+}
 
 std::optional<CasePlan> plan_engine_case(const Scenario& s, const Case& c, const PlanGpu& device) {
   if (s.workload != "engine" || !s.model) return std::nullopt;
@@ -18,8 +62,7 @@ std::optional<CasePlan> plan_engine_case(const Scenario& s, const Case& c, const
     gpu.cuda_context_bytes = kSharedRankContextBytes;
   }
   const nlohmann::json& p = c.params;
-  ModelConfig config = load_model_config(s.model->config_path);
-  if (!s.model->overrides.empty()) apply_overrides(config, s.model->overrides, s.model->config_path, "$.model.overrides");
+  const ModelConfig config = case_model_config(*case_spec(s, c).model, case_model_params(p));
   const bool decode = p.value("mode", std::string("decode")) == "decode";
   const std::int64_t batch = p.value("batch_size", std::int64_t{1});
   const std::int64_t seq_len = p.value("seq_len", std::int64_t{16});
@@ -28,7 +71,7 @@ std::optional<CasePlan> plan_engine_case(const Scenario& s, const Case& c, const
   PlanInput in;
   in.config = config;
   in.tp = c.tp;
-  in.quant = Quantization::bf16;
+  in.quant = config.quant;  // what the GPU engine stores: bf16, or int4 routed experts
   in.gpu_total_bytes = gpu.total_bytes;
   in.cuda_context_bytes = gpu.cuda_context_bytes;
   // The GPU engine sizes its KV cache from the case's mem_fraction when the scenario sweeps
@@ -51,7 +94,8 @@ std::optional<CasePlan> plan_engine_case(const Scenario& s, const Case& c, const
   CasePlan out;
   out.feasible = plan.feasible;
   out.verdict = plan.verdict;
-  out.plan = {{"source", "planner (bf16, tp " + std::to_string(c.tp) + ") for " + gpu.name},
+  out.plan = {{"source", std::string("planner (") + quantization_name(in.quant) + ", tp " + std::to_string(c.tp) +
+                             ") for " + gpu.name},
               {"gpu", gpu.name},
               {"mem_fraction", in.mem_fraction},
               {"allreduce", in.allreduce},
@@ -83,6 +127,20 @@ std::optional<CasePlan> plan_engine_case(const Scenario& s, const Case& c, const
   buffers.max_prefill_tokens = gpu_engine_prefill_tokens(decode, batch, seq_len);
   buffers.last_position_logits = gpu_engine_last_position_logits(decode, batch, seq_len, config.vocab_size);
   out.plan["breakdown"]["activations"] = gpu_engine_buffer_bytes(config, buffers);
+
+  // A slice of a model: would the whole of it (the config file's layers; every other input the
+  // case's) fit the group?
+  const std::int64_t model_layers = load_model_config(s.model->config_path).num_hidden_layers;
+  if (config.num_hidden_layers < model_layers) {
+    PlanInput whole = in;
+    whole.config.num_hidden_layers = model_layers;
+    const MemoryPlan full = plan_memory(whole);
+    out.plan["full_model"] = {{"layers", model_layers},
+                              {"weights_bytes", full.weights.bytes_per_rank},
+                              {"max_tokens", full.max_tokens},
+                              {"feasible", full.feasible},
+                              {"verdict", full.verdict}};
+  }
   return out;
 }
 

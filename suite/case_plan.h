@@ -11,12 +11,18 @@
 //   max_tokens, feasible, verdict, mem_fraction, allreduce, custom_max_bytes, nccl_over_sockets,
 //   requested_tokens, min_mem_fraction, min_mem_fraction_requested, total/avail/rest bytes,
 //   kv_cell_bytes, gpu, source, and a breakdown of the terms the engine allocates per rank for
-//   this case: weights (bf16, the text model: tpbench's engine loads no vision tower),
+//   this case: weights (in the model's quantization, case_model_config: bf16, or int4 routed
+//   experts with everything else bf16; the text model: tpbench's engine loads no vision tower),
 //   comm_buffers, and kv_pool (max_tokens x cell: the pool the engine sizes from the case's
 //   mem_fraction, GpuEngineOptions) or, for a case without mem_fraction, kv_cache (the case's
 //   own cache, cell x batch x capacity), and activations (the engine's step buffers for the
 //   case, reference_engine/memory/engine_buffers.h);
 //   plan_matches_measured compares them with the meter, and max_tokens with the engine's pool.
+// A case that runs fewer layers than its config has (model.layers, or overrides of
+// num_hidden_layers) also carries full_model: the same plan (GPU, TP, quantization, fraction,
+// backend, the case's tokens) for every layer of the config: layers, weights_bytes per rank,
+// max_tokens, feasible and the planner's verdict, so that a slice says whether the model it was
+// cut from would fit the group.
 #pragma once
 
 #include <cstdint>
@@ -25,10 +31,31 @@
 
 #include <nlohmann/json.hpp>
 
+#include "reference_engine/config/model_config.h"
+#include "suite/case_spec.h"
 #include "suite/scenario.h"
 #include "suite/sweep.h"
 
 namespace tpb {
+
+// What an engine case's params say of its model, each absent unless the scenario writes it
+// (then the config's own holds): params.layers, the num_hidden_layers to run (>= 1; the
+// scenario's model.layers), and params.quant, "bf16" or "int4" (the quant axis). InputError
+// naming case_spec.params.<key> for anything else.
+struct CaseModelParams {
+  std::optional<std::int64_t> layers;  // layers to run, >= 1
+  std::optional<Quantization> quant;   // bf16 or int4
+};
+CaseModelParams case_model_params(const nlohmann::json& params);
+
+// The model a case runs, one definition for the engine that loads it (engine_workload.cpp) and
+// the planner that plans it (plan_engine_case): the config file, the scenario's overrides,
+// `layers` as num_hidden_layers (at most the config's), then the quantization: `quant`; without
+// it, a checkpoint's own (its config's quantization_config) and bf16 for synthetic weights (as
+// every case ran before the quant axis, so that ids without quant keep their meaning). A
+// checkpoint's own quantization wins: InputError when `quant` names another for a folder of
+// weights (the scenario refuses it when it is read; this holds for specs from elsewhere).
+ModelConfig case_model_config(const CaseSpec::Model& model, const CaseModelParams& params);
 
 struct PlanGpu {
   std::string name;                  // e.g. "NVIDIA H200" (as the device reports it) or a catalog name

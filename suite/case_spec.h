@@ -63,7 +63,10 @@ struct CaseSpec {
   std::string device = "cpu";                         // "cpu" | "cuda"; the workload checks the value
   nlohmann::json params = nlohmann::json::object();   // the swept values: mode, tp, batch_size, seq_len,
                                                       // allreduce, mem_fraction, instrumentation,
-                                                      // cuda_graph, + workload axes (message_bytes, ...)
+                                                      // cuda_graph, + workload axes (message_bytes, ...);
+                                                      // engine: quant ("bf16" | "int4") when the scenario
+                                                      // sweeps it, layers (num_hidden_layers to run) when it
+                                                      // writes model.layers; absent: the config's own
   bool kv_pool = false;  // the engine sizes its KV pool from params.mem_fraction (the scenario sweeps
                          // it); otherwise it allocates exactly the case's cache
   std::optional<Model> model;            // absent: a workload without a model (allreduce, probe)

@@ -18,6 +18,7 @@
 #include "reference_engine/config/json_text.h"
 #include "reference_engine/config/model_config.h"
 #include "reference_engine/memory/attention_widths.h"
+#include "reference_engine/memory/weight_bytes.h"
 #include "suite/baseline.h"
 #include "suite/build_info.h"
 #include "suite/checks/check.h"
@@ -204,9 +205,27 @@ json allreduce_backend(Validator& val, const json& v, const std::string& path, c
   return v;
 }
 
+// A model's quantization: bf16, or int4 (Kimi-K2.5's: the routed experts INT4, everything
+// else bf16). parse_quantization also reads the planner's fp8 and f32, which are no model
+// tpbench's engines run: refused here by name.
+json quant_value(Validator& val, const json& v, const std::string& path, const std::string&) {
+  if (v.is_string()) {
+    try {
+      const Quantization q = parse_quantization(v.get<std::string>(), path);
+      if (q == Quantization::bf16 || q == Quantization::int4) return std::string(quantization_name(q));
+    } catch (const InputError&) {
+    }
+  }
+  val.expected(path,
+               "\"bf16\" or \"int4\" (int4: the routed experts INT4, everything else bf16; fp8 and f32 are "
+               "the planner's formats, not a model's)",
+               v);
+  return nullptr;
+}
+
 // TP must divide the model's heads and experts: what a value is expected to be instead, or
 // "" when it does.
-std::string tp_divides_model(const ModelConfig& model, const json& tp) {
+std::string tp_divides_model(const ModelConfig& model, const ModelSpec&, const json& tp) {
   try {
     model.validate_tp(static_cast<int>(tp.get<long long>()));
     return "";
@@ -215,8 +234,20 @@ std::string tp_divides_model(const ModelConfig& model, const json& tp) {
   }
 }
 
+// A checkpoint's own quantization wins: a folder of weights is loaded as its config says
+// (quantization_config, read into ModelConfig::quant), so a scenario may name that one only.
+// Synthetic weights are made in whichever the case asks for.
+std::string quant_fits_checkpoint(const ModelConfig& model, const ModelSpec& spec, const json& quant) {
+  const std::string own = quantization_name(model.quant);
+  if (spec.weights == "synthetic" || quant.get<std::string>() == own) return "";
+  return "\"" + own + "\" (the checkpoint " + spec.weights + " holds " + own +
+         " weights, as its config says; a checkpoint's own quantization wins: write [\"" + own +
+         "\"] or leave quant out)";
+}
+
 // The axis table: one row per sweep axis, in sweep order, outermost first. TP outermost keeps
-// a group of worker processes alive across as many consecutive cases as possible; allreduce
+// a group of worker processes alive across as many consecutive cases as possible; quant next,
+// since another quantization is another engine (its weights made or loaded again); allreduce
 // innermost puts the cases that equal_across_allreduce compares next to each other.
 // parse_scenario reads every rule of an axis from its row: which workloads sweep it, what a
 // value must be and how it is normalised, the value a scenario that leaves it out sweeps,
@@ -226,16 +257,22 @@ struct AxisRule {
   std::string name;
   std::string workload;     // the one workload that sweeps it; "": every workload
   AxisParse parse;          // what a value must be, normalised
-  json default_value;       // swept by a scenario that leaves the axis out
+  json default_value;       // swept by a scenario that leaves the axis out; null: none, the
+                            // axis is in a case's params (and id) only when the scenario writes it
   json default_on_cuda;     // instead on the resolved device "cuda"; null: default_value
-  std::string (*fits_model)(const ModelConfig& model, const json& value);  // "" or what is expected
-                                                                           // instead; null: no condition
+  // "" or what is expected instead (the model's config, after overrides and layers, and its
+  // section); null: no condition.
+  std::string (*fits_model)(const ModelConfig& model, const ModelSpec& spec, const json& value);
 };
 
 const std::vector<AxisRule>& axis_table() {
   static const std::vector<AxisRule> rows = {
       // name             workload     parse                  default  on cuda  model condition
       {"tp",              "",          tp_size,               1,       nullptr, tp_divides_model},
+      // No default: a case without it runs a checkpoint in its own quantization and synthetic
+      // weights in bf16 (case_plan.h: case_model_config), and the ids of every scenario
+      // written before the axis stay as they were.
+      {"quant",           "engine",    quant_value,           nullptr, nullptr, quant_fits_checkpoint},
       {"mem_fraction",    "",          fraction,              0.9,     nullptr, nullptr},
       {"cuda_graph",      "",          cuda_graph_flag,       false,   nullptr, nullptr},
       {"instrumentation", "",          instrumentation_value, "off",   nullptr, nullptr},
@@ -296,7 +333,7 @@ std::optional<ModelSpec> parse_model(Validator& val, const json& m, const std::s
     val.expected(path, "an object with \"preset\" or \"path\"", m);
     return std::nullopt;
   }
-  val.only_keys(m, path, {"preset", "path", "overrides", "weights", "seed"});
+  val.only_keys(m, path, {"preset", "path", "overrides", "weights", "seed", "layers"});
   ModelSpec spec;
   const bool has_preset = m.contains("preset"), has_path = m.contains("path");
   if (has_preset == has_path) {
@@ -377,6 +414,24 @@ std::optional<ModelSpec> parse_model(Validator& val, const json& m, const std::s
     else
       spec.seed = s.get<std::uint64_t>();
   }
+  // "layers": how many of the model's layers a case runs: num_hidden_layers overridden, named
+  // and bounded by the config. A key of the model rather than a sweep axis because it changes
+  // the model itself, as overrides do: the model section is read and its config validated
+  // once (the override rules, the GPU kernels' limits), then every axis value is checked
+  // against that one config; an axis of layer counts would be a model per value, which none
+  // of those checks would see, and an engine per value in every worker. The cases carry it
+  // in their params (sweep.cpp) so that records say it, and only when written.
+  std::optional<json> layers;
+  if (m.contains("layers")) {
+    const json& l = m["layers"];
+    if (spec.overrides.is_object() && spec.overrides.contains("num_hidden_layers"))
+      val.problem(path + ".layers", "set together with $.model.overrides.num_hidden_layers, which overrides the same "
+                                    "count; expected one of the two");
+    else if (l == "all" || (is_int(l) && l.get<long long>() >= 1))
+      layers = l;
+    else
+      val.expected(path + ".layers", "a positive integer (at most the config's num_hidden_layers) or \"all\"", l);
+  }
   if (!ok) return std::nullopt;
   // The config itself: its own errors name the config file; overrides name their path.
   try {
@@ -385,6 +440,23 @@ std::optional<ModelSpec> parse_model(Validator& val, const json& m, const std::s
     apply_overrides(config, spec.overrides, source, path + ".overrides");
     config.validate();
     spec.num_attention_heads = config.num_attention_heads;
+    if (layers) {
+      const std::int64_t own = config.num_hidden_layers;
+      const std::int64_t n = *layers == "all" ? own : layers->get<std::int64_t>();
+      if (n > own) {
+        val.expected(path + ".layers",
+                     "a positive integer at most " + std::to_string(own) + " (the config's num_hidden_layers) or \"all\"",
+                     *layers);
+      } else {
+        config.num_hidden_layers = n;
+        try {
+          config.validate();
+          spec.layers = n;
+        } catch (const InputError& e) {
+          val.expected(path + ".layers", std::string("a layer count the model allows (") + e.what() + ")", *layers);
+        }
+      }
+    }
     config_out = std::move(config);
   } catch (const InputError& e) {
     val.problem(path + (has_preset ? ".preset" : ".path"), std::string("invalid model: ") + e.what());
@@ -525,6 +597,10 @@ Scenario parse_scenario(const json& doc, const std::string& source, const Scenar
         val.problem(std::string("$.model.") + (doc["model"].contains("preset") ? "preset" : "path"), e.what());
       }
     }
+    if (workload_ok && s.workload != "engine" && doc["model"].is_object() && doc["model"].contains("layers")) {
+      val.problem("$.model.layers", "applies to workload \"engine\" only (workload is \"" + s.workload + "\")");
+      if (s.model) s.model->layers.reset();
+    }
   } else if (workload_ok && s.workload == "engine") {
     val.problem("$.model", "missing; the engine workload needs {\"preset\": NAME} or {\"path\": DIR}");
   }
@@ -554,6 +630,7 @@ Scenario parse_scenario(const json& doc, const std::string& source, const Scenar
     Axis a{axis, {}};
     const std::string path = "$.sweep." + axis;
     if (!sweep.contains(axis)) {
+      if (rule.default_value.is_null()) continue;  // no default: left out of every case
       a.values.push_back(default_axis_value(rule, s.device));
       a.written = false;
     } else if (!sweep[axis].is_array()) {
@@ -569,8 +646,8 @@ Scenario parse_scenario(const json& doc, const std::string& source, const Scenar
           val.expected(ipath, "a value not already listed", sweep[axis][i]);
           continue;
         }
-        if (rule.fits_model && model_config) {
-          if (const std::string expected = rule.fits_model(*model_config, v); !expected.empty()) {
+        if (rule.fits_model && model_config && s.model) {
+          if (const std::string expected = rule.fits_model(*model_config, *s.model, v); !expected.empty()) {
             val.expected(ipath, expected, sweep[axis][i]);
             continue;
           }
@@ -756,8 +833,8 @@ Scenario parse_scenario(const json& doc, const std::string& source, const Scenar
           ok = false;
           continue;
         }
-        if (rule.fits_model && model_config) {
-          if (const std::string expected = rule.fits_model(*model_config, v); !expected.empty()) {
+        if (rule.fits_model && model_config && s.model) {
+          if (const std::string expected = rule.fits_model(*model_config, *s.model, v); !expected.empty()) {
             val.expected("$.control." + key, expected, value);
             ok = false;
             continue;

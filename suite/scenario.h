@@ -8,10 +8,12 @@
 // Format (schema 1):
 //   {"schema": 1, "name": "...", "description": "...", "workload": "engine" | "allreduce",
 //    "model": {"preset": "tiny-dsv3" | "path": "DIR", "overrides": {...},
-//              "weights": "synthetic" | "<checkpoint dir>", "seed": 1234},
+//              "weights": "synthetic" | "<checkpoint dir>", "seed": 1234,
+//              "layers": 3 | "all"},                // engine only: num_hidden_layers to run
 //    "device": "cpu" | "cuda" | "auto", "mode": "prefill" | "decode",
 //    "placement": "exclusive" | "shared",            // GPU ranks: one per GPU, or packed (suite/placement.h)
 //    "sweep": {"tp": [1, 2], "batch_size": [1, 4], "seq_len": [16], "allreduce": ["shm"],
+//              "quant": ["bf16", "int4"] (engine only; in params only when written),
 //              "mem_fraction": [0.9], "instrumentation": ["off"], "cuda_graph": [false],
 //              "message_bytes": [1024] (allreduce only), "dtype": ["bf16"] (allreduce only)},
 //    "exclude": [{"tp": 1, "allreduce": "nccl"}],   // a value may also be a list (any of)
@@ -57,6 +59,11 @@ struct ModelSpec {
   std::string weights = "synthetic";  // "synthetic" or a checkpoint folder (resolved, absolute)
   std::uint64_t seed = 1234;     // synthetic weight seed
   std::int64_t num_attention_heads = 0;  // after overrides; what TP must divide
+  // "layers": the num_hidden_layers to run, resolved ("all" is the config's own count), in
+  // [1, the config's num_hidden_layers]; absent when the scenario does not write it, so that
+  // a case's params (and id) carry it only then. The same as overriding num_hidden_layers,
+  // which the scenario may then not do as well.
+  std::optional<std::int64_t> layers;
 };
 
 struct MeasureSpec {
@@ -68,7 +75,9 @@ struct MeasureSpec {
 };
 
 // One sweep axis: its name and its values in the order written (already normalised: ints
-// are ints, fractions are doubles, dtype names are canonical).
+// are ints, fractions are doubles, dtype names are canonical). An axis without a default
+// (quant) is here only when the scenario writes it: its cases' params, and so their ids,
+// hold it only then.
 struct Axis {
   std::string name;
   std::vector<nlohmann::json> values;
@@ -99,7 +108,8 @@ struct Scenario {
   Placement placement = Placement::exclusive;  // where GPU ranks run (suite/placement.h); `tpbench
                                                // run --placement` overrides the file
   std::optional<ModelSpec> model;  // required by the engine workload, optional for allreduce
-  std::vector<Axis> axes;       // every axis of the workload, defaults filled in, fixed order
+  std::vector<Axis> axes;       // every axis of the workload, defaults filled in, fixed order;
+                                // an axis without a default only when written
   std::vector<nlohmann::json> exclude;  // objects: axis -> value or [values]
   MeasureSpec measure;
   std::vector<std::string> checks;

@@ -41,6 +41,8 @@ std::string make_label(const Scenario& s, const json& p, const std::string& role
     label.append(p["mode"].get<std::string>()).append(" tp").append(std::to_string(p["tp"].get<int>()));
     label.append(" b").append(std::to_string(p["batch_size"].get<long long>()));
     label.append(" s").append(std::to_string(p["seq_len"].get<long long>()));
+    if (p.contains("layers")) label.append(" L").append(std::to_string(p["layers"].get<long long>()));
+    if (p.contains("quant")) label.append(" ").append(p["quant"].get<std::string>());
   } else {
     label.append(s.workload).append(" tp").append(std::to_string(p["tp"].get<int>())).append(" ");
     label.append(format_bytes(p["message_bytes"].get<long long>())).append(" ").append(p["dtype"].get<std::string>());
@@ -155,6 +157,8 @@ std::vector<Case> expand_cases(const Scenario& s, const MachineInfo& machine) {
   const std::string model_hash = digest_hex(fnv1a64(model.dump()));
   auto make = [&](json params, const std::string& role) {
     if (s.workload == "engine" && !params.contains("mode")) params["mode"] = s.modes.front();  // the control's
+    // The model's layer count, only when the scenario writes it: ids without it stay as they were.
+    if (s.workload == "engine" && s.model && s.model->layers) params["layers"] = *s.model->layers;
     Case c;
     c.params = params;
     c.role = role;

@@ -9,8 +9,9 @@
 // Case ids are stable: FNV-1a 64 (tpb/fnv1a.h) over the canonical (key-sorted) JSON of the
 // workload, the model as written, the resolved device, the params and the role, printed as
 // 16 hex digits; shared placement and the scenario's "comm" section join the identity only
-// when present, so the ids of scenarios without them never changed. Measurement settings are
-// not part of the id: more iterations measure the same case.
+// when present, and so do the params "quant" (an axis without a default) and "layers" (the
+// model's layer count, model.layers), so the ids of scenarios without them never changed.
+// Measurement settings are not part of the id: more iterations measure the same case.
 //
 // A case the machine cannot run (a GPU backend on the CPU, more ranks than GPUs in exclusive
 // placement, a backend not compiled in, mpi without an MPI launcher, a host-local backend
@@ -47,7 +48,8 @@ struct Case {
   std::string id;           // 16 hex digits, stable (see above)
   std::string label;        // human name, e.g. "decode tp2 b4 s16 shm"
   std::string role;         // "sweep" | "repeat" | "control-start" | "control-end"
-  nlohmann::json params;    // every axis of the workload (+ mode for the engine)
+  nlohmann::json params;    // every axis of the workload (+ mode for the engine; + layers when the
+                            // scenario writes model.layers; quant only when it sweeps quant)
   int tp = 1;               // ranks, = params.tp
   std::string group_key;    // cases with equal keys may share worker processes
   std::string skip_reason;  // non-empty: recorded `skipped` with this reason, not run

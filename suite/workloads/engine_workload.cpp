@@ -55,8 +55,10 @@ constexpr std::size_t kOutputSampleValues = 4096;
 
 // The planner's prediction of this case's memory terms per rank (record.plan, checked by
 // plan_matches_measured): weights by the TP table in the engine's storage format (f32 on the
-// CPU, bf16 on the GPU; the vision tower is left out: tpbench's engine does not load it), and
-// on the GPU the KV cache the case allocates (cell x batch x capacity).
+// CPU, which holds an int4 model's experts dequantized, exactly, in fp32 too; the model's
+// quantization on the GPU: bf16, or packed INT4 routed experts; the vision tower is left out:
+// tpbench's engine does not load it), and on the GPU the KV cache the case allocates
+// (cell x batch x capacity).
 json memory_plan(const ModelConfig& config, int tp, Quantization quant, std::int64_t kv_tokens, std::int64_t kv_dtype_bytes) {
   ModelConfig text = config;
   text.has_vision_tower = false;
@@ -95,29 +97,30 @@ StepParams step_params(const CaseSpec& spec) {
 }
 
 // A case's model section with the engine's defaults: where its config and weights come from,
-// and the key an engine built from them is cached under.
+// how many layers and which quantization (params.quant) it runs, and the key an engine built
+// from them is cached under.
 struct CaseModel {
-  std::string config_path;
-  json overrides;
-  std::string weights;  // "synthetic" or a checkpoint folder
+  CaseSpec::Model spec;    // config_path, overrides, weights, seed
+  CaseModelParams params;  // params.layers and params.quant; absent: the config's own
   std::uint64_t seed = 1234;
 
-  std::string key() const { return config_path + "|" + overrides.dump() + "|" + weights + "|" + std::to_string(seed); }
-  ModelConfig load_config() const {
-    ModelConfig config = load_model_config(config_path);
-    if (!overrides.empty()) apply_overrides(config, overrides, config_path, "$.model.overrides");
-    return config;
+  std::string key() const {
+    return spec.config_path + "|" + spec.overrides.dump() + "|" + spec.weights + "|" + std::to_string(seed) +
+           "|layers=" + (params.layers ? std::to_string(*params.layers) : std::string("config")) +
+           "|quant=" + (params.quant ? quantization_name(*params.quant) : "config");
   }
+  // The config with overrides, layers and quantization (case_plan.h), as the planner plans it.
+  ModelConfig load_config() const { return case_model_config(spec, params); }
   std::unique_ptr<WeightSource> open_weights(const ModelConfig& config) const {
-    return weights == "synthetic" ? make_synthetic_weights(seed)
-                                  : open_safetensors_weights(weights, config.nested_text_config ? "language_model." : "");
+    return spec.weights == "synthetic" ? make_synthetic_weights(seed)
+                                       : open_safetensors_weights(spec.weights, config.nested_text_config ? "language_model." : "");
   }
 };
 
 CaseModel case_model(const CaseSpec& spec) {
   TPB_INPUT_CHECK(spec.model.has_value(), "case_spec.model: the engine workload needs a model section");
   TPB_INPUT_CHECK(!spec.model->config_path.empty(), "case_spec.model.config_path: required");
-  return {spec.model->config_path, spec.model->overrides, spec.model->weights, spec.model->seed.value_or(1234)};
+  return {*spec.model, case_model_params(spec.params), spec.model->seed.value_or(1234)};
 }
 
 // The engine and what it was built from, kept in WorkerState::cache() across cases.
@@ -887,7 +890,7 @@ RankResult run_gpu_engine_workload(const CaseSpec& spec, WorkerState& state) {
   result.digests["logits"] = fnv1a64_hex(logits.data(), logits.size() * sizeof(float));
   result.nonfinite = nonfinite_values("logits", logits.data(), logits.size());
   result.memory = memory;
-  result.plan = memory_plan(ce.config, tp, Quantization::bf16, pooled ? 0 : sizes.max_batch * sizes.max_len, 2);
+  result.plan = memory_plan(ce.config, tp, ce.config.quant, pooled ? 0 : sizes.max_batch * sizes.max_len, 2);
   result.metrics = {{"mode", mode},
                     {"tokens_per_step", tokens_per_step},
                     {"latency_mean_us", mean_us},
@@ -1097,7 +1100,7 @@ RankResult run_engine_workload(const CaseSpec& spec, WorkerState& state) {
   result.digests["logits"] = fnv1a64_hex(logits.data(), logits.size() * sizeof(float));
   result.nonfinite = nonfinite_values("logits", logits.data(), logits.size());
   result.memory = memory;
-  result.plan = memory_plan(ce.config, tp, Quantization::f32, 0, 4);
+  result.plan = memory_plan(ce.config, tp, Quantization::f32, 0, 4);  // fp32 storage, whatever ce.config.quant
   result.metrics = {{"mode", mode},
                     {"tokens_per_step", tokens_per_step},
                     {"latency_mean_us", mean_us},

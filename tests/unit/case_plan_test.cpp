@@ -1,11 +1,13 @@
 // Engine cases planned as a serving engine sizes its KV cache (suite/case_plan.h), on an H200
-// from the catalog: the 2-GPU decode sweep fits at its default fraction; a fraction too small
+// from the catalog (and the model a case runs: its layers and quantization, the whole model
+// beside a slice): the 2-GPU decode sweep fits at its default fraction; a fraction too small
 // for the weights is infeasible with the planner's sentence; the custom allreduce costs KV
 // tokens against NCCL; the KV term is the pool the engine sizes from the case's mem_fraction
 // (kv_pool = max_tokens x cell) when the scenario sweeps mem_fraction, else the case's own
 // cache (kv_cache).
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <map>
 #include <utility>
 #include <string>
@@ -14,12 +16,15 @@
 #include "reference_engine/memory/comm_bytes.h"
 #include "reference_engine/memory/engine_buffers.h"
 #include "reference_engine/memory/gpu_catalog.h"
+#include "reference_engine/memory/weight_bytes.h"
 #include "suite/case_plan.h"
 #include "suite/scenario.h"
 #include "suite/sweep.h"
 
 namespace tpb {
 namespace {
+
+using nlohmann::json;
 
 PlanGpu h200() {
   const GpuSpec& g = find_gpu("H200");
@@ -228,6 +233,114 @@ TEST(CasePlan, IncidentScenarioIsFeasibleWithNcclAndNotWithTheCustomBuffers) {
   s.comm = {};
   for (const auto& c : expand_cases(s, {true, 1, two_gpus().backends}))
     EXPECT_TRUE(plan_engine_case(s, c, device)->feasible) << c.label << " at the default 8 MiB";
+}
+
+// ---- the case's model: layers and quantization; the whole model beside a slice ----------
+
+// A Kimi-K2.5 slice on 8 H200s at both quantizations: 3 of its 61 layers.
+Scenario kimi_slice(const json& layers = 3) {
+  json doc = json::parse(R"({"schema": 1, "name": "k", "workload": "engine", "device": "cuda",
+                             "model": {"preset": "kimi-k2.5"},
+                             "sweep": {"tp": [8], "quant": ["bf16", "int4"], "batch_size": [1], "seq_len": [1024],
+                                       "allreduce": ["nccl"]}})");
+  doc["model"]["layers"] = layers;
+  return parse_scenario(doc, "k.json", ScenarioEnv{true});
+}
+
+MachineInfo eight_gpus() { return {true, 8, two_gpus().backends}; }
+
+TEST(CaseModelConfig, LayersAndQuantComeFromTheParams) {
+  const Scenario s = kimi_slice();
+  for (const auto& c : expand_cases(s, eight_gpus())) {
+    const ModelConfig config = case_model_config(*case_spec(s, c).model, case_model_params(c.params));
+    EXPECT_EQ(config.num_hidden_layers, 3) << c.label;
+    EXPECT_EQ(quantization_name(config.quant), c.params["quant"].get<std::string>()) << c.label;
+  }
+  // Without them, synthetic weights are bf16 whatever the config's quantization_config says
+  // (Kimi-K2.5's preset describes its INT4 checkpoint), as every case before the axis ran.
+  const CaseSpec::Model kimi{s.model->config_path, json::object(), "synthetic", 1234};
+  const ModelConfig config = case_model_config(kimi, {});
+  EXPECT_EQ(config.quant, Quantization::bf16);
+  EXPECT_EQ(config.num_hidden_layers, 61);
+}
+
+TEST(CaseModelConfig, WhatTheRanksReadIsChecked) {
+  EXPECT_EQ(case_model_params(json::parse(R"({"tp": 2})")).layers, std::nullopt);
+  EXPECT_EQ(case_model_params(json::parse(R"({"tp": 2})")).quant, std::nullopt);
+  for (const char* bad : {R"({"quant": "fp8"})", R"({"quant": 4})", R"({"quant": "INT4"})"}) {
+    try {
+      case_model_params(json::parse(bad));
+      ADD_FAILURE() << bad;
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find("case_spec.params.quant: expected \"bf16\" or \"int4\""), std::string::npos)
+          << e.what();
+    }
+  }
+  for (const char* bad : {R"({"layers": 0})", R"({"layers": "all"})", R"({"layers": 2.5})"})
+    EXPECT_THROW(case_model_params(json::parse(bad)), InputError) << bad;
+  const std::string tiny = std::string(TPB_SOURCE_DIR) + "/scenarios/models/tiny-dsv3.json";
+  try {
+    case_model_config({tiny, json::object(), "synthetic", 1}, {4, std::nullopt});
+    ADD_FAILURE() << "4 of 3 layers";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("case_spec.params.layers: expected 1..3"), std::string::npos) << e.what();
+  }
+  // A checkpoint's own quantization wins at case start too (a spec that did not come from a
+  // validated scenario): tiny-dsv3's config has no quantization_config, so its checkpoint is bf16.
+  const std::string folder = std::filesystem::temp_directory_path().string();
+  try {
+    case_model_config({tiny, json::object(), folder, 1}, {std::nullopt, Quantization::int4});
+    ADD_FAILURE() << "int4 on a bf16 checkpoint";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("case_spec.params.quant: \"int4\", but the checkpoint " + folder + " holds bf16"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(case_model_config({tiny, json::object(), folder, 1}, {std::nullopt, Quantization::bf16}).quant,
+            Quantization::bf16);
+}
+
+// The plan's weights are the model's quantization (the GPU engine stores INT4 routed experts
+// packed), and a slice's plan says whether the whole model would fit the group: at TP 8 on
+// H200s Kimi-K2.5 does in INT4 and does not in bf16.
+TEST(CasePlan, ASliceSaysWhetherTheWholeModelFits) {
+  const Scenario s = kimi_slice();
+  std::map<std::string, CasePlan> plans;
+  for (const auto& c : expand_cases(s, eight_gpus())) plans[c.params["quant"].get<std::string>()] = *plan_engine_case(s, c, h200());
+  ASSERT_EQ(plans.size(), 2u);
+  ModelConfig config = load_model_config(s.model->config_path);
+  const std::int64_t model_layers = config.num_hidden_layers;
+  ASSERT_EQ(model_layers, 61);
+  for (const auto& [name, p] : plans) {
+    const Quantization q = parse_quantization(name, "quant");
+    ModelConfig slice = config;
+    slice.num_hidden_layers = 3;
+    slice.has_vision_tower = false;  // tpbench's engine loads the text model only
+    ModelConfig whole = config;
+    whole.has_vision_tower = false;
+    EXPECT_EQ(p.plan["source"].get<std::string>().rfind(std::string("planner (") + name + ", tp 8)", 0), 0u) << p.plan["source"];
+    EXPECT_EQ(p.plan["breakdown"]["weights"].get<std::int64_t>(), weight_bytes(slice, q, 8).bytes_per_rank) << name;
+    EXPECT_TRUE(p.feasible) << name << ": " << p.verdict;
+    const json& full = p.plan.at("full_model");
+    EXPECT_EQ(full["layers"], 61);
+    EXPECT_EQ(full["weights_bytes"].get<std::int64_t>(), weight_bytes(whole, q, 8).bytes_per_rank) << name;
+    EXPECT_FALSE(full["verdict"].get<std::string>().empty());
+    EXPECT_EQ(full["feasible"].get<bool>(), full["max_tokens"].get<std::int64_t>() >= p.plan["requested_tokens"].get<std::int64_t>());
+  }
+  EXPECT_LT(plans.at("int4").plan["breakdown"]["weights"].get<std::int64_t>(),
+            plans.at("bf16").plan["breakdown"]["weights"].get<std::int64_t>());
+  EXPECT_FALSE(plans.at("bf16").plan["full_model"]["feasible"].get<bool>()) << plans.at("bf16").plan["full_model"];
+  EXPECT_TRUE(plans.at("int4").plan["full_model"]["feasible"].get<bool>()) << plans.at("int4").plan["full_model"];
+  // An overridden num_hidden_layers is a slice as well (the Kimi scenarios in the tree).
+  for (const auto& c : expand_cases(decode_sweep(), two_gpus()))
+    EXPECT_EQ(plan_engine_case(decode_sweep(), c, h200())->plan["full_model"]["layers"], 61) << c.label;
+  // A case that runs every layer has nothing to add.
+  const Scenario all = kimi_slice("all");
+  for (const auto& c : expand_cases(all, eight_gpus())) {
+    const auto p = plan_engine_case(all, c, h200());
+    EXPECT_FALSE(p->plan.contains("full_model")) << c.label;
+    EXPECT_EQ(p->plan["breakdown"]["weights"], plans.at(c.params["quant"].get<std::string>()).plan["full_model"]["weights_bytes"]);
+  }
 }
 
 TEST(CasePlan, OnlyEngineCasesArePlanned) {

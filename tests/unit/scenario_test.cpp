@@ -72,8 +72,8 @@ TEST(Scenario, MinimalAllreduceGetsDefaultsInFixedAxisOrder) {
 
 // The axis table's order and defaults are part of every case id: pinned here.
 TEST(Scenario, AxisTableOrderAndDefaults) {
-  EXPECT_EQ(workload_axis_names("engine"), (std::vector<std::string>{"tp", "mem_fraction", "cuda_graph", "instrumentation",
-                                                                     "batch_size", "seq_len", "allreduce"}));
+  EXPECT_EQ(workload_axis_names("engine"), (std::vector<std::string>{"tp", "quant", "mem_fraction", "cuda_graph",
+                                                                     "instrumentation", "batch_size", "seq_len", "allreduce"}));
   EXPECT_EQ(workload_axis_names("allreduce"), (std::vector<std::string>{"tp", "mem_fraction", "cuda_graph",
                                                                         "instrumentation", "dtype", "message_bytes",
                                                                         "allreduce"}));
@@ -81,6 +81,8 @@ TEST(Scenario, AxisTableOrderAndDefaults) {
             (std::vector<std::string>{"tp", "mem_fraction", "cuda_graph", "instrumentation", "allreduce"}));
   EXPECT_TRUE(workload_axis_names("probe").empty());
   const Scenario cpu = parse_scenario(minimal_engine(), "t.json", kNoGpu);
+  // quant has no default: a scenario that does not write it has no such axis.
+  EXPECT_FALSE(std::any_of(cpu.axes.begin(), cpu.axes.end(), [](const Axis& a) { return a.name == "quant"; }));
   json defaults = json::object();
   for (const auto& a : cpu.axes)
     if (!a.written) defaults[a.name] = a.values.at(0);
@@ -397,6 +399,169 @@ TEST(ScenarioComm, CaseIdsChangeOnlyWhenWritten) {
   EXPECT_NE(expand_cases(parse_scenario(doc, "t.json", kNoGpu), two_gpus).front().id, after.front().id);
   doc["comm"] = json::object();  // written but empty: nothing set, ids as before
   EXPECT_EQ(expand_cases(parse_scenario(doc, "t.json", kNoGpu), two_gpus).front().id, before.front().id);
+}
+
+// ---- "quant": the model's quantization, a sweep axis of the engine ----------------------
+
+// A checkpoint folder holding tiny-dsv3's config, with Kimi-K2.5's quantization_config when
+// `int4` (what the config reader reads as Quantization::int4); removed with the object.
+struct Checkpoint {
+  std::filesystem::path dir;
+  explicit Checkpoint(bool int4) {
+    dir = std::filesystem::temp_directory_path() /
+          ("tpb_scenario_ckpt_" + std::to_string(::getpid()) + (int4 ? "_int4" : "_bf16"));
+    std::filesystem::create_directories(dir);
+    json config = json::parse(std::ifstream(std::string(TPB_SOURCE_DIR) + "/scenarios/models/tiny-dsv3.json"));
+    if (int4) {
+      const json kimi = json::parse(std::ifstream(std::string(TPB_SOURCE_DIR) + "/scenarios/models/kimi-k2.5.json"));
+      config["quantization_config"] = kimi["text_config"].contains("quantization_config")
+                                          ? kimi["text_config"]["quantization_config"]
+                                          : kimi["quantization_config"];
+    }
+    std::ofstream(dir / "config.json") << config.dump(2);
+  }
+  ~Checkpoint() { std::filesystem::remove_all(dir); }
+  // An engine scenario on this checkpoint (config and weights) sweeping `quant`.
+  json scenario(const json& quant) const {
+    json doc = minimal_engine();
+    doc["model"] = {{"path", dir.string()}, {"weights", dir.string()}};
+    doc["sweep"]["quant"] = quant;
+    return doc;
+  }
+};
+
+TEST(ScenarioQuant, AnAxisOfTheEngineNormalisedAndOnlyWhenWritten) {
+  EXPECT_FALSE(axis_written(parse_scenario(minimal_engine(), "t.json", kNoGpu), "quant"));
+  json doc = minimal_engine();
+  doc["sweep"]["quant"] = {"int4", "bf16"};
+  const Scenario s = parse_scenario(doc, "t.json", kNoGpu);
+  EXPECT_TRUE(axis_written(s, "quant"));
+  EXPECT_EQ(axis(s, "quant").values, (std::vector<json>{"int4", "bf16"}));  // in the order written
+  doc["device"] = "cuda";  // both devices: INT4 W4A16 on the GPU, exact dequantized values on the CPU
+  doc["sweep"]["allreduce"] = {"nccl"};
+  EXPECT_EQ(axis(parse_scenario(doc, "t.json", kNoGpu), "quant").values, (std::vector<json>{"int4", "bf16"}));
+}
+
+TEST(ScenarioQuant, OnlyBf16AndInt4AreAModelsQuantization) {
+  for (const json& bad : {json("fp8"), json("f32"), json("fp32"), json("INT4"), json("int8"), json(4), json(nullptr)}) {
+    json doc = minimal_engine();
+    doc["sweep"]["quant"] = {"bf16", bad};
+    expect_one_problem(doc, "$.sweep.quant[1]", "expected \"bf16\" or \"int4\" (int4: the routed experts INT4");
+  }
+  json doc = minimal_engine();
+  doc["sweep"]["quant"] = {"int4", "int4"};
+  expect_one_problem(doc, "$.sweep.quant[1]", "a value not already listed");
+  doc["sweep"]["quant"] = "int4";
+  expect_one_problem(doc, "$.sweep.quant", "a list of values");
+  doc = minimal_allreduce();
+  doc["sweep"]["quant"] = {"int4"};
+  expect_one_problem(doc, "$.sweep.quant", "not an axis of workload \"allreduce\"");
+  // Rules and the control name it as any axis.
+  doc = minimal_engine();
+  doc["sweep"]["quant"] = {"bf16", "int4"};
+  doc["exclude"] = {{{"quant", "fp8"}}};
+  expect_one_problem(doc, "$.exclude[0].quant", "\"bf16\" or \"int4\"");
+  doc.erase("exclude");
+  doc["control"] = {{"quant", "f32"}};
+  expect_one_problem(doc, "$.control.quant", "\"bf16\" or \"int4\"");
+  doc["control"] = {{"quant", "int4"}};
+  EXPECT_EQ(parse_scenario(doc, "t.json", kNoGpu).control["quant"], "int4");
+}
+
+// A checkpoint is loaded as its config says: a scenario naming the other quantization is
+// refused when it is read, at the value's path; synthetic weights take either.
+TEST(ScenarioQuant, ACheckpointsOwnQuantizationWins) {
+  const Checkpoint bf16(false), int4(true);
+  EXPECT_NO_THROW(parse_scenario(bf16.scenario({"bf16"}), "t.json", kNoGpu));
+  EXPECT_NO_THROW(parse_scenario(int4.scenario({"int4"}), "t.json", kNoGpu));
+  expect_one_problem(bf16.scenario({"bf16", "int4"}), "$.sweep.quant[1]",
+                     "expected \"bf16\" (the checkpoint " + bf16.dir.string() + " holds bf16 weights");
+  expect_one_problem(int4.scenario({"bf16"}), "$.sweep.quant[0]",
+                     "expected \"int4\" (the checkpoint " + int4.dir.string() + " holds int4 weights");
+  EXPECT_NE(problems_of(int4.scenario({"bf16"}))[0].find("a checkpoint's own quantization wins"), std::string::npos);
+  json doc = int4.scenario({"int4"});
+  doc["control"] = {{"quant", "bf16"}};
+  expect_one_problem(doc, "$.control.quant", "holds int4 weights");
+  doc = int4.scenario({"bf16", "int4"});
+  doc["model"]["weights"] = "synthetic";  // the same config, weights made in either
+  EXPECT_NO_THROW(parse_scenario(doc, "t.json", kNoGpu));
+  // Without the axis a checkpoint runs as it is.
+  doc = int4.scenario({"int4"});
+  doc["sweep"].erase("quant");
+  EXPECT_NO_THROW(parse_scenario(doc, "t.json", kNoGpu));
+}
+
+// ---- model.layers: how many of the model's layers a case runs ---------------------------
+
+TEST(ScenarioLayers, ACountOrAllResolvedAgainstTheConfig) {
+  EXPECT_FALSE(parse_scenario(minimal_engine(), "t.json", kNoGpu).model->layers.has_value());
+  json doc = minimal_engine();
+  doc["model"]["layers"] = 2;
+  EXPECT_EQ(parse_scenario(doc, "t.json", kNoGpu).model->layers, 2);
+  doc["model"]["layers"] = 3;  // tiny-dsv3's num_hidden_layers: inclusive
+  EXPECT_EQ(parse_scenario(doc, "t.json", kNoGpu).model->layers, 3);
+  doc["model"]["layers"] = "all";
+  EXPECT_EQ(parse_scenario(doc, "t.json", kNoGpu).model->layers, 3);
+  // The count the other overrides leave.
+  doc["model"]["overrides"] = {{"first_k_dense_replace", 2}};
+  doc["model"]["layers"] = 2;
+  EXPECT_EQ(parse_scenario(doc, "t.json", kNoGpu).model->layers, 2);
+}
+
+TEST(ScenarioLayers, EveryProblemHasItsPath) {
+  for (const json& bad : {json(0), json(-1), json(2.5), json("half"), json("ALL"), json(true), json(nullptr),
+                          json::array({2})}) {
+    json doc = minimal_engine();
+    doc["model"]["layers"] = bad;
+    expect_one_problem(doc, "$.model.layers", "expected a positive integer (at most the config's num_hidden_layers) or \"all\"");
+  }
+  json doc = minimal_engine();
+  doc["model"]["layers"] = 4;
+  expect_one_problem(doc, "$.model.layers", "expected a positive integer at most 3 (the config's num_hidden_layers) or \"all\", got 4");
+  // Named and unnamed, the same override: one of the two.
+  doc["model"]["layers"] = 2;
+  doc["model"]["overrides"] = {{"num_hidden_layers", 2}};
+  expect_one_problem(doc, "$.model.layers", "set together with $.model.overrides.num_hidden_layers");
+  // Fewer layers than the dense ones the config asks for.
+  doc = minimal_engine();
+  doc["model"]["overrides"] = {{"first_k_dense_replace", 2}};
+  doc["model"]["layers"] = 1;
+  expect_one_problem(doc, "$.model.layers", "a layer count the model allows (");
+  EXPECT_NE(problems_of(doc)[0].find("first_k_dense_replace"), std::string::npos) << problems_of(doc)[0];
+  // The allreduce workload runs no layers.
+  doc = minimal_allreduce();
+  doc["model"] = {{"preset", "tiny-dsv3"}, {"layers", 2}};
+  expect_one_problem(doc, "$.model.layers", "applies to workload \"engine\" only");
+}
+
+// Both keys are part of a case's id only when written: without them every id is the one
+// earlier tpbench versions gave (workload, model, device, params, role).
+TEST(ScenarioQuantAndLayers, CaseIdsChangeOnlyWhenWritten) {
+  const MachineInfo cpu = {false, 0, {"shm"}};
+  const Scenario plain = parse_scenario(minimal_engine(), "t.json", kNoGpu);
+  const std::vector<Case> before = expand_cases(plain, cpu);
+  ASSERT_FALSE(before.empty());
+  for (const auto& c : before) {
+    EXPECT_FALSE(c.params.contains("quant")) << c.label;
+    EXPECT_FALSE(c.params.contains("layers")) << c.label;
+    const json identity = {{"workload", "engine"}, {"model", model_identity(plain)}, {"device", "cpu"},
+                           {"params", c.params}, {"role", c.role}};
+    char id[17];
+    std::snprintf(id, sizeof id, "%016llx", static_cast<unsigned long long>(fnv1a64(identity.dump())));
+    EXPECT_EQ(c.id, id) << c.label;
+  }
+  json doc = minimal_engine();
+  doc["sweep"]["quant"] = {"bf16"};  // the value a case without the axis runs, but written
+  doc["model"]["layers"] = "all";
+  const std::vector<Case> after = expand_cases(parse_scenario(doc, "t.json", kNoGpu), cpu);
+  ASSERT_EQ(after.size(), before.size());
+  for (std::size_t i = 0; i < after.size(); ++i) {
+    json params = before[i].params;
+    params["quant"] = "bf16";
+    params["layers"] = 3;
+    EXPECT_EQ(after[i].params, params);
+    EXPECT_NE(after[i].id, before[i].id) << after[i].label;
+  }
 }
 
 TEST(Scenario, SyntaxErrorNamesLineAndColumn) {

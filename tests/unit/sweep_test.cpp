@@ -228,6 +228,46 @@ TEST(Sweep, TheLauncherAndVirtualHostsDecideWhatRuns) {
   EXPECT_EQ(expand_cases(scenario(gpu, true), MachineInfo{true, 1, {"nccl"}})[0].skip_reason, "");  // fork packs them
 }
 
+// quant sits after TP (another quantization is another engine), and with model.layers joins
+// every case's params, its label and so its id; the control's too. The ranks read both from
+// the params (case_plan.h: case_model_params).
+TEST(Sweep, QuantAndLayersJoinParamsLabelsAndIds) {
+  json doc = json::parse(R"({"schema": 1, "name": "e", "workload": "engine", "device": "cpu",
+                             "model": {"preset": "tiny-dsv3", "layers": 2},
+                             "sweep": {"tp": [1, 2], "quant": ["bf16", "int4"], "batch_size": [1, 4]},
+                             "control": {"tp": 2}})");
+  const Scenario s = scenario(doc);
+  const auto cases = expand_cases(s, cpu_machine());
+  ASSERT_EQ(cases.size(), 2u + 2u * 2u * 2u);
+  EXPECT_EQ(cases[0].role, "control-start");
+  EXPECT_EQ(cases[0].params["quant"], "bf16");  // the first value
+  EXPECT_EQ(cases[0].params["layers"], 2);
+  EXPECT_EQ(cases[1].label, "decode tp1 b1 s16 L2 bf16 shm");
+  EXPECT_EQ(cases[2].label, "decode tp1 b4 s16 L2 bf16 shm");
+  EXPECT_EQ(cases[3].label, "decode tp1 b1 s16 L2 int4 shm");
+  std::set<std::string> ids;
+  for (const auto& c : cases) {
+    EXPECT_EQ(c.params["layers"], 2) << c.label;
+    ids.insert(c.id);
+    const json spec = case_spec(s, c).to_json();
+    EXPECT_EQ(spec["params"]["quant"], c.params["quant"]) << c.label;
+    EXPECT_EQ(spec["params"]["layers"], 2) << c.label;
+  }
+  EXPECT_EQ(ids.size(), cases.size());
+  EXPECT_EQ(cases[1].group_key, cases[3].group_key);  // one worker group per TP, both quantizations
+  // A rule may drop a quantization.
+  doc["exclude"] = {{{"quant", "int4"}, {"tp", 2}}};
+  EXPECT_EQ(expand_cases(scenario(doc), cpu_machine()).size(), 2u + 2u * 2u * 2u - 2u);
+  // Without them: neither key, and the labels of before.
+  doc = json::parse(R"({"schema": 1, "name": "e", "workload": "engine", "device": "cpu",
+                        "model": {"preset": "tiny-dsv3"}, "sweep": {"tp": [1]}})");
+  const auto plain = expand_cases(scenario(doc), cpu_machine());
+  ASSERT_EQ(plain.size(), 1u);
+  EXPECT_EQ(plain[0].label, "decode tp1 b1 s16 shm");
+  EXPECT_EQ(plain[0].params, json::parse(R"({"tp": 1, "mem_fraction": 0.9, "cuda_graph": false, "instrumentation": "off",
+                                             "batch_size": 1, "seq_len": 16, "allreduce": "shm", "mode": "decode"})"));
+}
+
 TEST(Sweep, CaseSpecFollowsTheWorkloadContract) {
   json doc = base();
   doc["model"] = {{"preset", "tiny-dsv3"}, {"seed", 5}};
