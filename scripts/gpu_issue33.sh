@@ -5,9 +5,11 @@
 #      TPB_KERNELS=portable (the path an sm_120 box takes); PORTABLE=0 leaves the second out;
 #   2. tpb_bench BENCH_FILTER (default expert_int4/: the W4A16 expert GEMMs at Kimi's expert
 #      shapes beside bf16, and the decode MoE layer) as JSON;
-#   3. SCENARIOS (default none): each `tpbench run` without baselines, its summary printed.
+#   3. bench/int4_torch_reference.py: torch._weight_int4pack_mm and bf16 cuBLAS at the same shapes
+#      (SKIP_TORCH=1 leaves it out);
+#   4. SCENARIOS (default none): each `tpbench run` without baselines, its summary printed.
 #   usage: scripts/gpu_issue33.sh OUTDIR
-# OUTDIR receives: build.log, ctest.log, ctest-portable.log, bench.json, bench.log, runs.tgz.
+# OUTDIR receives: build.log, ctest.log, ctest-portable.log, bench.json, bench.log, int4_torch.json, runs.tgz.
 # shellcheck disable=SC2034  # read by gpu_call_common.bash
 GPU_CALL_TARGETS="tpbench tpb_gpu_tests tpb_bench"
 source "$(dirname "$0")/gpu_call_common.bash" "$@"
@@ -30,6 +32,12 @@ if [ -n "${BENCH_FILTER-expert_int4/}" ]; then
   step "tpb_bench ${BENCH_FILTER:=expert_int4/}"
   bench_json "${BENCH_BUDGET_S:-120}" "$BENCH_FILTER" "$OUT/bench.json" "$OUT/bench.log"
   grep -E "expert_int4|layer" "$OUT/bench.log" | head -60
+fi
+if [ "${SKIP_TORCH:-0}" != 1 ]; then
+  step "torch int4 / bf16 anchors"
+  bounded 90 python3 bench/int4_torch_reference.py --out "$OUT/int4_torch.json" >"$RUNS/int4_torch.log" 2>&1
+  echo "int4_torch_reference.py: rc=$?"
+  cat "$RUNS/int4_torch.log" | head -30
 fi
 for s in ${SCENARIOS:-}; do
   step "tpbench run $s"
