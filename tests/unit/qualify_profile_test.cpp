@@ -75,7 +75,33 @@ TEST(QualifyProfile, AcceptsEveryShippedProfile) {
     EXPECT_EQ(problems_of(e.path().string()), "") << e.path();
     ++profiles;
   }
-  EXPECT_GE(profiles, 5);  // cpu-smoke, h200x1, h200x2, h200x4, h200x8
+  EXPECT_GE(profiles, 6);  // cpu-smoke, h200x1, h200x2, h200x4, h200x8, rtx-pro-6000x8
+}
+
+// The seed's box (issue 33): its engine probe is Kimi-K2.5 as deployed (every layer, INT4
+// experts, TP 8, one rank per GPU), its planner probe the same model at the same TP and quant.
+TEST(QualifyProfile, RtxPro6000RunsTheWholeInt4Model) {
+  const std::string path = kSource + "/scenarios/qualify/rtx-pro-6000x8.json";
+  EXPECT_EQ(problems_of(path), "");
+  const json doc = json::parse(std::ifstream(path));
+  bool engine = false, planner = false;
+  for (const auto& pr : doc["probes"]) {
+    if (pr["probe"] == "planner") {
+      planner = true;
+      EXPECT_EQ(pr["quant"], "int4");
+      EXPECT_EQ(pr["tp"], 8);
+      EXPECT_FALSE(pr.contains("overrides")) << "the whole model";
+    }
+    if (pr["probe"] != "conformance") continue;
+    engine = true;
+    const Scenario s = load_scenario(kSource + "/" + pr["scenario"].get<std::string>());
+    EXPECT_EQ(s.placement, Placement::exclusive);
+    const json sc = json::parse(std::ifstream(kSource + "/" + pr["scenario"].get<std::string>()));
+    EXPECT_EQ(sc["model"]["layers"], "all");
+    EXPECT_EQ(sc["sweep"]["quant"], json::array({"int4"}));
+    EXPECT_EQ(sc["sweep"]["tp"], json::array({8}));
+  }
+  EXPECT_TRUE(engine && planner);
 }
 
 // The two probe kinds whose rows carry latency thresholds and baselines.
