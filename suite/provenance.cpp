@@ -15,6 +15,7 @@
 #include "reference_engine/comm/mpi_session.h"
 #include "suite/build_info.h"
 #include "tpb/kernels/device.h"
+#include "tpb/kernels/kernel_paths.h"
 #include "tpb/test_hooks.h"
 
 extern char** environ;
@@ -85,6 +86,13 @@ bool build_is_dirty() {
   return build_info().git_dirty || (pretend && std::string_view(pretend) == "1");
 }
 
+nlohmann::json kernel_paths_json() {
+  nlohmann::json ops = nlohmann::json::object();
+  for (const kernels::KernelPath& path : kernels::kernel_paths())
+    ops[kernels::kernel_op_name(path.op)] = {{"variant", path.variant}, {"reason", path.reason}};
+  return {{"setting", kernels::kernels_setting_name(kernels::kernels_setting())}, {"ops", ops}};
+}
+
 nlohmann::json collect_host_facts() {
   const BuildInfo& b = build_info();
   nlohmann::json p;
@@ -105,6 +113,7 @@ nlohmann::json collect_host_facts() {
     gpus.push_back({{"ordinal", g.ordinal}, {"name", g.name}, {"memory_bytes", g.memory_bytes},
                     {"sm_count", g.sm_count}, {"compute_capability", std::to_string(g.cc_major) + "." + std::to_string(g.cc_minor)}});
   p["gpus"] = gpus;
+  p["kernel_paths"] = kernel_paths_json();
   const std::string driver = cuda_driver_version(), runtime = cuda_runtime_version();
   p["cuda_driver"] = driver.empty() ? nlohmann::json() : nlohmann::json(driver);
   p["cuda_runtime"] = runtime.empty() ? nlohmann::json() : nlohmann::json(runtime);
@@ -123,8 +132,8 @@ nlohmann::json collect_host_facts() {
   p["nvidia_driver"] = driver_lines;
 
   // TPB_PROGRAMMATIC_LAUNCH=0 turns off the kernels' programmatic dependent launch, which moves
-  // latency: a record says so.
-  p["env"] = environment_with_prefixes({"NCCL_", "CUDA_", "TPB_PROGRAMMATIC_LAUNCH"});
+  // latency, and TPB_KERNELS=portable the wgmma kernels: a record says so.
+  p["env"] = environment_with_prefixes({"NCCL_", "CUDA_", "TPB_PROGRAMMATIC_LAUNCH", "TPB_KERNELS"});
   return p;
 }
 
@@ -161,7 +170,7 @@ nlohmann::json compact_provenance(const nlohmann::json& full) {
   nlohmann::json c;
   for (const char* key : {"git_sha", "git_dirty", "tpbench_version", "build_type", "compiler", "cxx_flags",
                           "have_cuda", "cuda_compiler", "cuda_flags", "cuda_architectures", "hostname",
-                          "start_time", "cuda_driver", "cuda_runtime", "nccl_version", "topology"})
+                          "start_time", "cuda_driver", "cuda_runtime", "nccl_version", "topology", "kernel_paths"})
     c[key] = full.contains(key) ? full[key] : nlohmann::json();
   nlohmann::json names = nlohmann::json::array();
   for (const auto& g : full.value("gpus", nlohmann::json::array())) names.push_back(g.value("name", ""));

@@ -1,7 +1,8 @@
 // Provenance: what produced a result — the build (version, git sha, dirty flag, build type,
 // compilers, flags, CUDA architectures, NCCL version from suite/build_info.h) and the machine at run time (hostname, start
-// time, GPUs, driver and runtime versions, `nvidia-smi topo -m`, every NCCL_* and CUDA_*
-// variable). A baseline is only comparable with results of the same fingerprint.
+// time, GPUs, the kernel path each GPU op takes there, driver and runtime versions,
+// `nvidia-smi topo -m`, every NCCL_* and CUDA_* variable). A baseline is only comparable
+// with results of the same fingerprint.
 #pragma once
 
 #include <string>
@@ -12,11 +13,17 @@
 namespace tpb {
 
 // The facts of the machine this process runs on and of its binary: hostname, os, cpu_count,
-// gpus, cuda_driver, cuda_runtime, nvidia_driver, topology, env (every NCCL_* and CUDA_*
-// variable), and tpbench_version, git_sha, git_dirty, nccl_version, mpi_library. The
-// controller's provenance holds them for its own machine; each host's reporting rank sends
-// them for its host (suite/host_facts.h, run.json provenance.hosts).
+// gpus, kernel_paths, cuda_driver, cuda_runtime, nvidia_driver, topology, env (every NCCL_*
+// and CUDA_* variable, TPB_PROGRAMMATIC_LAUNCH, TPB_KERNELS), and tpbench_version, git_sha,
+// git_dirty, nccl_version, mpi_library. The controller's provenance holds them for its own
+// machine; each host's reporting rank sends them for its host (suite/host_facts.h, run.json
+// provenance.hosts).
 nlohmann::json collect_host_facts();
+// The kernel path of every registered GPU op on this process's current device (its first
+// visible GPU, in the controller and in a host's reporting rank; tpb/kernels/kernel_paths.h):
+// {"setting": TPB_KERNELS as parsed ("auto" or "portable"), "ops": {op: {"variant", "reason"}}}.
+// A malformed TPB_KERNELS throws tpb::InputError.
+nlohmann::json kernel_paths_json();
 // The full record, for run.json: collect_host_facts() plus the rest of the build and the start. `start_time_utc` is ISO 8601 ("2026-11-30T22:48:36Z").
 nlohmann::json collect_provenance(const std::string& start_time_utc);
 // The part repeated in every results record: enough to tell builds and machines apart.

@@ -25,6 +25,7 @@
 #include "suite/sweep.h"
 #include "tpb/check.h"
 #include "tpb/kernels/device.h"
+#include "tpb/kernels/kernel_paths.h"
 
 namespace fs = std::filesystem;
 
@@ -385,6 +386,10 @@ int run_run(const tpb::cli::Args& given) {
   std::printf("tpbench run: scenario %s, workload %s, device %s%s, %zu cases%s\n", scenario.name.c_str(),
               scenario.workload.c_str(), scenario.device.c_str(), scenario.device_requested == "auto" ? " (auto)" : "",
               cases.size(), selected.c_str());
+  // The kernels each GPU op takes on this device (tpb/kernels/kernel_paths.h), as provenance
+  // records them: "kernel paths: mla_decode wgmma (sm_90a, device 9.0); ...".
+  if (scenario.device == "cuda")
+    std::printf("kernel paths: %s\n", tpb::kernels::describe_kernel_paths(tpb::kernels::kernel_paths()).c_str());
   std::fflush(stdout);
   const tpb::RunSummary sum = tpb::run_scenario(scenario, cases, opt);
   // The numbers first, as nccl-tests and serving benchmarks print them: one table per
