@@ -17,6 +17,7 @@
 
 #include "bench/attention_bench.h"
 #include "bench/bench_ranks.h"
+#include "bench/expert_int4_bench.h"
 #include "bench/gemm_bench.h"
 #include "bench/layer_bench.h"
 
@@ -58,6 +59,7 @@ int main(int argc, char** argv) {
     if (ctx.rank == 0) {
       tpb::bench::register_gemm_benchmarks(ctx);
       tpb::bench::register_expert_benchmarks(ctx);
+      tpb::bench::register_expert_int4_benchmarks(ctx);
       tpb::bench::register_attention_benchmarks(ctx);
       tpb::bench::register_layer_benchmarks(ctx);
     }

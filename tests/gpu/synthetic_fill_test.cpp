@@ -7,6 +7,7 @@
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <random>
@@ -21,6 +22,7 @@
 #include "tpb/dtype.h"
 #include "tpb/kernels/device.h"
 #include "tpb/kernels/gpu/synthetic_fill.h"
+#include "tpb/kernels/int4_format.h"
 #include "tpb/kernels/synthetic_weights.h"
 
 namespace tpb::test {
@@ -124,6 +126,66 @@ TEST(GpuSyntheticFill, Bf16AndF32BitwiseTheCpuSource) {
       }
     }
   }
+}
+
+// INT4 windows (synthetic_fill_int4) against synthetic::int4_q / int4_scale_bits on the host,
+// packed with int4::pack8: bitwise. A column-parallel shard of a gate projection, a row-parallel
+// shard of a down projection (col_begin > 0), and a tensor whose width is not a multiple of 32
+// (its groups per row are ceil(cols / 32), the window ending before the ragged group).
+TEST(GpuSyntheticFill, Int4WordsAndScalesBitwiseTheHostFunctions) {
+  TPB_REQUIRE_GPU();
+  struct Int4Window {
+    const char* name;
+    std::int64_t global_rows, global_cols, row_begin, rows, col_begin, cols;
+  };
+  const Int4Window windows[] = {
+      {"model.layers.3.mlp.experts.17.gate_proj.weight", 2048, 7168, 512, 256, 0, 7168},
+      {"model.layers.3.mlp.experts.17.down_proj.weight", 7168, 2048, 100, 37, 1024, 256},
+      {"model.layers.1.mlp.experts.0.up_proj.weight", 9, 100, 2, 5, 32, 64},
+  };
+  for (const Int4Window& iw : windows) {
+    gpu::SyntheticWindow w;
+    w.key = synthetic::tensor_key(kSeed, synthetic::name_hash(iw.name));
+    w.kind = synthetic::InitKind::linear;
+    w.scale = 1.0f / std::sqrt(static_cast<float>(iw.global_cols));
+    w.global_cols = iw.global_cols;
+    w.row_begin = iw.row_begin;
+    w.rows = iw.rows;
+    w.col_begin = iw.col_begin;
+    w.cols = iw.cols;
+    const std::int64_t words = w.cols / 8, groups = w.cols / 32, global_groups = (w.global_cols + 31) / 32;
+    DevBuf<std::uint32_t> d_packed(static_cast<std::size_t>(w.rows * words));
+    DevBuf<std::uint16_t> d_scales(static_cast<std::size_t>(w.rows * groups));
+    gpu::synthetic_fill_int4(w, d_packed.p, reinterpret_cast<__nv_bfloat16*>(d_scales.p), nullptr);
+    const auto packed = d_packed.download();
+    const auto scales = d_scales.download();
+    for (std::int64_t r = 0; r < w.rows; ++r) {
+      for (std::int64_t k = 0; k < words; ++k) {
+        int q[8];
+        for (int j = 0; j < 8; ++j)
+          q[j] = synthetic::int4_q(w.key, static_cast<std::uint64_t>((w.row_begin + r) * w.global_cols + w.col_begin +
+                                                                     8 * k + j));
+        ASSERT_EQ(packed[static_cast<std::size_t>(r * words + k)], int4::pack8(q)) << iw.name << " word (" << r << ", " << k << ")";
+      }
+      for (std::int64_t gi = 0; gi < groups; ++gi) {
+        const auto index = static_cast<std::uint64_t>((w.row_begin + r) * global_groups + w.col_begin / 32 + gi);
+        ASSERT_EQ(scales[static_cast<std::size_t>(r * groups + gi)], synthetic::int4_scale_bits(w.key, index, w.scale))
+            << iw.name << " scale (" << r << ", " << gi << ")";
+      }
+    }
+  }
+  // A window that would split a scale group is refused.
+  gpu::SyntheticWindow bad;
+  bad.global_cols = 256;
+  bad.rows = 1;
+  bad.col_begin = 16;
+  bad.cols = 64;
+  DevBuf<std::uint32_t> p(64);
+  DevBuf<std::uint16_t> s(64);
+  EXPECT_THROW(gpu::synthetic_fill_int4(bad, p.p, reinterpret_cast<__nv_bfloat16*>(s.p), nullptr), Error);
+  bad.col_begin = 0;
+  bad.cols = 48;
+  EXPECT_THROW(gpu::synthetic_fill_int4(bad, p.p, reinterpret_cast<__nv_bfloat16*>(s.p), nullptr), Error);
 }
 
 // Conversions: bf16 -> f32 is exact; f32 -> bf16 is tpb::float_to_bf16's round to nearest

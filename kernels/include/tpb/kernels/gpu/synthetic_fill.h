@@ -27,6 +27,14 @@ struct SyntheticWindow {
 void synthetic_fill_bf16(const SyntheticWindow& w, __nv_bfloat16* out, std::int64_t out_stride, cudaStream_t stream);
 void synthetic_fill_f32(const SyntheticWindow& w, float* out, std::int64_t out_stride, cudaStream_t stream);
 
+// The synthetic INT4 window (tpb/kernels/int4_format.h, synthetic::int4_q and int4_scale_bits)
+// packed for the expert kernels (tpb/kernels/gpu/expert_gemm_int4.h): packed [rows, cols / 8]
+// words and scales [rows, cols / 32] bf16, both contiguous. q of local (r, c) is
+// int4_q(key, (row_begin + r) * global_cols + col_begin + c); the scale of local group (r, g) is
+// int4_scale_bits(key, (row_begin + r) * ceil(global_cols / 32) + col_begin / 32 + g, w.scale).
+// col_begin and cols must be multiples of 32 (checked): a window never splits a scale group.
+void synthetic_fill_int4(const SyntheticWindow& w, std::uint32_t* packed, __nv_bfloat16* scales, cudaStream_t stream);
+
 // Conversions between the device dtypes (count elements).
 void convert_f32_to_bf16(const float* in, __nv_bfloat16* out, std::int64_t count, cudaStream_t stream);
 void convert_bf16_to_f32(const __nv_bfloat16* in, float* out, std::int64_t count, cudaStream_t stream);

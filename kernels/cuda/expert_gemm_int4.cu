@@ -1,0 +1,690 @@
+// INT4-weight routed-expert GEMMs (tpb/kernels/gpu/expert_gemm_int4.h); the CPU reference is
+// kernels/cpu/expert_gemm_int4.cpp.
+//
+// Dequantization, both kernels: a nibble n masked into the mantissa of bf16 128 (0x4300) is
+// the bf16 128 + n exactly; subtracting 136 gives q = n - 8 exactly; one bf16x2 multiply by the
+// scale rounds q x scale once to nearest even (mul.rn.bf16x2, or fma.rn.bf16x2 with -0 before
+// sm_90): int4::dequant_bf16_bits bit for bit. Two weights per 32-bit instruction, no fp32
+// round trip. The MMA then sees the exact bf16 weight; products and sums are fp32.
+//
+// Grouped kernel (decode). Weights are the MMA's A operand (16 output rows x 16 inputs) and the
+// tokens its N = 8 columns, so at 1..8 rows per expert no MMA row is padding and the kernel is
+// bound by the weight bytes. The inputs' order inside an MMA is free as long as A and B agree,
+// and it is chosen so that the checkpoint's words need no repacking: thread (g, t) of a warp
+// owns group t (32 inputs, 4 words, one 16-byte load per row) of each 128-input chunk for rows
+// g and g + 8; word w gives it two k16 MMAs, and the magic-number unpack yields the nibble pairs
+// (0, 4), (1, 5), (2, 6), (3, 7) that become a0, a2 of the first MMA and a0, a2 of the second.
+// The activations (B: token g, inputs of group t) are permuted to match with one byte permute
+// per register. A block's 8 warps split the input dimension (warps_k, a function of `in`
+// alone) and the rows. Each warp streams its packed words and scales with cp.async into its
+// own ring of kRing chunks in shared memory (each thread copies exactly the bytes it later
+// reads, so no barrier guards the ring, and nothing in flight holds registers): at Kimi's
+// widths a warp's whole input range is in flight after one round trip, and the ring runs on
+// across the block's tiles. Activations come one chunk ahead in registers (L2/L1-resident).
+// Each warp sums its chunks in increasing order; the warps' partial tiles then meet in shared
+// memory in warp order. Blocks find their expert by scanning the offsets (as
+// expert_gemm_grouped does), so the grid depends on (experts, pairs, out) only.
+//
+// Prefill kernel. 128 rows of one expert x 128 outputs per block, 8 warps of 64 x 32; the
+// tokens are the MMA's M (ldmatrix from shared memory) and the dequantized weights its B.
+// Activations and packed words stream through a 3-stage cp.async pipeline 64 inputs at a
+// time; each thread dequantizes the 4 words it copied itself (no barrier between its copy and
+// its use) into a double-buffered bf16 tile, so one barrier per step suffices. Row tiles are
+// found on the device (tile n of expert e, counted over the experts in order); surplus blocks
+// return at once.
+//
+// Numerics: every output is one fixed sequence of fp32 MMA accumulations (ascending inputs in
+// the grouped kernel's chunk order, then the warps' partials in warp order; ascending 16-input
+// steps in the prefill kernel); no atomics, the same bits on every call.
+#include "tpb/kernels/gpu/expert_gemm_int4.h"
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "cuda/mma_sync.cuh"
+#include "cuda/programmatic_launch.cuh"
+#include "tpb/check.h"
+#include "tpb/cuda_check.h"
+#include "tpb/kernels/int4_format.h"
+
+namespace tpb::gpu {
+
+namespace {
+
+constexpr int kWarps = 8;
+constexpr int kThreads = kWarps * 32;
+constexpr int kGroup = int4::kGroupSize;  // inputs per scale
+static_assert(kGroup == 32 && int4::kPerWord == 8, "the kernels' tiling assumes 8 nibbles a word, 32 a group");
+
+// ---- dequantization ----
+
+constexpr std::uint32_t kMagic128 = 0x43004300u;  // bf16 128 in both halves: nibble n -> 128 + n
+constexpr std::uint32_t kBias136 = 0x43084308u;   // bf16 136 = 128 + int4::kNibbleOffset
+
+__device__ __forceinline__ __nv_bfloat162 as_bf162(std::uint32_t u) {
+  __nv_bfloat162 v;
+  static_assert(sizeof v == sizeof u);
+  __builtin_memcpy(&v, &u, sizeof v);
+  return v;
+}
+__device__ __forceinline__ std::uint32_t as_u32(__nv_bfloat162 v) {
+  std::uint32_t u;
+  __builtin_memcpy(&u, &v, sizeof u);
+  return u;
+}
+
+// bf16x2 of the two weights whose nibbles sit in bits 0-3 and 16-19 of v: q x scale rounded
+// once (int4::dequant_bf16_bits).
+__device__ __forceinline__ std::uint32_t dequant_pair(std::uint32_t v, __nv_bfloat162 scale2) {
+  const __nv_bfloat162 biased = as_bf162((v & 0x000f000fu) | kMagic128);  // 128 + n, exact
+  const __nv_bfloat162 q = __hsub2(biased, as_bf162(kBias136));          // n - 8, exact
+  return as_u32(__hmul2(q, scale2));
+}
+
+__device__ __forceinline__ __nv_bfloat162 scale_pair(std::uint16_t bits) {
+  return as_bf162(static_cast<std::uint32_t>(bits) * 0x00010001u);
+}
+
+__device__ __forceinline__ std::uint32_t word_of(const uint4& v, int i) {
+  return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
+}
+
+// ---- a load that stays where it is written (cf. detail::load_early in bf16_vectors.cuh) ----
+
+// Activations: read by every row tile of the expert, kept in L1.
+__device__ __forceinline__ uint4 load_activations16(const void* p) {
+  uint4 v;
+  asm volatile("ld.global.nc.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+  return v;
+}
+
+// ---- grouped (decode) kernel ----
+
+constexpr int kChunk = 4 * kGroup;  // inputs per warp step: one group per thread of a quad
+
+// 4 bytes global -> shared through L1 (cp.async's smallest size); with valid == false it
+// writes zeros. The scales' 2-byte entries travel as the aligned word that holds them.
+__device__ __forceinline__ void cp_async4(std::uint32_t dst, const void* src, bool valid) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 4 : 0) : "memory");
+}
+
+// The scale at `p` as the 4-byte-aligned word holding it and the shift of its half.
+__device__ __forceinline__ const void* scale_word(const __nv_bfloat16* p, int& shift) {
+  const auto a = reinterpret_cast<std::uintptr_t>(p);
+  shift = static_cast<int>(a & 2u) * 8;  // 0 or 16
+  return reinterpret_cast<const void*>(a & ~std::uintptr_t{3});
+}
+
+// The expert id of the n-th (from 0) expert with at least one row, or -1 when fewer exist
+// (expert_gemm.cu's scan). Called by every thread of the block; the same result in all.
+__device__ int nth_nonempty_expert(const std::int32_t* __restrict__ offsets, int experts, int n) {
+  __shared__ int s_found;
+  __shared__ int s_warp_count[kWarps];
+  const int tid = static_cast<int>(threadIdx.x), lane = tid % 32, warp = tid / 32;
+  if (tid == 0) s_found = -1;
+  int before = 0;
+  for (int base = 0; base < experts; base += kThreads) {
+    const int e = base + tid;
+    const bool nonempty = e < experts && offsets[e + 1] > offsets[e];
+    const unsigned ballot = __ballot_sync(0xffffffffu, nonempty);
+    if (lane == 0) s_warp_count[warp] = __popc(ballot);
+    __syncthreads();
+    int rank = before + __popc(ballot & ((1u << lane) - 1u)), total = 0;
+    for (int w = 0; w < kWarps; ++w) {
+      if (w < warp) rank += s_warp_count[w];
+      total += s_warp_count[w];
+    }
+    if (nonempty && rank == n) s_found = e;
+    before += total;
+    __syncthreads();
+    if (s_found >= 0) break;  // block-uniform
+  }
+  return s_found;
+}
+
+// acc += one chunk: for each of the group's 4 words, 2 k16 MMAs per (m-tile, n-tile), in
+// increasing inputs. w[i][h]: the group's words of row 16 i + 8 h + g; s: their scales; x[j]:
+// token 8 j + g's 32 activations of the group.
+template <int kMTiles, int kNTiles>
+__device__ __forceinline__ void mma_chunk(const uint4 (&w)[kMTiles][2], const std::uint16_t (&s)[kMTiles][2],
+                                          const uint4 (&x)[kNTiles][4], float (&acc)[kMTiles][kNTiles][4]) {
+  __nv_bfloat162 s2[kMTiles][2];
+#pragma unroll
+  for (int i = 0; i < kMTiles; ++i)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) s2[i][h] = scale_pair(s[i][h]);
+#pragma unroll
+  for (int k8 = 0; k8 < 4; ++k8) {
+    // Nibble pairs (0,4), (1,5), (2,6), (3,7) of rows g and g + 8.
+    std::uint32_t a[kMTiles][2][4];
+#pragma unroll
+    for (int i = 0; i < kMTiles; ++i)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const std::uint32_t word = word_of(w[i][h], k8);
+#pragma unroll
+        for (int k = 0; k < 4; ++k) a[i][h][k] = dequant_pair(word >> (4 * k), s2[i][h]);
+      }
+#pragma unroll
+    for (int j = 0; j < kNTiles; ++j) {
+      // x[8 k8 .. +7] of token g as (x0,x4), (x1,x5) for the first MMA, (x2,x6), (x3,x7) for the second.
+      const uint4 xv = x[j][k8];
+      const std::uint32_t b00 = __byte_perm(xv.x, xv.z, 0x5410), b01 = __byte_perm(xv.x, xv.z, 0x7632);
+      const std::uint32_t b10 = __byte_perm(xv.y, xv.w, 0x5410), b11 = __byte_perm(xv.y, xv.w, 0x7632);
+#pragma unroll
+      for (int i = 0; i < kMTiles; ++i) {
+        const std::uint32_t first[4] = {a[i][0][0], a[i][1][0], a[i][0][1], a[i][1][1]};
+        const std::uint32_t second[4] = {a[i][0][2], a[i][1][2], a[i][0][3], a[i][1][3]};
+        detail::mma_bf16(acc[i][j], first, b00, b01);
+        detail::mma_bf16(acc[i][j], second, b10, b11);
+      }
+    }
+  }
+}
+
+// Shared memory of the grouped kernel: per warp a ring of kRing chunks of packed words (each
+// thread's own 16-byte pieces, lane-contiguous) and scale words, then the partial tiles.
+template <int kMTiles, int kNTiles, int kRing>
+struct GroupedSmem {
+  static constexpr int kPieces = kMTiles * 2;                                   // rows per thread per chunk
+  static constexpr int kWordsBytes = kWarps * kRing * kPieces * 32 * 16;
+  static constexpr int kScalesBytes = kWarps * kRing * kPieces * 32 * 4;
+  static constexpr int kPartialBytes = kWarps * kMTiles * kNTiles * 4 * 32 * 4;
+  static constexpr int kBytes = kWordsBytes + kScalesBytes + kPartialBytes;
+};
+
+// kMTiles 16-row tiles per warp, kNTiles 8-token tiles per pass over the weights, kRing chunks
+// of packed words and scales in flight per warp (cp.async into shared memory: no registers
+// held while they travel), kMinBlocks resident blocks per SM asked of the compiler. None of
+// them changes any output's sum order.
+//
+// A warp's work is one sequence of items (tile, pass, chunk): its tiles of the block (tiles
+// stride over blockIdx.x), each expert row pass of 8 kNTiles tokens, its chunks of the input
+// range. The ring runs over the whole sequence, so the next tile's weights are in flight
+// while this tile's last chunks are multiplied; at the end of a (tile, pass) the warps'
+// partial sums meet (two block barriers, reached by every warp in the same order).
+template <int kMTiles, int kNTiles, int kRing, int kMinBlocks>
+__global__ void __launch_bounds__(kThreads, kMinBlocks)
+    expert_gemm_int4_grouped_kernel(const __nv_bfloat16* __restrict__ x, const std::int32_t* __restrict__ offsets,
+                                    int experts, const std::uint32_t* __restrict__ packed,
+                                    const __nv_bfloat16* __restrict__ scales, int in, int out, int warps_k,
+                                    __nv_bfloat16* __restrict__ y) {
+  using Smem = GroupedSmem<kMTiles, kNTiles, kRing>;
+  constexpr int kRegs = kMTiles * kNTiles * 4;
+  detail::chain_after_prior_grids();
+  const int e = nth_nonempty_expert(offsets, experts, static_cast<int>(blockIdx.y));
+  if (e < 0) return;
+  const std::int64_t begin = offsets[e], end = offsets[e + 1];
+  const int tid = static_cast<int>(threadIdx.x), warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
+  const int warps_m = kWarps / warps_k, wm = warp / warps_k, kw = warp % warps_k;
+  const int block_rows = warps_m * 16 * kMTiles;
+  const int words_per_row = in / int4::kPerWord, groups = in / kGroup, chunks = (groups + 3) / 4;
+  const int c_begin = kw * chunks / warps_k, chunks_mine = (kw + 1) * chunks / warps_k - c_begin;  // >= 1
+  const std::uint32_t* pe = packed + e * (static_cast<std::int64_t>(out) * words_per_row);
+  const __nv_bfloat16* se = scales + e * (static_cast<std::int64_t>(out) * groups);
+  const int tiles = (out + block_rows - 1) / block_rows;
+  const int my_tiles = static_cast<int>(blockIdx.x) < tiles ? (tiles - 1 - static_cast<int>(blockIdx.x)) / static_cast<int>(gridDim.x) + 1 : 0;
+  const int passes = static_cast<int>((end - begin + 8 * kNTiles - 1) / (8 * kNTiles));
+  const int items = my_tiles * passes * chunks_mine;
+
+  extern __shared__ __align__(16) unsigned char smem[];
+  uint4* ring_words = reinterpret_cast<uint4*>(smem) + warp * kRing * Smem::kPieces * 32;
+  std::uint32_t* ring_scales =
+      reinterpret_cast<std::uint32_t*>(smem + Smem::kWordsBytes) + warp * kRing * Smem::kPieces * 32;
+  float* partial = reinterpret_cast<float*>(smem + Smem::kWordsBytes + Smem::kScalesBytes);
+
+  // Item j: chunk c_begin + j % chunks_mine of pass (j / chunks_mine) % passes of the block's
+  // (j / chunks_mine / passes)-th tile.
+  struct Item {
+    int o_first;         // the warp's first row
+    std::int64_t p0;     // the pass's first token
+    int group;           // this thread's group
+  };
+  auto item_of = [&](int j) {
+    const int tp = j / chunks_mine, pass = tp % passes;
+    const int tile = static_cast<int>(blockIdx.x) + (tp / passes) * static_cast<int>(gridDim.x);
+    return Item{tile * block_rows + wm * 16 * kMTiles, begin + static_cast<std::int64_t>(pass) * 8 * kNTiles,
+                (c_begin + j % chunks_mine) * 4 + t};
+  };
+  // The packed words and scales of item j into ring slot j % kRing (this thread's own pieces,
+  // so its cp.async wait alone makes them visible to it); one commit group per item, empty
+  // past the end, so the wait count below is uniform.
+  auto issue = [&](int j) {
+    if (j < items) {
+      const Item it = item_of(j);
+      const int slot = (j % kRing) * Smem::kPieces;
+#pragma unroll
+      for (int piece = 0; piece < Smem::kPieces; ++piece) {
+        const int row = it.o_first + 16 * (piece / 2) + 8 * (piece % 2) + g;
+        const bool ok = row < out && it.group < groups;
+        const std::int64_t r = ok ? row : 0, gi = ok ? it.group : 0;
+        int shift;
+        detail::cp_async16(detail::smem_addr(ring_words + (slot + piece) * 32 + lane), pe + r * words_per_row + gi * 4,
+                           ok);
+        cp_async4(detail::smem_addr(ring_scales + (slot + piece) * 32 + lane), scale_word(se + r * groups + gi, shift),
+                  ok);
+      }
+    }
+    detail::cp_async_commit();
+  };
+  // Token 8 j + g's activations of item's group (registers; from L2 or L1, one item ahead).
+  auto load_x = [&](int j, uint4 (&xr)[kNTiles][4]) {
+    const Item it = item_of(j);
+#pragma unroll
+    for (int n = 0; n < kNTiles; ++n) {
+      const std::int64_t p = it.p0 + 8 * n + g;
+      const bool ok = j < items && p < end && it.group < groups;
+      const uint4* src = reinterpret_cast<const uint4*>(x + (ok ? p * in + it.group * kGroup : 0));
+#pragma unroll
+      for (int q = 0; q < 4; ++q) xr[n][q] = ok ? load_activations16(src + q) : make_uint4(0, 0, 0, 0);
+    }
+  };
+
+#pragma unroll
+  for (int s = 0; s < kRing - 1; ++s) issue(s);
+  uint4 x_cur[kNTiles][4];
+  load_x(0, x_cur);
+  float acc[kMTiles][kNTiles][4];
+#pragma unroll
+  for (int i = 0; i < kMTiles; ++i)
+#pragma unroll
+    for (int n = 0; n < kNTiles; ++n)
+#pragma unroll
+      for (int k = 0; k < 4; ++k) acc[i][n][k] = 0.f;
+
+  for (int j = 0; j < items; ++j) {
+    uint4 x_next[kNTiles][4];
+    load_x(j + 1, x_next);
+    detail::cp_async_wait<kRing - 2>();  // item j's words and scales have landed
+    uint4 w[kMTiles][2];
+    std::uint16_t sc[kMTiles][2];
+    const Item it = item_of(j);
+#pragma unroll
+    for (int piece = 0; piece < Smem::kPieces; ++piece) {
+      const int idx = ((j % kRing) * Smem::kPieces + piece) * 32 + lane;
+      const int row = it.o_first + 16 * (piece / 2) + 8 * (piece % 2) + g;
+      int shift;  // which half of the word (a padding row or group landed as zeros: either)
+      scale_word(se + static_cast<std::int64_t>(row) * groups + it.group, shift);
+      w[piece / 2][piece % 2] = ring_words[idx];
+      sc[piece / 2][piece % 2] = static_cast<std::uint16_t>(ring_scales[idx] >> shift);
+    }
+    mma_chunk(w, sc, x_cur, acc);
+    issue(j + kRing - 1);  // into the slot item j - 1 used
+
+    if ((j + 1) % chunks_mine == 0) {  // the end of this (tile, pass), at the same count in every warp
+      if (warps_k > 1) {
+        if (kw > 0) {
+#pragma unroll
+          for (int i = 0; i < kMTiles; ++i)
+#pragma unroll
+            for (int n = 0; n < kNTiles; ++n)
+#pragma unroll
+              for (int k = 0; k < 4; ++k) partial[(warp * kRegs + (i * kNTiles + n) * 4 + k) * 32 + lane] = acc[i][n][k];
+        }
+        __syncthreads();
+        if (kw == 0) {  // the partials in warp order
+          for (int other = 1; other < warps_k; ++other)
+#pragma unroll
+            for (int i = 0; i < kMTiles; ++i)
+#pragma unroll
+              for (int n = 0; n < kNTiles; ++n)
+#pragma unroll
+                for (int k = 0; k < 4; ++k)
+                  acc[i][n][k] += partial[((warp + other) * kRegs + (i * kNTiles + n) * 4 + k) * 32 + lane];
+        }
+        __syncthreads();  // partial free for the next (tile, pass)
+      }
+      if (kw == 0) {
+        // d0, d1: row g, tokens 2t, 2t + 1; d2, d3: row g + 8, the same tokens.
+#pragma unroll
+        for (int i = 0; i < kMTiles; ++i)
+#pragma unroll
+          for (int n = 0; n < kNTiles; ++n)
+#pragma unroll
+            for (int k = 0; k < 4; ++k) {
+              const int row = it.o_first + 16 * i + g + (k >= 2 ? 8 : 0);
+              const std::int64_t p = it.p0 + 8 * n + 2 * t + (k & 1);
+              if (row < out && p < end) y[p * out + row] = __float2bfloat16_rn(acc[i][n][k]);
+            }
+      }
+#pragma unroll
+      for (int i = 0; i < kMTiles; ++i)
+#pragma unroll
+        for (int n = 0; n < kNTiles; ++n)
+#pragma unroll
+          for (int k = 0; k < 4; ++k) acc[i][n][k] = 0.f;
+    }
+#pragma unroll
+    for (int n = 0; n < kNTiles; ++n)
+#pragma unroll
+      for (int q = 0; q < 4; ++q) x_cur[n][q] = x_next[n][q];
+  }
+  detail::cp_async_wait<0>();
+}
+
+// Warps that share one tile's input range: enough for every warp to have >= 3 chunks to keep
+// in flight. A function of `in` alone, so every variant sums in the same order.
+int grouped_warps_k(std::int64_t in) {
+  const std::int64_t chunks = (in + kChunk - 1) / kChunk;
+  int warps_k = kWarps;
+  while (warps_k > 1 && chunks < 3 * warps_k) warps_k /= 2;
+  return warps_k;
+}
+
+struct GroupedVariant {
+  const char* name;
+  int m_tiles, n_tiles, min_blocks, smem_bytes;
+  void (*kernel)(const __nv_bfloat16*, const std::int32_t*, int, const std::uint32_t*, const __nv_bfloat16*, int, int,
+                 int, __nv_bfloat16*);
+};
+
+template <int kM, int kN, int kRing, int kMinBlocks>
+constexpr GroupedVariant grouped_variant(const char* name) {
+  return {name, kM, kN, kMinBlocks, GroupedSmem<kM, kN, kRing>::kBytes,
+          expert_gemm_int4_grouped_kernel<kM, kN, kRing, kMinBlocks>};
+}
+
+const GroupedVariant kGroupedVariants[] = {
+    grouped_variant<1, 1, 8, 2>("m16_n8_ring8_blocks2"),
+    grouped_variant<1, 1, 4, 3>("m16_n8_ring4_blocks3"),
+    grouped_variant<2, 1, 4, 2>("m32_n8_ring4_blocks2"),
+    grouped_variant<1, 2, 8, 2>("m16_n16_ring8_blocks2"),
+    grouped_variant<2, 2, 4, 1>("m32_n16_ring4_blocks1"),
+};
+constexpr int kGroupedVariantCount = static_cast<int>(sizeof(kGroupedVariants) / sizeof(kGroupedVariants[0]));
+
+void check_common(const char* who, const __nv_bfloat16* x_sorted, std::int64_t experts, std::int64_t pairs,
+                  const Int4ExpertWeights& w) {
+  TPB_CHECK(w.in > 0 && w.in % kGroup == 0,
+            who << ": in = " << w.in << " must be a positive multiple of 32 (the INT4 scale group)");
+  TPB_CHECK(w.out > 0, who << ": out = " << w.out << " must be positive");
+  TPB_CHECK(experts >= 0 && experts <= 65535 && pairs >= 0,
+            who << ": bad shape experts " << experts << " pairs " << pairs);
+  TPB_CHECK(w.in <= INT32_MAX / 2 && w.out <= INT32_MAX / 2, who << ": in " << w.in << " or out " << w.out << " too large");
+  TPB_CHECK(reinterpret_cast<std::uintptr_t>(x_sorted) % 16 == 0 &&
+                reinterpret_cast<std::uintptr_t>(w.packed) % 16 == 0 &&
+                reinterpret_cast<std::uintptr_t>(w.scales) % 4 == 0,
+            who << ": x_sorted and the packed weights must be 16-byte aligned, the scales 4-byte aligned");
+}
+
+void launch_grouped(const GroupedVariant& var, const __nv_bfloat16* x_sorted, const std::int32_t* offsets,
+                    std::int64_t experts, std::int64_t pairs, const Int4ExpertWeights& w, __nv_bfloat16* y_sorted,
+                    cudaStream_t stream) {
+  check_common("expert_gemm_int4_grouped", x_sorted, experts, pairs, w);
+  if (experts == 0 || pairs == 0) return;
+  const int warps_k = grouped_warps_k(w.in);
+  const std::int64_t block_rows = (kWarps / warps_k) * 16 * var.m_tiles;
+  // As expert_gemm_grouped: one grid row per expert that can have rows; along x at least two
+  // waves of resident blocks in all and at most 4 tiles per block.
+  constexpr std::int64_t kMaxTilesPerBlock = 4;
+  const std::int64_t slots = experts < pairs ? experts : pairs;
+  const std::int64_t tiles = (w.out + block_rows - 1) / block_rows;
+  int device = 0, sms = 0;
+  TPB_CUDA_CHECK(cudaGetDevice(&device));
+  TPB_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  const std::int64_t for_occupancy = (2 * var.min_blocks * static_cast<std::int64_t>(sms) + slots - 1) / slots;
+  const std::int64_t for_balance = (tiles + kMaxTilesPerBlock - 1) / kMaxTilesPerBlock;
+  const std::int64_t per_slot = for_occupancy > for_balance ? for_occupancy : for_balance;
+  const dim3 grid(static_cast<unsigned>(tiles < per_slot ? tiles : per_slot), static_cast<unsigned>(slots));
+  // Above the default 48 KiB; a host-side attribute, legal under stream capture.
+  TPB_CUDA_CHECK(cudaFuncSetAttribute(var.kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, var.smem_bytes));
+  detail::launch_chained(var.kernel, grid, kThreads, static_cast<std::size_t>(var.smem_bytes), stream, x_sorted, offsets, static_cast<int>(experts),
+                         w.packed, w.scales, static_cast<int>(w.in), static_cast<int>(w.out), warps_k, y_sorted);
+  TPB_CUDA_CHECK_LAUNCH();
+}
+
+// ---- prefill kernel ----
+
+constexpr int kPM = 128;              // rows (tokens of one expert) per block
+constexpr int kPN = 128;              // outputs per block
+constexpr int kPK = 64;               // inputs per pipeline step: two scale groups
+constexpr int kPStages = 3;           // cp.async stages
+constexpr int kPRow = kPK + 8;        // bf16 per shared row: 144 bytes, ldmatrix without bank conflicts
+constexpr int kPWords = kPK / int4::kPerWord;  // packed words per row and step
+constexpr int kXStageBytes = kPM * kPRow * 2;
+constexpr int kPackedStageBytes = kPN * kPWords * 4;
+constexpr int kScaleStageBytes = kThreads * 4;  // one scale word per thread
+constexpr int kWTileBytes = kPN * kPRow * 2;
+constexpr int kPrefillSmemBytes =
+    kPStages * (kXStageBytes + kPackedStageBytes + kScaleStageBytes) + 2 * kWTileBytes;
+static_assert(kPN * 2 == kThreads, "each thread copies and dequantizes one group of one weight row per step");
+
+// The expert and row tile (from 0) of the n-th tile of kPM rows, the experts' tiles counted in
+// expert order; false when there are fewer. Called by every thread of the block.
+__device__ bool nth_row_tile(const std::int32_t* __restrict__ offsets, int experts, int n, int& expert, int& tile) {
+  __shared__ int s_warp_total[kWarps];
+  __shared__ int s_expert, s_tile;
+  const int tid = static_cast<int>(threadIdx.x), lane = tid % 32, warp = tid / 32;
+  if (tid == 0) s_expert = -1;
+  int before = 0;  // tiles of the experts in earlier chunks
+  for (int base = 0; base < experts; base += kThreads) {
+    const int e = base + tid;
+    const int count = e < experts ? (offsets[e + 1] - offsets[e] + kPM - 1) / kPM : 0;
+    int inclusive = count;
+#pragma unroll
+    for (int d = 1; d < 32; d *= 2) {
+      const int v = __shfl_up_sync(0xffffffffu, inclusive, d);
+      if (lane >= d) inclusive += v;
+    }
+    if (lane == 31) s_warp_total[warp] = inclusive;
+    __syncthreads();
+    int first = before + inclusive - count, total = 0;
+    for (int w = 0; w < kWarps; ++w) {
+      if (w < warp) first += s_warp_total[w];
+      total += s_warp_total[w];
+    }
+    if (count > 0 && n >= first && n < first + count) {
+      s_expert = e;
+      s_tile = n - first;
+    }
+    before += total;
+    __syncthreads();
+    if (s_expert >= 0 || before > n) break;  // block-uniform
+  }
+  expert = s_expert;
+  tile = s_tile;
+  return expert >= 0;
+}
+
+// The 4 words of one group (32 inputs of one row) to 32 bf16 weights in input order.
+__device__ __forceinline__ void dequant_group_natural(const uint4& words, std::uint16_t scale_bits,
+                                                      __nv_bfloat16* dst) {
+  const __nv_bfloat162 s2 = scale_pair(scale_bits);
+#pragma unroll
+  for (int w = 0; w < 4; ++w) {
+    const std::uint32_t word = word_of(words, w), shifted = word >> 4;
+    uint4 o;
+    std::uint32_t* op = &o.x;
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      // Byte k of the word (nibbles 2k, 2k + 1) with nibble 2k in bits 0-3, nibble 2k + 1 in 16-19.
+      const std::uint32_t sel = static_cast<std::uint32_t>(k | (k << 4) | ((4 + k) << 8) | ((4 + k) << 12));
+      op[k] = dequant_pair(__byte_perm(word, shifted, sel), s2);
+    }
+    *reinterpret_cast<uint4*>(dst + 8 * w) = o;
+  }
+}
+
+__global__ void __launch_bounds__(kThreads, 2)
+    expert_gemm_int4_prefill_kernel(const __nv_bfloat16* __restrict__ x, const std::int32_t* __restrict__ offsets,
+                                    int experts, const std::uint32_t* __restrict__ packed,
+                                    const __nv_bfloat16* __restrict__ scales, int in, int out,
+                                    __nv_bfloat16* __restrict__ y) {
+  detail::chain_after_prior_grids();
+  int e = 0, row_tile = 0;
+  if (!nth_row_tile(offsets, experts, static_cast<int>(blockIdx.y), e, row_tile)) return;
+  const std::int64_t p_first = offsets[e] + static_cast<std::int64_t>(row_tile) * kPM;
+  const int rows = static_cast<int>(offsets[e + 1] - p_first < kPM ? offsets[e + 1] - p_first : kPM);
+  const int n_first = static_cast<int>(blockIdx.x) * kPN;
+  const int tid = static_cast<int>(threadIdx.x), warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
+  const int words_per_row = in / int4::kPerWord, groups = in / kGroup, steps = (in + kPK - 1) / kPK;
+  const std::uint32_t* pe = packed + e * (static_cast<std::int64_t>(out) * words_per_row);
+  const __nv_bfloat16* se = scales + e * (static_cast<std::int64_t>(out) * groups);
+
+  extern __shared__ __align__(16) unsigned char smem[];
+  __nv_bfloat16* xs = reinterpret_cast<__nv_bfloat16*>(smem);
+  std::uint32_t* ps = reinterpret_cast<std::uint32_t*>(smem + kPStages * kXStageBytes);
+  std::uint32_t* ss = reinterpret_cast<std::uint32_t*>(smem + kPStages * (kXStageBytes + kPackedStageBytes));
+  __nv_bfloat16* wt = reinterpret_cast<__nv_bfloat16*>(
+      smem + kPStages * (kXStageBytes + kPackedStageBytes + kScaleStageBytes));
+
+  // This thread's weight row and group of each step (it copies and dequantizes them).
+  const int my_n = tid / 2, my_half = tid % 2;
+  const bool my_row_ok = n_first + my_n < out;
+  const std::uint32_t* my_packed = pe + static_cast<std::int64_t>(n_first + my_n) * words_per_row;
+  const __nv_bfloat16* my_scales = se + static_cast<std::int64_t>(n_first + my_n) * groups;
+
+  auto issue = [&](int step) {
+    if (step < steps) {
+      const int stage = step % kPStages;
+#pragma unroll
+      for (int i = 0; i < kPM * kPK / 8 / kThreads; ++i) {
+        const int idx = tid + i * kThreads, r = idx / (kPK / 8), c = idx % (kPK / 8);
+        const int col = step * kPK + c * 8;
+        const bool ok = r < rows && col < in;
+        const __nv_bfloat16* src = ok ? x + (p_first + r) * in + col : x;
+        detail::cp_async16(detail::smem_addr(xs + (stage * kPM + r) * kPRow + c * 8), src, ok);
+      }
+      const int group = step * 2 + my_half;
+      const bool ok = my_row_ok && group < groups;
+      const int gi = ok ? group : 0;
+      int shift;
+      detail::cp_async16(detail::smem_addr(ps + (stage * kPN + my_n) * kPWords + my_half * 4),
+                         ok ? my_packed + gi * 4 : packed, ok);
+      cp_async4(detail::smem_addr(ss + stage * kThreads + tid), scale_word(ok ? my_scales + gi : scales, shift), ok);
+    }
+    detail::cp_async_commit();  // an empty group past the end keeps the wait counts uniform
+  };
+  // Which half of a scale word is this thread's: the same for every step when a row has an even
+  // number of groups; else it alternates with the group.
+  auto scale_shift = [&](int step) {
+    int shift;
+    scale_word(my_scales + step * 2 + my_half, shift);
+    return shift;
+  };
+
+#pragma unroll
+  for (int s = 0; s < kPStages - 1; ++s) issue(s);
+
+  // Warp (wm, wn) owns rows 64 wm .. +63 and outputs 32 wn .. +31 of the tile.
+  const int wm = warp / 4, wn = warp % 4;
+  float acc[4][4][4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i)
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+#pragma unroll
+      for (int k = 0; k < 4; ++k) acc[i][j][k] = 0.f;
+
+  for (int step = 0; step < steps; ++step) {
+    const int stage = step % kPStages, buf = step % 2;
+    detail::cp_async_wait<kPStages - 2>();  // this thread's copies of `step` have landed
+    const uint4 words = *reinterpret_cast<const uint4*>(ps + (stage * kPN + my_n) * kPWords + my_half * 4);
+    const auto scale = static_cast<std::uint16_t>(ss[stage * kThreads + tid] >> scale_shift(step));
+    dequant_group_natural(words, scale, wt + (buf * kPN + my_n) * kPRow + my_half * kGroup);
+    // Every thread's dequantized group and activation copies are visible, and every warp is
+    // past the MMAs of step - 1: its stage may be refilled.
+    __syncthreads();
+    issue(step + kPStages - 1);
+
+    const __nv_bfloat16* xt = xs + stage * kPM * kPRow;
+    const __nv_bfloat16* wtile = wt + buf * kPN * kPRow;
+#pragma unroll
+    for (int kk = 0; kk < kPK / 16; ++kk) {
+      std::uint32_t a[4][4], b[4][2];
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+        detail::ldmatrix_x4(detail::smem_addr(xt + (64 * wm + 16 * i + lane % 16) * kPRow + kk * 16 + (lane / 16) * 8),
+                            a[i]);
+#pragma unroll
+      for (int jj = 0; jj < 2; ++jj) {
+        std::uint32_t r[4];
+        detail::ldmatrix_x4(detail::smem_addr(wtile + (32 * wn + 16 * jj + (lane / 16) * 8 + lane % 8) * kPRow +
+                                              kk * 16 + ((lane / 8) % 2) * 8),
+                            r);
+        b[2 * jj][0] = r[0];
+        b[2 * jj][1] = r[1];
+        b[2 * jj + 1][0] = r[2];
+        b[2 * jj + 1][1] = r[3];
+      }
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) detail::mma_bf16(acc[i][j], a[i], b[j][0], b[j][1]);
+    }
+  }
+  detail::cp_async_wait<0>();
+
+  // d0, d1: row g, outputs 2t, 2t + 1; d2, d3: row g + 8.
+#pragma unroll
+  for (int i = 0; i < 4; ++i)
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int r = 64 * wm + 16 * i + g + 8 * h, o = n_first + 32 * wn + 8 * j + 2 * t;
+        if (r >= rows) continue;
+        __nv_bfloat16* dst = y + (p_first + r) * out + o;
+        const float v0 = acc[i][j][2 * h], v1 = acc[i][j][2 * h + 1];
+        if (o + 1 < out && out % 2 == 0) {
+          *reinterpret_cast<__nv_bfloat162*>(dst) = __floats2bfloat162_rn(v0, v1);
+        } else {
+          if (o < out) dst[0] = __float2bfloat16_rn(v0);
+          if (o + 1 < out) dst[1] = __float2bfloat16_rn(v1);
+        }
+      }
+}
+
+}  // namespace
+
+void expert_gemm_int4_grouped(const __nv_bfloat16* x_sorted, const std::int32_t* offsets, std::int64_t experts,
+                              std::int64_t pairs, const Int4ExpertWeights& w, __nv_bfloat16* y_sorted,
+                              cudaStream_t stream) {
+  // Not yet measured: m16_n8_stages2 up to 8 rows per active expert on average, the 16-token
+  // pass above (each weight then serves twice the rows before it is read again from L2).
+  const std::int64_t slots = experts < pairs ? experts : pairs;
+  const int variant = slots > 0 && pairs > 8 * slots ? 3 : 0;
+  launch_grouped(kGroupedVariants[variant], x_sorted, offsets, experts, pairs, w, y_sorted, stream);
+}
+
+void expert_gemm_int4_prefill(const __nv_bfloat16* x_sorted, const std::int32_t* offsets, std::int64_t experts,
+                              std::int64_t pairs, const Int4ExpertWeights& w, __nv_bfloat16* y_sorted,
+                              cudaStream_t stream) {
+  check_common("expert_gemm_int4_prefill", x_sorted, experts, pairs, w);
+  if (experts == 0 || pairs == 0) return;
+  // Each expert's last tile may be partial: at most one extra tile per expert with rows.
+  const std::int64_t slots = experts < pairs ? experts : pairs;
+  const std::int64_t row_tiles = (pairs + kPM - 1) / kPM + slots;
+  TPB_CHECK(row_tiles <= 65535, "expert_gemm_int4_prefill: " << pairs << " pairs over " << experts
+                                                             << " experts need more than 65535 row tiles");
+  const dim3 grid(static_cast<unsigned>((w.out + kPN - 1) / kPN), static_cast<unsigned>(row_tiles));
+  // Above the default 48 KiB; a host-side attribute, legal under stream capture.
+  TPB_CUDA_CHECK(cudaFuncSetAttribute(expert_gemm_int4_prefill_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                      kPrefillSmemBytes));
+  detail::launch_chained(expert_gemm_int4_prefill_kernel, grid, kThreads, kPrefillSmemBytes, stream, x_sorted,
+                         offsets, static_cast<int>(experts), w.packed, w.scales, static_cast<int>(w.in),
+                         static_cast<int>(w.out), y_sorted);
+  TPB_CUDA_CHECK_LAUNCH();
+}
+
+namespace tuning {
+
+int expert_gemm_int4_grouped_variants() { return kGroupedVariantCount; }
+
+const char* expert_gemm_int4_grouped_variant_name(int variant) {
+  TPB_CHECK(variant >= 0 && variant < kGroupedVariantCount, "expert_gemm_int4_grouped variant " << variant);
+  return kGroupedVariants[variant].name;
+}
+
+void expert_gemm_int4_grouped_variant(int variant, const __nv_bfloat16* x_sorted, const std::int32_t* offsets,
+                                      std::int64_t experts, std::int64_t pairs, const Int4ExpertWeights& w,
+                                      __nv_bfloat16* y_sorted, cudaStream_t stream) {
+  TPB_CHECK(variant >= 0 && variant < kGroupedVariantCount, "expert_gemm_int4_grouped variant " << variant);
+  launch_grouped(kGroupedVariants[variant], x_sorted, offsets, experts, pairs, w, y_sorted, stream);
+}
+
+}  // namespace tuning
+
+}  // namespace tpb::gpu
