@@ -2,6 +2,7 @@
 // and this process's paths from TPB_KERNELS and the current device.
 #include "tpb/kernels/kernel_paths.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <iterator>
 #include <map>
@@ -59,6 +60,31 @@ std::string passed_over(const KernelVariant& v, const KernelPathInputs& in) {
 
 }  // namespace
 
+int smem_budget_bytes(int device_optin_bytes, KernelsSetting setting) {
+  if (setting == KernelsSetting::portable) return std::min(device_optin_bytes, kPortableSmemBudgetBytes);
+  return device_optin_bytes;
+}
+
+int smem_optin_bytes_of_compute_capability(int cc) {
+  constexpr int kKiB = 1024;
+  switch (cc) {
+    case 70: case 72: return 96 * kKiB;
+    case 75: return 64 * kKiB;
+    case 80: case 87: return 163 * kKiB;
+    case 86: case 89: case 120: case 121: return 99 * kKiB;
+    case 90: case 100: case 101: case 103: case 110: return 227 * kKiB;
+    default: return 0;
+  }
+}
+
+std::string KernelPath::text() const {
+  if (smem_budget_bytes <= 0) return variant + " (" + reason + ")";
+  const int kib = smem_budget_bytes / 1024;
+  const std::string amount = kib * 1024 == smem_budget_bytes ? std::to_string(kib) + " KiB"
+                                                              : std::to_string(smem_budget_bytes) + " bytes";
+  return variant + ", " + amount + " shared memory per block (" + reason + ")";
+}
+
 KernelsSetting parse_kernels_setting(const char* value) {
   const std::string_view v = value == nullptr ? std::string_view() : std::string_view(value);
   if (v.empty() || v == "auto") return KernelsSetting::automatic;
@@ -105,6 +131,8 @@ KernelPath choose_kernel_path(KernelOp op, const KernelPathInputs& in) {
     }
     path.variant = v.name;
     path.arch_specific = v.needs_sm90a;
+    // The portable kernels pick their configuration by the budget; the sm_90a ones have one.
+    if (!v.needs_sm90a && in.smem_optin_bytes > 0) path.smem_budget_bytes = smem_budget_bytes(in.smem_optin_bytes, in.setting);
     if (!first_passed_over.empty())
       path.reason = first_passed_over;
     else
@@ -133,7 +161,7 @@ const KernelPath& kernel_path(KernelOp op) {
   std::lock_guard<std::mutex> lock(mu);
   auto it = by_cc.find(cc);
   if (it == by_cc.end()) {
-    const KernelPathInputs in{cc / 10, cc % 10, built_with_sm90a(), setting};
+    const KernelPathInputs in{cc / 10, cc % 10, built_with_sm90a(), setting, smem_optin_bytes_of_compute_capability(cc)};
     std::vector<KernelPath> paths;
     for (KernelOp o : kKernelOps) paths.push_back(choose_kernel_path(o, in));
     it = by_cc.emplace(cc, std::move(paths)).first;

@@ -30,8 +30,10 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
+#include <iterator>
 #include <vector>
 
 #include "tpb/check.h"
@@ -61,16 +63,20 @@ using detail::pack_bf16x2;
 using detail::record_empty_split;
 using detail::smem_addr;
 
-constexpr int kSlices = 4;                          // warps per 16-head row tile
-constexpr int kTileKeys = 16 * kSlices;             // cache rows per pipeline stage, 16 per warp
-constexpr int kStages = 2;                          // cp.async pipeline depth
-constexpr int kMaxRowTiles = 2;                     // 16-head MMA row tiles per CTA: up to 32 heads
-static_assert(kTileKeys == kernels::kMlaDecodeTileKeys && kMaxRowTiles * 16 == kernels::kMlaDecodeHeadsPerCta,
-              "the split plan (tpb/kernels/mla_decode_split.h) describes this kernel");
-constexpr int kMaxThreads = kMaxRowTiles * kSlices * 32;
+// The split kernel's shared-memory configurations (kernels::kMlaDecodeMmaConfigs, in the order
+// tried): its template parameters kMaxRowTiles (16-head MMA row tiles per CTA), kStages
+// (cp.async pipeline depth) and kSlices (warps per row tile, 16 keys each per stage).
+template <int kMaxRowTiles, int kStages, int kSlices>
+struct MmaConfig {
+  static constexpr int kTileKeys = 16 * kSlices;  // cache rows per pipeline stage, 16 per warp
+  static constexpr int kMaxThreads = kMaxRowTiles * kSlices * 32;
+  // The kernel's static arrays: row maxima (then sums) and P fragments per row tile and slice.
+  static constexpr std::size_t kStaticSmem = kMaxRowTiles * kSlices * (16 * sizeof(float) + 2 * 32 * sizeof(uint4));
+  static_assert(kernels::kMlaDecodeTileKeys % kTileKeys == 0,
+                "a split's keys (whole 64-key tiles of the plan) are whole stages");
+};
 constexpr int kMaxKvLora = static_cast<int>(kernels::kMlaDecodeMaxKvLora);
 constexpr int kMaxRope = static_cast<int>(kernels::kMlaDecodeMaxRope);
-constexpr int kMaxColTiles = kMaxKvLora / (8 * kSlices);  // 8-column output tiles per warp
 constexpr int kMaxSplits = static_cast<int>(kernels::kMlaDecodeMaxSplits);
 constexpr int kMergeColumns = 64;  // column pairs (threads) per merge CTA
 // Partial outputs each merge thread has in flight, by the sequences' split count: 32 above 16
@@ -84,19 +90,17 @@ constexpr int kMergeBatchSomeSplits = 8;
 constexpr int kMergeFewSplits = 4;
 constexpr int kMergeFewVecs = 2;
 
-// Shared-memory geometry of one shape. Rows are padded with zeros: to 16 columns for the
-// score MMA's K steps, to 16 * kSlices latent columns so that each warp owns whole pairs of
-// 8-column tiles, plus 8 columns so that consecutive rows start 16 bytes apart modulo 128
-// (ldmatrix without bank conflicts).
+// Shared-memory geometry of one shape in one configuration (kernels::kMlaDecodeMmaConfigs).
+// Rows are padded with zeros: to 16 columns for the score MMA's K steps, to 16 * slices latent
+// columns so that each warp owns whole pairs of 8-column tiles, plus 8 columns so that
+// consecutive rows start 16 bytes apart modulo 128 (ldmatrix without bank conflicts).
 struct Geometry {
+  int config = 0;     // index into kernels::kMlaDecodeMmaConfigs
   int row_tiles = 1;  // 16-head row tiles per CTA
   int groups = 1;     // head groups (CTAs per split and sequence)
-  int row = 0;        // kv_lora + rope
-  int row_pad = 0;    // row rounded up to 16
-  int lora_pad = 0;   // kv_lora rounded up to 16 * kSlices
   int stride = 0;     // shared row stride, bf16
   int threads = 64;
-  std::size_t smem = 0;
+  std::size_t smem = 0;  // dynamic shared memory, bytes (the static arrays come on top)
 };
 
 using detail::round_up;
@@ -111,17 +115,17 @@ void validate(const MlaDecodeShape& s) {
   TPB_CHECK(s.max_len >= 1, "mla_decode: max_len " << s.max_len);
 }
 
-Geometry make_geometry(const MlaDecodeShape& s) {
+// The sizes come from tpb/kernels/mla_decode_split.h, which the launcher's choice of
+// configuration and the CPU tests read too.
+Geometry make_geometry(const MlaDecodeShape& s, int config) {
+  const kernels::MlaDecodeMmaConfig& c = kernels::kMlaDecodeMmaConfigs[config];
   Geometry g;
-  const int tiles = static_cast<int>((s.heads + 15) / 16);
-  g.groups = static_cast<int>(kernels::mla_decode_head_groups(s.heads, false));
-  g.row_tiles = (tiles + g.groups - 1) / g.groups;  // balanced: 3 tiles run as 2 + 1
-  g.row = static_cast<int>(s.kv_lora + s.rope);
-  g.row_pad = round_up(g.row, 16);
-  g.lora_pad = round_up(static_cast<int>(s.kv_lora), 16 * kSlices);
-  g.stride = std::max(g.row_pad, g.lora_pad) + 8;
-  g.threads = g.row_tiles * kSlices * 32;
-  g.smem = static_cast<std::size_t>(g.row_tiles * 16 + kStages * kTileKeys) * g.stride * 2;
+  g.config = config;
+  g.groups = static_cast<int>(kernels::mla_decode_mma_head_groups(s.heads, c.row_tiles));
+  g.row_tiles = static_cast<int>(kernels::mla_decode_mma_cta_row_tiles(c, s.heads));  // balanced: 3 tiles run as 2 + 1
+  g.stride = static_cast<int>(kernels::mla_decode_mma_row_stride(c, s.kv_lora, s.rope));
+  g.threads = g.row_tiles * c.slices * 32;
+  g.smem = static_cast<std::size_t>(kernels::mla_decode_mma_dynamic_smem_bytes(c, s.heads, s.kv_lora, s.rope));
   return g;
 }
 
@@ -151,6 +155,7 @@ std::size_t workspace_bytes(const MlaDecodeShape& s, const kernels::MlaDecodeSpl
 // (measured no faster than __syncthreads at batch 64 x 8K; it orders only what needs it). The
 // tile's own slot of slice_s and p_s is rewritten only after the next tile's CTA-wide
 // barrier, which every warp of the row tile reaches after its reads.
+template <int kSlices>
 __device__ __forceinline__ void row_tile_barrier(int rt) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(1 + rt), "r"(kSlices * 32) : "memory");
 }
@@ -158,12 +163,15 @@ __device__ __forceinline__ void row_tile_barrier(int rt) {
 // Fragment layouts: cuda/mma_sync.cuh. The A fragment of a 16x16 block is the accumulators of
 // its two 8-column halves, so a warp's scores become its part of the second MMA's A operand in
 // registers, and the other warps' parts are the same registers of theirs.
-__global__ void __launch_bounds__(kMaxThreads, 1)
+template <int kMaxRowTiles, int kStages, int kSlices>
+__global__ void __launch_bounds__(MmaConfig<kMaxRowTiles, kStages, kSlices>::kMaxThreads, 1)
     mla_decode_split_kernel(const __nv_bfloat16* __restrict__ q, const __nv_bfloat16* __restrict__ cache,
                             const std::int32_t* __restrict__ seq_lens, int heads, int kv_lora, int rope,
                             std::int64_t max_len, int splits, std::int64_t chunk, float scale, int row_tiles,
                             int stride, float* __restrict__ o_part, float* __restrict__ m_part,
                             float* __restrict__ l_part) {
+  constexpr int kTileKeys = MmaConfig<kMaxRowTiles, kStages, kSlices>::kTileKeys;
+  constexpr int kMaxColTiles = kMaxKvLora / (8 * kSlices);  // 8-column output tiles per warp
   const int cta_heads = row_tiles * 16;
   const int g0 = blockIdx.x * cta_heads;
   const int split = blockIdx.y;
@@ -193,6 +201,8 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
   __nv_bfloat16* c_s = q_s + static_cast<std::size_t>(cta_heads) * stride;  // [kStages][kTileKeys][stride]
   __shared__ float slice_s[kMaxRowTiles][kSlices][16];          // row maxima, then the sums
   __shared__ uint4 p_s[kMaxRowTiles][kSlices][2][32];           // [tile][slice][hi, lo][lane] P fragments
+  static_assert(sizeof(slice_s) + sizeof(p_s) == MmaConfig<kMaxRowTiles, kStages, kSlices>::kStaticSmem,
+                "the configurations' sizes (tpb/kernels/mla_decode_split.h) count these arrays");
 
   const int vecs = stride / 8;  // 16-byte vectors per shared row
   const int row_vecs = row / 8;
@@ -242,9 +252,17 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
   float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.0f, 0.0f};  // rows quad_row, quad_row + 8
 
   for (int it = 0; it < tiles; ++it) {
-    cp_async_wait<kStages - 2>();
-    __syncthreads();  // tile `it` landed for all; tile it - 1's stage is free
-    {
+    if constexpr (kStages == 1) {
+      // One stage: the tile is copied while no warp computes (the small configuration of the
+      // widest rows on 99 KiB devices).
+      __syncthreads();  // tile it - 1 consumed
+      load_tile(start + static_cast<std::int64_t>(it) * kTileKeys, 0);
+      cp_async_commit();
+      cp_async_wait<0>();
+      __syncthreads();  // tile `it` landed for all
+    } else {
+      cp_async_wait<kStages - 2>();
+      __syncthreads();  // tile `it` landed for all; tile it - 1's stage is free
       const int next = it + kStages - 1;
       if (next < tiles) load_tile(start + static_cast<std::int64_t>(next) * kTileKeys, next % kStages);
       cp_async_commit();
@@ -302,7 +320,7 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
       slice_s[rt][slice][quad_row] = tile_max[0];
       slice_s[rt][slice][quad_row + 8] = tile_max[1];
     }
-    row_tile_barrier(rt);
+    row_tile_barrier<kSlices>(rt);
 
     // Every warp of the row tile takes the maximum over the slices in slice order, so all
     // hold the same m_run and corrections; the tile's first key is valid, so m_new is finite.
@@ -340,7 +358,7 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
       acc[t][2] *= corr[1];
       acc[t][3] *= corr[1];
     }
-    row_tile_barrier(rt);
+    row_tile_barrier<kSlices>(rt);
 
     // O += P C_lat over the tile's keys: K step ks holds the keys (and the P) of slice ks.
 #pragma unroll
@@ -552,17 +570,80 @@ __global__ void __launch_bounds__(kMergeColumns)
   }
 }
 
-// Resident split CTAs on the whole device for this geometry: the plan's wave size.
-std::int64_t resident_ctas(const Geometry& g) {
-  int dev = 0, sms = 0, per_sm = 0;
+// The split kernel of each configuration, in kernels::kMlaDecodeMmaConfigs' order.
+using SplitKernel = void (*)(const __nv_bfloat16*, const __nv_bfloat16*, const std::int32_t*, int, int, int,
+                             std::int64_t, int, std::int64_t, float, int, int, float*, float*, float*);
+template <int kConfig>
+constexpr SplitKernel split_kernel_of() {
+  constexpr kernels::MlaDecodeMmaConfig c = kernels::kMlaDecodeMmaConfigs[kConfig];
+  static_assert(MmaConfig<c.row_tiles, c.stages, c.slices>::kStaticSmem ==
+                    static_cast<std::size_t>(kernels::mla_decode_mma_static_smem_bytes(c)),
+                "the configurations' sizes (tpb/kernels/mla_decode_split.h) count the kernel's static arrays");
+  return mla_decode_split_kernel<c.row_tiles, c.stages, c.slices>;
+}
+const SplitKernel kSplitKernels[] = {split_kernel_of<0>(), split_kernel_of<1>(), split_kernel_of<2>(),
+                                     split_kernel_of<3>()};
+static_assert(std::size(kSplitKernels) == kernels::kMlaDecodeMmaConfigCount, "one kernel per configuration");
+
+// This device's shared memory per block: cudaDevAttrMaxSharedMemoryPerBlockOptin (static and
+// dynamic together), asked once per device ordinal.
+int device_smem_optin_bytes() {
+  constexpr int kDevices = 64;
+  static std::atomic<int> known[kDevices] = {};  // 0: not asked yet
+  int dev = 0;
+  TPB_CUDA_CHECK(cudaGetDevice(&dev));
+  if (dev < kDevices) {
+    const int bytes = known[dev].load(std::memory_order_relaxed);
+    if (bytes != 0) return bytes;
+  }
+  int bytes = 0;
+  TPB_CUDA_CHECK(cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+  if (dev < kDevices) known[dev].store(bytes, std::memory_order_relaxed);
+  return bytes;
+}
+
+// The configuration mla_decode_attention takes here: the first within the registry's budget
+// (the device's maximum; 99 KiB under TPB_KERNELS=portable, as on an RTX PRO 6000).
+int picked_config(const MlaDecodeShape& s) {
+  const std::int64_t budget = kernels::smem_budget_bytes(device_smem_optin_bytes(), kernels::kernels_setting());
+  const int config = kernels::mla_decode_mma_config_for(s.heads, s.kv_lora, s.rope, budget);
+  TPB_CHECK(config >= 0, "mla_decode: no configuration of the mma.sync kernel fits " << budget
+                             << " bytes of shared memory per block at kv_lora " << s.kv_lora << " + rope " << s.rope
+                             << " (the smallest needs "
+                             << kernels::mla_decode_mma_smem_bytes(
+                                    kernels::kMlaDecodeMmaConfigs[kernels::kMlaDecodeMmaConfigCount - 1], s.heads,
+                                    s.kv_lora, s.rope)
+                             << ")");
+  return config;
+}
+
+// Whether configuration `config` can launch on this device at this shape (forced by a test or
+// a sweep it may be larger than the budget, never than the device's maximum).
+bool config_fits_device(int config, const MlaDecodeShape& s) {
+  return kernels::mla_decode_mma_smem_bytes(kernels::kMlaDecodeMmaConfigs[config], s.heads, s.kv_lora, s.rope) <=
+         device_smem_optin_bytes();
+}
+
+// Above the default 48 KiB at row 576; a host-side attribute, legal under stream capture.
+void set_smem_attribute(const Geometry& g) {
+  TPB_CUDA_CHECK(cudaFuncSetAttribute(kSplitKernels[g.config], cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                      static_cast<int>(g.smem)));
+}
+
+int device_sm_count() {
+  int dev = 0, sms = 0;
   TPB_CUDA_CHECK(cudaGetDevice(&dev));
   TPB_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-  // Above the default 48 KiB at row 576; a host-side attribute, legal under stream capture.
-  TPB_CUDA_CHECK(cudaFuncSetAttribute(mla_decode_split_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                      static_cast<int>(g.smem)));
-  TPB_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, mla_decode_split_kernel, g.threads, g.smem));
+  return std::max(sms, 1);
+}
+
+// Resident split CTAs on the whole device for this geometry: the first configuration's wave size.
+std::int64_t resident_ctas(const Geometry& g) {
+  int per_sm = 0;
+  set_smem_attribute(g);
+  TPB_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kSplitKernels[g.config], g.threads, g.smem));
   TPB_CHECK(per_sm >= 1, "mla_decode: the split kernel does not fit on an SM (" << g.smem << " bytes of shared memory)");
-  return static_cast<std::int64_t>(per_sm) * std::max(sms, 1);
+  return static_cast<std::int64_t>(per_sm) * device_sm_count();
 }
 
 // The merge kernel for the split kernel's domain of maxima (base 2: the wgmma kernels').
@@ -589,34 +670,48 @@ constexpr const char* kVariantNames[] = {"mma_sync", "wgmma", "wgmma_heads_n"};
 // How one variant cuts the work: head groups per (split, sequence) and the split plan.
 struct Plan {
   int variant = kVariantMmaSync;
+  int config = 0;  // mma.sync: its configuration (kernels::kMlaDecodeMmaConfigs)
   std::int64_t groups = 1;
   kernels::MlaDecodeSplit split;
 };
 
 // tiles_per_split > 0: each split's key range fixed at that many tiles (tuning sweeps).
-Plan make_plan(int variant, const MlaDecodeShape& s, std::int64_t tiles_per_split) {
+// The first mma.sync configuration plans at its occupancy, as it always has; the smaller ones
+// at one CTA per SM, within the memory planner's bound (mla_decode_split_small_config).
+Plan make_plan(int variant, const MlaDecodeShape& s, std::int64_t tiles_per_split, int config) {
   Plan p;
   p.variant = variant;
+  p.config = config;
   const bool wgmma = variant != kVariantMmaSync;  // both wgmma kernels: one group up to 64 heads
-  p.groups = kernels::mla_decode_head_groups(s.heads, wgmma);
+  p.groups = wgmma ? kernels::mla_decode_head_groups(s.heads, true)
+                   : kernels::mla_decode_mma_head_groups(s.heads, kernels::kMlaDecodeMmaConfigs[config].row_tiles);
   if (tiles_per_split > 0) {
-    p.split.chunk = tiles_per_split * kTileKeys;
+    p.split.chunk = tiles_per_split * kernels::kMlaDecodeTileKeys;
     p.split.splits = kernels::mla_decode_splits_of(s.max_len, tiles_per_split);
     TPB_CHECK(p.split.splits <= kMaxSplits, "mla_decode: " << tiles_per_split << " tiles per split make "
                                                              << p.split.splits << " splits, above " << kMaxSplits);
     return p;
   }
+  if (!wgmma && config > 0) {
+    p.split = kernels::mla_decode_split_small_config(s.batch, s.heads, s.kv_lora, s.rope, s.max_len,
+                                                     kernels::kMlaDecodeMmaConfigs[config], device_sm_count());
+    return p;
+  }
   const std::int64_t slots = variant == kVariantWgmmaHeadsN ? detail::mla_decode_wgmma_heads_n_resident_ctas(s.heads)
                              : wgmma                         ? detail::mla_decode_wgmma_resident_ctas()
-                                                             : resident_ctas(make_geometry(s));
+                                                             : resident_ctas(make_geometry(s, 0));
   p.split = kernels::mla_decode_split_for(s.batch, s.heads, s.max_len, wgmma, slots);
   return p;
 }
 
-// The plan of a call: the shape validated and the variant checked against it first.
-Plan checked_plan(int variant, const MlaDecodeShape& shape, std::int64_t tiles_per_split) {
+// The plan of a call: the shape validated and the variant checked against it first. config < 0:
+// the mma.sync kernel in the configuration the budget picks; else that one (a test, a sweep).
+Plan checked_plan(int variant, const MlaDecodeShape& shape, std::int64_t tiles_per_split, int config) {
   validate(shape);
   TPB_CHECK(variant >= 0 && variant < tuning::mla_decode_variants(), "mla_decode: no variant " << variant);
+  TPB_CHECK(config < kernels::kMlaDecodeMmaConfigCount, "mla_decode: no configuration " << config);
+  TPB_CHECK(config < 0 || variant == kVariantMmaSync,
+            "mla_decode: a configuration is the mma.sync kernel's, not " << kVariantNames[variant] << "'s");
   TPB_CHECK(tuning::mla_decode_variant_supports(variant, shape),
             "mla_decode: variant " << kVariantNames[variant] << " does not take " << shape.heads << " heads at kv_lora "
                                    << shape.kv_lora << " + rope " << shape.rope
@@ -624,7 +719,15 @@ Plan checked_plan(int variant, const MlaDecodeShape& shape, std::int64_t tiles_p
                                    << kernels::kernel_path(kernels::KernelOp::mla_decode).text()
                                    << "; the wgmma kernels take kv_lora 512 + rope 64, wgmma_heads_n at most "
                                    << kernels::kMlaDecodeHeadsNMax << " heads)");
-  return make_plan(variant, shape, tiles_per_split);
+  if (variant != kVariantMmaSync) return make_plan(variant, shape, tiles_per_split, 0);
+  if (config < 0) return make_plan(variant, shape, tiles_per_split, picked_config(shape));
+  TPB_CHECK(config_fits_device(config, shape),
+            "mla_decode: configuration " << kernels::kMlaDecodeMmaConfigs[config].name << " needs "
+                                         << kernels::mla_decode_mma_smem_bytes(kernels::kMlaDecodeMmaConfigs[config],
+                                                                               shape.heads, shape.kv_lora, shape.rope)
+                                         << " bytes of shared memory per block, the device allows "
+                                         << device_smem_optin_bytes());
+  return make_plan(variant, shape, tiles_per_split, config);
 }
 
 void launch(const Plan& p, const __nv_bfloat16* q, const __nv_bfloat16* cache, const std::int32_t* seq_lens,
@@ -653,16 +756,15 @@ void launch(const Plan& p, const __nv_bfloat16* q, const __nv_bfloat16* cache, c
     else
       detail::launch_mla_decode_split_wgmma_heads_n(l, stream);
   } else {
-    const Geometry g = make_geometry(shape);
-    // Above the default 48 KiB at row 576, set here as well as in the plan's occupancy query:
-    // a plan with fixed split sizes (tiles_per_split) makes none. Host-side, legal under capture.
-    TPB_CUDA_CHECK(cudaFuncSetAttribute(mla_decode_split_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                        static_cast<int>(g.smem)));
+    const Geometry g = make_geometry(shape, p.config);
+    // Set here as well as in the plan's occupancy query: a plan with fixed split sizes
+    // (tiles_per_split), or of a smaller configuration, makes none.
+    set_smem_attribute(g);
     // Head groups vary fastest: the groups of one split run side by side and the second read of
     // the same cache rows comes from L2.
     const dim3 grid(static_cast<unsigned>(g.groups), static_cast<unsigned>(p.split.splits),
                     static_cast<unsigned>(shape.batch));
-    mla_decode_split_kernel<<<grid, g.threads, g.smem, stream>>>(
+    kSplitKernels[g.config]<<<grid, g.threads, g.smem, stream>>>(
         q, cache, seq_lens, static_cast<int>(shape.heads), static_cast<int>(shape.kv_lora),
         static_cast<int>(shape.rope), shape.max_len, static_cast<int>(p.split.splits), p.split.chunk, scale,
         g.row_tiles, g.stride, w.o, w.m, w.l);
@@ -706,18 +808,36 @@ int mla_decode_default_variant(const MlaDecodeShape& shape) {
 }
 
 std::size_t mla_decode_variant_workspace_bytes(int variant, const MlaDecodeShape& shape,
-                                               std::int64_t tiles_per_split) {
-  return workspace_bytes(shape, checked_plan(variant, shape, tiles_per_split).split);
+                                               std::int64_t tiles_per_split, int mma_config) {
+  return workspace_bytes(shape, checked_plan(variant, shape, tiles_per_split, mma_config).split);
 }
 
-std::int64_t mla_decode_variant_splits(int variant, const MlaDecodeShape& shape, std::int64_t tiles_per_split) {
-  return checked_plan(variant, shape, tiles_per_split).split.splits;
+std::int64_t mla_decode_variant_splits(int variant, const MlaDecodeShape& shape, std::int64_t tiles_per_split,
+                                       int mma_config) {
+  return checked_plan(variant, shape, tiles_per_split, mma_config).split.splits;
 }
 
 void mla_decode_variant(int variant, const __nv_bfloat16* q, const __nv_bfloat16* cache, const std::int32_t* seq_lens,
                         const MlaDecodeShape& shape, float scale, void* workspace, __nv_bfloat16* o_lat,
-                        cudaStream_t stream, std::int64_t tiles_per_split) {
-  launch(checked_plan(variant, shape, tiles_per_split), q, cache, seq_lens, shape, scale, workspace, o_lat, stream);
+                        cudaStream_t stream, std::int64_t tiles_per_split, int mma_config) {
+  launch(checked_plan(variant, shape, tiles_per_split, mma_config), q, cache, seq_lens, shape, scale, workspace, o_lat,
+         stream);
+}
+
+std::int64_t mla_decode_smem_budget_bytes() {
+  return kernels::smem_budget_bytes(device_smem_optin_bytes(), kernels::kernels_setting());
+}
+
+int mla_decode_mma_config(const MlaDecodeShape& shape) {
+  validate(shape);
+  return picked_config(shape);
+}
+
+bool mla_decode_mma_config_runs(int mma_config, const MlaDecodeShape& shape) {
+  validate(shape);
+  TPB_CHECK(mma_config >= 0 && mma_config < kernels::kMlaDecodeMmaConfigCount,
+            "mla_decode: no configuration " << mma_config);
+  return config_fits_device(mma_config, shape);
 }
 
 }  // namespace tuning
@@ -729,7 +849,7 @@ std::size_t mla_decode_workspace_bytes(const MlaDecodeShape& shape) {
 void mla_decode_attention(const __nv_bfloat16* q, const __nv_bfloat16* cache, const std::int32_t* seq_lens,
                           const MlaDecodeShape& shape, float scale, void* workspace,
                           std::size_t workspace_capacity_bytes, __nv_bfloat16* o_lat, cudaStream_t stream) {
-  const Plan p = checked_plan(tuning::mla_decode_default_variant(shape), shape, 0);
+  const Plan p = checked_plan(tuning::mla_decode_default_variant(shape), shape, 0, -1);
   const std::size_t need = workspace_bytes(shape, p.split);
   TPB_CHECK(workspace_capacity_bytes >= need,
             "mla_decode: the " << kVariantNames[p.variant] << " kernel's plan (" << p.split.splits << " splits) needs "

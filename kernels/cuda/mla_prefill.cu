@@ -38,12 +38,15 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <cmath>
 #include <cstdint>
+#include <iterator>
 
 #include "tpb/check.h"
 #include "tpb/cuda_check.h"
 #include "tpb/kernels/gpu/mla_prefill_tuning.h"
+#include "tpb/kernels/kernel_paths.h"
 #include "tpb/kernels/mla_widths.h"
 #include "cuda/bf16_vectors.cuh"
 #include "cuda/mla_prefill_wgmma.h"
@@ -231,10 +234,25 @@ __global__ void __launch_bounds__(kThreads)
 
 // ---- tensor-core kernel ----
 
-constexpr int kTcWarps = 8;
-constexpr int kTcThreads = 32 * kTcWarps;
-constexpr int kTcBlockQ = 16 * kTcWarps;  // 16 query rows per warp: one MMA row tile
-constexpr int kTcBlockK = 64;             // keys per pipeline stage: 8 score tiles, 4 P·V K steps
+// Shared-memory configurations, in the order the launcher tries them: the first whose block
+// fits the device's budget (tpb/kernels/kernel_paths.h, smem_budget_bytes) runs. The first is
+// the kernel as tuned on an H200, and runs wherever it fits (every 9.0 and 10.x device, 227 KiB
+// per block; 8.0's 163 KiB below nope + rope 256); the others serve the devices that allow less
+// (8.6, 8.9, 12.x: 99 KiB). warps: 16 query rows each (the CTA's query block); block_k: keys
+// per pipeline stage. Every configuration keeps the numerical contract (fp32 accumulation, P as
+// the variant says, keys in increasing order, deterministic); a key tile of another size puts
+// the per-tile rescaling elsewhere, so the bits differ from the first's.
+struct TcConfig {
+  const char* name;
+  int warps;
+  int block_k;
+};
+constexpr TcConfig kTcConfigs[] = {
+    {"q128_k64", 8, 64},  // 134 KiB at Kimi-K2.5's widths, 166 KiB at nope + rope 256
+    {"q128_k32", 8, 32},  // 92 KiB at Kimi's, 116 KiB at 256
+    {"q64_k32", 4, 32},   // 67 KiB at Kimi's, 83 KiB at 256: every width within 99 KiB
+};
+constexpr int kTcConfigCount = static_cast<int>(std::size(kTcConfigs));
 constexpr int kTcStages = 2;              // cp.async pipeline depth
 constexpr int kTcMaxQk = kMaxQk;          // padded nope + rope
 constexpr int kTcMaxV = kMaxV;
@@ -245,21 +263,25 @@ constexpr int kKimiNope = 128, kKimiRope = 64, kKimiV = 128;
 constexpr int kKimiQkSteps = (kKimiNope + kKimiRope) / 16;
 constexpr int kKimiVGroups = kKimiV / 16;
 // At those widths each thread copies the same columns of the same rows of every key tile:
-// K as 32 rows x 8 column lanes of 16-byte vectors (columns c, c + 8 of k_nope and c of k_rot;
-// rows r, r + 32), V as 16 rows x 16 column lanes (rows r, r + 16, r + 32, r + 48). One pointer
-// per source then moves by a tile per step: no per-vector index arithmetic in the loop.
-static_assert(kKimiNope / 8 == 16 && kKimiRope / 8 == 8 && kKimiV / 8 == 16 && kTcThreads == 256 && kTcBlockK == 64,
-              "the exact-width copy mapping covers a 64-row tile of 16 + 8 K vectors and 16 V vectors per row");
+// K as threads / 8 rows x 8 column lanes of 16-byte vectors (columns c, c + 8 of k_nope and c of
+// k_rot; 256 threads and 64 keys: rows r, r + 32), V as threads / 16 rows x 16 column lanes
+// (rows r, r + 16, r + 32, r + 48). One pointer per source then moves by a tile per step: no
+// per-vector index arithmetic in the loop.
+static_assert(kKimiNope / 8 == 16 && kKimiRope / 8 == 8 && kKimiV / 8 == 16,
+              "the exact-width copy mapping covers rows of 16 + 8 K vectors and 16 V vectors");
 
 using detail::round_up;
 
 using detail::exp2_ftz;
 
-// Shared-memory geometry of one shape. Rows are zero-padded to 16 columns (the MMA's K step
+// Shared-memory geometry of one shape in one configuration. Rows are zero-padded to 16 columns (the MMA's K step
 // for S, two 8-column tiles for P·V), plus 8 columns so that consecutive rows start an odd
 // number of 16-byte units apart: the 8 rows one ldmatrix phase reads hit 8 different 16-byte
 // bank groups.
 struct TcGeometry {
+  int config = 0;     // index into kTcConfigs
+  int threads = 0;    // 32 per warp
+  int block_q = 0;    // query rows per CTA, 16 per warp
   int qk_pad = 0;     // nope + rope rounded up to 16
   int v_pad = 0;      // v_dim rounded up to 16
   int qk_stride = 0;  // shared row stride of Q and K, bf16
@@ -267,14 +289,18 @@ struct TcGeometry {
   std::size_t smem = 0;
 };
 
-TcGeometry tc_geometry(const MlaPrefillShape& s) {
+TcGeometry tc_geometry(const MlaPrefillShape& s, int config) {
+  const TcConfig& c = kTcConfigs[config];
   TcGeometry g;
+  g.config = config;
+  g.threads = 32 * c.warps;
+  g.block_q = 16 * c.warps;
   g.qk_pad = round_up(static_cast<int>(s.nope + s.rope), 16);
   g.v_pad = round_up(static_cast<int>(s.v_dim), 16);
   g.qk_stride = g.qk_pad + 8;
   g.v_stride = g.v_pad + 8;
-  g.smem = (static_cast<std::size_t>(kTcBlockQ + kTcStages * kTcBlockK) * g.qk_stride +
-            static_cast<std::size_t>(kTcStages * kTcBlockK) * g.v_stride) * sizeof(__nv_bfloat16);
+  g.smem = (static_cast<std::size_t>(g.block_q + kTcStages * c.block_k) * g.qk_stride +
+            static_cast<std::size_t>(kTcStages * c.block_k) * g.v_stride) * sizeof(__nv_bfloat16);
   return g;
 }
 
@@ -282,15 +308,21 @@ TcGeometry tc_geometry(const MlaPrefillShape& s) {
 // 16-column V groups the accumulators hold; kExact: Kimi's widths (no padding, constant loop
 // bounds, no guards between the MMAs, which would keep the compiler from overlapping one K
 // step's loads with the last's MMAs, and the fixed copy mapping above); kSplitP: P as bf16
-// hi + lo. Row tiles past q_len compute on zero queries over the
-// valid keys and are never stored; key rows past kv_len arrive as zeros (cp.async zero fill)
-// and are masked.
-template <int kMaxQkSteps, int kVGroups, bool kExact, bool kSplitP>
-__global__ void __launch_bounds__(kTcThreads, 1)
+// hi + lo; kTcWarps, kTcBlockK: the configuration (kTcConfigs). Row tiles past q_len compute
+// on zero queries over the valid keys and are never stored; key rows past kv_len arrive as
+// zeros (cp.async zero fill) and are masked.
+template <int kMaxQkSteps, int kVGroups, bool kExact, bool kSplitP, int kTcWarps, int kTcBlockK>
+__global__ void __launch_bounds__(32 * kTcWarps, 1)
     mla_prefill_tc_kernel(const __nv_bfloat16* __restrict__ q, const __nv_bfloat16* __restrict__ k_nope,
                           const __nv_bfloat16* __restrict__ k_rot, const __nv_bfloat16* __restrict__ v, int q_len,
                           int past, int heads, int nope, int rope, int v_dim, float scale_log2, int qk_stride,
                           int v_stride, __nv_bfloat16* __restrict__ out) {
+  constexpr int kTcThreads = 32 * kTcWarps;
+  constexpr int kTcBlockQ = 16 * kTcWarps;  // 16 query rows per warp: one MMA row tile
+  // Rows of a key tile one pass of the exact-width copy covers, K and V (see above).
+  constexpr int kKRowsPerPass = kTcThreads / 8, kVRowsPerPass = kTcThreads / 16;
+  static_assert(kTcBlockK % 16 == 0 && kTcBlockK % kKRowsPerPass == 0 && kTcBlockK % kVRowsPerPass == 0,
+                "a key tile is whole P.V K steps and whole passes of the exact-width copy");
   const int i0 = static_cast<int>(gridDim.x - 1 - blockIdx.x) * kTcBlockQ;  // latest block first
   const int h = blockIdx.y;
   const int b = blockIdx.z;
@@ -348,21 +380,21 @@ __global__ void __launch_bounds__(kTcThreads, 1)
     const std::uint32_t kd = k_dst0 + static_cast<std::uint32_t>(stage * kTcBlockK * qk_stride * 2);
     const std::uint32_t vd = v_dst0 + static_cast<std::uint32_t>(stage * kTcBlockK * v_stride * 2);
 #pragma unroll
-    for (int m = 0; m < 2; ++m) {  // rows r_k and r_k + 32
-      const int row = t0 + r_k + 32 * m;
+    for (int m = 0; m < kTcBlockK / kKRowsPerPass; ++m) {  // rows r_k, r_k + 32 (256 threads, 64 keys)
+      const int row = t0 + r_k + kKRowsPerPass * m;
       const bool valid = row < kv_len;
       const std::size_t at = valid ? static_cast<std::size_t>(row) : 0;
-      const std::uint32_t d = kd + static_cast<std::uint32_t>(32 * m * qk_stride * 2);
+      const std::uint32_t d = kd + static_cast<std::uint32_t>(kKRowsPerPass * m * qk_stride * 2);
       detail::cp_async16(d, nope_src + at * nope_row, valid);
       detail::cp_async16(d + 128, nope_src + at * nope_row + 64, valid);
       detail::cp_async16(d + 256, rope_src + at * rope, valid);
     }
 #pragma unroll
-    for (int m = 0; m < 4; ++m) {  // rows r_v + 16 m
-      const int row = t0 + r_v + 16 * m;
+    for (int m = 0; m < kTcBlockK / kVRowsPerPass; ++m) {  // rows r_v + 16 m (256 threads)
+      const int row = t0 + r_v + kVRowsPerPass * m;
       const bool valid = row < kv_len;
       const std::size_t at = valid ? static_cast<std::size_t>(row) : 0;
-      detail::cp_async16(vd + static_cast<std::uint32_t>(16 * m * v_stride * 2), v_src + at * v_row, valid);
+      detail::cp_async16(vd + static_cast<std::uint32_t>(kVRowsPerPass * m * v_stride * 2), v_src + at * v_row, valid);
     }
   };
   auto load_tile = [&](int t0, int stage) {
@@ -622,26 +654,73 @@ void launch_cuda_core(const __nv_bfloat16* q, const __nv_bfloat16* k_nope, const
   TPB_CUDA_CHECK_LAUNCH();
 }
 
+// This device's shared memory per block: cudaDevAttrMaxSharedMemoryPerBlockOptin (static and
+// dynamic together), asked once per device ordinal.
+int device_smem_optin_bytes() {
+  constexpr int kDevices = 64;
+  static std::atomic<int> known[kDevices] = {};  // 0: not asked yet
+  int dev = 0;
+  TPB_CUDA_CHECK(cudaGetDevice(&dev));
+  if (dev < kDevices) {
+    const int bytes = known[dev].load(std::memory_order_relaxed);
+    if (bytes != 0) return bytes;
+  }
+  int bytes = 0;
+  TPB_CUDA_CHECK(cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+  if (dev < kDevices) known[dev].store(bytes, std::memory_order_relaxed);
+  return bytes;
+}
+
+// The configuration the tensor-core variants take here: the first within the registry's budget
+// (the device's maximum; 99 KiB under TPB_KERNELS=portable, as on an RTX PRO 6000).
+int picked_tc_config(const MlaPrefillShape& s) {
+  const int budget = kernels::smem_budget_bytes(device_smem_optin_bytes(), kernels::kernels_setting());
+  for (int c = 0; c < kTcConfigCount; ++c)
+    if (tc_geometry(s, c).smem <= static_cast<std::size_t>(budget)) return c;
+  TPB_FAIL("mla_prefill: no configuration of the tensor-core kernel fits "
+           << budget << " bytes of shared memory per block at nope " << s.nope << " + rope " << s.rope << ", v_dim "
+           << s.v_dim << " (the smallest needs " << tc_geometry(s, kTcConfigCount - 1).smem << ")");
+}
+
+// The tensor-core kernel of one width class (Kimi's exact widths, up to 12 or 16 score K steps)
+// in each configuration.
+template <int kMaxQkSteps, int kVGroups, bool kExact, bool kSplitP>
+auto* tc_kernel_of(int config) {
+  switch (config) {
+    case 0: return mla_prefill_tc_kernel<kMaxQkSteps, kVGroups, kExact, kSplitP, kTcConfigs[0].warps, kTcConfigs[0].block_k>;
+    case 1: return mla_prefill_tc_kernel<kMaxQkSteps, kVGroups, kExact, kSplitP, kTcConfigs[1].warps, kTcConfigs[1].block_k>;
+    default: return mla_prefill_tc_kernel<kMaxQkSteps, kVGroups, kExact, kSplitP, kTcConfigs[2].warps, kTcConfigs[2].block_k>;
+  }
+}
+static_assert(kTcConfigCount == 3, "tc_kernel_of has a case per configuration");
+
+// config < 0: the one the budget picks; else that one (a test, a sweep), which must fit the device.
 template <bool kSplitP>
 void launch_tensor_core(const __nv_bfloat16* q, const __nv_bfloat16* k_nope, const __nv_bfloat16* k_rot,
                         const __nv_bfloat16* v, const MlaPrefillShape& s, float scale, __nv_bfloat16* out,
-                        cudaStream_t stream) {
+                        cudaStream_t stream, int config) {
   TPB_CHECK(tensor_core_aligned(q, k_nope, k_rot, v, s, out),
             "mla_prefill: the tensor-core kernel needs 16-byte aligned q, k_nope, k_rot and v, 4-byte aligned out");
-  const TcGeometry g = tc_geometry(s);
+  TPB_CHECK(config < kTcConfigCount, "mla_prefill: no tensor-core configuration " << config);
+  if (config < 0) config = picked_tc_config(s);
+  const TcGeometry g = tc_geometry(s, config);
+  TPB_CHECK(g.smem <= static_cast<std::size_t>(device_smem_optin_bytes()),
+            "mla_prefill: configuration " << kTcConfigs[config].name << " needs " << g.smem
+                                          << " bytes of shared memory per block, the device allows "
+                                          << device_smem_optin_bytes());
   // Kimi's widths with constant bounds; other widths up to 192 in 12 K steps of Q registers,
   // up to 256 in 16.
   const bool kimi = s.nope == kKimiNope && s.rope == kKimiRope && s.v_dim == kKimiV;
-  auto* kernel = kimi              ? mla_prefill_tc_kernel<kKimiQkSteps, kKimiVGroups, true, kSplitP>
-                 : g.qk_pad <= 192 ? mla_prefill_tc_kernel<12, kTcMaxVGroups, false, kSplitP>
-                                   : mla_prefill_tc_kernel<16, kTcMaxVGroups, false, kSplitP>;
-  // Above the default 48 KiB (134 KiB at Kimi's widths); a host-side attribute, legal under
-  // stream capture.
+  auto* kernel = kimi              ? tc_kernel_of<kKimiQkSteps, kKimiVGroups, true, kSplitP>(config)
+                 : g.qk_pad <= 192 ? tc_kernel_of<12, kTcMaxVGroups, false, kSplitP>(config)
+                                   : tc_kernel_of<16, kTcMaxVGroups, false, kSplitP>(config);
+  // Above the default 48 KiB (134 KiB at Kimi's widths in the first configuration); a
+  // host-side attribute, legal under stream capture.
   TPB_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(g.smem)));
-  const dim3 grid(static_cast<unsigned>((s.q_len + kTcBlockQ - 1) / kTcBlockQ), static_cast<unsigned>(s.heads),
+  const dim3 grid(static_cast<unsigned>((s.q_len + g.block_q - 1) / g.block_q), static_cast<unsigned>(s.heads),
                   static_cast<unsigned>(s.batch));
   const float scale_log2 = static_cast<float>(static_cast<double>(scale) * 1.4426950408889634);  // log2(e)
-  kernel<<<grid, kTcThreads, g.smem, stream>>>(q, k_nope, k_rot, v, static_cast<int>(s.q_len),
+  kernel<<<grid, g.threads, g.smem, stream>>>(q, k_nope, k_rot, v, static_cast<int>(s.q_len),
                                                static_cast<int>(s.past), static_cast<int>(s.heads),
                                                static_cast<int>(s.nope), static_cast<int>(s.rope),
                                                static_cast<int>(s.v_dim), scale_log2, g.qk_stride, g.v_stride, out);
@@ -684,15 +763,20 @@ int mla_prefill_default_variant(const MlaPrefillShape& shape) {
 
 void mla_prefill_variant(int variant, const __nv_bfloat16* q, const __nv_bfloat16* k_nope, const __nv_bfloat16* k_rot,
                          const __nv_bfloat16* v, const MlaPrefillShape& shape, float scale, __nv_bfloat16* out,
-                         cudaStream_t stream) {
+                         cudaStream_t stream, int tc_config) {
   validate(shape);
   TPB_CHECK(variant >= 0 && variant < kVariants, "mla_prefill: variant " << variant);
+  TPB_CHECK(tc_config < 0 || variant == kTensorCore || variant == kTensorCoreSplitP,
+            "mla_prefill: a configuration is the mma.sync tensor-core kernels', not "
+                << mla_prefill_variant_name(variant) << "'s");
   TPB_CHECK(mla_prefill_variant_supports(variant, shape),
             "mla_prefill: variant " << mla_prefill_variant_name(variant) << " does not take nope " << shape.nope
                                     << ", rope " << shape.rope << ", v_dim " << shape.v_dim);
   switch (variant) {
-    case kTensorCore: launch_tensor_core<false>(q, k_nope, k_rot, v, shape, scale, out, stream); break;
-    case kTensorCoreSplitP: launch_tensor_core<true>(q, k_nope, k_rot, v, shape, scale, out, stream); break;
+    case kTensorCore: launch_tensor_core<false>(q, k_nope, k_rot, v, shape, scale, out, stream, tc_config); break;
+    case kTensorCoreSplitP:
+      launch_tensor_core<true>(q, k_nope, k_rot, v, shape, scale, out, stream, tc_config);
+      break;
     case kWgmmaSplitP:
     case kWgmmaSplitPOverlap:
       TPB_CHECK(tensor_core_aligned(q, k_nope, k_rot, v, shape, out),
@@ -702,6 +786,28 @@ void mla_prefill_variant(int variant, const __nv_bfloat16* q, const __nv_bfloat1
       break;
     default: launch_cuda_core(q, k_nope, k_rot, v, shape, scale, out, stream); break;
   }
+}
+
+int mla_prefill_tc_configs() { return kTcConfigCount; }
+
+const char* mla_prefill_tc_config_name(int tc_config) {
+  TPB_CHECK(tc_config >= 0 && tc_config < kTcConfigCount, "mla_prefill: no tensor-core configuration " << tc_config);
+  return kTcConfigs[tc_config].name;
+}
+
+std::size_t mla_prefill_tc_config_smem_bytes(int tc_config, const MlaPrefillShape& shape) {
+  TPB_CHECK(tc_config >= 0 && tc_config < kTcConfigCount, "mla_prefill: no tensor-core configuration " << tc_config);
+  return tc_geometry(shape, tc_config).smem;
+}
+
+int mla_prefill_tc_config(const MlaPrefillShape& shape) {
+  validate(shape);
+  return picked_tc_config(shape);
+}
+
+bool mla_prefill_tc_config_runs(int tc_config, const MlaPrefillShape& shape) {
+  return tensor_core_supports(shape) &&
+         mla_prefill_tc_config_smem_bytes(tc_config, shape) <= static_cast<std::size_t>(device_smem_optin_bytes());
 }
 
 }  // namespace tuning

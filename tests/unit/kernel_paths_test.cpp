@@ -1,8 +1,10 @@
 // The kernel-path registry (tpb/kernels/kernel_paths.h) without a GPU: TPB_KERNELS's parsing,
-// and the choice per op as a pure function of the device's compute capability, the build's
-// sm_90a code and the setting, at every architecture the build emits and a few it does not.
+// the choice per op as a pure function of the device's compute capability, the build's sm_90a
+// code and the setting, at every architecture the build emits and a few it does not, and the
+// portable kernels' shared-memory budget per block.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -46,32 +48,51 @@ struct ChoiceCase {
   KernelPathInputs in;
   const char* variant;
   const char* reason;
+  const char* text;  // KernelPath::text(), with the portable kernels' budget
 };
 
 void PrintTo(const ChoiceCase& c, std::ostream* os) { *os << c.name; }
 
 constexpr KernelsSetting kAuto = KernelsSetting::automatic, kPortable = KernelsSetting::portable;
+constexpr int kKiB = 1024;
 
 std::vector<ChoiceCase> choice_cases() {
   return {
       // H100 / H200: wgmma, as before the registry, unless the build lacks sm_90a or the
-      // portable path is forced.
-      {"h100_90a_auto", {9, 0, true, kAuto}, "wgmma", "sm_90a, device 9.0"},
-      {"h100_90a_portable", {9, 0, true, kPortable}, "mma.sync", "portable: TPB_KERNELS=portable"},
-      {"h100_no90a_auto", {9, 0, false, kAuto}, "mma.sync", "device 9.0, but built without sm_90a code"},
-      {"h100_no90a_portable", {9, 0, false, kPortable}, "mma.sync", "portable: TPB_KERNELS=portable"},
-      // Every other architecture from 8.0 on: mma.sync, whatever the build holds.
-      {"rtx_pro_6000_120_auto", {12, 0, true, kAuto}, "mma.sync", "device 12.0 has no wgmma"},
-      {"rtx_pro_6000_120_portable", {12, 0, true, kPortable}, "mma.sync", "portable: TPB_KERNELS=portable"},
-      {"dgx_spark_121", {12, 1, true, kAuto}, "mma.sync", "device 12.1 has no wgmma"},
-      {"b200_100", {10, 0, true, kAuto}, "mma.sync", "device 10.0 has no wgmma"},
-      {"b300_103", {10, 3, true, kAuto}, "mma.sync", "device 10.3 has no wgmma"},
-      {"a100_80", {8, 0, true, kAuto}, "mma.sync", "device 8.0 has no wgmma"},
-      {"l40s_89_no90a", {8, 9, false, kAuto}, "mma.sync", "device 8.9 has no wgmma"},
+      // portable path is forced; forced, the portable kernels fit 99 KiB, as on an RTX PRO 6000.
+      {"h100_90a_auto", {9, 0, true, kAuto, 227 * kKiB}, "wgmma", "sm_90a, device 9.0", "wgmma (sm_90a, device 9.0)"},
+      {"h100_90a_portable", {9, 0, true, kPortable, 227 * kKiB}, "mma.sync", "portable: TPB_KERNELS=portable",
+       "mma.sync, 99 KiB shared memory per block (portable: TPB_KERNELS=portable)"},
+      {"h100_no90a_auto", {9, 0, false, kAuto, 227 * kKiB}, "mma.sync", "device 9.0, but built without sm_90a code",
+       "mma.sync, 227 KiB shared memory per block (device 9.0, but built without sm_90a code)"},
+      {"h100_no90a_portable", {9, 0, false, kPortable, 227 * kKiB}, "mma.sync", "portable: TPB_KERNELS=portable",
+       "mma.sync, 99 KiB shared memory per block (portable: TPB_KERNELS=portable)"},
+      // Every other architecture from 8.0 on: mma.sync, whatever the build holds, within the
+      // device's own maximum (portable caps only what is above 99 KiB).
+      {"rtx_pro_6000_120_auto", {12, 0, true, kAuto, 99 * kKiB}, "mma.sync", "device 12.0 has no wgmma",
+       "mma.sync, 99 KiB shared memory per block (device 12.0 has no wgmma)"},
+      {"rtx_pro_6000_120_portable", {12, 0, true, kPortable, 99 * kKiB}, "mma.sync", "portable: TPB_KERNELS=portable",
+       "mma.sync, 99 KiB shared memory per block (portable: TPB_KERNELS=portable)"},
+      {"dgx_spark_121", {12, 1, true, kAuto, 99 * kKiB}, "mma.sync", "device 12.1 has no wgmma",
+       "mma.sync, 99 KiB shared memory per block (device 12.1 has no wgmma)"},
+      {"b200_100", {10, 0, true, kAuto, 227 * kKiB}, "mma.sync", "device 10.0 has no wgmma",
+       "mma.sync, 227 KiB shared memory per block (device 10.0 has no wgmma)"},
+      {"b300_103", {10, 3, true, kAuto, 227 * kKiB}, "mma.sync", "device 10.3 has no wgmma",
+       "mma.sync, 227 KiB shared memory per block (device 10.3 has no wgmma)"},
+      {"a100_80", {8, 0, true, kAuto, 163 * kKiB}, "mma.sync", "device 8.0 has no wgmma",
+       "mma.sync, 163 KiB shared memory per block (device 8.0 has no wgmma)"},
+      {"a100_80_portable", {8, 0, true, kPortable, 163 * kKiB}, "mma.sync", "portable: TPB_KERNELS=portable",
+       "mma.sync, 99 KiB shared memory per block (portable: TPB_KERNELS=portable)"},
+      {"l40s_89_no90a", {8, 9, false, kAuto, 99 * kKiB}, "mma.sync", "device 8.9 has no wgmma",
+       "mma.sync, 99 KiB shared memory per block (device 8.9 has no wgmma)"},
+      // The budget not known (no maximum given): the path alone.
+      {"b200_100_unknown_smem", {10, 0, true, kAuto}, "mma.sync", "device 10.0 has no wgmma",
+       "mma.sync (device 10.0 has no wgmma)"},
       // Below sm_80 no kernel runs; without a device nothing does.
-      {"t4_75", {7, 5, true, kAuto}, "none", "device 7.5: mma.sync needs compute capability 8.0 or newer"},
-      {"no_device", {0, 0, true, kAuto}, "none", "no CUDA device"},
-      {"no_device_portable", {0, 0, false, kPortable}, "none", "no CUDA device"},
+      {"t4_75", {7, 5, true, kAuto, 64 * kKiB}, "none", "device 7.5: mma.sync needs compute capability 8.0 or newer",
+       "none (device 7.5: mma.sync needs compute capability 8.0 or newer)"},
+      {"no_device", {0, 0, true, kAuto}, "none", "no CUDA device", "none (no CUDA device)"},
+      {"no_device_portable", {0, 0, false, kPortable}, "none", "no CUDA device", "none (no CUDA device)"},
   };
 }
 
@@ -86,7 +107,10 @@ TEST_P(KernelPathChoice, AttentionOps) {
     EXPECT_EQ(p.variant, c.variant);
     EXPECT_EQ(p.reason, c.reason);
     EXPECT_EQ(p.wgmma(), p.variant == "wgmma");
-    EXPECT_EQ(p.text(), std::string(c.variant) + " (" + c.reason + ")");
+    EXPECT_EQ(p.text(), c.text);
+    // The budget belongs to the portable kernels, and is the pure rule's.
+    EXPECT_EQ(p.smem_budget_bytes,
+              p.variant == "mma.sync" ? smem_budget_bytes(c.in.smem_optin_bytes, c.in.setting) : 0);
   }
 }
 
@@ -101,6 +125,31 @@ TEST(KernelPathChoice, WgmmaOnlyOnNinePointZero) {
       const KernelPath p = choose_kernel_path(KernelOp::mla_decode, {major, minor, true, kAuto});
       EXPECT_EQ(p.wgmma(), major == 9 && minor == 0) << major << "." << minor << ": " << p.text();
     }
+}
+
+// The budget: the device's maximum, capped at 99 KiB (compute capability 12.x's) under
+// TPB_KERNELS=portable, so that a forced-portable run on an H100 / H200 (227 KiB) or an A100
+// (163 KiB) takes the configurations an RTX PRO 6000 Blackwell takes; never above the device's.
+TEST(SmemBudget, DeviceMaximumCappedAt99KiBWhenPortable) {
+  EXPECT_EQ(kPortableSmemBudgetBytes, 101376);
+  for (int optin : {48 * kKiB, 64 * kKiB, 99 * kKiB, 100 * kKiB, 163 * kKiB, 227 * kKiB}) {
+    EXPECT_EQ(smem_budget_bytes(optin, kAuto), optin);
+    EXPECT_EQ(smem_budget_bytes(optin, kPortable), std::min(optin, 99 * kKiB));
+  }
+}
+
+// The maxima the registry's words use where it cannot ask the device (the CUDA programming
+// guide's table; MlaDecode.SmemBudgetMatchesTheDevice checks it on a GPU).
+TEST(SmemBudget, MaximumPerComputeCapability) {
+  EXPECT_EQ(smem_optin_bytes_of_compute_capability(80), 163 * kKiB);
+  EXPECT_EQ(smem_optin_bytes_of_compute_capability(86), 99 * kKiB);
+  EXPECT_EQ(smem_optin_bytes_of_compute_capability(89), 99 * kKiB);
+  EXPECT_EQ(smem_optin_bytes_of_compute_capability(90), 227 * kKiB);
+  EXPECT_EQ(smem_optin_bytes_of_compute_capability(100), 227 * kKiB);
+  EXPECT_EQ(smem_optin_bytes_of_compute_capability(120), 99 * kKiB);
+  EXPECT_EQ(smem_optin_bytes_of_compute_capability(121), 99 * kKiB);
+  EXPECT_EQ(smem_optin_bytes_of_compute_capability(0), 0);
+  EXPECT_EQ(smem_optin_bytes_of_compute_capability(130), 0) << "not listed: not guessed";
 }
 
 // expert_gemm_int4 has a place in the registry but no variants yet: "none" everywhere, and not
@@ -118,7 +167,8 @@ TEST(KernelPathChoice, AnOpWithoutVariantsRunsNone) {
 // GPU machine whatever it is), its build and TPB_KERNELS.
 TEST(KernelPaths, ThisProcessTakesThePureChoice) {
   const int cc = current_device_compute_capability();
-  const KernelPathInputs in{cc / 10, cc % 10, built_with_sm90a(), kernels_setting()};
+  const KernelPathInputs in{cc / 10, cc % 10, built_with_sm90a(), kernels_setting(),
+                            smem_optin_bytes_of_compute_capability(cc)};
   const std::vector<KernelPath> paths = kernel_paths();
   ASSERT_EQ(paths.size(), 2u);
   for (const KernelPath& p : paths) {

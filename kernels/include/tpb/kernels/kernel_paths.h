@@ -8,6 +8,11 @@
 // An op still checks its shape: the wgmma attention kernels take Kimi-K2.5's widths only, and
 // other widths run mma.sync on an H100 too (mla_decode_tuning.h, mla_prefill_tuning.h).
 //
+// The mma.sync kernels fit a shared-memory budget per block: the device's opt-in maximum
+// (227 KiB on 9.0 and 10.x, 163 KiB on 8.0, 99 KiB on 8.6, 8.9 and 12.x), and at most 99 KiB
+// under TPB_KERNELS=portable, so that an H100 / H200 then runs the very configurations an RTX
+// PRO 6000 Blackwell runs (smem_budget_bytes; the launchers ask the device's attribute).
+//
 // The choice is a pure function (choose_kernel_path) of the device's compute capability, the
 // build and the setting, so the unit tests judge it without a GPU; kernel_path() applies it
 // to the calling thread's current device, once per compute capability, and every op's
@@ -30,6 +35,18 @@ enum class KernelsSetting { automatic, portable };
 KernelsSetting parse_kernels_setting(const char* value);
 const char* kernels_setting_name(KernelsSetting setting);  // "auto", "portable"
 
+// The budget of shared memory per block (static and dynamic) the portable kernels fit under
+// TPB_KERNELS=portable: compute capability 12.x's (and 8.6's, 8.9's) opt-in maximum, 99 KiB.
+inline constexpr int kPortableSmemBudgetBytes = 99 * 1024;
+// The budget on a device whose cudaDevAttrMaxSharedMemoryPerBlockOptin is device_optin_bytes:
+// that maximum, capped at kPortableSmemBudgetBytes under TPB_KERNELS=portable. Pure.
+int smem_budget_bytes(int device_optin_bytes, KernelsSetting setting);
+// cudaDevAttrMaxSharedMemoryPerBlockOptin of a compute capability (major * 10 + minor) as the
+// CUDA programming guide lists it (8.0 and 8.7: 163 KiB; 8.6, 8.9, 12.x: 99 KiB; 9.0, 10.x,
+// 11.0 (10.1 before CUDA 13): 227 KiB; 7.x: 96 or 64 KiB); 0 for one it does not list. For the registry's words
+// only: the launchers ask the device (a GPU test checks the two agree where it runs).
+int smem_optin_bytes_of_compute_capability(int cc);
+
 // The ops with more than one kernel family. expert_gemm_int4 (Kimi-K2.5's INT4 routed experts)
 // has no variants registered yet: its kernels' author adds them to kernel_paths.cpp's table.
 enum class KernelOp { mla_decode, mla_prefill, expert_gemm_int4 };
@@ -42,6 +59,7 @@ struct KernelPathInputs {
   int cc_minor = 0;
   bool built_with_sm90a = false;  // the binary holds sm_90a code (CMAKE_CUDA_ARCHITECTURES has 90a)
   KernelsSetting setting = KernelsSetting::automatic;
+  int smem_optin_bytes = 0;       // the device's shared memory per block (opt-in), bytes; 0: not known
 };
 
 // One op's path on one device.
@@ -50,10 +68,12 @@ struct KernelPath {
   std::string variant;         // "wgmma", "mma.sync"; "none": no registered variant runs here
   bool arch_specific = false;  // sm_90a-only code (the wgmma kernels)
   std::string reason;          // why, in words: "sm_90a, device 9.0", "device 12.0 has no wgmma"
+  int smem_budget_bytes = 0;   // the portable kernels' shared memory per block; 0: not theirs, or not known
 
   bool wgmma() const { return arch_specific; }
-  // "wgmma (sm_90a, device 9.0)"
-  std::string text() const { return variant + " (" + reason + ")"; }
+  // "wgmma (sm_90a, device 9.0)",
+  // "mma.sync, 99 KiB shared memory per block (portable: TPB_KERNELS=portable)"
+  std::string text() const;
 };
 
 // The path of `op` for these inputs: the first registered variant that runs on the device, is
