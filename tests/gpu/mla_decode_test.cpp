@@ -1,6 +1,8 @@
 // Absorbed-MLA decode attention on the GPU (tpb/kernels/gpu/mla_decode.h) against its host
 // reference on random bf16 inputs: shapes from one key to past 32K, mixed lengths in a batch,
-// head counts that do and do not fill a head group, small latent widths; the same call twice
+// head counts that do and do not fill a head group, small latent widths; every split kernel, and
+// the mma.sync one in each shared-memory configuration the device can hold (the ones devices of
+// 99 KiB or 163 KiB per block take, tpb/kernels/mla_decode_split.h); the same call twice
 // gives the same bits; a captured graph replayed with other seq_lens equals eager; and the
 // absorbed form, with W_UK / W_UV applied on the host, matches the CPU absorbed reference.
 #include <cuda_bf16.h>
@@ -19,6 +21,7 @@
 #include "suite/checks/tolerance.h"
 #include "tpb/cuda_check.h"
 #include "tpb/dtype.h"
+#include "tpb/kernels/device.h"
 #include "tpb/kernels/gpu/mla_decode.h"
 #include "tpb/kernels/gpu/mla_decode_tuning.h"
 #include "tpb/kernels/kernel_paths.h"
@@ -69,8 +72,9 @@ struct DecodeRun {
     TPB_CUDA_CHECK(cudaMemcpyAsync(d_lens.ptr, lens.data(), lens.size() * 4, cudaMemcpyHostToDevice, stream));
     TPB_CUDA_CHECK(cudaStreamSynchronize(stream));
   }
-  // variant < 0: mla_decode_attention's choice; else that split kernel (mla_decode_tuning.h).
-  void launch(int variant = -1) {
+  // variant < 0: mla_decode_attention's choice; else that split kernel (mla_decode_tuning.h),
+  // mma_sync in configuration mma_config (< 0: the one the budget picks).
+  void launch(int variant = -1, int mma_config = -1) {
     const auto* dq = reinterpret_cast<const __nv_bfloat16*>(d_q.ptr);
     const auto* dc = reinterpret_cast<const __nv_bfloat16*>(d_cache.ptr);
     auto* out = reinterpret_cast<__nv_bfloat16*>(d_out.ptr);
@@ -78,7 +82,7 @@ struct DecodeRun {
       gpu::mla_decode_attention(dq, dc, d_lens.ptr, shape, kScale, d_ws.ptr, d_ws.count, out, stream);
     else
       gpu::tuning::mla_decode_variant(variant, dq, dc, d_lens.ptr, shape, kScale, d_ws.ptr, out, stream,
-                                      tiles_per_split);
+                                      tiles_per_split, mma_config);
   }
   std::int64_t tiles_per_split = 0;  // for a variant: 0 the plan's splits, else each split's tiles
   std::vector<std::uint16_t> output() {
@@ -89,11 +93,11 @@ struct DecodeRun {
   }
   // Output and workspace poisoned first (all-ones bytes: NaN), so that a store a kernel skips
   // cannot pass on another run's numbers.
-  std::vector<std::uint16_t> run(const std::vector<std::int32_t>& lens, int variant = -1) {
+  std::vector<std::uint16_t> run(const std::vector<std::int32_t>& lens, int variant = -1, int mma_config = -1) {
     set_lens(lens);
     TPB_CUDA_CHECK(cudaMemsetAsync(d_out.ptr, 0xff, d_out.count * sizeof(std::uint16_t), stream));
     TPB_CUDA_CHECK(cudaMemsetAsync(d_ws.ptr, 0xff, d_ws.count, stream));
-    launch(variant);
+    launch(variant, mma_config);
     return output();
   }
 
@@ -116,9 +120,28 @@ struct DecodeRun {
         bytes = std::max(bytes, gpu::tuning::mla_decode_variant_workspace_bytes(v, s));
         if (one_tile_splits) bytes = std::max(bytes, gpu::tuning::mla_decode_variant_workspace_bytes(v, s, 1));
       }
+    for (int c : mma_configs_that_run(s)) bytes = std::max(bytes, gpu::tuning::mla_decode_variant_workspace_bytes(0, s, 0, c));
     return bytes;
   }
+
+  // The mma.sync kernel's configurations this device can hold at the shape (every one on an
+  // H100 / H200, whatever TPB_KERNELS says; the smaller ones only on a 99 KiB device).
+  static std::vector<int> mma_configs_that_run(const gpu::MlaDecodeShape& s) {
+    std::vector<int> configs;
+    for (int c = 0; c < kernels::kMlaDecodeMmaConfigCount; ++c)
+      if (gpu::tuning::mla_decode_mma_config_runs(c, s)) configs.push_back(c);
+    return configs;
+  }
 };
+
+constexpr int kMmaSync = 0;  // mla_decode_tuning.h's variant 0
+
+int device_sm_count() {
+  int dev = 0, sms = 0;
+  TPB_CUDA_CHECK(cudaGetDevice(&dev));
+  TPB_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  return sms;
+}
 
 // GPU bf16 output vs the fp32 reference over the same bf16 inputs. Three error sources:
 //  - the output rounding to bf16: at most half an ulp, <= 2^-8 |value| (7 stored mantissa bits);
@@ -203,6 +226,12 @@ std::vector<DecodeCase> cases() {
       {"b2_h1", shape(2, 1, 512, 64, 300), {300, 129}},
       {"b256_h5_lora64_rope8", shape(256, 5, 64, 8, 40), random_lens(12, 256, 40)},
       {"b2_h3_no_rope", shape(2, 3, 24, 0, 50), {50, 33}},
+      // The widest row (kv_lora 512 + rope 128): past 608 columns a 99 KiB device takes the
+      // one-stage configuration.
+      {"b2_h20_lora512_rope128", shape(2, 20, 512, 128, 700), {700, 129}},
+      // A row of odd size for the stages (rope 40: 552 columns) at 48 heads (two CTAs of 32 in
+      // the first configuration, three of 16 in the small ones).
+      {"b2_h48_lora512_rope40", shape(2, 48, 512, 40, 1000), {999, 64}},
   };
 }
 
@@ -234,6 +263,29 @@ TEST_P(MlaDecodeTest, MatchesHostReference) {
   ASSERT_EQ(picked_out.size(), dispatched.size());
   EXPECT_EQ(0, std::memcmp(picked_out.data(), dispatched.data(), dispatched.size() * 2))
       << "mla_decode_attention differs from the variant it picks, " << gpu::tuning::mla_decode_variant_name(picked);
+
+  // The mma.sync kernel in every configuration the device holds, each twice (the same bits),
+  // each within the memory planner's split count; the one the budget picks gives mma_sync's bits.
+  const int picked_config = gpu::tuning::mla_decode_mma_config(c.shape);
+  const std::vector<std::uint16_t> mma_picked = run.run(c.lens, kMmaSync);
+  const kernels::MlaDecodeSplit bound = kernels::mla_decode_split_for(
+      c.shape.batch, c.shape.heads, c.shape.max_len, kernels::mla_decode_wgmma_shape(c.shape.kv_lora, c.shape.rope),
+      device_sm_count());
+  for (int config : DecodeRun::mma_configs_that_run(c.shape)) {
+    SCOPED_TRACE(std::string("mma_sync configuration ") + kernels::kMlaDecodeMmaConfigs[config].name);
+    const std::vector<std::uint16_t> out = run.run(c.lens, kMmaSync, config);
+    expect_close(out, ref, c.shape, c.lens);
+    const std::vector<std::uint16_t> again = run.run(c.lens, kMmaSync, config);
+    EXPECT_EQ(0, std::memcmp(out.data(), again.data(), out.size() * 2)) << "two identical calls differ";
+    if (config == picked_config) {
+      EXPECT_EQ(0, std::memcmp(out.data(), mma_picked.data(), out.size() * 2))
+          << "mma_sync differs from the configuration it picks";
+    }
+    if (config > 0) {
+      EXPECT_LE(gpu::tuning::mla_decode_variant_splits(kMmaSync, c.shape, 0, config), bound.splits)
+          << "more splits than the memory planner sizes the workspace for";
+    }
+  }
 }
 
 // tpb_bench's split-count sweep fixes each split's key range (tiles_per_split): every variant
@@ -260,6 +312,17 @@ TEST(MlaDecode, FixedSplitSizesMatchHostReference) {
         expect_close(run.run(lens, v), ref, s, lens);
       }
     }
+    // The smaller configurations (32-key stages) over split ranges of whole 64-key tiles.
+    for (int config : DecodeRun::mma_configs_that_run(s)) {
+      for (std::int64_t tiles : {1, 3}) {
+        SCOPED_TRACE(std::string("mma_sync configuration ") + kernels::kMlaDecodeMmaConfigs[config].name + ", " +
+                     std::to_string(heads) + " heads, " + std::to_string(tiles) + " tiles per split");
+        EXPECT_EQ(gpu::tuning::mla_decode_variant_splits(kMmaSync, s, tiles, config), (1500 / 64 + 1 + tiles - 1) / tiles);
+        run.tiles_per_split = tiles;
+        expect_close(run.run(lens, kMmaSync, config), ref, s, lens);
+      }
+    }
+    run.tiles_per_split = 0;
   }
   EXPECT_THROW(gpu::tuning::mla_decode_variant_splits(0, shape(1, 8, 512, 64, 64 * 257), 1), std::exception);
 }
@@ -304,6 +367,38 @@ TEST(MlaDecode, DefaultVariantByWidth) {
   EXPECT_FALSE(gpu::tuning::mla_decode_variant_supports(2, shape(1, 33, 512, 64, 10)));
 }
 
+// The budget the launcher applies is the registry's rule (kernel_paths.h) on the device's own
+// maximum, and the registry's words (kernel_path's text) give the same where it names one; under
+// TPB_KERNELS=portable it is 99 KiB at most, so an H100 / H200 picks what an RTX PRO 6000 picks:
+// at Kimi-K2.5's row, 32 heads, the 16-head configuration with two 32-key stages.
+TEST(MlaDecode, ConfigurationWithinTheBudget) {
+  TPB_REQUIRE_GPU();
+  const std::int64_t budget = gpu::tuning::mla_decode_smem_budget_bytes();
+  const int cc = current_device_compute_capability();
+  EXPECT_EQ(budget, kernels::smem_budget_bytes(kernels::smem_optin_bytes_of_compute_capability(cc),
+                                               kernels::kernels_setting()))
+      << "the registry's table of maxima disagrees with device " << cc / 10 << "." << cc % 10;
+  const kernels::KernelPath& path = kernels::kernel_path(kernels::KernelOp::mla_decode);
+  if (!path.wgmma()) {
+    EXPECT_EQ(path.smem_budget_bytes, budget) << path.text();
+  }
+  if (kernels::kernels_setting() == kernels::KernelsSetting::portable) {
+    EXPECT_LE(budget, kernels::kPortableSmemBudgetBytes);
+  }
+  for (std::int64_t heads : {8, 32, 64}) {
+    const gpu::MlaDecodeShape s = shape(1, heads, 512, 64, 100);
+    const int config = gpu::tuning::mla_decode_mma_config(s);
+    EXPECT_EQ(config, kernels::mla_decode_mma_config_for(heads, 512, 64, budget)) << heads;
+    EXPECT_LE(kernels::mla_decode_mma_smem_bytes(kernels::kMlaDecodeMmaConfigs[config], heads, 512, 64), budget);
+    if (budget == kernels::kPortableSmemBudgetBytes) {
+      EXPECT_STREQ(kernels::kMlaDecodeMmaConfigs[config].name, heads <= 16 ? "h32_s2_k32" : "h16_s2_k32") << heads;
+    }
+    if (budget >= 227 * 1024) {
+      EXPECT_EQ(config, 0) << "the tuned configuration wherever it fits";
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Shapes, MlaDecodeTest, ::testing::ValuesIn(cases()),
                          [](const ::testing::TestParamInfo<DecodeCase>& info) { return info.param.name; });
 
@@ -317,6 +412,12 @@ TEST(MlaDecode, SameInputsSameBits) {
     const std::vector<std::uint16_t> b = run.run(lens, v);
     EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * 2))
         << "two identical calls of " << gpu::tuning::mla_decode_variant_name(v) << " differ";
+  }
+  for (int config : DecodeRun::mma_configs_that_run(run.shape)) {
+    const std::vector<std::uint16_t> a = run.run(lens, kMmaSync, config);
+    const std::vector<std::uint16_t> b = run.run(lens, kMmaSync, config);
+    EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * 2))
+        << "two identical calls of mma_sync in " << kernels::kMlaDecodeMmaConfigs[config].name << " differ";
   }
 }
 

@@ -5,8 +5,9 @@
 // presets' small widths, the widest the tensor cores take (nope + rope 256), widths only the
 // CUDA-core fallback takes (not multiples of 8), one 8K-token sequence (checked on sample rows).
 // Every kernel variant (mla_prefill_tuning.h) that takes a shape is checked, each within its
-// own budget, and mla_prefill_attention gives the bits of the variant it dispatches to; the
-// same call twice gives the same bits.
+// own budget, the mma.sync tensor-core ones in every shared-memory configuration the device
+// can hold (the ones devices of 99 KiB per block take too), and mla_prefill_attention gives the
+// bits of the variant it dispatches to; the same call twice gives the same bits.
 #include <cuda_bf16.h>
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
@@ -22,6 +23,7 @@
 #include "gpu_test_support.h"
 #include "tpb/cuda_check.h"
 #include "tpb/dtype.h"
+#include "tpb/kernels/device.h"
 #include "tpb/kernels/gpu/mla_prefill.h"
 #include "tpb/kernels/gpu/mla_prefill_tuning.h"
 #include "tpb/kernels/kernel_paths.h"
@@ -79,8 +81,9 @@ struct PrefillRun {
     d_v.upload(v.data());
   }
 
-  // variant < 0: mla_prefill_attention; else that variant (mla_prefill_tuning.h).
-  std::vector<std::uint16_t> run(int variant = -1) {
+  // variant < 0: mla_prefill_attention; else that variant (mla_prefill_tuning.h), a tensor-core
+  // one in configuration tc_config (< 0: the one the budget picks).
+  std::vector<std::uint16_t> run(int variant = -1, int tc_config = -1) {
     TPB_CUDA_CHECK(cudaMemset(d_out.ptr, 0xff, d_out.count * 2));  // NaN bits: rows never written show up
     const auto* bq = reinterpret_cast<const __nv_bfloat16*>(d_q.ptr);
     const auto* bk = reinterpret_cast<const __nv_bfloat16*>(d_k_nope.ptr);
@@ -90,7 +93,7 @@ struct PrefillRun {
     if (variant < 0)
       gpu::mla_prefill_attention(bq, bk, br, bv, s, kScale, bo, nullptr);
     else
-      gpu::tuning::mla_prefill_variant(variant, bq, bk, br, bv, s, kScale, bo, nullptr);
+      gpu::tuning::mla_prefill_variant(variant, bq, bk, br, bv, s, kScale, bo, nullptr, tc_config);
     TPB_CUDA_CHECK(cudaDeviceSynchronize());
     std::vector<std::uint16_t> out(d_out.count);
     d_out.download(out.data());
@@ -311,6 +314,55 @@ TEST_P(MlaPrefillTest, MatchesCpuReference) {
       EXPECT_EQ(0, std::memcmp(got.data(), in_step.data(), got.size() * 2))
           << "wgmma_split_p_overlap differs from wgmma_split_p";
     }
+    // The tensor-core variants in every configuration the device holds, each twice (the same
+    // bits); the one the budget picks gives the variant's bits.
+    if (name != "tensor_core" && name != "tensor_core_split_p") continue;
+    const int picked = gpu::tuning::mla_prefill_tc_config(c.shape);
+    for (int config = 0; config < gpu::tuning::mla_prefill_tc_configs(); ++config) {
+      if (!gpu::tuning::mla_prefill_tc_config_runs(config, c.shape)) continue;
+      const std::string what = name + " in " + gpu::tuning::mla_prefill_tc_config_name(config);
+      const std::vector<std::uint16_t> in_config = run.run(variant, config);
+      expect_matches(run, e, in_config, variant, what);
+      const std::vector<std::uint16_t> again = run.run(variant, config);
+      EXPECT_EQ(0, std::memcmp(in_config.data(), again.data(), again.size() * 2)) << what << ": two identical calls differ";
+      if (config == picked) {
+        EXPECT_EQ(0, std::memcmp(in_config.data(), got.data(), got.size() * 2))
+            << name << " differs from the configuration it picks, " << what;
+      }
+    }
+  }
+}
+
+// The configuration the tensor-core variants take is the first within the registry's budget
+// (kernel_paths.h: the device's maximum, 99 KiB at most under TPB_KERNELS=portable, so that an
+// H100 / H200 then takes what an RTX PRO 6000 takes: 128 query rows and 32-key stages at
+// Kimi-K2.5's widths, 64 rows at nope + rope 256). Sizes: 134 KiB, 92 KiB and 67 KiB at Kimi's.
+TEST(MlaPrefill, ConfigurationWithinTheBudget) {
+  TPB_REQUIRE_GPU();
+  const gpu::MlaPrefillShape kimi = shape(1, 8, 0, 64), widest = shape(1, 8, 0, 2, 192, 64, 128);
+  EXPECT_EQ(gpu::tuning::mla_prefill_tc_config_smem_bytes(0, kimi), 137216u);
+  EXPECT_EQ(gpu::tuning::mla_prefill_tc_config_smem_bytes(1, kimi), 94208u);
+  EXPECT_EQ(gpu::tuning::mla_prefill_tc_config_smem_bytes(2, kimi), 68608u);
+  EXPECT_EQ(gpu::tuning::mla_prefill_tc_config_smem_bytes(2, widest), 84992u);
+  const kernels::KernelPath& path = kernels::kernel_path(kernels::KernelOp::mla_prefill);
+  const int cc = current_device_compute_capability();
+  const int budget = kernels::smem_budget_bytes(kernels::smem_optin_bytes_of_compute_capability(cc),
+                                                kernels::kernels_setting());
+  if (!path.wgmma()) {
+    EXPECT_EQ(path.smem_budget_bytes, budget) << path.text();
+  }
+  for (const gpu::MlaPrefillShape& s : {kimi, widest}) {
+    const int picked = gpu::tuning::mla_prefill_tc_config(s);
+    EXPECT_LE(gpu::tuning::mla_prefill_tc_config_smem_bytes(picked, s), static_cast<std::size_t>(budget));
+    for (int before = 0; before < picked; ++before)
+      EXPECT_GT(gpu::tuning::mla_prefill_tc_config_smem_bytes(before, s), static_cast<std::size_t>(budget));
+  }
+  if (budget == kernels::kPortableSmemBudgetBytes) {
+    EXPECT_STREQ(gpu::tuning::mla_prefill_tc_config_name(gpu::tuning::mla_prefill_tc_config(kimi)), "q128_k32");
+    EXPECT_STREQ(gpu::tuning::mla_prefill_tc_config_name(gpu::tuning::mla_prefill_tc_config(widest)), "q64_k32");
+  }
+  if (budget >= 227 * 1024) {
+    EXPECT_EQ(gpu::tuning::mla_prefill_tc_config(kimi), 0) << "the tuned configuration";
   }
 }
 
@@ -335,11 +387,13 @@ TEST(MlaPrefill, DispatchTakesTensorCoresWhereTheyApply) {
 }
 
 // Every variant, twice on the same inputs: the same bits (several query blocks and key tiles,
-// the diagonal crossing tiles, past off the tile).
+// the diagonal crossing tiles, past off the tile); the tensor-core ones in every configuration
+// the device holds (MatchesCpuReference runs those twice too).
 TEST(MlaPrefill, SameInputsSameBits) {
   TPB_REQUIRE_GPU();
   PrefillRun run(shape(2, 300, 45, 8), 5);
   for (int variant = 0; variant < gpu::tuning::mla_prefill_variants(); ++variant) {
+    if (!gpu::tuning::mla_prefill_variant_supports(variant, run.s)) continue;
     const std::vector<std::uint16_t> a = run.run(variant);
     const std::vector<std::uint16_t> b = run.run(variant);
     EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * 2))
