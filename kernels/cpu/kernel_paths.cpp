@@ -39,6 +39,7 @@ constexpr KernelVariant kVariants[] = {
     {KernelOp::mla_decode, "mma.sync", 80, kAnyNewer, false},
     {KernelOp::mla_prefill, "wgmma", 90, 90, true},
     {KernelOp::mla_prefill, "mma.sync", 80, kAnyNewer, false},
+    {KernelOp::expert_gemm_int4, "mma.sync", 80, kAnyNewer, false},  // W4A16: no sm_90 path measured faster yet
     // expert_gemm_int4: its variants go here, each family's row as above.
 };
 

@@ -52,7 +52,9 @@
 #include "cuda/programmatic_launch.cuh"
 #include "tpb/check.h"
 #include "tpb/cuda_check.h"
+#include "tpb/kernels/gpu/device_limits.h"
 #include "tpb/kernels/int4_format.h"
+#include "tpb/kernels/kernel_paths.h"
 
 namespace tpb::gpu {
 
@@ -596,6 +598,9 @@ void launch_grouped(const GroupedVariant& var, const __nv_bfloat16* x_sorted, co
   const std::int64_t for_balance = (tiles + kMaxTilesPerBlock - 1) / kMaxTilesPerBlock;
   const std::int64_t per_slot = for_occupancy > for_balance ? for_occupancy : for_balance;
   const dim3 grid(static_cast<unsigned>(tiles < per_slot ? tiles : per_slot), static_cast<unsigned>(slots));
+  TPB_CHECK(var.smem_bytes <= kernels::smem_budget_bytes(device_smem_optin_bytes(), kernels::kernels_setting()),
+            "expert_gemm_int4_grouped variant " << var.name << ": " << var.smem_bytes
+                                                << " bytes of shared memory per block exceed this device's budget");
   // Above the default 48 KiB; a host-side attribute, legal under stream capture.
   TPB_CUDA_CHECK(cudaFuncSetAttribute(var.kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, var.smem_bytes));
   detail::launch_chained(var.kernel, grid, kThreads, static_cast<std::size_t>(var.smem_bytes), stream, x_sorted, offsets, static_cast<int>(experts),
@@ -608,15 +613,20 @@ void launch_grouped(const GroupedVariant& var, const __nv_bfloat16* x_sorted, co
 constexpr int kPM = 128;              // rows (tokens of one expert) per block
 constexpr int kPN = 128;              // outputs per block
 constexpr int kPK = 64;               // inputs per pipeline step: two scale groups
-constexpr int kPStages = 3;           // cp.async stages
+// cp.async stages: 3 where the device's shared memory per block holds them (105 KiB), else 2
+// (82 KiB: an RTX PRO 6000's 99 KiB, and any GPU under TPB_KERNELS=portable). The depth changes
+// only how far the copies run ahead: the same MMAs in the same order, the same bits.
+constexpr int kPMaxStages = 3;
 constexpr int kPRow = kPK + 8;        // bf16 per shared row: 144 bytes, ldmatrix without bank conflicts
 constexpr int kPWords = kPK / int4::kPerWord;  // packed words per row and step
 constexpr int kXStageBytes = kPM * kPRow * 2;
 constexpr int kPackedStageBytes = kPN * kPWords * 4;
 constexpr int kScaleStageBytes = kThreads * 4;  // one scale word per thread
 constexpr int kWTileBytes = kPN * kPRow * 2;
-constexpr int kPrefillSmemBytes =
-    kPStages * (kXStageBytes + kPackedStageBytes + kScaleStageBytes) + 2 * kWTileBytes;
+constexpr int prefill_smem_bytes(int stages) {
+  return stages * (kXStageBytes + kPackedStageBytes + kScaleStageBytes) + 2 * kWTileBytes;
+}
+static_assert(prefill_smem_bytes(2) <= 99 * 1024, "the 2-stage prefill kernel fits compute capability 12.x's 99 KiB");
 static_assert(kPN * 2 == kThreads, "each thread copies and dequantizes one group of one weight row per step");
 
 // The expert and row tile (from 0) of the n-th tile of kPM rows, the experts' tiles counted in
@@ -675,6 +685,7 @@ __device__ __forceinline__ void dequant_group_natural(const uint4& words, std::u
   }
 }
 
+template <int kPStages>
 __global__ void __launch_bounds__(kThreads, 2)
     expert_gemm_int4_prefill_kernel(const __nv_bfloat16* __restrict__ x, const std::int32_t* __restrict__ offsets,
                                     int experts, const std::uint32_t* __restrict__ packed,
@@ -832,12 +843,20 @@ void expert_gemm_int4_prefill(const __nv_bfloat16* x_sorted, const std::int32_t*
   TPB_CHECK(row_tiles <= 65535, "expert_gemm_int4_prefill: " << pairs << " pairs over " << experts
                                                              << " experts need more than 65535 row tiles");
   const dim3 grid(static_cast<unsigned>((w.out + kPN - 1) / kPN), static_cast<unsigned>(row_tiles));
+  // The deepest pipeline the budget holds (the device's maximum; 99 KiB under
+  // TPB_KERNELS=portable, as on an RTX PRO 6000: tpb/kernels/kernel_paths.h).
+  const int budget = kernels::smem_budget_bytes(device_smem_optin_bytes(), kernels::kernels_setting());
+  TPB_CHECK(prefill_smem_bytes(2) <= budget, "expert_gemm_int4_prefill: " << prefill_smem_bytes(2)
+                                                 << " bytes of shared memory per block needed, the device allows "
+                                                 << budget);
+  const bool deep = prefill_smem_bytes(kPMaxStages) <= budget;
+  auto* kernel = deep ? expert_gemm_int4_prefill_kernel<kPMaxStages> : expert_gemm_int4_prefill_kernel<2>;
+  const int smem = prefill_smem_bytes(deep ? kPMaxStages : 2);
   // Above the default 48 KiB; a host-side attribute, legal under stream capture.
-  TPB_CUDA_CHECK(cudaFuncSetAttribute(expert_gemm_int4_prefill_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                      kPrefillSmemBytes));
-  detail::launch_chained(expert_gemm_int4_prefill_kernel, grid, kThreads, kPrefillSmemBytes, stream, x_sorted,
-                         offsets, static_cast<int>(experts), w.packed, w.scales, static_cast<int>(w.in),
-                         static_cast<int>(w.out), y_sorted);
+  TPB_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  detail::launch_chained(kernel, grid, kThreads, static_cast<std::size_t>(smem), stream, x_sorted, offsets,
+                         static_cast<int>(experts), w.packed, w.scales, static_cast<int>(w.in), static_cast<int>(w.out),
+                         y_sorted);
   TPB_CUDA_CHECK_LAUNCH();
 }
 
@@ -848,6 +867,12 @@ int expert_gemm_int4_grouped_variants() { return kGroupedVariantCount; }
 const char* expert_gemm_int4_grouped_variant_name(int variant) {
   TPB_CHECK(variant >= 0 && variant < kGroupedVariantCount, "expert_gemm_int4_grouped variant " << variant);
   return kGroupedVariants[variant].name;
+}
+
+bool expert_gemm_int4_grouped_variant_fits(int variant) {
+  TPB_CHECK(variant >= 0 && variant < kGroupedVariantCount, "expert_gemm_int4_grouped variant " << variant);
+  return kGroupedVariants[variant].smem_bytes <=
+         kernels::smem_budget_bytes(device_smem_optin_bytes(), kernels::kernels_setting());
 }
 
 void expert_gemm_int4_grouped_variant(int variant, const __nv_bfloat16* x_sorted, const std::int32_t* offsets,

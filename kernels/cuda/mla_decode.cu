@@ -24,6 +24,7 @@
 // at about half again the MMA work (200 MMAs per warp and tile instead of 136).
 // The key ranges are fixed by max_len and the split count (never by seq_lens), so a captured
 // graph serves any seq_lens; no atomics, so every call gives the same bits.
+#include "tpb/kernels/gpu/device_limits.h"
 #include "tpb/kernels/gpu/mla_decode.h"
 
 #include <cuda_bf16.h>
@@ -584,23 +585,6 @@ constexpr SplitKernel split_kernel_of() {
 const SplitKernel kSplitKernels[] = {split_kernel_of<0>(), split_kernel_of<1>(), split_kernel_of<2>(),
                                      split_kernel_of<3>()};
 static_assert(std::size(kSplitKernels) == kernels::kMlaDecodeMmaConfigCount, "one kernel per configuration");
-
-// This device's shared memory per block: cudaDevAttrMaxSharedMemoryPerBlockOptin (static and
-// dynamic together), asked once per device ordinal.
-int device_smem_optin_bytes() {
-  constexpr int kDevices = 64;
-  static std::atomic<int> known[kDevices] = {};  // 0: not asked yet
-  int dev = 0;
-  TPB_CUDA_CHECK(cudaGetDevice(&dev));
-  if (dev < kDevices) {
-    const int bytes = known[dev].load(std::memory_order_relaxed);
-    if (bytes != 0) return bytes;
-  }
-  int bytes = 0;
-  TPB_CUDA_CHECK(cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
-  if (dev < kDevices) known[dev].store(bytes, std::memory_order_relaxed);
-  return bytes;
-}
 
 // The configuration mla_decode_attention takes here: the first within the registry's budget
 // (the device's maximum; 99 KiB under TPB_KERNELS=portable, as on an RTX PRO 6000).

@@ -33,6 +33,7 @@
 // value columns over the tile's keys with the probabilities broadcast by shuffle.
 //
 // Both: fixed order throughout, no atomics, the same bits on every call.
+#include "tpb/kernels/gpu/device_limits.h"
 #include "tpb/kernels/gpu/mla_prefill.h"
 
 #include <cuda_bf16.h>
@@ -652,23 +653,6 @@ void launch_cuda_core(const __nv_bfloat16* q, const __nv_bfloat16* k_nope, const
                                                         static_cast<int>(s.nope), static_cast<int>(s.rope),
                                                         static_cast<int>(s.v_dim), scale, out);
   TPB_CUDA_CHECK_LAUNCH();
-}
-
-// This device's shared memory per block: cudaDevAttrMaxSharedMemoryPerBlockOptin (static and
-// dynamic together), asked once per device ordinal.
-int device_smem_optin_bytes() {
-  constexpr int kDevices = 64;
-  static std::atomic<int> known[kDevices] = {};  // 0: not asked yet
-  int dev = 0;
-  TPB_CUDA_CHECK(cudaGetDevice(&dev));
-  if (dev < kDevices) {
-    const int bytes = known[dev].load(std::memory_order_relaxed);
-    if (bytes != 0) return bytes;
-  }
-  int bytes = 0;
-  TPB_CUDA_CHECK(cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
-  if (dev < kDevices) known[dev].store(bytes, std::memory_order_relaxed);
-  return bytes;
 }
 
 // The configuration the tensor-core variants take here: the first within the registry's budget

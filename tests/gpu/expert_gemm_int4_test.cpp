@@ -257,6 +257,9 @@ TEST(GpuExpertGemmInt4, EveryGroupedVariantGivesTheSameBits) {
     Dev g(c, d);
     const auto want = run(kPaths[0], c, g);
     for (int v = 0; v < gpu::tuning::expert_gemm_int4_grouped_variants(); ++v) {
+      // A ring variant past the budget (an RTX PRO 6000's 99 KiB, or TPB_KERNELS=portable) is
+      // refused by its launcher; the dispatched kernels always fit.
+      if (!gpu::tuning::expert_gemm_int4_grouped_variant_fits(v)) continue;
       g.poison();
       gpu::tuning::expert_gemm_int4_grouped_variant(v, bf(g.x.p), g.off.p, c.experts(), c.pairs(), g.weights(),
                                                     bf(g.y.p), nullptr);

@@ -152,15 +152,20 @@ TEST(SmemBudget, MaximumPerComputeCapability) {
   EXPECT_EQ(smem_optin_bytes_of_compute_capability(130), 0) << "not listed: not guessed";
 }
 
-// expert_gemm_int4 has a place in the registry but no variants yet: "none" everywhere, and not
-// among the paths a run reports.
-TEST(KernelPathChoice, AnOpWithoutVariantsRunsNone) {
+// expert_gemm_int4 (the W4A16 routed experts) has one family, mma.sync, on every device from
+// sm_80, within the budget like the other portable kernels; before sm_80 (and with no device) none.
+TEST(KernelPathChoice, Int4ExpertsRunMmaSyncEverywhere) {
   EXPECT_TRUE(kernel_op_registered(KernelOp::mla_decode));
   EXPECT_TRUE(kernel_op_registered(KernelOp::mla_prefill));
-  EXPECT_FALSE(kernel_op_registered(KernelOp::expert_gemm_int4));
-  const KernelPath p = choose_kernel_path(KernelOp::expert_gemm_int4, {9, 0, true, kAuto});
-  EXPECT_EQ(p.text(), "none (no kernel registered for this op)");
-  for (const KernelPath& q : kernel_paths()) EXPECT_NE(q.op, KernelOp::expert_gemm_int4);
+  EXPECT_TRUE(kernel_op_registered(KernelOp::expert_gemm_int4));
+  for (const auto& [major, minor] : {std::pair{9, 0}, {12, 0}, {8, 0}, {10, 0}}) {
+    const KernelPath p = choose_kernel_path(KernelOp::expert_gemm_int4, {major, minor, true, kAuto});
+    EXPECT_EQ(p.variant, "mma.sync") << major << "." << minor;
+    EXPECT_FALSE(p.wgmma());
+  }
+  EXPECT_EQ(choose_kernel_path(KernelOp::expert_gemm_int4, {7, 5, true, kAuto}).variant, "none");
+  const KernelPath sm120 = choose_kernel_path(KernelOp::expert_gemm_int4, {12, 0, false, kAuto, 99 * kKiB});
+  EXPECT_EQ(sm120.smem_budget_bytes, 99 * kKiB);
 }
 
 // This process's paths are the pure choice at its current device (none on a CPU machine; on a
@@ -170,12 +175,13 @@ TEST(KernelPaths, ThisProcessTakesThePureChoice) {
   const KernelPathInputs in{cc / 10, cc % 10, built_with_sm90a(), kernels_setting(),
                             smem_optin_bytes_of_compute_capability(cc)};
   const std::vector<KernelPath> paths = kernel_paths();
-  ASSERT_EQ(paths.size(), 2u);
+  ASSERT_EQ(paths.size(), 3u);
   for (const KernelPath& p : paths) {
     EXPECT_EQ(p.text(), choose_kernel_path(p.op, in).text()) << kernel_op_name(p.op);
     EXPECT_EQ(&kernel_path(p.op), &kernel_path(p.op)) << "decided once";
   }
-  EXPECT_EQ(describe_kernel_paths(paths), "mla_decode " + paths[0].text() + "; mla_prefill " + paths[1].text());
+  EXPECT_EQ(describe_kernel_paths(paths), "mla_decode " + paths[0].text() + "; mla_prefill " + paths[1].text() +
+                                             "; expert_gemm_int4 " + paths[2].text());
 }
 
 }  // namespace

@@ -47,8 +47,8 @@ int smem_budget_bytes(int device_optin_bytes, KernelsSetting setting);
 // only: the launchers ask the device (a GPU test checks the two agree where it runs).
 int smem_optin_bytes_of_compute_capability(int cc);
 
-// The ops with more than one kernel family. expert_gemm_int4 (Kimi-K2.5's INT4 routed experts)
-// has no variants registered yet: its kernels' author adds them to kernel_paths.cpp's table.
+// The ops whose kernels depend on the device: the MLA attention (wgmma or mma.sync) and
+// expert_gemm_int4 (Kimi-K2.5's INT4 routed experts: mma.sync from sm_80, within the budget).
 enum class KernelOp { mla_decode, mla_prefill, expert_gemm_int4 };
 inline constexpr KernelOp kKernelOps[] = {KernelOp::mla_decode, KernelOp::mla_prefill, KernelOp::expert_gemm_int4};
 const char* kernel_op_name(KernelOp op);  // "mla_decode", ...
@@ -80,7 +80,7 @@ struct KernelPath {
 // in the build and is not ruled out by the setting; its reason names why the ones before it
 // were passed over. No device (0.0): "none". Pure; no CUDA.
 KernelPath choose_kernel_path(KernelOp op, const KernelPathInputs& in);
-// Whether `op` has any variant registered (expert_gemm_int4 not yet).
+// Whether `op` has any variant registered.
 bool kernel_op_registered(KernelOp op);
 
 // This process: TPB_KERNELS as parsed, read once (a malformed value throws each time it is

@@ -58,6 +58,10 @@ namespace tuning {
 // per warp, tokens per pass and loads in flight). Not an engine interface.
 int expert_gemm_int4_grouped_variants();
 const char* expert_gemm_int4_grouped_variant_name(int variant);
+// Whether the variant's shared memory fits this device's budget (the device's per-block maximum;
+// 99 KiB under TPB_KERNELS=portable, as an RTX PRO 6000 allows): the cp.async ring variants take
+// up to 152 KB; the dispatched register-pipeline kernels none.
+bool expert_gemm_int4_grouped_variant_fits(int variant);
 void expert_gemm_int4_grouped_variant(int variant, const __nv_bfloat16* x_sorted, const std::int32_t* offsets,
                                       std::int64_t experts, std::int64_t pairs, const Int4ExpertWeights& w,
                                       __nv_bfloat16* y_sorted, cudaStream_t stream);
