@@ -6,6 +6,7 @@
 #include "reference_engine/gpu/gpu_engine_impl.h"
 
 #include <algorithm>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -120,6 +121,10 @@ GpuEngine::GpuEngine(const ModelConfig& config, Shard shard, Communicator& comm,
   const ModelConfig& c = config_;
   const std::int64_t H = c.hidden_size, rope = c.qk_rope_head_dim;
 
+  // The device plan first: it refuses widths the kernels cannot take (an INT4 expert width not
+  // a multiple of 32) before anything is allocated.
+  const TensorLayout layout = tensor_layout(c);
+  const DeviceWeightPlan plan = plan_device_weights(layout, shard);
   TPB_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   impl_ = std::make_unique<Impl>();
   impl_->widths = attention_widths(config_);
@@ -131,13 +136,13 @@ GpuEngine::GpuEngine(const ModelConfig& config, Shard shard, Communicator& comm,
   // the buffers plan_device_weights packs them into, each allocated just before its first
   // tensor is loaded. The loader's staging buffer is freed before the weights are measured
   // and the KV pool sized: it is not part of the model's footprint.
-  const TensorLayout layout = tensor_layout(c);
-  const DeviceWeightPlan plan = plan_device_weights(layout, shard);
   std::optional<DeviceLoader> loader;
   loader.emplace(weights, stream_);
   const std::size_t before = m.bytes;
   std::vector<void*> buffers;  // device address of each of plan.buffers allocated so far
-  std::vector<std::int32_t> int4_shapes;  // the shard shapes of the INT4 buffer being filled
+  // Each INT4 buffer's weight_shape entries (its blocks' shard shapes), by buffer: a layer's
+  // gate|up and down blocks arrive interleaved (expert by expert), so each buffer keeps its own.
+  std::map<std::size_t, std::vector<std::int32_t>> int4_shapes;
   for (const DeviceWeightBlock& block : plan.blocks) {
     const DeviceWeightBuffer& b = plan.buffers[block.buffer];
     const bool f32 = b.format == WeightFormat::f32;
@@ -151,13 +156,15 @@ GpuEngine::GpuEngine(const ModelConfig& config, Shard shard, Communicator& comm,
       const WeightRequest& r = block.tensor.request;
       loader->int4_block(r, reinterpret_cast<std::uint32_t*>(base) + block.offset / int4::kPerWord,
                          reinterpret_cast<bf16*>(base + b.int4_scales_offset_bytes()) + block.offset / int4::kGroupSize);
-      int4_shapes.push_back(static_cast<std::int32_t>(r.rows()));
-      int4_shapes.push_back(static_cast<std::int32_t>(r.cols()));
+      std::vector<std::int32_t>& shapes = int4_shapes[block.buffer];
+      shapes.push_back(static_cast<std::int32_t>(r.rows()));
+      shapes.push_back(static_cast<std::int32_t>(r.cols()));
       if (block.index + 1 == b.tensors) {  // the buffer's last block: its weight_shape entries
-        TPB_CUDA_CHECK(cudaMemcpyAsync(base + b.int4_shapes_offset_bytes(), int4_shapes.data(), int4_shapes.size() * 4,
+        TPB_CHECK(static_cast<std::int64_t>(shapes.size()) == 2 * b.tensors, "gpu engine: INT4 shapes of one buffer");
+        TPB_CUDA_CHECK(cudaMemcpyAsync(base + b.int4_shapes_offset_bytes(), shapes.data(), shapes.size() * 4,
                                        cudaMemcpyHostToDevice, stream_));
         TPB_CUDA_CHECK(cudaStreamSynchronize(stream_));
-        int4_shapes.clear();
+        int4_shapes.erase(block.buffer);
       }
       continue;
     }
