@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "cuda/nonempty_expert.cuh"
 #include "cuda/bf16_vectors.cuh"
 #include "tpb/check.h"
 #include "tpb/cuda_check.h"
@@ -57,33 +58,6 @@ __device__ __forceinline__ float warp_sum(float v) {
   return v;
 }
 
-// The expert id of the n-th (from 0) expert with at least one row, or -1 when fewer exist.
-// Called by every thread of the block; the result is the same in all of them.
-__device__ int nth_nonempty_expert(const std::int32_t* __restrict__ offsets, int experts, int n) {
-  __shared__ int s_found;
-  __shared__ int s_warp_count[kWarps];
-  const int tid = static_cast<int>(threadIdx.x), lane = tid % 32, warp = tid / 32;
-  if (tid == 0) s_found = -1;
-  int before = 0;  // non-empty experts in earlier chunks
-  for (int base = 0; base < experts; base += kWarps * 32) {
-    const int e = base + tid;
-    const bool nonempty = e < experts && offsets[e + 1] > offsets[e];
-    const unsigned ballot = __ballot_sync(0xffffffffu, nonempty);
-    if (lane == 0) s_warp_count[warp] = __popc(ballot);
-    __syncthreads();  // warp counts (and, the first time, s_found = -1) visible
-    int rank = before + __popc(ballot & ((1u << lane) - 1u)), total = 0;
-    for (int w = 0; w < kWarps; ++w) {
-      if (w < warp) rank += s_warp_count[w];
-      total += s_warp_count[w];
-    }
-    if (nonempty && rank == n) s_found = e;
-    before += total;
-    __syncthreads();  // s_found visible; s_warp_count free for the next chunk
-    if (s_found >= 0) break;  // block-uniform
-  }
-  return s_found;
-}
-
 // kRows weight rows per warp (each x load serves kRows rows), kUnroll 16-byte weight loads
 // per row in flight per lane (all issued before any is used), kTok sorted rows per pass
 // (each weight load serves kTok rows; an expert with more takes several passes, the later
@@ -99,7 +73,7 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks)
   detail::chain_after_prior_grids();
   static_assert(kRows * kTok <= 32, "one output per lane in the store");
   constexpr int kTile = kWarps * kRows;
-  const int e = nth_nonempty_expert(offsets, experts, static_cast<int>(blockIdx.y));
+  const int e = detail::nth_nonempty_expert<kWarps>(offsets, experts, static_cast<int>(blockIdx.y));
   if (e < 0) return;
   const std::int64_t begin = offsets[e], end = offsets[e + 1];
   const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;

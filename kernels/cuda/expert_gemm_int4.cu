@@ -48,6 +48,7 @@
 
 #include <cstdint>
 
+#include "cuda/nonempty_expert.cuh"
 #include "cuda/mma_sync.cuh"
 #include "cuda/programmatic_launch.cuh"
 #include "tpb/check.h"
@@ -113,33 +114,6 @@ __device__ __forceinline__ const void* scale_word(const __nv_bfloat16* p, int& s
   const auto a = reinterpret_cast<std::uintptr_t>(p);
   shift = static_cast<int>(a & 2u) * 8;  // 0 or 16
   return reinterpret_cast<const void*>(a & ~std::uintptr_t{3});
-}
-
-// The expert id of the n-th (from 0) expert with at least one row, or -1 when fewer exist
-// (expert_gemm.cu's scan). Called by every thread of the block; the same result in all.
-__device__ int nth_nonempty_expert(const std::int32_t* __restrict__ offsets, int experts, int n) {
-  __shared__ int s_found;
-  __shared__ int s_warp_count[kWarps];
-  const int tid = static_cast<int>(threadIdx.x), lane = tid % 32, warp = tid / 32;
-  if (tid == 0) s_found = -1;
-  int before = 0;
-  for (int base = 0; base < experts; base += kThreads) {
-    const int e = base + tid;
-    const bool nonempty = e < experts && offsets[e + 1] > offsets[e];
-    const unsigned ballot = __ballot_sync(0xffffffffu, nonempty);
-    if (lane == 0) s_warp_count[warp] = __popc(ballot);
-    __syncthreads();
-    int rank = before + __popc(ballot & ((1u << lane) - 1u)), total = 0;
-    for (int w = 0; w < kWarps; ++w) {
-      if (w < warp) rank += s_warp_count[w];
-      total += s_warp_count[w];
-    }
-    if (nonempty && rank == n) s_found = e;
-    before += total;
-    __syncthreads();
-    if (s_found >= 0) break;  // block-uniform
-  }
-  return s_found;
 }
 
 // acc += one chunk: for each of the group's 4 words, 2 k16 MMAs per (m-tile, n-tile), in
@@ -215,7 +189,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
   using Smem = GroupedSmem<kMTiles, kNTiles, kRing>;
   constexpr int kRegs = kMTiles * kNTiles * 4;
   detail::chain_after_prior_grids();
-  const int e = nth_nonempty_expert(offsets, experts, static_cast<int>(blockIdx.y));
+  const int e = detail::nth_nonempty_expert<kWarps>(offsets, experts, static_cast<int>(blockIdx.y));
   if (e < 0) return;
   const std::int64_t begin = offsets[e], end = offsets[e + 1];
   const int tid = static_cast<int>(threadIdx.x), warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
@@ -447,7 +421,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
   detail::chain_after_prior_grids();
   constexpr int kRegs = kMTiles * kNTiles * 4;
   __shared__ float s_partial[kWarps][kRegs][32];
-  const int e = nth_nonempty_expert(offsets, experts, static_cast<int>(blockIdx.y));
+  const int e = detail::nth_nonempty_expert<kWarps>(offsets, experts, static_cast<int>(blockIdx.y));
   if (e < 0) return;
   const std::int64_t begin = offsets[e], end = offsets[e + 1];
   const int tid = static_cast<int>(threadIdx.x), warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;

@@ -43,8 +43,22 @@ TPB_HOST_DEVICE inline std::uint32_t pack8(const int (&q)[kPerWord]) {
   return w;
 }
 
-// bf16 bits of bf16(q × scale): round to nearest, ties to even (as __float2bfloat16_rn and
-// tpb::float_to_bf16). scale_bits is the bf16 scale; a NaN scale stays NaN.
+// bf16 bits of f: round to nearest, ties to even (as __float2bfloat16_rn and
+// tpb::float_to_bf16); a NaN stays a (quiet) NaN.
+TPB_HOST_DEVICE inline std::uint16_t round_to_bf16_bits(float f) {
+  std::uint32_t u;
+#if defined(__CUDA_ARCH__)
+  u = __float_as_uint(f);
+#else
+  __builtin_memcpy(&u, &f, sizeof u);
+#endif
+  if ((u & 0x7f800000u) == 0x7f800000u && (u & 0x007fffffu)) return static_cast<std::uint16_t>((u >> 16) | 0x40);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return static_cast<std::uint16_t>(u >> 16);
+}
+
+// bf16 bits of bf16(q × scale): the product is exact in fp32, rounded once. scale_bits is the
+// bf16 scale; a NaN scale stays NaN.
 TPB_HOST_DEVICE inline std::uint16_t dequant_bf16_bits(int q, std::uint16_t scale_bits) {
   const std::uint32_t s_u = static_cast<std::uint32_t>(scale_bits) << 16;
   float s;
@@ -54,16 +68,7 @@ TPB_HOST_DEVICE inline std::uint16_t dequant_bf16_bits(int q, std::uint16_t scal
 #else
   __builtin_memcpy(&s, &s_u, sizeof s);
 #endif
-  const float p = static_cast<float>(q) * s;  // exact in fp32
-  std::uint32_t u;
-#if defined(__CUDA_ARCH__)
-  u = __float_as_uint(p);
-#else
-  __builtin_memcpy(&u, &p, sizeof u);
-#endif
-  if ((u & 0x7f800000u) == 0x7f800000u && (u & 0x007fffffu)) return static_cast<std::uint16_t>((u >> 16) | 0x40);
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return static_cast<std::uint16_t>(u >> 16);
+  return round_to_bf16_bits(static_cast<float>(q) * s);  // the product is exact in fp32
 }
 
 // The weight's value as fp32 (the CPU engine's storage).

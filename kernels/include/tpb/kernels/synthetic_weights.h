@@ -15,6 +15,7 @@
 
 #include "tpb/fnv1a.h"
 #include "tpb/host_device.h"
+#include "tpb/kernels/int4_format.h"
 
 namespace tpb::synthetic {
 
@@ -74,14 +75,7 @@ TPB_HOST_DEVICE inline int int4_q(std::uint64_t key, std::uint64_t index) {
 TPB_HOST_DEVICE inline std::uint16_t int4_scale_bits(std::uint64_t key, std::uint64_t group_index, float scale) {
   const float u = uniform(mix64(key ^ 0x5ca1e5ca1e5ca1e5ull), group_index);
   const float s = (scale * 0.125f) * (0.75f + 0.25f * u);  // one rounding per step, FMA or not
-  std::uint32_t bits;
-#if defined(__CUDA_ARCH__)
-  bits = __float_as_uint(s);
-#else
-  __builtin_memcpy(&bits, &s, sizeof bits);
-#endif
-  bits += 0x7fffu + ((bits >> 16) & 1u);  // to bf16, nearest even (s is finite and positive)
-  return static_cast<std::uint16_t>(bits >> 16);
+  return int4::round_to_bf16_bits(s);
 }
 
 }  // namespace tpb::synthetic
