@@ -1,5 +1,6 @@
-// The GPU forward pass (see gpu_engine.h): bf16 activations, bf16 weights or INT4 routed experts. Buffers are token-major: [tokens, features]
-// with token t = b * n + i for sequence b and new-token index i, as in the CPU engine.
+// The GPU forward pass (see gpu_engine.h): bf16 activations; bf16 weights, or INT4 routed
+// experts. Buffers are token-major: [tokens, features] with token t = b * n + i for sequence b
+// and new-token index i, as in the CPU engine.
 #include "reference_engine/gpu/gpu_engine_impl.h"
 
 #include <algorithm>
