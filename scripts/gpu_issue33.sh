@@ -3,7 +3,7 @@
 #   1. GPU_TESTS (default: the INT4 kernels, the synthetic INT4 fill, the GPU engine at int4
 #      against the CPU engine, TP 2/4 backends and HF parity) natively, then the same with
 #      TPB_KERNELS=portable (the path an sm_120 box takes); PORTABLE=0 leaves the second out;
-#   2. tpb_bench BENCH_FILTER (default expert_int4/: the W4A16 expert GEMMs at Kimi's expert
+#   2. tpb_bench BENCH_FILTER (default expert_int4/ and the INT4 layers: the W4A16 expert GEMMs at Kimi's expert
 #      shapes beside bf16, and the decode MoE layer) as JSON;
 #   3. bench/int4_torch_reference.py: torch._weight_int4pack_mm and bf16 cuBLAS at the same shapes
 #      (SKIP_TORCH=1 leaves it out);
@@ -28,8 +28,8 @@ if [ "${PORTABLE:-1}" = 1 ]; then
   echo "ctest portable: rc=$?"
   grep -E "tests passed|tests failed|\*\*\*Failed|Not Run|Timeout" "$OUT/ctest-portable.log" | head -20
 fi
-if [ -n "${BENCH_FILTER-expert_int4/}" ]; then
-  step "tpb_bench ${BENCH_FILTER:=expert_int4/}"
+if [ -n "${BENCH_FILTER-expert_int4/|layer/moe_decode/.*/int4}" ]; then
+  step "tpb_bench ${BENCH_FILTER:=expert_int4/|layer/moe_decode/.*/int4}"
   bench_json "${BENCH_BUDGET_S:-120}" "$BENCH_FILTER" "$OUT/bench.json" "$OUT/bench.log"
   grep -E "expert_int4|layer" "$OUT/bench.log" | head -60
 fi
