@@ -255,9 +255,12 @@ void ModelConfig::validate() const {
   // A non-finite or absurd scale makes every logit NaN, which no check may call a pass.
   TPB_INPUT_CHECK(std::isfinite(routed_scaling_factor) && routed_scaling_factor > 0 && routed_scaling_factor <= 1000,
                   src << ": routed_scaling_factor: expected a finite number in (0, 1000], got " << routed_scaling_factor);
-  TPB_INPUT_CHECK(std::isfinite(rms_norm_eps) && rms_norm_eps <= 1,
+  TPB_INPUT_CHECK(std::isfinite(rms_norm_eps) && rms_norm_eps > 0 && rms_norm_eps <= 1,
                   src << ": rms_norm_eps: expected a finite number in (0, 1], got " << rms_norm_eps);
-  TPB_INPUT_CHECK(std::isfinite(rope.theta) && rope.theta > 0, src << ": rope_theta: expected a finite positive number, got " << rope.theta);
+  // Below 1 the rotary frequencies grow along the dimension, which no model does; below ~1e-45
+  // theta^(-2i/d) overflows and every logit is NaN (issue 37). Released models use 1e4 to 1e7.
+  TPB_INPUT_CHECK(std::isfinite(rope.theta) && rope.theta >= 1 && rope.theta <= 1e12,
+                  src << ": rope_theta: expected a finite number in [1, 1e12], got " << rope.theta);
   positive(vocab_size, "vocab_size");
   positive(hidden_size, "hidden_size");
   positive(num_hidden_layers, "num_hidden_layers");

@@ -20,6 +20,7 @@
 #include "reference_engine/comm/backends.h"
 #include "suite/build_info.h"
 #include "suite/case_spec.h"
+#include "suite/digest.h"
 #include "suite/cli/subcommand.h"
 #include "suite/launcher.h"
 #include "suite/mps.h"
@@ -130,6 +131,8 @@ void run_rank_processes(const tpb::CaseSpec& spec, int tp, const tpb::RankPlacem
   for (int r = 1; r < tp; ++r)
     TPB_CHECK(ranks[r].digests == ranks[0].digests,
               "logits: rank " << r << " computed other logits than rank 0 (digests differ)");
+  // Rank 0 writes the file only when every value is finite (logits_mode_result).
+  TPB_CHECK(ranks[0].nonfinite.empty(), "logits: " << ranks[0].nonfinite << "; nothing written");
 }
 
 int run_logits(const tpb::cli::Args& args) {
@@ -187,6 +190,9 @@ int run_logits(const tpb::cli::Args& args) {
                       : tpb::open_safetensors_weights(weights, config.nested_text_config ? "language_model." : "");
     tpb::Engine engine(config, tpb::Shard{0, 1}, comm, *source);
     const auto logits = tpb::engine_logits(engine, ids, prefill);
+    // NaN or Inf logits are a failure, never a file and exit 0 (the run workload says the same).
+    const std::string nonfinite = tpb::nonfinite_values("logits", logits.data(), logits.size());
+    TPB_CHECK(nonfinite.empty(), "logits: " << nonfinite << "; " << out << " not written");
     tpb::write_safetensors_f32(out, {{"logits",
                                       {static_cast<std::int64_t>(ids.size()), static_cast<std::int64_t>(ids[0].size()),
                                        config.vocab_size},

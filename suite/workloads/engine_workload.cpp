@@ -456,14 +456,15 @@ RankResult logits_mode_result(const json& params, int rank, const std::vector<st
                               std::int64_t vocab, const std::vector<float>& logits, std::size_t weight_bytes,
                               json comm) {
   const std::string out = string_param(params, "out", "", "params");
-  if (rank == 0 && !out.empty()) {
+  const std::string nonfinite = nonfinite_values("logits", logits.data(), logits.size());
+  if (rank == 0 && !out.empty() && nonfinite.empty()) {  // NaN or Inf logits: no file (the caller fails)
     const std::vector<std::int64_t> shape = {static_cast<std::int64_t>(ids.size()), static_cast<std::int64_t>(ids[0].size()),
                                              vocab};
     write_safetensors_f32(out, {{"logits", shape, logits.data()}});
   }
   RankResult result;
   result.digests["logits"] = fnv1a64_hex(logits.data(), logits.size() * sizeof(float));
-  result.nonfinite = nonfinite_values("logits", logits.data(), logits.size());
+  result.nonfinite = nonfinite;
   result.metrics = {{"weight_bytes", weight_bytes}};
   result.comm = std::move(comm);
   return result;
