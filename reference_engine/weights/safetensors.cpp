@@ -20,7 +20,9 @@
 namespace tpb {
 namespace {
 
-std::uint64_t element_bytes(StDType t) { return t == StDType::f32 || t == StDType::i32 ? 4 : 2; }
+std::uint64_t element_bytes(StDType t) {
+  return t == StDType::i64 ? 8 : t == StDType::f32 || t == StDType::i32 ? 4 : 2;
+}
 
 const char* dtype_label(StDType t) {
   switch (t) {
@@ -28,6 +30,7 @@ const char* dtype_label(StDType t) {
     case StDType::bf16: return "BF16";
     case StDType::f16: return "F16";
     case StDType::i32: return "I32";
+    case StDType::i64: return "I64";
   }
   return "?";
 }
@@ -84,6 +87,7 @@ void SafetensorsFile::parse_header(std::string_view text, std::uint64_t data_byt
     else if (dt == "BF16") info.dtype = StDType::bf16;
     else if (dt == "F16") info.dtype = StDType::f16;
     else if (dt == "I32") info.dtype = StDType::i32;
+    else if (dt == "I64") info.dtype = StDType::i64;
     else {
       unsupported_[name] = dt;
       continue;
@@ -147,9 +151,10 @@ const unsigned char* SafetensorsFile::elements(const StTensorInfo& t, const std:
 
 void SafetensorsFile::read_f32(const std::string& name, std::uint64_t first, std::uint64_t count, float* out) const {
   const StTensorInfo& t = info(name);
-  TPB_INPUT_CHECK(t.dtype != StDType::i32, path_ << ": tensor " << name
-                                                 << " has dtype I32; expected F32, BF16 or F16 values (an I32 tensor "
-                                                    "is packed INT4 or a shape, read through the model's quantization_config)");
+  TPB_INPUT_CHECK(t.dtype != StDType::i32 && t.dtype != StDType::i64,
+                  path_ << ": tensor " << name << " has dtype " << dtype_label(t.dtype)
+                        << "; expected F32, BF16 or F16 values (an integer tensor is packed INT4 or a shape, read "
+                           "through the model's quantization_config)");
   const unsigned char* p = elements(t, name, first, count);
   switch (t.dtype) {
     case StDType::f32:
@@ -170,6 +175,7 @@ void SafetensorsFile::read_f32(const std::string& name, std::uint64_t first, std
       }
       break;
     case StDType::i32:
+    case StDType::i64:
       break;
   }
 }
@@ -180,6 +186,23 @@ void SafetensorsFile::read_u32(const std::string& name, std::uint64_t first, std
   TPB_INPUT_CHECK(t.dtype == StDType::i32, path_ << ": tensor " << name << " has dtype " << dtype_label(t.dtype)
                                                  << "; expected I32");
   std::memcpy(out, elements(t, name, first, count), count * 4);
+}
+
+void SafetensorsFile::read_integers(const std::string& name, std::uint64_t first, std::uint64_t count,
+                                    std::int64_t* out) const {
+  const StTensorInfo& t = info(name);
+  TPB_INPUT_CHECK(t.dtype == StDType::i32 || t.dtype == StDType::i64,
+                  path_ << ": tensor " << name << " has dtype " << dtype_label(t.dtype) << "; expected I32 or I64");
+  const unsigned char* p = elements(t, name, first, count);
+  for (std::uint64_t i = 0; i < count; ++i) {
+    if (t.dtype == StDType::i64) {
+      std::memcpy(&out[i], p + 8 * i, 8);
+    } else {
+      std::int32_t v;
+      std::memcpy(&v, p + 4 * i, 4);
+      out[i] = v;
+    }
+  }
 }
 
 void SafetensorsFile::read_bf16_bits(const std::string& name, std::uint64_t first, std::uint64_t count,

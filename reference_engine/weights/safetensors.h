@@ -11,7 +11,9 @@
 
 namespace tpb {
 
-enum class StDType { f32, bf16, f16, i32 };  // i32: INT4 weight_packed / weight_shape (int4_format.h)
+// i32: INT4 weight_packed and weight_shape (int4_format.h); i64: a weight_shape as recent
+// compressed-tensors writes it.
+enum class StDType { f32, bf16, f16, i32, i64 };
 
 struct StTensorInfo {
   StDType dtype = StDType::f32;       // element type in the file
@@ -42,6 +44,8 @@ class SafetensorsFile {
   // (read_bf16_bits); InputError naming the tensor when it has another dtype.
   void read_u32(const std::string& name, std::uint64_t first, std::uint64_t count, std::uint32_t* out) const;
   void read_bf16_bits(const std::string& name, std::uint64_t first, std::uint64_t count, std::uint16_t* out) const;
+  // `count` integers of an I32 or I64 tensor, widened to int64.
+  void read_integers(const std::string& name, std::uint64_t first, std::uint64_t count, std::int64_t* out) const;
 
  private:
   void parse_header(std::string_view text, std::uint64_t data_bytes);  // fills tensors_, unsupported_

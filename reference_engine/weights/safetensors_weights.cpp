@@ -215,15 +215,14 @@ class SafetensorsWeights : public WeightSource {
                                          << " (one scale per " << int4::kGroupSize << " inputs), got "
                                          << (sc.dtype == StDType::bf16 ? "BF16 " : "another dtype, ") << shape_str(sc.shape));
     const StTensorInfo& sh = shape_file.info(*shape);
-    TPB_INPUT_CHECK(sh.dtype == StDType::i32 && sh.shape == std::vector<std::int64_t>({2}),
-                    shape_file.path() << ": tensor " << *shape << ": expected I32 [2], got " << shape_str(sh.shape));
-    std::uint32_t dims[2];
-    shape_file.read_u32(*shape, 0, 2, dims);
-    TPB_INPUT_CHECK(static_cast<std::int64_t>(static_cast<std::int32_t>(dims[0])) == out &&
-                        static_cast<std::int64_t>(static_cast<std::int32_t>(dims[1])) == in,
-                    shape_file.path() << ": tensor " << *shape << " says [" << static_cast<std::int32_t>(dims[0]) << ", "
-                                      << static_cast<std::int32_t>(dims[1]) << "], the config needs [" << out << ", "
-                                      << in << "]");
+    // I32 as the released checkpoints hold it; I64 as compressed-tensors 0.20 writes it.
+    TPB_INPUT_CHECK((sh.dtype == StDType::i32 || sh.dtype == StDType::i64) && sh.shape == std::vector<std::int64_t>({2}),
+                    shape_file.path() << ": tensor " << *shape << ": expected I32 or I64 [2], got " << shape_str(sh.shape));
+    std::int64_t dims[2];
+    shape_file.read_integers(*shape, 0, 2, dims);
+    TPB_INPUT_CHECK(dims[0] == out && dims[1] == in, shape_file.path() << ": tensor " << *shape << " says [" << dims[0]
+                                                                       << ", " << dims[1] << "], the config needs ["
+                                                                       << out << ", " << in << "]");
     return t;
   }
 

@@ -178,6 +178,13 @@ TEST_F(Int4Checkpoint, RefusesWhatItCannotRun) {
   EXPECT_NE(e.find(".weight_packed: expected I32 [4, 8]"), std::string::npos) << e;
   e = with([](auto& t) { t[2].bytes = bytes_of(std::vector<std::int32_t>{4, 60}); });
   EXPECT_NE(e.find("weight_shape says [4, 60], the config needs [4, 64]"), std::string::npos) << e;
+  // weight_shape as I64 (compressed-tensors 0.20 writes it so): read the same.
+  EXPECT_TRUE(with([](auto& t) {
+                t[2].dtype = "I64";
+                t[2].bytes = bytes_of(std::vector<std::int64_t>{4, 64});
+              }).empty());
+  e = with([](auto& t) { t[2].dtype = "I64"; t[2].bytes = bytes_of(std::vector<std::int64_t>{4, 32}); });
+  EXPECT_NE(e.find("weight_shape says [4, 32], the config needs [4, 64]"), std::string::npos) << e;
   e = with([](auto& t) { t[1].dtype = "F32"; t[1].shape = {4, 1}; });
   EXPECT_NE(e.find(".weight_scale: expected BF16 [4, 2]"), std::string::npos) << e;
   e = with([](auto& t) { t[1].bytes[0] = 0x80, t[1].bytes[1] = 0x7f; });  // +Inf
