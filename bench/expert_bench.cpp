@@ -24,6 +24,7 @@
 
 #include "bench/device_timing.h"
 #include "bench/gemm_bench.h"
+#include "bench/uniform_routings.h"
 #include "tpb/cuda_check.h"
 #include "tpb/kernels/gpu/expert_gemm.h"
 #include "tpb/kernels/gpu/expert_gemm_tuning.h"
@@ -78,23 +79,9 @@ enum class Which { gate_up, down, moe };
 // Uploads kRoutings random routings of `tokens` tokens; returns the mean number of experts
 // with at least one row.
 double upload_routings(ExpertBenchState& g, int tokens) {
-  std::vector<std::int32_t> all;
-  double touched = 0;
-  std::vector<int> ids(kExperts);
-  for (int r = 0; r < kRoutings; ++r) {
-    std::mt19937 rng(static_cast<std::uint32_t>(1000 * tokens + r));
-    std::vector<std::int32_t> off(kExperts + 1, 0);
-    for (int t = 0; t < tokens; ++t) {
-      std::iota(ids.begin(), ids.end(), 0);
-      std::shuffle(ids.begin(), ids.end(), rng);
-      for (int k = 0; k < kTopK; ++k) ++off[static_cast<std::size_t>(ids[static_cast<std::size_t>(k)]) + 1];
-    }
-    for (int e = 0; e < kExperts; ++e) touched += off[static_cast<std::size_t>(e) + 1] > 0 ? 1 : 0;
-    std::partial_sum(off.begin(), off.end(), off.begin());
-    all.insert(all.end(), off.begin(), off.end());
-  }
-  TPB_CUDA_CHECK(cudaMemcpy(g.offsets, all.data(), all.size() * sizeof(std::int32_t), cudaMemcpyHostToDevice));
-  return touched / kRoutings;
+  const UniformRoutings r = uniform_routings(kExperts, kTopK, tokens, kRoutings, 1000);
+  TPB_CUDA_CHECK(cudaMemcpy(g.offsets, r.offsets.data(), r.offsets.size() * sizeof(std::int32_t), cudaMemcpyHostToDevice));
+  return r.mean_experts_touched;
 }
 
 // variant < 0: expert_gemm_grouped itself; else that tuning variant (expert_gemm_tuning.h).

@@ -41,6 +41,7 @@
 
 #include "bench/device_timing.h"
 #include "bench/gemm_bench.h"
+#include "bench/uniform_routings.h"
 #include "tpb/cuda_check.h"
 #include "tpb/kernels/gpu/expert_gemm.h"
 #include "tpb/kernels/gpu/expert_gemm_int4.h"
@@ -208,23 +209,9 @@ void bm_single(benchmark::State& state, Path path, Proj proj, int tokens, int va
 // Uploads kRoutings random routings of `tokens` tokens (top 8 of 384); returns the mean number
 // of experts with at least one row.
 double upload_moe_routings(Int4BenchState& g, int tokens) {
-  std::vector<std::int32_t> all;
-  std::vector<int> ids(kMoeExperts);
-  double touched = 0;
-  for (int r = 0; r < kRoutings; ++r) {
-    std::mt19937 rng(static_cast<std::uint32_t>(2000 * tokens + r));
-    std::vector<std::int32_t> off(kMoeExperts + 1, 0);
-    for (int t = 0; t < tokens; ++t) {
-      std::iota(ids.begin(), ids.end(), 0);
-      std::shuffle(ids.begin(), ids.end(), rng);
-      for (int k = 0; k < kTopK; ++k) ++off[static_cast<std::size_t>(ids[static_cast<std::size_t>(k)]) + 1];
-    }
-    for (int e = 0; e < kMoeExperts; ++e) touched += off[static_cast<std::size_t>(e) + 1] > 0 ? 1 : 0;
-    std::partial_sum(off.begin(), off.end(), off.begin());
-    all.insert(all.end(), off.begin(), off.end());
-  }
-  TPB_CUDA_CHECK(cudaMemcpy(g.moe_offsets, all.data(), all.size() * sizeof(std::int32_t), cudaMemcpyHostToDevice));
-  return touched / kRoutings;
+  const UniformRoutings r = uniform_routings(kMoeExperts, kTopK, tokens, kRoutings, 2000);
+  TPB_CUDA_CHECK(cudaMemcpy(g.moe_offsets, r.offsets.data(), r.offsets.size() * sizeof(std::int32_t), cudaMemcpyHostToDevice));
+  return r.mean_experts_touched;
 }
 
 void bm_moe(benchmark::State& state, Path path, int tp, int tokens) {
