@@ -142,6 +142,22 @@ std::string case_id(const Scenario& s, const json& params, const std::string& ro
 }
 
 std::vector<Case> expand_cases(const Scenario& s, const MachineInfo& machine) {
+  // The sweep's size before any of it is built (issue 37: 2 x 10^7 cases took 7 GB and ended
+  // in bad_alloc): the axes' product times the engine modes, at most kMaxSweepCases.
+  {
+    std::uint64_t count = s.workload == "engine" ? std::max<std::uint64_t>(s.modes.size(), 1) : 1;
+    std::string product = s.workload == "engine" && s.modes.size() > 1 ? std::to_string(s.modes.size()) + " modes" : "";
+    bool over = false;
+    for (const auto& axis : s.axes) {
+      if (axis.values.size() < 2) continue;
+      over = over || __builtin_mul_overflow(count, static_cast<std::uint64_t>(axis.values.size()), &count);
+      product += (product.empty() ? "" : " x ") + axis.name + " " + std::to_string(axis.values.size());
+    }
+    if (over || count > kMaxSweepCases)
+      throw ScenarioError({s.source + ": $.sweep: " + (over ? std::string("more than 2^64") : std::to_string(count)) +
+                           " cases (" + product + "); expected at most " + std::to_string(kMaxSweepCases) +
+                           " (tpbench's limit; split the sweep into several scenarios)"});
+  }
   std::vector<json> combos = {json::object()};
   for (const auto& axis : s.axes) {
     std::vector<json> next;

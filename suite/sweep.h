@@ -22,6 +22,7 @@
 // baselines never meet an exclusive run's. Exclusive ids are those of earlier tpbench versions.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -60,6 +61,10 @@ struct Case {
 // The model as it identifies a case (preset or path as written, overrides, weights, seed); null without a model.
 nlohmann::json model_identity(const Scenario& scenario);
 std::string case_id(const Scenario& scenario, const nlohmann::json& params, const std::string& role);
+
+// The most cases one scenario may expand to (the axes' product times the engine modes, before
+// exclusions): a larger sweep is refused at expansion, naming the count and the axes.
+inline constexpr std::uint64_t kMaxSweepCases = 100000;
 
 std::vector<Case> expand_cases(const Scenario& scenario, const MachineInfo& machine);
 
