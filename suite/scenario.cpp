@@ -879,7 +879,7 @@ Scenario parse_scenario(const json& doc, const std::string& source, const Scenar
 Scenario load_scenario(const std::string& path, const ScenarioEnv& env) {
   std::ifstream in(path, std::ios::binary);
   if (!in.good()) throw ScenarioError({path + ": cannot open the scenario file"});
-  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string text = read_bounded_json_text(in, path);
   return load_scenario_text(text, path, env);
 }
 

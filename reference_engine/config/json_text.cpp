@@ -142,10 +142,21 @@ std::string line_column(std::string_view text, std::size_t byte) {
   return std::to_string(line) + ":" + std::to_string(column);
 }
 
+std::string read_bounded_json_text(std::istream& in, const std::string& source) {
+  std::string text;
+  char chunk[1 << 16];
+  while (in.read(chunk, sizeof chunk) || in.gcount() > 0) {
+    TPB_INPUT_CHECK(text.size() + static_cast<std::size_t>(in.gcount()) <= kJsonMaxBytes,
+                    source << ": larger than " << (kJsonMaxBytes >> 20) << " MiB (tpbench's limit for a JSON text)");
+    text.append(chunk, static_cast<std::size_t>(in.gcount()));
+  }
+  return text;
+}
+
 nlohmann::json read_json_text_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   TPB_INPUT_CHECK(in.good(), path << ": cannot open");
-  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string text = read_bounded_json_text(in, path);
   JsonText j = parse_json_text(text);
   if (j.problem.empty()) return std::move(j.value);
   if (j.byte > 0) TPB_INPUT_FAIL(path << ":" << line_column(text, j.byte) << ": not valid JSON: " << j.problem);

@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstddef>
+#include <istream>
 #include <string>
 #include <string_view>
 
@@ -23,6 +24,10 @@
 namespace tpb {
 
 inline constexpr int kJsonMaxDepth = 64;  // arrays and objects, the outermost counting 1
+// The largest JSON text tpbench reads (a scenario, a config.json, a checkpoint's index, a
+// scenario on stdin): Kimi-K2.5's index of ~200,000 tensors is ~20 MB. Read with the bound, so
+// /dev/zero or an endless pipe is refused after 64 MiB, not read until memory runs out.
+inline constexpr std::size_t kJsonMaxBytes = std::size_t{64} << 20;
 
 struct JsonText {
   nlohmann::json value;  // the document (null when there is a problem)
@@ -40,5 +45,9 @@ std::string line_column(std::string_view text, std::size_t byte);
 // a problem is an InputError "<path>:<line>:<column>: not valid JSON: <problem>"
 // ("<path>: not valid JSON: ..." where there is no position).
 nlohmann::json read_json_text_file(const std::string& path);
+
+// The whole of `in`, at most kJsonMaxBytes; more is an InputError "<source>: larger than 64 MiB
+// (tpbench's limit for a JSON text)".
+std::string read_bounded_json_text(std::istream& in, const std::string& source);
 
 }  // namespace tpb

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "reference_engine/config/json_text.h"
 #include "suite/build_info.h"
 #include "suite/case_selection.h"
 #include "suite/case_summary.h"
@@ -252,7 +253,7 @@ std::string recorded_option(const nlohmann::json& run_json, const std::string& o
 
 // The scenario JSON on stdin (`tpbench run -`), read as strictly as a file.
 tpb::Scenario load_stdin_scenario() {
-  const std::string text((std::istreambuf_iterator<char>(std::cin)), std::istreambuf_iterator<char>());
+  const std::string text = tpb::read_bounded_json_text(std::cin, tpb::kStdinScenarioSource);
   return tpb::load_scenario_text(text, tpb::kStdinScenarioSource);
 }
 
