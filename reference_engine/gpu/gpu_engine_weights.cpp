@@ -6,7 +6,6 @@
 #include "reference_engine/gpu/gpu_engine_impl.h"
 
 #include <algorithm>
-#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -47,15 +46,18 @@ class DeviceLoader {
     TPB_CUDA_CHECK(cudaStreamSynchronize(stream_));
   }
   // An INT4 block (int4_format.h): packed words and bf16 scales, generated on the device for a
-  // synthetic source, else read packed on the host (never through fp32) and copied.
-  void int4_block(const WeightRequest& r, std::uint32_t* packed, bf16* scales) {
+  // synthetic source, else read packed on the host (never through fp32) and copied; and its
+  // weight_shape entry, the block's [rows, cols] on this rank.
+  void int4_block(const WeightRequest& r, std::uint32_t* packed, bf16* scales, std::int32_t* shape) {
+    const std::int32_t rows_cols[2] = {static_cast<std::int32_t>(r.rows()), static_cast<std::int32_t>(r.cols())};
+    TPB_CUDA_CHECK(cudaMemcpyAsync(shape, rows_cols, sizeof rows_cols, cudaMemcpyHostToDevice, stream_));
+    TPB_CUDA_CHECK(cudaStreamSynchronize(stream_));  // rows_cols is a local
     if (seed_) {
       gpu::synthetic_fill_int4(gpu::synthetic_window(r, *seed_), packed, scales, stream_);
       return;
     }
     const std::size_t words = static_cast<std::size_t>(r.rows() * (r.cols() / int4::kPerWord));
     const std::size_t groups = static_cast<std::size_t>(r.rows() * (r.cols() / int4::kGroupSize));
-    TPB_CUDA_CHECK(cudaStreamSynchronize(stream_));  // the host vectors are reused
     host_words_.resize(words);
     host_scales_.resize(groups);
     source_.read_int4(r, host_words_.data(), host_scales_.data());
@@ -140,9 +142,6 @@ GpuEngine::GpuEngine(const ModelConfig& config, Shard shard, Communicator& comm,
   loader.emplace(weights, stream_);
   const std::size_t before = m.bytes;
   std::vector<void*> buffers;  // device address of each of plan.buffers allocated so far
-  // Each INT4 buffer's weight_shape entries (its blocks' shard shapes), by buffer: a layer's
-  // gate|up and down blocks arrive interleaved (expert by expert), so each buffer keeps its own.
-  std::map<std::size_t, std::vector<std::int32_t>> int4_shapes;
   for (const DeviceWeightBlock& block : plan.blocks) {
     const DeviceWeightBuffer& b = plan.buffers[block.buffer];
     const bool f32 = b.format == WeightFormat::f32;
@@ -155,17 +154,8 @@ GpuEngine::GpuEngine(const ModelConfig& config, Shard shard, Communicator& comm,
       auto* base = static_cast<unsigned char*>(buffers[block.buffer]);
       const WeightRequest& r = block.tensor.request;
       loader->int4_block(r, reinterpret_cast<std::uint32_t*>(base) + block.offset / int4::kPerWord,
-                         reinterpret_cast<bf16*>(base + b.int4_scales_offset_bytes()) + block.offset / int4::kGroupSize);
-      std::vector<std::int32_t>& shapes = int4_shapes[block.buffer];
-      shapes.push_back(static_cast<std::int32_t>(r.rows()));
-      shapes.push_back(static_cast<std::int32_t>(r.cols()));
-      if (block.index + 1 == b.tensors) {  // the buffer's last block: its weight_shape entries
-        TPB_CHECK(static_cast<std::int64_t>(shapes.size()) == 2 * b.tensors, "gpu engine: INT4 shapes of one buffer");
-        TPB_CUDA_CHECK(cudaMemcpyAsync(base + b.int4_shapes_offset_bytes(), shapes.data(), shapes.size() * 4,
-                                       cudaMemcpyHostToDevice, stream_));
-        TPB_CUDA_CHECK(cudaStreamSynchronize(stream_));
-        int4_shapes.erase(block.buffer);
-      }
+                         reinterpret_cast<bf16*>(base + b.int4_scales_offset_bytes()) + block.offset / int4::kGroupSize,
+                         reinterpret_cast<std::int32_t*>(base + b.int4_shapes_offset_bytes()) + 2 * block.index);
       continue;
     }
     if (f32)

@@ -3,6 +3,7 @@
 // so any block of any shard is the same slice of the same global model.
 #include <cmath>
 #include <sstream>
+#include <utility>
 
 #include "reference_engine/weights/weight_source.h"
 #include "tpb/check.h"
@@ -41,13 +42,7 @@ class SyntheticWeights : public WeightSource {
   explicit SyntheticWeights(std::uint64_t seed) : seed_(seed) {}
 
   void read(const WeightRequest& req, float* out) override {
-    TPB_CHECK(req.row_begin >= 0 && req.row_end <= req.shape.at(0) && req.col_begin >= 0 &&
-                  req.col_end <= req.global_cols() && req.rows() >= 0 && req.cols() >= 0,
-              "synthetic weights: block out of range for " << req.name);
-    TPB_CHECK(req.fan_in > 0, "synthetic weights: fan_in of " << req.name << " must be positive");
-    const std::uint64_t key = synthetic::tensor_key(seed_, synthetic::name_hash(req.name.c_str()));
-    // Rounded once on the host; a GPU generator receives this float, not the formula.
-    const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(req.fan_in)));
+    const auto [key, scale] = draw_of(req);
     const std::int64_t C = req.global_cols();
     if (req.encoding == WeightEncoding::int4_group32) {
       const std::int64_t groups = int4::scale_groups(C);
@@ -71,8 +66,7 @@ class SyntheticWeights : public WeightSource {
 
   void read_int4(const WeightRequest& req, std::uint32_t* packed, std::uint16_t* scales) override {
     check_int4_window(req);
-    const std::uint64_t key = synthetic::tensor_key(seed_, synthetic::name_hash(req.name.c_str()));
-    const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(req.fan_in)));
+    const auto [key, scale] = draw_of(req);
     const std::int64_t C = req.global_cols(), groups = int4::scale_groups(C);
     const std::int64_t words = req.cols() / int4::kPerWord, local_groups = req.cols() / int4::kGroupSize;
     for (std::int64_t r = 0; r < req.rows(); ++r) {
@@ -98,6 +92,17 @@ class SyntheticWeights : public WeightSource {
   std::optional<std::uint64_t> synthetic_seed() const override { return seed_; }
 
  private:
+  // The tensor's key and its linear scale, after checking the request's block.
+  std::pair<std::uint64_t, float> draw_of(const WeightRequest& req) const {
+    TPB_CHECK(req.row_begin >= 0 && req.row_end <= req.shape.at(0) && req.col_begin >= 0 &&
+                  req.col_end <= req.global_cols() && req.rows() >= 0 && req.cols() >= 0,
+              "synthetic weights: block out of range for " << req.name);
+    TPB_CHECK(req.fan_in > 0, "synthetic weights: fan_in of " << req.name << " must be positive");
+    // The scale is rounded once on the host; a GPU generator receives this float, not the formula.
+    return {synthetic::tensor_key(seed_, synthetic::name_hash(req.name.c_str())),
+            static_cast<float>(1.0 / std::sqrt(static_cast<double>(req.fan_in)))};
+  }
+
   std::uint64_t seed_;
 };
 
