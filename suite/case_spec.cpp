@@ -121,7 +121,9 @@ json CaseSpec::to_json() const {
   }
   json j = {{"case_id", case_id}, {"label", label},     {"workload", workload},    {"device", device},
             {"params", params},   {"kv_pool", kv_pool}, {"model", model_json},     {"measure", m}};
-  if (comm.custom_max_bytes) j["comm"] = {{"custom_max_bytes", *comm.custom_max_bytes}};
+  if (comm.custom_max_bytes) j["comm"]["custom_max_bytes"] = *comm.custom_max_bytes;
+  if (comm.custom_on_pcie) j["comm"]["custom_on_pcie"] = *comm.custom_on_pcie;
+  if (comm.custom_timeout_s) j["comm"]["custom_timeout_s"] = *comm.custom_timeout_s;
   if (trace_dir) j["trace_dir"] = *trace_dir;
   return j;
 }
@@ -158,6 +160,9 @@ CaseSpec CaseSpec::from_json(const json& j) {
   s.measure.min_duration_s = measure.number("min_duration_s", s.measure.min_duration_s);
   s.measure.timeout_s = measure.number("timeout_s", s.measure.timeout_s);
   s.comm.custom_max_bytes = f.nested("comm").integer("custom_max_bytes", 1);
+  const Fields comm = f.nested("comm");
+  if (comm.find("custom_on_pcie") != nullptr) s.comm.custom_on_pcie = comm.boolean("custom_on_pcie", false);
+  if (comm.find("custom_timeout_s") != nullptr) s.comm.custom_timeout_s = comm.number("custom_timeout_s", 60);
   s.trace_dir = f.optional_string("trace_dir");
   return s;
 }

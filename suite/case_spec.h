@@ -55,6 +55,8 @@ struct CaseSpec {
   struct Comm {
     std::optional<std::int64_t> custom_max_bytes;  // the custom allreduce's buffer, bytes, >= 1;
                                                    // absent: CommOptions' default
+    std::optional<bool> custom_on_pcie;            // CommOptions::custom_on_pcie; absent: false
+    std::optional<double> custom_timeout_s;        // CommOptions::timeout_s, seconds; absent: 60
   };
 
   std::string case_id;                                // stable id of the case (suite/sweep.h); traces are named after it

@@ -858,9 +858,22 @@ Scenario parse_scenario(const json& doc, const std::string& source, const Scenar
     } else if (s.device_requested == "cpu") {
       val.problem("$.comm", "sets the GPU engine's communicator; device is \"cpu\"");
     } else if (!c.is_object()) {
-      val.expected("$.comm", "an object {\"custom_max_bytes\": N}", c);
+      val.expected("$.comm", "an object {\"custom_max_bytes\": N, \"custom_on_pcie\": B, \"custom_timeout_s\": S}", c);
     } else {
-      val.only_keys(c, "$.comm", {"custom_max_bytes"});
+      val.only_keys(c, "$.comm", {"custom_max_bytes", "custom_on_pcie", "custom_timeout_s"});
+      if (c.contains("custom_on_pcie")) {
+        if (!c["custom_on_pcie"].is_boolean())
+          val.expected("$.comm.custom_on_pcie", "true or false", c["custom_on_pcie"]);
+        else
+          s.comm.custom_on_pcie = c["custom_on_pcie"].get<bool>();
+      }
+      if (c.contains("custom_timeout_s")) {
+        const json& t = c["custom_timeout_s"];
+        if (!t.is_number() || !(t.get<double>() > 0) || t.get<double>() > 3600)
+          val.expected("$.comm.custom_timeout_s", "a number of seconds in (0, 3600]", t);
+        else
+          s.comm.custom_timeout_s = t.get<double>();
+      }
       if (c.contains("custom_max_bytes")) {
         const json& m = c["custom_max_bytes"];
         if (!is_int(m) || m.get<long long>() < 1 || m.get<long long>() > kScenarioCustomMaxBytesLimit)

@@ -90,7 +90,11 @@ struct CommSpec {
   std::optional<std::int64_t> custom_max_bytes;  // custom allreduce max message, bytes, in [1, 2 GiB]
                                                  // (vLLM/SGLang's max size; default 8 MiB); its IPC
                                                  // buffers are sized from it, whichever message runs
-  bool written() const { return custom_max_bytes.has_value(); }
+  std::optional<bool> custom_on_pcie;     // run the custom allreduce on > 2 GPUs no NVLink joins
+                                          // (default off, as vLLM and SGLang; CommOptions)
+  std::optional<double> custom_timeout_s;  // a custom-allreduce barrier's longest wait, seconds,
+                                           // in (0, 3600] (default 60)
+  bool written() const { return custom_max_bytes || custom_on_pcie || custom_timeout_s; }
 };
 
 // The largest custom allreduce message a scenario may ask for, bytes (inclusive).

@@ -106,6 +106,8 @@ std::string skip_reason(const Scenario& s, const json& p, const MachineInfo& m) 
 json comm_json(const CommSpec& comm) {
   json j = json::object();
   if (comm.custom_max_bytes) j["custom_max_bytes"] = *comm.custom_max_bytes;
+  if (comm.custom_on_pcie) j["custom_on_pcie"] = *comm.custom_on_pcie;
+  if (comm.custom_timeout_s) j["custom_timeout_s"] = *comm.custom_timeout_s;
   return j;
 }
 
@@ -240,6 +242,8 @@ CaseSpec case_spec(const Scenario& s, const Case& c) {
   spec.measure.min_duration_s = s.measure.min_duration_s;
   spec.measure.timeout_s = s.measure.timeout_s;
   spec.comm.custom_max_bytes = s.comm.custom_max_bytes;  // the communicator's options (CommOptions)
+  spec.comm.custom_on_pcie = s.comm.custom_on_pcie;
+  spec.comm.custom_timeout_s = s.comm.custom_timeout_s;
   return spec;
 }
 

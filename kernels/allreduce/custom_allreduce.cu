@@ -14,8 +14,12 @@
 //   block of each kernel). A peer can only overwrite the buffer half we read in call k once
 //   it has passed a barrier of call k+1 with us, and our call k+1 starts only after our whole
 //   call-k kernel finished (stream order). This saves one NVLink round trip per call.
-// - Spin-waits are bounded by the global nanosecond timer; on timeout the block records the
-//   error (own signal + host-mapped int) and exits; later kernels see `failed` and return.
+// - Spin-waits are bounded by the global nanosecond timer. A call fails on a timeout, on a
+//   peer whose tag (call index, bytes, algorithm, dtype: published with each barrier flag)
+//   differs from this rank's, or on meeting another call of the same communicator in flight.
+//   The first failure is recorded once (own signal's `failed`, then the host-mapped report);
+//   every block of a failed call, and of every later call until recover(), writes NaN over the
+//   part of `out` it owns: a failed call can never leave a plausible, stale output behind.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -36,6 +40,27 @@ __device__ __forceinline__ std::uint32_t ld_acquire_sys(const std::uint32_t* add
   std::uint32_t v;
   asm volatile("ld.acquire.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(addr) : "memory");
   return v;
+}
+
+// A call tag as one 16-byte volatile store / load (a peer reads it after the barrier flag).
+__device__ __forceinline__ void st_tag(AllreduceCallTag* addr, const AllreduceCallTag& t) {
+  const auto lo = static_cast<std::uint32_t>(t.bytes), hi = static_cast<std::uint32_t>(t.bytes >> 32);
+  asm volatile("st.volatile.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(addr), "r"(t.call), "r"(t.shape), "r"(lo),
+               "r"(hi)
+               : "memory");
+}
+
+__device__ __forceinline__ AllreduceCallTag ld_tag(const AllreduceCallTag* addr) {
+  std::uint32_t call, shape, lo, hi;
+  asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(call), "=r"(shape), "=r"(lo), "=r"(hi)
+               : "l"(addr)
+               : "memory");
+  AllreduceCallTag t;
+  t.call = call;
+  t.shape = shape;
+  t.bytes = (static_cast<std::uint64_t>(hi) << 32) | lo;
+  return t;
 }
 
 __device__ __forceinline__ std::uint64_t global_timer_ns() {
@@ -129,52 +154,109 @@ __device__ __forceinline__ uint4 reduce_pack(const uint4* const* bufs, std::size
 }
 
 struct BlockState {
-  std::uint32_t flag;  // last barrier flag used by this block
-  int failed;          // a barrier timed out (or the communicator failed earlier)
+  std::uint32_t flag;       // last barrier flag used by this block
+  int failed;               // the communicator failed earlier (AllreduceSignal::failed)
+  AllreduceCallTag tag;     // this call, as peers must see it at every barrier
+  std::uint32_t was_in_flight;  // block 0, thread 0: in_flight as this call found it
 };
 
-// Per-block barrier across ranks. Returns false (in every thread) on timeout.
+// Records the first failure of this rank: own signal's `failed` decides who writes the report.
+__device__ void record_failure(const AllreduceLaunch& a, int code, int peer, const AllreduceCallTag& mine,
+                               const AllreduceCallTag& theirs) {
+  AllreduceSignal* self = a.signals[a.rank];
+  if (atomicCAS(&self->failed, 0u, static_cast<std::uint32_t>(code)) != 0u) return;
+  volatile AllreduceErrorReport* r = a.report;
+  r->peer = peer;
+  r->mine.call = mine.call;
+  r->mine.shape = mine.shape;
+  r->mine.bytes = mine.bytes;
+  r->theirs.call = theirs.call;
+  r->theirs.shape = theirs.shape;
+  r->theirs.bytes = theirs.bytes;
+  __threadfence_system();
+  r->code = code;
+  __threadfence_system();
+}
+
+// Test hook (AllreduceDelayAt): every thread of the block waits `delay_ns` at `at`.
+__device__ __forceinline__ void test_delay(const AllreduceLaunch& a, AllreduceDelayAt at) {
+  if (a.delay_at != at) return;
+  const std::uint64_t start = global_timer_ns();
+  while (global_timer_ns() - start < a.delay_ns) {
+  }
+}
+
+// Per-block barrier across ranks; each waiting thread also checks its peer's tag for this
+// flag. Returns false (in every thread) when the call failed here or elsewhere on this rank.
 template <int W>
 __device__ bool block_barrier(const AllreduceLaunch& a, BlockState& s) {
-  __shared__ int timed_out;
-  if (threadIdx.x == 0) timed_out = 0;
+  __shared__ int failed_here;
+  if (threadIdx.x == 0) failed_here = 0;
   const std::uint32_t flag = ++s.flag;
+  // A second call of this communicator in flight (another stream, or a graph replayed beside
+  // an eager call) races on counter[] and blocks_done: fail it rather than sum garbage. The
+  // atomic was issued in block_begin; its answer is only needed here.
+  if (s.was_in_flight != 0u) {  // only block 0's thread 0 holds it, until its first barrier
+    s.was_in_flight = 0u;
+    record_failure(a, kAllreduceErrorConcurrent, -1, s.tag, AllreduceCallTag{});
+    failed_here = 1;
+  }
   __syncthreads();  // the block's writes so far happen before the release below
-  if (threadIdx.x < W) {
+  if (threadIdx.x < W && failed_here == 0) {
     const int peer = threadIdx.x;
+    AllreduceSignal* self = a.signals[a.rank];
+    st_tag(&a.signals[peer]->tags[blockIdx.x][a.rank][flag & 1u], s.tag);
     st_release_sys(&a.signals[peer]->sync[blockIdx.x][a.rank], flag);
-    const std::uint32_t* mine = &a.signals[a.rank]->sync[blockIdx.x][peer];
+    const std::uint32_t* mine = &self->sync[blockIdx.x][peer];
     const std::uint64_t start = global_timer_ns();
+    bool arrived = true;
     while (static_cast<std::int32_t>(ld_acquire_sys(mine) - flag) < 0) {
+      // Another block of this rank failed (a mismatch, a timeout): no peer block will come.
+      if (*reinterpret_cast<volatile std::uint32_t*>(&self->failed) != 0u) {
+        arrived = false;
+        break;
+      }
       if (global_timer_ns() - start > a.timeout_ns) {
-        timed_out = 1;
-        atomicExch(&a.signals[a.rank]->failed, static_cast<std::uint32_t>(kAllreduceErrorTimeout));
-        *reinterpret_cast<volatile int*>(a.host_error) = kAllreduceErrorTimeout;
-        __threadfence_system();
+        record_failure(a, kAllreduceErrorTimeout, peer, s.tag, AllreduceCallTag{});
+        arrived = false;
         break;
       }
     }
+    if (arrived && peer != a.rank) {
+      const AllreduceCallTag theirs = ld_tag(&self->tags[blockIdx.x][peer][flag & 1u]);
+      if (theirs.call != s.tag.call || theirs.shape != s.tag.shape || theirs.bytes != s.tag.bytes) {
+        record_failure(a, kAllreduceErrorMismatch, peer, s.tag, theirs);
+        arrived = false;
+      }
+    }
+    if (!arrived) failed_here = 1;
   }
   __syncthreads();
-  return timed_out == 0;
+  return failed_here == 0;
 }
 
-// Reads this block's flag counter, the call parity and the failed state.
-__device__ void block_begin(const AllreduceLaunch& a, BlockState& s, std::uint32_t& parity) {
-  __shared__ std::uint32_t sh[3];
+// Reads this block's flag counter, the call parity and the failed state; builds the call's
+// tag; block 0 marks the call in flight.
+__device__ void block_begin(const AllreduceLaunch& a, AllreduceAlgo algo, BlockState& s, std::uint32_t& parity) {
+  __shared__ std::uint32_t sh[4];
+  AllreduceSignal* self = a.signals[a.rank];
+  s.was_in_flight = 0u;
   if (threadIdx.x == 0) {
-    const AllreduceSignal* self = a.signals[a.rank];
+    if (blockIdx.x == 0) s.was_in_flight = atomicExch(&self->in_flight, 1u);
     sh[0] = self->counter[blockIdx.x];
-    sh[1] = self->call_count & 1u;
+    sh[1] = self->call_count;
     sh[2] = self->failed;
   }
   __syncthreads();
   s.flag = sh[0];
-  parity = sh[1];
+  parity = sh[1] & 1u;
   s.failed = sh[2] != 0;
+  s.tag.call = sh[1];
+  s.tag.shape = (algo == AllreduceAlgo::two_shot ? 1u : 0u) | (static_cast<std::uint32_t>(a.dtype) << 1);
+  s.tag.bytes = static_cast<std::uint64_t>(a.count) * (a.dtype == DType::f32 ? 4u : 2u);
 }
 
-// Stores the block's flag counter; the last block of the grid bumps the call count.
+// Stores the block's flag counter; the last block of the grid ends the call.
 __device__ void block_end(const AllreduceLaunch& a, const BlockState& s) {
   if (threadIdx.x != 0) return;
   AllreduceSignal* self = a.signals[a.rank];
@@ -182,8 +264,17 @@ __device__ void block_end(const AllreduceLaunch& a, const BlockState& s) {
   __threadfence();
   if (atomicAdd(&self->blocks_done, 1u) == gridDim.x - 1) {
     self->blocks_done = 0;
+    self->in_flight = 0;
     self->call_count += 1;  // every block of this call has read call_count already
   }
+}
+
+template <typename T>
+__device__ __forceinline__ uint4 nan_pack() {
+  Pack<T> x;
+#pragma unroll
+  for (int j = 0; j < Pack<T>::kElems; ++j) x.e[j] = from_f32<T>(__int_as_float(0x7fc00000));
+  return x.v;
 }
 
 template <typename T, int W>
@@ -194,6 +285,11 @@ __global__ void __launch_bounds__(kAllreduceThreads) one_shot_kernel(AllreduceLa
   const bool out_aligned = (reinterpret_cast<std::uintptr_t>(out) & 15) == 0;
   const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
   const std::size_t first = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  // The packs of `out` this thread writes: on failure it writes NaN over exactly these.
+  const auto poison = [&] {
+    for (std::size_t p = first; p < npacks; p += stride) store_user_pack(out, p, a.count, out_aligned, nan_pack<T>());
+  };
+  test_delay(a, AllreduceDelayAt::before_copy_in);
   // The first two input packs do not depend on the signal state: start their loads before
   // reading it, so the two memory latencies overlap (small messages are latency-bound).
   const std::size_t p0 = first, p1 = first + stride;
@@ -202,8 +298,8 @@ __global__ void __launch_bounds__(kAllreduceThreads) one_shot_kernel(AllreduceLa
   if (p1 < npacks) v1 = load_user_pack(in, p1, a.count, in_aligned);
   BlockState s;
   std::uint32_t parity;
-  block_begin(a, s, parity);
-  if (s.failed) return;
+  block_begin(a, AllreduceAlgo::one_shot, s, parity);
+  if (s.failed) return poison();
   const uint4* bufs[W];
 #pragma unroll
   for (int r = 0; r < W; ++r)
@@ -223,7 +319,8 @@ __global__ void __launch_bounds__(kAllreduceThreads) one_shot_kernel(AllreduceLa
   }
   if (p0 < npacks) mine[p0] = v0;
   if (p1 < npacks) mine[p1] = v1;
-  if (!block_barrier<W>(a, s)) return;
+  if (!block_barrier<W>(a, s)) return poison();
+  test_delay(a, AllreduceDelayAt::after_barrier);
   for (std::size_t p = first; p < npacks; p += 2 * stride) {
     const std::size_t q = p + stride;
     Pack<T> x[W], y[W];
@@ -241,15 +338,6 @@ __global__ void __launch_bounds__(kAllreduceThreads) one_shot_kernel(AllreduceLa
 
 template <typename T, int W>
 __global__ void __launch_bounds__(kAllreduceThreads) two_shot_kernel(AllreduceLaunch a, std::size_t npacks) {
-  BlockState s;
-  std::uint32_t parity;
-  block_begin(a, s, parity);
-  if (s.failed) return;
-  const uint4* bufs[W];
-#pragma unroll
-  for (int r = 0; r < W; ++r)
-    bufs[r] = reinterpret_cast<const uint4*>(static_cast<const char*>(a.buffers[r]) + parity * a.buffer_bytes);
-  uint4* mine = reinterpret_cast<uint4*>(static_cast<char*>(a.buffers[a.rank]) + parity * a.buffer_bytes);
   const T* in = static_cast<const T*>(a.in);
   T* out = static_cast<T*>(a.out);
   const bool in_aligned = (reinterpret_cast<std::uintptr_t>(in) & 15) == 0;
@@ -257,6 +345,22 @@ __global__ void __launch_bounds__(kAllreduceThreads) two_shot_kernel(AllreduceLa
   const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
   const std::size_t first = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   const std::size_t slice = (npacks + W - 1) / W;  // packs per rank's slice (last may be short)
+  // The packs of `out` this thread writes (stages 2 and 3): on failure it writes NaN over them.
+  const auto poison = [&] {
+    for (int r = 0; r < W; ++r)
+      for (std::size_t q = first; q < slice; q += stride)
+        if (r * slice + q < npacks) store_user_pack(out, r * slice + q, a.count, out_aligned, nan_pack<T>());
+  };
+  test_delay(a, AllreduceDelayAt::before_copy_in);
+  BlockState s;
+  std::uint32_t parity;
+  block_begin(a, AllreduceAlgo::two_shot, s, parity);
+  if (s.failed) return poison();
+  const uint4* bufs[W];
+#pragma unroll
+  for (int r = 0; r < W; ++r)
+    bufs[r] = reinterpret_cast<const uint4*>(static_cast<const char*>(a.buffers[r]) + parity * a.buffer_bytes);
+  uint4* mine = reinterpret_cast<uint4*>(static_cast<char*>(a.buffers[a.rank]) + parity * a.buffer_bytes);
 
   // Stage 1: copy the input, slice by slice with the in-slice mapping used by stages 2 and 3.
 #pragma unroll
@@ -265,7 +369,8 @@ __global__ void __launch_bounds__(kAllreduceThreads) two_shot_kernel(AllreduceLa
       const std::size_t p = r * slice + q;
       if (p < npacks) mine[p] = load_user_pack(in, p, a.count, in_aligned);
     }
-  if (!block_barrier<W>(a, s)) return;
+  if (!block_barrier<W>(a, s)) return poison();
+  test_delay(a, AllreduceDelayAt::after_barrier);
   // Stage 2: reduce this rank's slice from every rank; the result goes to the output and,
   // in place, to this rank's buffer (no peer reads this slice of ours during stage 2).
   for (std::size_t q = first; q < slice; q += stride) {
@@ -276,7 +381,8 @@ __global__ void __launch_bounds__(kAllreduceThreads) two_shot_kernel(AllreduceLa
       store_user_pack(out, p, a.count, out_aligned, sum);
     }
   }
-  if (!block_barrier<W>(a, s)) return;
+  test_delay(a, AllreduceDelayAt::between_stages);
+  if (!block_barrier<W>(a, s)) return poison();
   // Stage 3: gather the other ranks' reduced slices.
 #pragma unroll
   for (int r = 0; r < W; ++r) {
@@ -292,6 +398,37 @@ __global__ void __launch_bounds__(kAllreduceThreads) two_shot_kernel(AllreduceLa
 __global__ void selftest_kernel(AllreduceLaunch a, std::uint32_t value) {
   const int peer = threadIdx.x;
   if (peer < a.world && peer != a.rank) st_release_sys(&a.signals[peer]->selftest[a.rank], value);
+}
+
+// Copies the first `bytes` of every rank's data buffer (peers' through their mappings) to dst.
+__global__ void selftest_read_kernel(AllreduceLaunch a, std::size_t bytes, uint4* dst) {
+  const std::size_t packs = bytes / 16;
+  for (int r = 0; r < a.world; ++r) {
+    const auto* src = static_cast<const volatile uint4*>(a.buffers[r]);
+    for (std::size_t p = threadIdx.x; p < packs; p += blockDim.x) {
+      const volatile uint4& v = src[p];
+      dst[r * packs + p] = make_uint4(v.x, v.y, v.z, v.w);
+    }
+  }
+}
+
+template <typename T, int W>
+int blocks_per_sm_typed() {
+  int one = 0, two = 0;
+  TPB_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&one, one_shot_kernel<T, W>, kAllreduceThreads, 0));
+  TPB_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&two, two_shot_kernel<T, W>, kAllreduceThreads, 0));
+  return one < two ? one : two;
+}
+
+template <typename T>
+int blocks_per_sm_world(int world) {
+  switch (world) {
+    case 2: return blocks_per_sm_typed<T, 2>();
+    case 4: return blocks_per_sm_typed<T, 4>();
+    case 6: return blocks_per_sm_typed<T, 6>();
+    case 8: return blocks_per_sm_typed<T, 8>();
+    default: TPB_FAIL("custom allreduce has no kernel for world size " << world);
+  }
 }
 
 template <typename T, int W>
@@ -336,6 +473,7 @@ void launch_custom_allreduce(AllreduceAlgo algo, const AllreduceLaunch& a, void*
   TPB_CHECK(padded_bytes <= a.buffer_bytes, "custom allreduce: message of " << padded_bytes
                                                 << " bytes exceeds the registered buffer of " << a.buffer_bytes);
   TPB_CHECK(a.max_blocks >= 1 && a.max_blocks <= kAllreduceMaxBlocks, "custom allreduce: max_blocks " << a.max_blocks);
+  TPB_CHECK(a.report != nullptr, "custom allreduce: no error report");
   if (a.count == 0) return;
   auto s = static_cast<cudaStream_t>(stream);
   switch (a.dtype) {
@@ -355,12 +493,36 @@ void launch_allreduce_selftest(AllreduceSignal* const* signals, int rank, int wo
   TPB_CUDA_CHECK_LAUNCH();
 }
 
+void launch_allreduce_selftest_read(void* const* buffers, int world, std::size_t bytes, void* dst, void* stream) {
+  TPB_CHECK(bytes % 16 == 0, "custom allreduce self-test: read size must be a multiple of 16, got " << bytes);
+  AllreduceLaunch a;
+  a.world = world;
+  for (int r = 0; r < world; ++r) a.buffers[r] = buffers[r];
+  selftest_read_kernel<<<1, 256, 0, static_cast<cudaStream_t>(stream)>>>(a, bytes, static_cast<uint4*>(dst));
+  TPB_CUDA_CHECK_LAUNCH();
+}
+
+int allreduce_blocks_per_sm(DType dtype, int world) {
+  switch (dtype) {
+    case DType::bf16: return blocks_per_sm_world<__nv_bfloat16>(world);
+    case DType::f16: return blocks_per_sm_world<__half>(world);
+    case DType::f32: return blocks_per_sm_world<float>(world);
+  }
+  return 0;
+}
+
 const char* allreduce_error_text(int code) {
   switch (code) {
     case 0: return "no error";
     case kAllreduceErrorTimeout:
       return "a peer rank never arrived at a custom-allreduce barrier within the timeout (peer process "
              "dead, hung, or calling collectives in a different order)";
+    case kAllreduceErrorMismatch:
+      return "a peer rank met this rank at a custom-allreduce barrier on a different call (another call "
+             "index, size, algorithm or dtype: the ranks' calls diverged)";
+    case kAllreduceErrorConcurrent:
+      return "two calls of one custom-allreduce communicator ran at once (calls on two streams, or a graph "
+             "replayed beside another call): one communicator serves one stream";
     default: return "unknown custom-allreduce error code";
   }
 }

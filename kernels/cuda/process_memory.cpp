@@ -2,65 +2,21 @@
 // NVML's per-process lists, for shared placement where cudaMemGetInfo is device-wide and moves
 // with the neighbours' allocations.
 //
-// NVML is the driver's library (libnvidia-ml.so.1, on every machine with the NVIDIA driver);
-// the toolkit on build machines need not ship its header, so it is opened at run time and the
-// four entry points used are declared here. Measured on one H200 (driver 580, 2026-12-01,
+// NVML is opened at run time (nvml_library.h). Measured on one H200 (driver 580, 2026-12-01,
 // scripts/gpu/probe_shared_memory.cu): a process's entry is its context plus its allocations
 // (516 MiB + 1 GiB = 1540 MiB), listed by nvmlDeviceGetComputeRunningProcesses without MPS and
 // by both it and nvmlDeviceGetMPSComputeRunningProcesses under MPS.
 #include <cuda_runtime_api.h>
-#include <dlfcn.h>
 #include <unistd.h>
 
-#include <mutex>
 #include <string>
 
+#include "nvml_library.h"
 #include "tpb/kernels/device.h"
 
 namespace tpb {
 
 namespace {
-
-// nvmlProcessInfo_t as the _v3 entry points fill it (nvml.h, "v2" layout).
-struct NvmlProcessInfo {
-  unsigned int pid;
-  unsigned long long used_gpu_memory;  // bytes
-  unsigned int gpu_instance_id;
-  unsigned int compute_instance_id;
-};
-using NvmlInit = int (*)();
-using NvmlHandleByPciBusId = int (*)(const char*, void**);
-using NvmlProcesses = int (*)(void*, unsigned int*, NvmlProcessInfo*);
-
-struct Nvml {
-  NvmlHandleByPciBusId handle_by_pci = nullptr;
-  NvmlProcesses compute = nullptr;
-  NvmlProcesses mps = nullptr;
-  std::string problem;  // non-empty: NVML is unusable here, and why
-};
-
-const Nvml& nvml() {
-  static Nvml n;
-  static std::once_flag once;
-  std::call_once(once, [] {
-    void* lib = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
-    if (lib == nullptr) {
-      n.problem = std::string("cannot open libnvidia-ml.so.1: ") + dlerror();
-      return;
-    }
-    auto init = reinterpret_cast<NvmlInit>(dlsym(lib, "nvmlInit_v2"));
-    n.handle_by_pci = reinterpret_cast<NvmlHandleByPciBusId>(dlsym(lib, "nvmlDeviceGetHandleByPciBusId_v2"));
-    n.compute = reinterpret_cast<NvmlProcesses>(dlsym(lib, "nvmlDeviceGetComputeRunningProcesses_v3"));
-    n.mps = reinterpret_cast<NvmlProcesses>(dlsym(lib, "nvmlDeviceGetMPSComputeRunningProcesses_v3"));
-    if (init == nullptr || n.handle_by_pci == nullptr || n.compute == nullptr) {
-      n.problem = "libnvidia-ml.so.1 lacks nvmlInit_v2 / nvmlDeviceGetHandleByPciBusId_v2 / "
-                  "nvmlDeviceGetComputeRunningProcesses_v3";
-      return;
-    }
-    if (const int rc = init(); rc != 0) n.problem = "nvmlInit_v2 returned " + std::to_string(rc);
-  });
-  return n;
-}
 
 // This pid's entry in one of NVML's lists: bytes, or -1 when it is not listed.
 long long find_own(NvmlProcesses list, void* handle) {

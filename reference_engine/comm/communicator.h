@@ -49,6 +49,11 @@ class Communicator {
   // Optional: starts the count afresh (the suite does at the start of each case). Local to
   // this rank: not a collective.
   virtual void reset_allreduce_calls() {}
+  // Optional: throws a tpb::Error when an asynchronous call of this rank failed (the custom
+  // kernels' timeout or a mismatch with a peer, whose outputs are NaN). Cheap and never
+  // synchronizes: callers check after each synchronization of the stream (the GPU engine's
+  // synchronize(), barrier()), so a failure in a replayed graph surfaces there too.
+  virtual void check_errors() const {}
 };
 
 }  // namespace tpb

@@ -17,9 +17,9 @@ struct CommOptions {
   int device = -1;                           // CUDA device ordinal for GPU backends; -1 for CPU
   std::size_t max_bytes = 8u << 20;          // largest message a custom backend must handle, bytes
   double timeout_s = 60.0;                   // a peer that does not arrive within this fails the call
-  int ranks_per_device = 1;                  // ranks of the group sharing this rank's GPU (shared
-                                             // placement, suite/placement.h): the custom kernels
-                                             // cap their grid so every rank's blocks fit at once
+  bool custom_on_pcie = false;               // run the custom allreduce on more than two GPUs that
+                                             // no NVLink joins (off by default, as in vLLM and
+                                             // SGLang: custom_communicator.h)
 };
 
 // `backend` is a name in the backend table (backends.h).

@@ -131,7 +131,11 @@ void GpuEngine::rewind(std::int64_t tokens) {
   length_ = tokens;
 }
 
-void GpuEngine::synchronize() const { TPB_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
+void GpuEngine::synchronize() const {
+  TPB_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  // A failed custom allreduce (in a replayed graph too) left NaN in its output: say so here.
+  comm_->check_errors();
+}
 
 std::vector<std::int64_t> GpuEngine::routed_expert_reads_by_layer() const {
   std::vector<std::int64_t> out(static_cast<std::size_t>(config_.num_hidden_layers), 0);

@@ -185,7 +185,6 @@ RankResult run_allreduce_workload(const CaseSpec& spec, WorkerState& state) {
   options.max_bytes = static_cast<std::size_t>(int_field(params, "comm_max_bytes", static_cast<std::int64_t>(options.max_bytes), "params"));
   if (on_gpu) {
     options.device = rank_device_from_env(state.rank());  // the launcher's placement (suite/placement.h)
-    options.ranks_per_device = ranks_sharing_device();
   }
   Communicator& comm = state.communicator(backend, options);
   comm.reset_allreduce_calls();  // this case's calls only: the communicator outlives the case

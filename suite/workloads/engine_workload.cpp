@@ -632,10 +632,11 @@ RankResult run_gpu_engine_workload(const CaseSpec& spec, WorkerState& state) {
   TPB_CUDA_CHECK(cudaSetDevice(device));
   CommOptions options;
   options.device = device;
-  options.ranks_per_device = ranks_sharing_device();
   // The scenario's comm.custom_max_bytes (suite/scenario.h), as a serving engine's flag sizes
   // its custom allreduce; CommOptions' default (8 MiB) when the scenario leaves it out.
   if (spec.comm.custom_max_bytes) options.max_bytes = static_cast<std::size_t>(*spec.comm.custom_max_bytes);
+  if (spec.comm.custom_on_pcie) options.custom_on_pcie = *spec.comm.custom_on_pcie;
+  if (spec.comm.custom_timeout_s) options.timeout_s = *spec.comm.custom_timeout_s;
   // The KV cache is sized as a serving engine sizes it, from the case's mem_fraction, when the
   // scenario sweeps mem_fraction (case_spec.kv_pool); otherwise exactly the case's cache (0).
   double mem_fraction = 0;

@@ -144,6 +144,7 @@ class ObservedCommunicator final : public Communicator {
   std::string fallback_reason() const override { return inner_.fallback_reason(); }
   std::vector<AllreduceCalls> allreduce_calls() const override { return inner_.allreduce_calls(); }
   void reset_allreduce_calls() override { inner_.reset_allreduce_calls(); }
+  void check_errors() const override { inner_.check_errors(); }
 
  private:
   Communicator& inner_;

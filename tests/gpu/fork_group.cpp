@@ -61,7 +61,6 @@ CommOptions comm_options_for_rank(std::size_t max_bytes, double timeout_s) {
   o.device = rank_device();
   o.max_bytes = max_bytes;
   o.timeout_s = timeout_s;
-  o.ranks_per_device = ranks_sharing_device();
   return o;
 }
 

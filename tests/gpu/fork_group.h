@@ -46,7 +46,7 @@ std::string placement_skip_reason(int world);
 // In a rank (a run_ranks body): this process's CUDA ordinal (TPB_DEVICE).
 int rank_device();
 // In a rank: options for make_communicator and the communicator constructors on this rank's
-// device, with ranks_per_device from its placement (the custom kernels cap their grid by it).
+// device (the custom backend counts the ranks sharing a GPU from their UUIDs).
 CommOptions comm_options_for_rank(std::size_t max_bytes = 4u << 20, double timeout_s = 60);
 
 // Forks `world` ranks placed by test_rank_placement(world) (which must have no skip reason);

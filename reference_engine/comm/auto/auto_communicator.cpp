@@ -1,6 +1,8 @@
 // AutoCommunicator (see auto_communicator.h).
 #include "reference_engine/comm/auto/auto_communicator.h"
 
+#include "reference_engine/comm/agreement.h"
+
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -79,7 +81,12 @@ static std::string gpu_name_of(int device) {
 AutoCommunicator::AutoCommunicator(Bootstrap& bootstrap, const CommOptions& options)
     : custom_(AllreduceAlgo::two_shot, bootstrap, options),
       thresholds_(load_allreduce_thresholds(default_allreduce_thresholds_path(), gpu_name_of(options.device),
-                                            bootstrap.size())) {}
+                                            bootstrap.size())) {
+  // Each rank reads its own file (TPB_ALLREDUCE_THRESHOLDS, its GPU's name): one rank on
+  // one-shot and another on two-shot for the same message would pair their barriers wrongly.
+  require_agreement(bootstrap, "auto allreduce thresholds (one-shot max, two-shot max bytes)",
+                    std::to_string(thresholds_.oneshot_max_bytes) + ", " + std::to_string(thresholds_.twoshot_max_bytes));
+}
 
 std::string AutoCommunicator::choice_for(std::size_t bytes) const {
   if (!custom_.custom_path_for(bytes)) return "nccl";

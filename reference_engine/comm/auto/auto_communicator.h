@@ -49,6 +49,10 @@ class AutoCommunicator final : public Communicator {
   // with its message-size range (the size classes), counted where each one ran.
   std::vector<AllreduceCalls> allreduce_calls() const override { return custom_.allreduce_calls(); }
   void reset_allreduce_calls() override { custom_.reset_allreduce_calls(); }
+  void check_errors() const override { custom_.check_errors(); }
+  // Collective (CustomAllreduceCommunicator::recover).
+  void recover() { custom_.recover(); }
+  CustomAllreduceCommunicator& custom() { return custom_; }
 
   // "custom-oneshot" | "custom-twoshot" | "nccl" for a message of `bytes`.
   std::string choice_for(std::size_t bytes) const;

@@ -22,9 +22,21 @@ constexpr int kAllreduceMaxRanks = 8;     // world sizes 2, 4, 6, 8 have kernels
 constexpr int kAllreduceMaxBlocks = 256;  // grid cap; sizes the per-block flag arrays
 constexpr int kAllreduceThreads = 512;    // threads per block (16-byte packs per block pass)
 
+// What one rank's block says it is doing when it publishes a barrier flag. Peers compare it
+// with their own after the barrier: ranks on different calls (a skipped call), different sizes
+// or different algorithms fail there, naming both sides, instead of pairing their flags one
+// barrier apart and summing the wrong halves from then on.
+struct alignas(16) AllreduceCallTag {
+  std::uint32_t call = 0;   // the rank's call_count at the call's start (its kernels completed before)
+  std::uint32_t shape = 0;  // algorithm (bit 0: two-shot) | dtype << 1 (tpb::DType's value)
+  std::uint64_t bytes = 0;  // message bytes
+};
+static_assert(sizeof(AllreduceCallTag) == 16, "layout shared between processes");
+
 // Shared by all ranks of one communicator; each rank's lives at the start of its own IPC
-// allocation. Peers write into `sync` of this rank; everything else is written by the owner.
-// Flags only grow (wrap-safe comparison), so a captured graph replays without a reset.
+// allocation. Peers write into `sync` and `tags` of this rank; everything else is written by
+// the owner. Flags only grow (wrap-safe comparison), so a captured graph replays without a
+// reset (recover() zeroes the whole signal on every rank at once).
 struct AllreduceSignal {
   // sync[b][r]: the latest barrier flag that rank r's block b has published to this rank.
   std::uint32_t sync[kAllreduceMaxBlocks][kAllreduceMaxRanks];
@@ -32,17 +44,36 @@ struct AllreduceSignal {
   std::uint32_t counter[kAllreduceMaxBlocks];
   std::uint32_t call_count;   // kernels completed by this rank; its parity picks the data buffer
   std::uint32_t blocks_done;  // blocks finished in the current call (last one bumps call_count)
-  std::uint32_t failed;       // non-zero once a barrier timed out: kernels then do nothing
-  std::uint32_t pad0;
+  std::uint32_t failed;       // an error code once a call failed: kernels then write NaN and stop
+  std::uint32_t in_flight;    // 1 while a call runs: a second call meeting it (another stream) fails
   std::uint32_t selftest[kAllreduceMaxRanks];  // peer-access self-test: peer r writes slot r
+  // tags[b][r][f & 1]: the tag rank r's block b published with its barrier flag f. Two slots: a
+  // peer can publish flag f + 1 before this rank has read the tag of f, never f + 2.
+  AllreduceCallTag tags[kAllreduceMaxBlocks][kAllreduceMaxRanks][2];
 };
 static_assert(sizeof(AllreduceSignal) % 16 == 0, "data buffers after the signal stay 16-byte aligned");
 static_assert(offsetof(AllreduceSignal, sync) == 0, "layout shared between processes");
+static_assert(offsetof(AllreduceSignal, tags) % 16 == 0, "tags are written as 16-byte stores");
 
 enum class AllreduceAlgo { one_shot, two_shot };
 
-// Error codes the kernel leaves in `host_error` (0 = none). Decoded by allreduce_error_text.
-constexpr int kAllreduceErrorTimeout = 1;
+// Error codes a failed call leaves in the error report (0 = none). Decoded by allreduce_error_text.
+constexpr int kAllreduceErrorTimeout = 1;     // a peer never arrived at a barrier within the timeout
+constexpr int kAllreduceErrorMismatch = 2;    // a peer arrived at the same barrier on another call
+constexpr int kAllreduceErrorConcurrent = 3;  // two calls of one communicator ran at once
+
+// The first failure a rank's kernels met, in host-mapped memory (written once per failure by
+// the thread that won the race for AllreduceSignal::failed; `code` last, after a system fence).
+struct AllreduceErrorReport {
+  int code = 0;  // kAllreduceError*, 0 = none
+  int peer = -1;  // the peer rank involved (timeout, mismatch); -1 where none
+  AllreduceCallTag mine;    // this rank's call when it failed
+  AllreduceCallTag theirs;  // the peer's tag as this rank read it (mismatch only)
+};
+
+// Test hook: a delay of `ns` nanoseconds inside every block of this rank's kernels at one
+// point, to widen the races the protocol must survive (tests/gpu/allreduce_stress_test.cpp).
+enum class AllreduceDelayAt : int { none = 0, before_copy_in = 1, after_barrier = 2, between_stages = 3 };
 
 // Everything a launch needs; plain values, so a captured graph holds them by value.
 struct AllreduceLaunch {
@@ -55,9 +86,11 @@ struct AllreduceLaunch {
   AllreduceSignal* signals[kAllreduceMaxRanks] = {};  // every rank's signal, mapped here
   void* buffers[kAllreduceMaxRanks] = {};  // every rank's data (2 halves of buffer_bytes), mapped here
   std::size_t buffer_bytes = 0;  // capacity of one half, bytes (multiple of 16)
-  int* host_error = nullptr;     // device view of a host-mapped int; the kernel writes error codes
+  AllreduceErrorReport* report = nullptr;  // device view of this rank's host-mapped error report
   std::uint64_t timeout_ns = 0;  // longest spin at one barrier, nanoseconds
   int max_blocks = 0;            // grid cap for this launch, 1..kAllreduceMaxBlocks
+  AllreduceDelayAt delay_at = AllreduceDelayAt::none;  // test hook (see AllreduceDelayAt)
+  std::uint64_t delay_ns = 0;                           // test hook: the delay, nanoseconds
 };
 
 // Bytes of the allocation each rank exports for `buffer_bytes` of message capacity.
@@ -73,8 +106,18 @@ void launch_custom_allreduce(AllreduceAlgo algo, const AllreduceLaunch& args, vo
 // peer p through its IPC mapping. The owner later reads its own selftest slots back.
 void launch_allreduce_selftest(AllreduceSignal* const* signals, int rank, int world,
                                std::uint32_t value, void* stream);
+// Peer-access self-test, read half (the data path reads peers' memory, and some PCIe root
+// complexes pass P2P writes but not reads): copies the first `bytes` (a multiple of 16) of
+// every rank's data buffer, peers' through their mappings, into dst[r * bytes ...], this
+// rank's device memory.
+void launch_allreduce_selftest_read(void* const* buffers, int world, std::size_t bytes, void* dst, void* stream);
 
-// "peer rank 1 never arrived at barrier ..." for a code left in host_error.
+// Blocks of this launch's kernels that fit on one multiprocessor at once (the smallest over
+// the one-shot and two-shot kernels of args.dtype and args.world; cudaOccupancy...): with the
+// SM count, what decides whether every block of every rank sharing a GPU can be resident.
+int allreduce_blocks_per_sm(DType dtype, int world);
+
+// What a code in AllreduceErrorReport::code means, in a sentence.
 const char* allreduce_error_text(int code);
 
 }  // namespace tpb

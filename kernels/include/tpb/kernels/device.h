@@ -43,5 +43,11 @@ int ranks_sharing_device();
 std::string device_memory_source();
 // Bytes this process holds on `device` as NVML lists them (-1 when NVML cannot say, with *why set).
 long long process_device_memory_bytes(int device, std::string* why);
+// CUDA device `device`'s UUID as nvidia-smi -L prints it ("GPU-xxxxxxxx-xxxx-xxxx-xxxx-
+// xxxxxxxxxxxx"): the same board in every process, whatever its CUDA_VISIBLE_DEVICES. CUDA builds.
+std::string device_uuid(int device);
+// Whether the GPUs with these UUIDs are joined by NVLink, as NVML reports it
+// (nvmlDeviceGetP2PStatus, NVLink index): 1 yes, 0 no, -1 NVML cannot say (*why set). CUDA builds.
+int gpus_nvlink_connected(const std::string& uuid_a, const std::string& uuid_b, std::string* why);
 
 }  // namespace tpb
