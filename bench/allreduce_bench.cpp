@@ -7,7 +7,9 @@
 // bootstrap barrier before each timed loop lines the ranks up on the host.
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <cctype>
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <string>
@@ -30,6 +32,7 @@ namespace {
 
 struct AllreduceBenchState {
   RankContext* ctx = nullptr;
+  int device = 0;  // this rank's GPU (bench_device)
   std::size_t max_bytes = 0;
   cudaStream_t stream = nullptr;
   void* in = nullptr;
@@ -41,7 +44,7 @@ struct AllreduceBenchState {
     auto it = comms.find(backend);
     if (it != comms.end()) return *it->second;
     CommOptions o;
-    o.device = ctx->rank;
+    o.device = device;
     o.max_bytes = max_bytes;  // custom buffers cover the whole sweep
     o.timeout_s = 120;
     auto& c = comms[backend] = make_communicator(backend, *ctx->bootstrap, o);
@@ -50,6 +53,16 @@ struct AllreduceBenchState {
 };
 
 AllreduceBenchState* g_state = nullptr;  // one per rank process; lives until exit
+
+// Ranks beyond the visible GPUs share them (shared placement, docs/placement.md): rank r on GPU
+// r % count, each with an NCCL host id of its own, without which NCCL refuses two ranks on one
+// GPU. Timings there compare backends and builds side by side (under MPS), never a GPU per rank.
+int bench_device(const RankContext& ctx) {
+  int gpus = 0;
+  if (cudaGetDeviceCount(&gpus) != cudaSuccess || gpus < 1 || ctx.world <= gpus) return ctx.rank;
+  ::setenv("NCCL_HOSTID", ("tpb-bench-rank" + std::to_string(ctx.rank)).c_str(), 1);
+  return ctx.rank % gpus;
+}
 
 // Collectives per timed batch: enough that a batch is >= ~100 us, so event resolution and
 // host launch skew between ranks stay small against it.
@@ -117,7 +130,8 @@ void register_allreduce_benchmarks(RankContext& ctx, std::size_t max_bytes, cons
   g_state = new AllreduceBenchState;
   g_state->ctx = &ctx;
   g_state->max_bytes = max_bytes;
-  TPB_CUDA_CHECK(cudaSetDevice(ctx.rank));
+  g_state->device = bench_device(ctx);
+  TPB_CUDA_CHECK(cudaSetDevice(g_state->device));
   TPB_CUDA_CHECK(cudaStreamCreateWithFlags(&g_state->stream, cudaStreamNonBlocking));
   TPB_CUDA_CHECK(cudaMalloc(&g_state->in, max_bytes));
   TPB_CUDA_CHECK(cudaMalloc(&g_state->out, max_bytes));
@@ -154,8 +168,9 @@ void register_allreduce_benchmarks(RankContext& ctx, std::size_t max_bytes, cons
   }
   benchmark::AddCustomContext("topology", topo.empty() ? "unknown" : topo);
   std::string p2p;
-  for (int a = 0; a < ctx.world; ++a)
-    for (int b = 0; b < ctx.world; ++b)
+  const int gpu_count = static_cast<int>(gpus.size());
+  for (int a = 0; a < std::min(ctx.world, gpu_count); ++a)
+    for (int b = 0; b < std::min(ctx.world, gpu_count); ++b)
       if (a != b) {
         int can = 0;
         (void)cudaDeviceCanAccessPeer(&can, a, b);

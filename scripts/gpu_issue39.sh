@@ -6,11 +6,14 @@
 # BEFORE=1 then builds the tree as it was before the hardening (build-before/src, carried: made
 # by `git archive e2a5467 | tar -x -C build-before/src`) with this tree's stress test copied
 # in, and runs the stress tests there: each finding's test should fail or time out.
+# BENCH=1 (with BEFORE=1) times the custom one-shot and two-shot allreduce, 1 KiB to 2 MiB, CUDA
+# graphs, 2 ranks on this one GPU under MPS, this tree and the one before, twice each, alternating
+# (tpb_bench --tpb_ranks=2); bench-{new,old}-{1,2}.json and the ratios new / old.
 #   usage: scripts/gpu_issue39.sh OUTDIR
 # OUTDIR receives: build.log, ctest-allreduce.log, ctest-extra.log, build-before.log,
 # ctest-before.log.
 # shellcheck disable=SC2034  # read by gpu_call_common.bash
-GPU_CALL_TARGETS="tpbench tpb_gpu_tests"
+GPU_CALL_TARGETS="tpbench tpb_gpu_tests${BENCH:+ tpb_bench}"
 source "$(dirname "$0")/gpu_call_common.bash" "$@"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 if [ -n "${EXTRA_TESTS:-}" ]; then
@@ -30,12 +33,49 @@ if [ "${BEFORE:-0}" = 1 ] && [ -d build-before/src ]; then
   step "the tree before the hardening, with the stress test"
   cp tests/gpu/allreduce_stress_test.cpp tests/gpu/allreduce_stress_kernels.h tests/gpu/allreduce_stress_kernels.cu \
     build-before/src/tests/gpu/
+  # The bench's shared placement, with the grid that tree took from CommOptions (this one counts
+  # the ranks on a GPU itself), so that both trees launch the same grid.
+  cp bench/allreduce_bench.cpp build-before/src/bench/
+  sed -i 's|    o.device = device;|    o.device = device;\n    o.ranks_per_device = std::max(1, ctx->world / std::max(1, [] { int n = 0; cudaGetDeviceCount(\&n); return n; }()));|' \
+    build-before/src/bench/allreduce_bench.cpp
   ( cd build-before/src && cmake --preset cuda -DCMAKE_CUDA_ARCHITECTURES=90a >/dev/null \
-      && cmake --build build-cuda -j "$(nproc)" --target tpbench tpb_gpu_tests ) >"$OUT/build-before.log" 2>&1 \
+      && cmake --build build-cuda -j "$(nproc)" --target tpbench tpb_gpu_tests ${BENCH:+tpb_bench} ) >"$OUT/build-before.log" 2>&1 \
     || { tail -20 "$OUT/build-before.log"; echo "BEFORE BUILD FAILED"; }
   ( cd build-before/src/build-cuda && bounded "${BEFORE_BUDGET_S:-200}" ctest -L gpu -R "CustomAllreduceStress" \
       -E "BackToBack|GraphOf64" --timeout 60 --output-on-failure ) >"$OUT/ctest-before.log" 2>&1
   echo "ctest before: rc=$?"
   grep -E "tests passed|tests failed|\*\*\*Failed|Not Run|Timeout|Passed" "$OUT/ctest-before.log" | head -30
+fi
+if [ "${BENCH:-0}" = 1 ] && [ -x build-before/src/build-cuda/bench/tpb_bench ]; then
+  step "custom allreduce, this tree against the one before (2 ranks on one GPU, MPS)"
+  export CUDA_MPS_PIPE_DIRECTORY=/tmp/tpb-bench-mps CUDA_MPS_LOG_DIRECTORY=/tmp/tpb-bench-mps-log
+  mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+  nvidia-cuda-mps-control -d
+  for round in 1 2; do
+    for tree in new old; do
+      bench=build-cuda/bench/tpb_bench
+      [ "$tree" = old ] && bench=build-before/src/build-cuda/bench/tpb_bench
+      TPB_BENCH_BACKENDS=custom-oneshot,custom-twoshot bounded 60 "$bench" --tpb_ranks=2 --tpb_max_mib=2 \
+        --benchmark_filter='allreduce/.*/graph/' --benchmark_out="$OUT/bench-$tree-$round.json" \
+        --benchmark_out_format=json >"$OUT/bench-$tree-$round.log" 2>&1
+      echo "bench $tree $round: rc=$?"
+    done
+  done
+  echo quit | nvidia-cuda-mps-control
+  python3 - "$OUT" <<'PY'
+import glob, json, statistics, sys
+times = {}
+for f in glob.glob(sys.argv[1] + "/bench-*-*.json"):
+    tree = f.rsplit("/", 1)[1].split("-")[1]
+    for b in json.load(open(f)).get("benchmarks", []):
+        times.setdefault((b["name"], tree), []).append(b["real_time"])
+names = sorted({n for n, _ in times}, key=lambda n: (n.split("/")[1], int(n.rsplit("/", 1)[1])))
+print("benchmark                                   new us   old us  new/old")
+for n in names:
+    new, old = times.get((n, "new")), times.get((n, "old"))
+    if new and old:
+        a, b = statistics.median(new), statistics.median(old)
+        print(f"{n:42s} {a:8.2f} {b:8.2f}  {a / b:6.3f}")
+PY
 fi
 step done
