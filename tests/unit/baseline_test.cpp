@@ -31,6 +31,25 @@ TEST(Baseline, TenPercentSlowerIsRegression) {
   EXPECT_LT(find(v, "latency_us").p_value, 0.05);
 }
 
+// The significance side of the latency verdict, on one pair of runs: 8 % slower with 5 %
+// noise is beyond the tolerance, and its Mann-Whitney p decides. With alpha just above that p
+// it is a regression, just below it noise (not significant); inverting or dropping the alpha
+// rule flips one of the two.
+TEST(Baseline, AlphaDecidesBetweenRegressionAndNoise) {
+  const auto o = record("c1", 1.0, 0.05, 21), n = record("c1", 1.08, 0.05, 22);
+  BaselineTolerances tol;
+  const double p = find(compare_records(o, n, tol), "latency_us").p_value;
+  ASSERT_GT(p, 1e-4) << "the pair must not be overwhelming";
+  ASSERT_LT(p, 0.2);
+  tol.alpha = p * 1.05;
+  EXPECT_EQ(find(compare_records(o, n, tol), "latency_us").verdict, "regression") << "p " << p << " < alpha";
+  tol.alpha = p * 0.95;
+  EXPECT_EQ(find(compare_records(o, n, tol), "latency_us").verdict, "noise") << "p " << p << " > alpha";
+  // The same on the faster side: an improvement only where significant.
+  tol.alpha = p * 1.05;
+  EXPECT_EQ(find(compare_records(n, o, tol), "latency_us").verdict, "improvement");
+}
+
 TEST(Baseline, NoisyButEqualIsNotRegression) {
   const auto v = compare_records(record("c1", 1.0, 0.08, 3), record("c1", 1.0, 0.08, 4), {});
   const auto& lat = find(v, "latency_us");

@@ -88,6 +88,26 @@ TEST(EngineKernels, RmsnormMatchesDouble) {
   }
 }
 
+// A row whose mean square is far below eps is scaled by eps, not by its own tiny RMS: rows
+// of 1e-4-sized values (mean square 1e-8 against eps 1e-6) come out ten times smaller than
+// 1 / rms would make them, and an all-zero row comes out zero, not 0/0. Dropping eps (or
+// adding it after the square root) fails here; rows of ordinary size cannot tell.
+TEST(EngineKernels, RmsNormNearZeroRowsAreScaledByEps) {
+  const int dim = 64;
+  std::mt19937 rng(11);
+  std::vector<float> x = randn(2 * dim, rng, 1e-4f), w = randn(dim, rng), y(2 * dim, 42.0f);
+  for (int i = dim; i < 2 * dim; ++i) x[i] = 0.0f;  // row 1: all zero
+  const float eps = 1e-6f;
+  rmsnorm_ref(x.data(), w.data(), y.data(), 2, dim, dim, eps);
+  double ms = 0;
+  for (int i = 0; i < dim; ++i) ms += double(x[i]) * x[i];
+  ms /= dim;
+  ASSERT_LT(ms, eps / 50) << "the row must sit far below eps for this test to mean anything";
+  const double inv = 1.0 / std::sqrt(ms + eps);
+  for (int i = 0; i < dim; ++i) EXPECT_NEAR(y[i], w[i] * x[i] * inv, 1e-6 * std::abs(w[i] * x[i] * inv) + 1e-12) << i;
+  for (int i = dim; i < 2 * dim; ++i) EXPECT_EQ(y[i], 0.0f) << "an all-zero row";
+}
+
 TEST(EngineKernels, SiluAndMul) {
   const std::vector<float> g = {-3.0f, 0.0f, 0.5f, 4.0f}, u = {2.0f, 5.0f, -1.0f, 0.25f};
   std::vector<float> o(4);

@@ -289,6 +289,30 @@ TEST(TpInvariant, AFlippedGreedyTokenIsCaughtInsideTheRelL2Budget) {
   EXPECT_TRUE(has(r.detail, "greedy token, row 0")) << r.detail;
 }
 
+// The budgets themselves (tolerance.h: fp32 1e-5, bf16 2e-2 rel-L2), pinned from both sides:
+// every logit scaled by 1 + 0.9 x budget passes, by 1 + 1.1 x budget fails (scaling keeps the
+// greedy tokens, so only the rel-L2 rule decides). A budget grown or shrunk tenfold fails here.
+TEST(TpInvariant, EachBudgetHoldsJustInsideAndFailsJustOutside) {
+  const struct {
+    const char* dtype;
+    const char* device;
+    double budget;
+  } kinds[] = {{"f32", "cpu", 1e-5}, {"bf16", "cuda", 2e-2}};
+  for (const auto& k : kinds)
+    for (const double share : {0.9, 1.1}) {
+      const std::vector<float> ref = some_logits(32);
+      std::vector<float> got = ref;
+      for (float& x : got) x = static_cast<float>(x * (1.0 + share * k.budget));
+      json a = tp_record(1, ref), b = tp_record(2, got);
+      for (json* r : {&a, &b}) {
+        (*r)["device"] = k.device;
+        for (json& m : (*r)["metrics"]) m["compute_dtype"] = k.dtype;
+      }
+      const CheckResult r = judge("tp_invariant", {a, b});
+      EXPECT_EQ(r.status, share < 1 ? "pass" : "fail") << k.dtype << " at " << share << " x budget: " << r.detail;
+    }
+}
+
 TEST(TpInvariant, MissingOutputsFailAndMissingTp1Skips) {
   json no_outputs = tp_record(2, some_logits(8));
   no_outputs.erase("outputs");
