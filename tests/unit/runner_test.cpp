@@ -4,6 +4,8 @@
 // before a failure stay intact, no rank process is left behind, and the exit status is 1.
 #include <gtest/gtest.h>
 
+#include <utility>
+
 #include <signal.h>
 #include <unistd.h>
 
@@ -129,6 +131,31 @@ TEST(NothingRan, ExitCodeDecision) {
   EXPECT_EQ(run_exit_code(some, false), kExitFailed);
 }
 
+// Each reason for exit 1 on its own, beside cases that ran ok: removing any one of them from
+// the rule (a fallback case, a failed check, a regression, ...) turns its run green here.
+TEST(NothingRan, EveryFailureAloneExitsOne) {
+  const std::pair<const char*, void (*)(RunSummary&)> reasons[] = {
+      {"a failed case", [](RunSummary& s) { s.failed = 1; }},
+      {"a fallback case", [](RunSummary& s) { s.fallback = 1; }},
+      {"a failed check", [](RunSummary& s) { s.checks_fail = 1; }},
+      {"a regression", [](RunSummary& s) { s.regressions = 1; }},
+      {"an unlike baseline", [](RunSummary& s) { s.unlike_baseline_fails = true; }},
+  };
+  for (const auto& [what, plant] : reasons) {
+    RunSummary sum;
+    sum.ok = 3;
+    ASSERT_EQ(run_exit_code(sum, true), kExitOk);
+    plant(sum);
+    EXPECT_EQ(run_exit_code(sum, false), kExitFailed) << what;
+    EXPECT_EQ(run_exit_code(sum, true), kExitFailed) << what << ", with --baselines";
+  }
+  RunSummary drifted;
+  drifted.ok = 3;
+  drifted.stability = "unstable";
+  EXPECT_EQ(run_exit_code(drifted, true), kExitFailed) << "an unstable control, with --baselines";
+  EXPECT_EQ(run_exit_code(drifted, false), kExitOk) << "an unstable control without baselines judges nothing";
+}
+
 // A scenario of the test-only probe workload on the CPU (its cases are made by probe_case).
 Scenario probe_scenario() {
   Scenario s;
@@ -166,6 +193,49 @@ TEST(NothingRan, AllSkippedRunSaysSoEverywhere) {
   EXPECT_NE(xml.find("<skipped message=\"nothing ran: all 2 cases skipped: device cuda: no GPU is visible\"/>"),
             std::string::npos) << xml;
   EXPECT_EQ(xml.find("<failure"), std::string::npos) << xml;
+  fs::remove_all(root);
+}
+
+// "The last record of a case counts" where the runner gathers a resumed run's records: a case
+// whose later record failed is failed (exit 1) though an earlier one was ok, and a case whose
+// later record is ok (a retry that passed) is ok. Keeping the first record flips both.
+TEST(Runner, ResumedRunCountsEachCasesLastRecord) {
+  const Scenario s = probe_scenario();
+  const std::vector<Case> cases = {probe_case("00000000000000d1", 2, nullptr), probe_case("00000000000000d2", 2, nullptr)};
+  const fs::path root = fs::temp_directory_path() / ("tpb_runner_last_record_" + std::to_string(::getpid()));
+  fs::remove_all(root);
+  RunOptions opt;
+  opt.results_root = root.string();
+  opt.worker_binary = TPB_TPBENCH_BINARY;
+  const RunSummary first = run_scenario(s, cases, opt);
+  ASSERT_EQ(first.exit_code, kExitOk);
+  const std::string results = (fs::path(first.run_dir) / "results.jsonl").string();
+  const auto records = read_results(results);
+  ASSERT_EQ(records.size(), 2u);
+  json d1_failed = records[0];
+  d1_failed["status"] = "failed";
+  d1_failed["error"] = "planted by the test";
+  const auto resume_with = [&](const std::vector<json>& lines) {
+    std::ofstream(results, std::ios::trunc) << [&] {
+      std::string text;
+      for (const json& r : lines) text += r.dump() + "\n";
+      return text;
+    }();
+    RunOptions again = opt;
+    again.resume_dir = first.run_dir;
+    return run_scenario(s, cases, again);
+  };
+  // d1 failed after it had passed: failed, and the run exits 1.
+  const RunSummary later_failed = resume_with({records[0], records[1], d1_failed});
+  EXPECT_EQ(later_failed.resumed, 2);
+  EXPECT_EQ(later_failed.failed, 1) << "d1's last record failed";
+  EXPECT_EQ(later_failed.ok, 1);
+  EXPECT_EQ(later_failed.exit_code, kExitFailed);
+  // d1 passed after it had failed (a retry): ok, and the run exits 0.
+  const RunSummary later_passed = resume_with({d1_failed, records[1], records[0]});
+  EXPECT_EQ(later_passed.failed, 0) << "d1's last record is ok";
+  EXPECT_EQ(later_passed.ok, 2);
+  EXPECT_EQ(later_passed.exit_code, kExitOk);
   fs::remove_all(root);
 }
 
