@@ -39,9 +39,9 @@ if [ "${BEFORE:-0}" = 1 ] && [ -d build-before/src ]; then
   sed -i 's|    o.device = device;|    o.device = device;\n    o.ranks_per_device = std::max(1, ctx->world / std::max(1, [] { int n = 0; cudaGetDeviceCount(\&n); return n; }()));|' \
     build-before/src/bench/allreduce_bench.cpp
   ( cd build-before/src && cmake --preset cuda -DCMAKE_CUDA_ARCHITECTURES=90a >/dev/null \
-      && cmake --build build-cuda -j "$(nproc)" --target tpbench tpb_gpu_tests ${BENCH:+tpb_bench} ) >"$OUT/build-before.log" 2>&1 \
+      && cmake --build build-cuda -j "$(nproc)" --target ${BEFORE_TARGETS:-tpbench tpb_gpu_tests} ${BENCH:+tpb_bench} ) >"$OUT/build-before.log" 2>&1 \
     || { tail -20 "$OUT/build-before.log"; echo "BEFORE BUILD FAILED"; }
-  ( cd build-before/src/build-cuda && bounded "${BEFORE_BUDGET_S:-200}" ctest -L gpu -R "CustomAllreduceStress" \
+  [ "${BEFORE_TESTS:-}" != none ] && ( cd build-before/src/build-cuda && bounded "${BEFORE_BUDGET_S:-200}" ctest -L gpu -R "${BEFORE_TESTS:-CustomAllreduceStress}" \
       -E "BackToBack|GraphOf64" --timeout 60 --output-on-failure ) >"$OUT/ctest-before.log" 2>&1
   echo "ctest before: rc=$?"
   grep -E "tests passed|tests failed|\*\*\*Failed|Not Run|Timeout|Passed" "$OUT/ctest-before.log" | head -30
@@ -69,13 +69,13 @@ for f in glob.glob(sys.argv[1] + "/bench-*-*.json"):
     tree = f.rsplit("/", 1)[1].split("-")[1]
     for b in json.load(open(f)).get("benchmarks", []):
         times.setdefault((b["name"], tree), []).append(b["real_time"])
-names = sorted({n for n, _ in times}, key=lambda n: (n.split("/")[1], int(n.rsplit("/", 1)[1])))
+names = sorted({n for n, _ in times}, key=lambda n: (n.split("/")[1], [int(p) for p in n.split("/") if p.isdigit()]))
 print("benchmark                                   new us   old us  new/old")
 for n in names:
     new, old = times.get((n, "new")), times.get((n, "old"))
     if new and old:
         a, b = statistics.median(new), statistics.median(old)
-        print(f"{n:42s} {a:8.2f} {b:8.2f}  {a / b:6.3f}")
+        print(f"{n:70s} {a:8.2f} {b:8.2f}  {a / b:6.3f}")
 PY
 fi
 step done

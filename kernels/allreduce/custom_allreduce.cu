@@ -69,6 +69,10 @@ __device__ __forceinline__ std::uint64_t global_timer_ns() {
   return t;
 }
 
+// A barrier wait reads only its flag for this long before it also watches the rank's
+// `failed` word and the timeout: the fast path stays one load per spin.
+constexpr std::uint64_t kQuietSpinNs = 20000;
+
 // ---- element conversions (fp32 accumulate, round once: RNE like the CPU reference) -------
 
 template <typename T> __device__ __forceinline__ float to_f32(T v);
@@ -158,6 +162,12 @@ struct BlockState {
   int failed;               // the communicator failed earlier (AllreduceSignal::failed)
   AllreduceCallTag tag;     // this call, as peers must see it at every barrier
   std::uint32_t was_in_flight;  // block 0, thread 0: in_flight as this call found it
+  // Threads 0..W-1, each for its peer: the tag the peer published with the last barrier's
+  // flag, loaded right after the wait and compared only at the next barrier or the call's
+  // end (block_settle), so that the load's latency hides behind the data it guards.
+  AllreduceCallTag peer_tag;
+  bool peer_tag_pending;
+  int barriers;  // barriers this call has passed (the same in every thread)
 };
 
 // Records the first failure of this rank: own signal's `failed` decides who writes the report.
@@ -186,10 +196,35 @@ __device__ __forceinline__ void test_delay(const AllreduceLaunch& a, AllreduceDe
   }
 }
 
-// Per-block barrier across ranks; each waiting thread also checks its peer's tag for this
-// flag. Returns false (in every thread) when the call failed here or elsewhere on this rank.
+// Compares the peer tags the last barrier loaded with this call's (threads 0..W-1, one peer
+// each). Returns false (in every thread) when one differs, or when this rank failed
+// elsewhere; the caller then writes NaN over its part of `out` and stops.
+template <int W>
+__device__ bool block_settle(const AllreduceLaunch& a, BlockState& s) {
+  __shared__ int mismatch;
+  if (threadIdx.x == 0) mismatch = 0;
+  __syncthreads();
+  if (threadIdx.x < W && s.peer_tag_pending) {
+    s.peer_tag_pending = false;
+    const AllreduceCallTag& t = s.peer_tag;
+    if (t.call != s.tag.call || t.shape != s.tag.shape || t.bytes != s.tag.bytes) {
+      record_failure(a, kAllreduceErrorMismatch, static_cast<int>(threadIdx.x), s.tag, t);
+      mismatch = 1;
+    }
+  }
+  __syncthreads();
+  return mismatch == 0;
+}
+
+// Per-block barrier across ranks (its peers' tags are loaded here and checked by the next
+// block_settle). Returns false (in every thread) when the call failed here or elsewhere on
+// this rank.
 template <int W>
 __device__ bool block_barrier(const AllreduceLaunch& a, BlockState& s) {
+  // The previous barrier's tags first (two-shot's second barrier): a peer on another call
+  // may never come to this one.
+  if (s.barriers > 0 && !block_settle<W>(a, s)) return false;
+  ++s.barriers;
   __shared__ int failed_here;
   if (threadIdx.x == 0) failed_here = 0;
   const std::uint32_t flag = ++s.flag;
@@ -211,23 +246,22 @@ __device__ bool block_barrier(const AllreduceLaunch& a, BlockState& s) {
     const std::uint64_t start = global_timer_ns();
     bool arrived = true;
     while (static_cast<std::int32_t>(ld_acquire_sys(mine) - flag) < 0) {
+      const std::uint64_t waited = global_timer_ns() - start;
+      if (waited < kQuietSpinNs) continue;  // the fast path reads the flag alone
       // Another block of this rank failed (a mismatch, a timeout): no peer block will come.
       if (*reinterpret_cast<volatile std::uint32_t*>(&self->failed) != 0u) {
         arrived = false;
         break;
       }
-      if (global_timer_ns() - start > a.timeout_ns) {
+      if (waited > a.timeout_ns) {
         record_failure(a, kAllreduceErrorTimeout, peer, s.tag, AllreduceCallTag{});
         arrived = false;
         break;
       }
     }
     if (arrived && peer != a.rank) {
-      const AllreduceCallTag theirs = ld_tag(&self->tags[blockIdx.x][peer][flag & 1u]);
-      if (theirs.call != s.tag.call || theirs.shape != s.tag.shape || theirs.bytes != s.tag.bytes) {
-        record_failure(a, kAllreduceErrorMismatch, peer, s.tag, theirs);
-        arrived = false;
-      }
+      s.peer_tag = ld_tag(&self->tags[blockIdx.x][peer][flag & 1u]);
+      s.peer_tag_pending = true;
     }
     if (!arrived) failed_here = 1;
   }
@@ -241,6 +275,8 @@ __device__ void block_begin(const AllreduceLaunch& a, AllreduceAlgo algo, BlockS
   __shared__ std::uint32_t sh[4];
   AllreduceSignal* self = a.signals[a.rank];
   s.was_in_flight = 0u;
+  s.peer_tag_pending = false;
+  s.barriers = 0;
   if (threadIdx.x == 0) {
     if (blockIdx.x == 0) s.was_in_flight = atomicExch(&self->in_flight, 1u);
     sh[0] = self->counter[blockIdx.x];
@@ -333,6 +369,7 @@ __global__ void __launch_bounds__(kAllreduceThreads) one_shot_kernel(AllreduceLa
     store_user_pack(out, p, a.count, out_aligned, sum_packs<T, W>(x));
     if (q < npacks) store_user_pack(out, q, a.count, out_aligned, sum_packs<T, W>(y));
   }
+  if (!block_settle<W>(a, s)) return poison();
   block_end(a, s);
 }
 
@@ -392,6 +429,7 @@ __global__ void __launch_bounds__(kAllreduceThreads) two_shot_kernel(AllreduceLa
       if (p < npacks) store_user_pack(out, p, a.count, out_aligned, bufs[r][p]);
     }
   }
+  if (!block_settle<W>(a, s)) return poison();
   block_end(a, s);
 }
 

@@ -453,6 +453,10 @@ TEST_P(CustomAllreduceStress, RanksSharingAGpuFitBesideAnotherKernel) {
     // At most half of what the GPU holds resident at once: the rest is left to other kernels.
     EXPECT_LE(2 * comm.grid_blocks() * comm.ranks_on_this_gpu(), std::max(2, sms * allreduce_blocks_per_sm(DType::bf16, world)));
 #endif
+    // Everything allocated before the other kernel starts: cudaMalloc may wait for the
+    // device, and that kernel ends only when this test says so.
+    std::uint16_t* in = kit.buffer(count);
+    std::uint16_t* out = kit.buffer(count);
     int* release = nullptr;
     TPB_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&release), sizeof(int), cudaHostAllocMapped));
     *release = 0;
@@ -465,8 +469,6 @@ TEST_P(CustomAllreduceStress, RanksSharingAGpuFitBesideAnotherKernel) {
       usleep(20000);  // the holder's blocks are resident first
     }
     bs.barrier();
-    std::uint16_t* in = kit.buffer(count);
-    std::uint16_t* out = kit.buffer(count);
     for (int call = 0; call < 20; ++call) {
       stress_fill(in, count - call, 300 + call, bs.rank(), kit.stream);
       comm.all_reduce(in, out, count - call, DType::bf16, kit.stream);
