@@ -116,6 +116,24 @@ class PlantedFile:
         return False
 
 
+def run_tests(m, build, timeout_s):
+    if "gtest" in m:
+        return run([os.path.join(build, "tests", "tpb_unit_tests"), f"--gtest_filter={m['gtest']}", "--gtest_brief=1"],
+                   timeout_s)
+    return run(["ctest", "--test-dir", build, "-R", m["ctest"], "--timeout", str(timeout_s)], timeout_s * 4)
+
+
+def check_clean_runs(mutants, build, timeout_s):
+    """Every test selection passes on the tree as it is, or no verdict means anything."""
+    for key in sorted({("gtest", m["gtest"]) if "gtest" in m else ("ctest", m["ctest"]) for m in mutants}):
+        rc, out = run_tests({key[0]: key[1]}, build, timeout_s)
+        if rc != 0:
+            fail_input(f"the tests of {key[0]} {key[1]!r} fail without any mutant (build {build} up to date?):\n"
+                       + "\n".join(out.strip().splitlines()[-8:]))
+        if "[  PASSED  ] 0 tests" in out or "No tests were found" in out:
+            fail_input(f"{key[0]} {key[1]!r} selects no test")
+
+
 def judge(m, build, timeout_s):
     path = os.path.join(ROOT, m["file"])
     dirty = subprocess.run(["git", "-C", ROOT, "diff", "--quiet", "--", m["file"]]).returncode
@@ -126,16 +144,7 @@ def judge(m, build, timeout_s):
             rc, out = run(["ninja", "-C", build] + m["targets"], 1800)
             if rc != 0:
                 return "stillborn", out.strip().splitlines()[-1:] if out else []
-            if "gtest" in m:
-                rc, out = run([os.path.join(build, "tests", "tpb_unit_tests"), f"--gtest_filter={m['gtest']}",
-                               "--gtest_brief=1"], timeout_s)
-            else:
-                rc, out = run(["ctest", "--test-dir", build, "-R", m["ctest"], "--timeout", str(timeout_s)],
-                              timeout_s * 4)
-            if rc == 0 and "[  PASSED  ] 0 tests" in out:
-                fail_input(f"mutant {m['id']}: its gtest filter {m['gtest']!r} selects no test")
-            if rc == 0 and "No tests were found" in out:
-                fail_input(f"mutant {m['id']}: its ctest regex {m['ctest']!r} selects no test")
+            rc, _ = run_tests(m, build, timeout_s)
             return ("survived" if rc == 0 else "killed"), []
     except ValueError as e:
         fail_input(f"mutant {m['id']}: {e}")
@@ -167,6 +176,10 @@ def main():
         if missing:
             fail_input(f"--only: no mutant {', '.join(sorted(missing))}")
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(130))  # restores the file through __exit__
+    rc, out = run(["ninja", "-C", args.build] + sorted({t for m in chosen for t in m["targets"]}), 3600)
+    if rc != 0:
+        fail_input(f"the build in {args.build} fails before any mutant:\n" + "\n".join(out.strip().splitlines()[-8:]))
+    check_clean_runs(chosen, args.build, args.timeout)
     verdicts, t0 = [], time.time()
     for m in chosen:
         t = time.time()
