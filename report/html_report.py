@@ -11,6 +11,7 @@ JavaScript at all: nothing in it can raise a console error.
 import base64
 import html
 
+import output_files
 import plots
 import results_io as rio
 import tables
@@ -224,5 +225,4 @@ def write(path, run, records, figures):
                f"scenario, cases planned and recorded, summary</summary>{render_kv(overview)}"
                "</details>")
     out.append("</body></html>")
-    with open(path, "w", encoding="utf-8") as f:
-        f.write("\n".join(out) + "\n")
+    output_files.write_text(path, "\n".join(out) + "\n")

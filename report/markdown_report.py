@@ -11,6 +11,7 @@ text.
 import html
 import os
 
+import output_files
 import plots
 import results_io as rio
 import tables
@@ -155,5 +156,4 @@ def write(path, run, records, figures):
             render_kv(prov) if prov else "_no provenance recorded_\n", "</details>", "",
             "## Run", "", "<details><summary>run id, scenario, cases, summary</summary>", "",
             render_kv(tables.run_overview(run, records)), "</details>", ""]
-    with open(path, "w", encoding="utf-8") as f:
-        f.write("\n".join(out) + "\n")
+    output_files.write_text(path, "\n".join(out) + "\n")

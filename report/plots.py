@@ -19,6 +19,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib import colors as mcolors  # noqa: E402
 from matplotlib import ticker  # noqa: E402
 
+import output_files  # noqa: E402
 import results_io as rio  # noqa: E402
 
 GIB = 2 ** 30
@@ -189,8 +190,11 @@ def _save(fig, out_dir, name, case_ids=(), marked=()):
     meta = {"cases": sorted(set(case_ids))}
     for status in NOT_OK_MARKED:
         meta[status] = sorted({m["case_id"] for m in marked if m["status"] == status})
-    fig.savefig(path, dpi=DPI, metadata={"tpbench": json.dumps(meta, sort_keys=True)})
-    plt.close(fig)
+    try:
+        output_files.write_atomically(path, lambda temporary: fig.savefig(
+            temporary, format="png", dpi=DPI, metadata={"tpbench": json.dumps(meta, sort_keys=True)}))
+    finally:
+        plt.close(fig)
     return path
 
 

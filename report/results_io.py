@@ -6,6 +6,12 @@ status one of the four the spec names; the known sections having the right JSON 
 tolerant of everything else: optional keys may be missing or null and unknown keys are
 kept. Every problem is raised as ReportInputError naming the file, the line and the JSON
 path, so `tpbench report` can print one clear line and exit 2.
+
+The JSON itself is read as strictly as tpbench's C++ reads it (json_text.h), so that a file
+`tpbench compare` or `--resume` refuses is refused here too, with the same rules: UTF-8 only,
+no NaN or Infinity (not JSON), no number too large for a double, no key twice in an object,
+no "\\u0000" or half a surrogate pair ("\\ud800") in a string, at most 64 levels of nesting,
+and at most 64 MiB per line or file.
 """
 
 import json
@@ -17,8 +23,133 @@ import os
 STATUSES = ("ok", "infeasible", "failed", "skipped", "fallback")
 
 
+# schemas/record.schema.json's params, by type (null: an axis the case leaves unset).
+PARAM_KINDS = {key: ("number", "null") for key in
+               ("tp", "layers", "mem_fraction", "batch_size", "seq_len", "message_bytes")}
+PARAM_KINDS.update({key: ("string", "null") for key in
+                    ("quant", "instrumentation", "dtype", "allreduce", "mode")})
+PARAM_KINDS["cuda_graph"] = ("boolean", "null")
+
+
 class ReportInputError(Exception):
     """Bad input (a malformed results file or run.json); the CLI exits 2."""
+
+
+# The limits of reference_engine/config/json_text.h (kJsonMaxDepth, kJsonMaxBytes).
+JSON_MAX_DEPTH = 64
+JSON_MAX_BYTES = 64 << 20
+
+
+class _NotJson(Exception):
+    """Raised from inside json.loads by the hooks below; the text is the problem."""
+
+
+class _KeysOnce(dict):
+    """An object as parsed, with the keys it named more than once (checked with its path
+    after parsing, where the path is known)."""
+    duplicates = ()
+
+
+def _object(pairs):
+    obj = _KeysOnce(pairs)
+    if len(obj) != len(pairs):
+        seen = set()
+        obj.duplicates = [k for k, _ in pairs if k in seen or seen.add(k)]
+    return obj
+
+
+def _constant(name):
+    raise _NotJson(f"{name}: JSON has no NaN or Infinity")
+
+
+def _float(text):
+    value = float(text)
+    if not math.isfinite(value):
+        raise _NotJson(f"the number {_cut(text, 24)} is too large for a double")
+    return value
+
+
+def _int(text):
+    # As the C++ reader: an integer beyond 64 bits is read as a double (and refused past a
+    # double's range), never as an arbitrarily long integer no plot or table could convert.
+    if len(text) <= 20:
+        value = int(text)
+        if -2 ** 63 <= value < 2 ** 64:
+            return value
+    return _float(text)
+
+
+def _cut(text, limit=60):
+    return text if len(text) <= limit else f"{text[:limit - 3]}... ({len(text)} characters)"
+
+
+def _json_path(parent, key):
+    return f"{parent}[{key}]" if isinstance(key, int) else f"{parent}.{key}"
+
+
+def _string_problem(text):
+    if "\0" in text:
+        return "\\u0000 (NUL)"
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as err:  # "\ud800" alone: an escape JSON allows, no character
+        return f"\\u{ord(text[err.start]):04x}, half a surrogate pair (not a character)"
+    return None
+
+
+def _check_parsed(value):
+    """Depth, duplicate keys, NUL and half surrogate pairs in strings, walked without
+    recursion; the first problem as (json path, text), or None."""
+    stack = [(value, "$", 1)]
+    while stack:
+        node, path, depth = stack.pop()
+        if isinstance(node, (dict, list)) and depth > JSON_MAX_DEPTH:
+            return path, f"nesting deeper than {JSON_MAX_DEPTH} levels"
+        if isinstance(node, dict):
+            if node.duplicates:
+                return path, f'duplicate key "{_cut(node.duplicates[0])}"'
+            for key, child in node.items():
+                problem = _string_problem(key)
+                if problem:
+                    return path, f"a key holds {problem}"
+                stack.append((child, _json_path(path, key), depth + 1))
+        elif isinstance(node, list):
+            stack.extend((child, _json_path(path, i), depth + 1) for i, child in enumerate(node))
+        elif isinstance(node, str):
+            problem = _string_problem(node)
+            if problem:
+                return path, f"a string holds {problem}"
+    return None
+
+
+def parse_json_bytes(data, where, what):
+    """One JSON text (bytes) read with the rules above; raises ReportInputError
+    "<where>[:<line>]: not valid JSON (<problem>); expected <what>"."""
+    def refuse(problem, line=None):
+        place = where if line is None else f"{where}:{line}"
+        raise ReportInputError(f"{place}: not valid JSON ({problem}); expected {what}")
+
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = data.count(b"\n", 0, err.start) + 1
+        column = err.start - (data.rfind(b"\n", 0, err.start) + 1) + 1
+        refuse(f"not UTF-8: byte 0x{data[err.start]:02x} at column {column}",
+               line if data.count(b"\n") else None)
+    try:
+        value = json.loads(text, object_pairs_hook=_object, parse_constant=_constant,
+                           parse_float=_float, parse_int=_int)
+    except json.JSONDecodeError as err:
+        refuse(f"{err.msg} at column {err.colno}", err.lineno if text.count("\n") else None)
+    except _NotJson as err:
+        refuse(str(err))
+    except RecursionError:
+        refuse(f"nesting deeper than {JSON_MAX_DEPTH} levels")
+    problem = _check_parsed(value)
+    if problem:
+        raise ReportInputError(
+            f"{where}: {_cut(problem[0], 80)}: not valid JSON ({problem[1]}); expected {what}")
+    return value
 
 
 def _type_name(value):
@@ -77,7 +208,14 @@ def validate_record(rec, where):
     if status not in STATUSES:
         raise ReportInputError(
             f"{where}: $.status: expected one of {', '.join(STATUSES)}, got {_short(status)}")
-    v.expect(rec, "params", "$.params", ("object",), required=True)
+    params = v.expect(rec, "params", "$.params", ("object",), required=True)
+    # The axes the tables and plots sort and group by: their types, as the record schema has
+    # them; any other axis a scalar.
+    for key, value in params.items():
+        kinds = PARAM_KINDS.get(key, ("string", "number", "boolean", "null"))
+        v.expect(params, key, f"$.params.{key}", kinds)
+    v.expect(rec, "role", "$.role", ("string", "null"))
+    v.expect(rec, "workload", "$.workload", ("string", "null"))
     v.expect(rec, "label", "$.label", ("string", "null"))
     v.expect(rec, "error", "$.error", ("string", "null", "object"))
     plan = v.expect(rec, "plan", "$.plan", ("object", "null"))
@@ -136,6 +274,13 @@ def latest_per_case(records):
     return [rec for i, rec in enumerate(records) if last[rec["case_id"]] == i]
 
 
+def _open_input(path, what):
+    try:
+        return open(path, "rb")
+    except OSError as err:
+        raise ReportInputError(f"{path}: cannot read ({err.strerror}); expected {what}") from None
+
+
 def load_results(path):
     """Returns the records of results.jsonl in file order, each with "_line" (1-based) added.
     Blank lines are skipped (a crash may leave a trailing newline); anything else must be a
@@ -143,17 +288,26 @@ def load_results(path):
     if not os.path.isfile(path):
         raise ReportInputError(f"{path}: no such file (expected the results.jsonl of a run)")
     records = []
-    with open(path, encoding="utf-8") as f:
-        for number, line in enumerate(f, start=1):
+    what = "one JSON object per line"
+    with _open_input(path, "the results.jsonl of a run") as f:
+        number = 0
+        while True:
+            try:
+                # Bounded: a line of /dev/zero is refused at the limit, not read until memory
+                # runs out.
+                line = f.readline(JSON_MAX_BYTES + 1)
+            except OSError as err:
+                raise ReportInputError(f"{path}: cannot read ({err.strerror})") from None
+            if not line:
+                break
+            number += 1
+            where = f"{path}:{number}"
+            if len(line) > JSON_MAX_BYTES:
+                raise ReportInputError(f"{where}: longer than {JSON_MAX_BYTES >> 20} MiB "
+                                       "(tpbench's limit for a JSON text)")
             if not line.strip():
                 continue
-            where = f"{path}:{number}"
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError as err:
-                raise ReportInputError(
-                    f"{where}: not valid JSON ({err.msg} at column {err.colno}); "
-                    "expected one JSON object per line") from None
+            rec = parse_json_bytes(line.rstrip(b"\r\n"), where, what)
             validate_record(rec, where)
             rec["_line"] = number
             records.append(rec)
@@ -164,12 +318,15 @@ def load_run(path):
     """run.json (provenance, scenario, case list); {} when the file does not exist."""
     if not os.path.isfile(path):
         return {}
-    try:
-        with open(path, encoding="utf-8") as f:
-            run = json.load(f)
-    except json.JSONDecodeError as err:
-        raise ReportInputError(
-            f"{path}:{err.lineno}: not valid JSON ({err.msg} at column {err.colno})") from None
+    with _open_input(path, "the run.json of a run") as f:
+        try:
+            data = f.read(JSON_MAX_BYTES + 1)
+        except OSError as err:
+            raise ReportInputError(f"{path}: cannot read ({err.strerror})") from None
+    if len(data) > JSON_MAX_BYTES:
+        raise ReportInputError(f"{path}: larger than {JSON_MAX_BYTES >> 20} MiB "
+                               "(tpbench's limit for a JSON text)")
+    run = parse_json_bytes(data, path, "the run.json of a run")
     if not isinstance(run, dict):
         raise ReportInputError(f"{path}: $: expected an object, got {_type_name(run)}")
     v = _Validator(path)
@@ -183,7 +340,11 @@ def load_run(path):
         for name, groups in (checks or {}).items():
             if not isinstance(groups, list):
                 v.fail(f"$.summary.checks.{name}", "an array of group results", groups)
-    v.expect(run, "cases", "$.cases", ("array", "null"))
+    cases = v.expect(run, "cases", "$.cases", ("array", "null"))
+    for i, case in enumerate(cases or []):
+        if not isinstance(case, dict):
+            v.fail(f"$.cases[{i}]", "an object {case_id, ...}", case)
+        v.expect(case, "case_id", f"$.cases[{i}].case_id", ("string",))
     v.expect(run, "fixture", "$.fixture", ("boolean", "null"))
     return run
 

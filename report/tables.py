@@ -23,6 +23,8 @@ def num(value, digits=4):
     if isinstance(value, int):
         return value
     if isinstance(value, float):
+        if not math.isfinite(value):  # a quantity derived from finite ones that overflowed
+            return str(value)
         if value == int(value) and abs(value) < 1e15:
             return int(value)
         return float(f"{value:.{digits}g}")

@@ -40,17 +40,49 @@ std::string find_report_script(std::vector<std::string>* searched) {
   return "";
 }
 
-int run_report_script(const std::vector<std::string>& args) {
+namespace {
+
+// The message of a failed report step: the script's own line, whoever reads run.json later.
+constexpr std::size_t kMaxErrorLine = 2000;
+
+// Copies the script's stderr (`fd`) to ours until it closes, keeping its last non-empty line.
+void forward_stderr(int fd, std::string& last_line) {
+  std::string line;
+  char chunk[4096];
+  for (;;) {
+    const ssize_t got = ::read(fd, chunk, sizeof chunk);
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) break;
+    std::fwrite(chunk, 1, static_cast<std::size_t>(got), stderr);
+    for (ssize_t i = 0; i < got; ++i) {
+      if (chunk[i] == '\n') {
+        if (!line.empty()) last_line = line;
+        line.clear();
+      } else if (line.size() < kMaxErrorLine) {
+        line += chunk[i];
+      }
+    }
+  }
+  std::fflush(stderr);
+  if (!line.empty()) last_line = line;
+}
+
+}  // namespace
+
+int run_report_script(const std::vector<std::string>& args, std::string* last_error_line) {
   std::vector<std::string> searched;
   const std::string script = find_report_script(&searched);
+  auto unavailable = [&](const std::string& why) {
+    std::fprintf(stderr, "tpbench report: error: %s\n", why.c_str());
+    if (last_error_line) *last_error_line = "tpbench report: error: " + why;
+    return kReportUnavailable;
+  };
   if (script.empty()) {
     std::string where;
     for (const auto& s : searched) where += (where.empty() ? "" : ", ") + s;
-    std::fprintf(stderr,
-                 "tpbench report: error: report/make_report.py not found (looked in %s); run "
-                 "from the source tree, install tpbench (cmake --install) or set TPB_HOME to a tree holding report/\n",
-                 where.c_str());
-    return 2;
+    return unavailable("report/make_report.py not found (looked in " + where +
+                       "); run from the source tree, install tpbench (cmake --install) or set TPB_HOME to a tree "
+                       "holding report/");
   }
   const char* env_python = std::getenv("TPB_PYTHON");
   const std::string python = env_python && *env_python ? env_python : "python3";
@@ -62,7 +94,8 @@ int run_report_script(const std::vector<std::string>& args) {
   argv.push_back(nullptr);
 
   int exec_error_pipe[2];
-  if (::pipe2(exec_error_pipe, O_CLOEXEC) != 0) {
+  int stderr_pipe[2] = {-1, -1};
+  if (::pipe2(exec_error_pipe, O_CLOEXEC) != 0 || (last_error_line && ::pipe2(stderr_pipe, O_CLOEXEC) != 0)) {
     std::fprintf(stderr, "tpbench report: failed: pipe: %s\n", std::strerror(errno));
     return 1;
   }
@@ -75,6 +108,7 @@ int run_report_script(const std::vector<std::string>& args) {
   }
   if (pid == 0) {
     ::close(exec_error_pipe[0]);
+    if (last_error_line) ::dup2(stderr_pipe[1], STDERR_FILENO);  // dup2 clears close-on-exec
     ::execvp(argv[0], argv.data());
     const int err = errno;
     (void)!::write(exec_error_pipe[1], &err, sizeof err);
@@ -87,6 +121,11 @@ int run_report_script(const std::vector<std::string>& args) {
     got = ::read(exec_error_pipe[0], &exec_errno, sizeof exec_errno);
   } while (got < 0 && errno == EINTR);
   ::close(exec_error_pipe[0]);
+  if (last_error_line) {
+    ::close(stderr_pipe[1]);
+    forward_stderr(stderr_pipe[0], *last_error_line);
+    ::close(stderr_pipe[0]);
+  }
 
   int status = 0;
   while (::waitpid(pid, &status, 0) < 0) {
@@ -95,17 +134,16 @@ int run_report_script(const std::vector<std::string>& args) {
       return 1;
     }
   }
-  if (got == static_cast<ssize_t>(sizeof exec_errno)) {
-    std::fprintf(stderr,
-                 "tpbench report: error: cannot run '%s' (%s); the report needs Python 3 with "
-                 "matplotlib: apt-get install python3 python3-matplotlib (or set TPB_PYTHON)\n",
-                 python.c_str(), std::strerror(exec_errno));
-    return 2;
-  }
+  if (got == static_cast<ssize_t>(sizeof exec_errno))
+    return unavailable("cannot run '" + python + "' (" + std::strerror(exec_errno) +
+                       "); the report needs Python 3 with matplotlib: apt-get install python3 python3-matplotlib (or "
+                       "set TPB_PYTHON)");
   if (WIFEXITED(status)) return WEXITSTATUS(status);
   if (WIFSIGNALED(status)) {
-    std::fprintf(stderr, "tpbench report: failed: %s killed by signal %d\n", script.c_str(),
-                 WTERMSIG(status));
+    std::fprintf(stderr, "tpbench report: failed: %s killed by signal %d\n", script.c_str(), WTERMSIG(status));
+    if (last_error_line)
+      *last_error_line = "tpbench report: failed: the report script was killed by signal " +
+                         std::to_string(WTERMSIG(status));
   }
   return 1;
 }
@@ -121,8 +159,9 @@ constexpr const char* kUsage =
     "  --out DIR   write the files here instead of RESULTS_DIR\n"
     "  --quiet     print nothing on success\n"
     "  --verbose   also list the sections left empty and why\n"
-    "Exit status: 0 written, 2 bad input (a malformed results line names its line number)\n"
-    "or python3/matplotlib missing.\n";
+    "Exit status: 0 written, 1 a file could not be written (a full or read-only disk; each file\n"
+    "is whole or left as it was), 2 bad input (a malformed results line names its line number),\n"
+    "3 python3 or matplotlib missing (nothing could be made here), 128 + the signal when interrupted.\n";
 
 const Grammar kGrammar = {{{"--out", true}, {"--quiet"}, {"--verbose"}}, 1, "RESULTS_DIR"};
 

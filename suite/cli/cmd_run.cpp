@@ -252,6 +252,55 @@ std::string recorded_option(const nlohmann::json& run_json, const std::string& o
 }
 
 // The scenario JSON on stdin (`tpbench run -`), read as strictly as a file.
+// The outcome of a run's report step, as run.json's summary.report records it.
+struct ReportOutcome {
+  int exit_code = 0;       // the run's exit status once the report is counted
+  nlohmann::json summary;  // {status: written | failed | unavailable, exit_code, message, retry}
+};
+
+// The report is a view of the results: one that cannot be made on this machine (no python3
+// or matplotlib) leaves the run's verdict as the cases made it, and is made elsewhere with
+// `tpbench report`. One that failed (a full or read-only disk, a results file it refuses, an
+// interrupt) fails the run: exit 1 where the cases alone would exit 0 or 3, so that a
+// pipeline never takes a run without its report for a good one. run.json's summary says
+// which, with the script's own line, and its exit_code follows.
+ReportOutcome report_step(const std::string& run_dir, int run_exit_code) {
+  std::string error_line;
+  const int rc = tpb::cli::run_report_script({run_dir, "--quiet"}, &error_line);
+  const std::string retry = "tpbench report " + run_dir;
+  ReportOutcome out{run_exit_code, {{"exit_code", rc}, {"message", nullptr}, {"retry", nullptr}}};
+  if (rc == 0) {
+    out.summary["status"] = "written";
+    std::printf("report: %s/report.html\n", run_dir.c_str());
+  } else if (rc == tpb::cli::kReportUnavailable) {
+    out.summary["status"] = "unavailable";
+    std::printf("report: not made on this machine (see above); the run's exit status stands; make it where "
+                "python3 and matplotlib are with `%s`\n", retry.c_str());
+  } else {
+    out.summary["status"] = "failed";
+    // Interrupted (128 + the signal) says more than "failed", as it does for the cases.
+    if (run_exit_code == tpb::kExitOk || run_exit_code == tpb::kExitNothingRan)
+      out.exit_code = rc > 128 ? rc : tpb::kExitFailed;
+    std::printf("report: failed (exit %d; see above), so the run exits %d; retry with `%s`\n", rc, out.exit_code,
+                retry.c_str());
+  }
+  if (rc != 0) {
+    out.summary["message"] = error_line.empty() ? nlohmann::json(nullptr) : nlohmann::json(error_line);
+    out.summary["retry"] = retry;
+  }
+  // The same disk that refused the report may refuse this too: then the exit status alone says it.
+  const std::string run_json_path = (fs::path(run_dir) / "run.json").string();
+  try {
+    nlohmann::json run_json = tpb::read_json_file(run_json_path);
+    run_json["summary"]["report"] = out.summary;
+    run_json["summary"]["exit_code"] = out.exit_code;
+    tpb::write_file_atomic(run_json_path, run_json.dump(2) + "\n");
+  } catch (const std::exception& e) {
+    std::printf("report: %s not updated with the report's outcome: %s\n", run_json_path.c_str(), e.what());
+  }
+  return out;
+}
+
 tpb::Scenario load_stdin_scenario() {
   const std::string text = tpb::read_bounded_json_text(std::cin, tpb::kStdinScenarioSource);
   return tpb::load_scenario_text(text, tpb::kStdinScenarioSource);
@@ -450,24 +499,26 @@ int run_run(const tpb::cli::Args& given) {
     std::printf("rerun: each record's `reproduce` reruns its case; `tpbench run --resume %s --retry-failed` the failed ones\n",
                 sum.run_dir.c_str());
   if (!args.junit.empty()) std::printf("junit: %s\n", args.junit.c_str());
+  int exit_code = sum.exit_code;
+  nlohmann::json report = nullptr;
   if (!args.no_report) {
-    // The report is a view of the results: when it cannot be made (no python3/matplotlib)
-    // the run's verdict stands and the message says how to make it later.
     std::fflush(stdout);
-    const int rc = tpb::cli::run_report_script({sum.run_dir, "--quiet"});
-    if (rc == 0)
-      std::printf("report: %s/report.html\n", sum.run_dir.c_str());
-    else
-      std::printf("report: not written (exit %d; see above); retry with `tpbench report %s`\n", rc, sum.run_dir.c_str());
+    const ReportOutcome outcome = report_step(sum.run_dir, sum.exit_code);
+    exit_code = outcome.exit_code;
+    report = outcome.summary;
   }
   if (args.json) {
     // run.json's summary as written, and where the run is.
     nlohmann::json out = tpb::read_json_file((fs::path(sum.run_dir) / "run.json").string()).at("summary");
+    if (!args.no_report) {  // as run.json has them, also where the disk refused to update it
+      out["report"] = report;
+      out["exit_code"] = exit_code;
+    }
     out["run_dir"] = sum.run_dir;
     human_lines.restore();
     std::printf("%s\n", out.dump(2).c_str());
   }
-  return sum.exit_code;
+  return exit_code;
 }
 
 }  // namespace

@@ -1,7 +1,7 @@
 # `tpbench report RESULTS_DIR`: finds report/make_report.py from any working directory,
-# writes every file, and passes the script's exit status on; a malformed results line, a
-# missing RESULTS_DIR, a missing interpreter and a missing matplotlib are each exit 2 with
-# a clear message.
+# writes every file, and passes the script's exit status on; a malformed results line and a
+# missing RESULTS_DIR are exit 2 with a clear message, a missing interpreter and a missing
+# matplotlib exit 3 (the report cannot be made on this machine, as tpbench's "nothing ran").
 source "$(dirname "$0")/common.bash" "$@"
 
 fixture() {
@@ -36,14 +36,14 @@ expect_rc 2 "$TPBENCH" report "$SCRATCH/bad"
 grep -q "results.jsonl:7: not valid JSON" "$SCRATCH/last.out" || fail "malformed line not named"
 [[ ! -e "$SCRATCH/bad/report.html" ]] || fail "report written from a malformed file"
 
-TPB_PYTHON="$SCRATCH/no-such-python" expect_rc 2 "$TPBENCH" report "$SCRATCH/ok"
+TPB_PYTHON="$SCRATCH/no-such-python" expect_rc 3 "$TPBENCH" report "$SCRATCH/ok"
 grep -q "cannot run '$SCRATCH/no-such-python'" "$SCRATCH/last.out" || fail "missing python not reported"
 
 # An interpreter without site-packages has no matplotlib.
 printf '#!/bin/sh\nexec python3 -S "$@"\n' >"$SCRATCH/python-bare"
 chmod +x "$SCRATCH/python-bare"
 if ! "$SCRATCH/python-bare" -c "import matplotlib" 2>/dev/null; then
-  TPB_PYTHON="$SCRATCH/python-bare" expect_rc 2 "$TPBENCH" report "$SCRATCH/ok"
+  TPB_PYTHON="$SCRATCH/python-bare" expect_rc 3 "$TPBENCH" report "$SCRATCH/ok"
   grep -q "matplotlib is not installed" "$SCRATCH/last.out" || fail "missing matplotlib not reported"
 fi
 echo "report CLI ok"
