@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <vector>
 
 #include "reference_engine/config/data_home.h"
@@ -20,87 +21,179 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// Reads one field with a type check; collects nothing, throws the first problem with its path.
-template <typename T>
-void read_field(const nlohmann::json& j, const char* key, T& out, bool required,
-                const std::string& source, const std::string& prefix) {
-  auto it = j.find(key);
-  if (it == j.end() || it->is_null()) {
-    TPB_INPUT_CHECK(!required, source << ": " << prefix << key << ": missing (required by the DeepseekV3 architecture)");
-    return;
-  }
-  if constexpr (std::is_same_v<T, bool>) {
-    TPB_INPUT_CHECK(it->is_boolean(), source << ": " << prefix << key << ": expected a boolean, got " << it->dump());
-  } else if constexpr (std::is_integral_v<T>) {
-    TPB_INPUT_CHECK(it->is_number_integer(), source << ": " << prefix << key << ": expected an integer, got " << it->dump());
-  } else if constexpr (std::is_floating_point_v<T>) {
-    TPB_INPUT_CHECK(it->is_number(), source << ": " << prefix << key << ": expected a number, got " << it->dump());
-  } else {
-    TPB_INPUT_CHECK(it->is_string(), source << ": " << prefix << key << ": expected a string, got " << it->dump());
-  }
-  out = it->get<T>();
-}
+// How a config reads a field: `null_means` is what a JSON null stands for where DeepSeek's
+// modelling code gives None a meaning, absent where it gives none (null is then refused).
+struct FieldReader {
+  const nlohmann::json& object;  // the object holding the fields
+  const std::string& source;     // the file, for messages
+  const std::string& prefix;     // its JSON path, "$." or "$.text_config."
+  ModelConfig& config;           // collects the fields left out (hf_defaults)
 
-// The integer and float fields, shared by parsing and by scenario overrides.
-struct IntField { const char* key; std::int64_t ModelConfig::*member; bool required; };
-struct FloatField { const char* key; double ModelConfig::*member; };
+  // `out` holds HF's default on entry; a missing key leaves it there and records it.
+  template <typename T>
+  void read(const char* key, T& out, std::optional<T> null_means = std::nullopt) const {
+    auto it = object.find(key);
+    if (it == object.end()) {
+      config.hf_defaults.push_back(key);
+      return;
+    }
+    if (it->is_null()) {
+      TPB_INPUT_CHECK(null_means.has_value(), source << ": " << prefix << key << ": expected " << kind<T>()
+                                                     << ", got null (HF's modelling code has no value for it)");
+      out = *null_means;
+      return;
+    }
+    bool ok;
+    if constexpr (std::is_same_v<T, bool>) ok = it->is_boolean();
+    else if constexpr (std::is_integral_v<T>) ok = it->is_number_integer();
+    else if constexpr (std::is_floating_point_v<T>) ok = it->is_number();
+    else ok = it->is_string();
+    TPB_INPUT_CHECK(ok, source << ": " << prefix << key << ": expected " << kind<T>() << ", got " << it->dump());
+    out = it->get<T>();
+  }
+
+  template <typename T>
+  static const char* kind() {
+    if constexpr (std::is_same_v<T, bool>) return "a boolean";
+    else if constexpr (std::is_integral_v<T>) return "an integer";
+    else if constexpr (std::is_floating_point_v<T>) return "a number";
+    else return "a string";
+  }
+};
+
+// The integer and float fields, shared by parsing and by scenario overrides, with HF's
+// DeepseekV3Config defaults (transformers' configuration_deepseek_v3.py; the
+// configuration_deepseek.py DeepSeek-V3 and Kimi ship with their checkpoints agrees).
+struct IntField {
+  const char* key;
+  std::int64_t ModelConfig::*member;
+  std::int64_t hf_default;
+  std::optional<std::int64_t> null_means;  // see FieldReader
+};
+struct FloatField {
+  const char* key;
+  double ModelConfig::*member;
+  double hf_default;
+};
 
 const std::vector<IntField>& int_fields() {
+  // A null n_routed_experts builds dense layers throughout in DeepSeek's modelling code, a
+  // null n_shared_experts no shared expert, a null q_lora_rank q_proj without the low rank.
   static const std::vector<IntField> fields = {
-      {"vocab_size", &ModelConfig::vocab_size, true},
-      {"hidden_size", &ModelConfig::hidden_size, true},
-      {"intermediate_size", &ModelConfig::intermediate_size, true},
-      {"moe_intermediate_size", &ModelConfig::moe_intermediate_size, true},
-      {"num_hidden_layers", &ModelConfig::num_hidden_layers, true},
-      {"first_k_dense_replace", &ModelConfig::first_k_dense_replace, false},
-      {"num_attention_heads", &ModelConfig::num_attention_heads, true},
-      {"num_key_value_heads", &ModelConfig::num_key_value_heads, false},
-      {"q_lora_rank", &ModelConfig::q_lora_rank, false},
-      {"kv_lora_rank", &ModelConfig::kv_lora_rank, true},
-      {"qk_nope_head_dim", &ModelConfig::qk_nope_head_dim, true},
-      {"qk_rope_head_dim", &ModelConfig::qk_rope_head_dim, true},
-      {"v_head_dim", &ModelConfig::v_head_dim, true},
-      {"n_routed_experts", &ModelConfig::n_routed_experts, false},
-      {"n_shared_experts", &ModelConfig::n_shared_experts, false},
-      {"num_experts_per_tok", &ModelConfig::num_experts_per_tok, false},
-      {"n_group", &ModelConfig::n_group, false},
-      {"topk_group", &ModelConfig::topk_group, false},
-      {"max_position_embeddings", &ModelConfig::max_position_embeddings, false},
+      {"vocab_size", &ModelConfig::vocab_size, 129280, std::nullopt},
+      {"hidden_size", &ModelConfig::hidden_size, 7168, std::nullopt},
+      {"intermediate_size", &ModelConfig::intermediate_size, 18432, std::nullopt},
+      {"moe_intermediate_size", &ModelConfig::moe_intermediate_size, 2048, std::nullopt},
+      {"num_hidden_layers", &ModelConfig::num_hidden_layers, 61, std::nullopt},
+      {"first_k_dense_replace", &ModelConfig::first_k_dense_replace, 3, std::nullopt},
+      {"num_attention_heads", &ModelConfig::num_attention_heads, 128, std::nullopt},
+      // null: num_attention_heads (HF's "backward compatibility"), set once heads are read.
+      {"num_key_value_heads", &ModelConfig::num_key_value_heads, 128, std::int64_t{-1}},
+      {"q_lora_rank", &ModelConfig::q_lora_rank, 1536, std::int64_t{0}},
+      {"kv_lora_rank", &ModelConfig::kv_lora_rank, 512, std::nullopt},
+      {"qk_nope_head_dim", &ModelConfig::qk_nope_head_dim, 128, std::nullopt},
+      {"qk_rope_head_dim", &ModelConfig::qk_rope_head_dim, 64, std::nullopt},
+      {"v_head_dim", &ModelConfig::v_head_dim, 128, std::nullopt},
+      {"n_routed_experts", &ModelConfig::n_routed_experts, 256, std::int64_t{0}},
+      {"n_shared_experts", &ModelConfig::n_shared_experts, 1, std::int64_t{0}},
+      {"num_experts_per_tok", &ModelConfig::num_experts_per_tok, 8, std::int64_t{0}},
+      {"n_group", &ModelConfig::n_group, 8, std::nullopt},
+      {"topk_group", &ModelConfig::topk_group, 4, std::nullopt},
+      {"max_position_embeddings", &ModelConfig::max_position_embeddings, 4096, std::nullopt},
   };
   return fields;
 }
 
 const std::vector<FloatField>& float_fields() {
   static const std::vector<FloatField> fields = {
-      {"routed_scaling_factor", &ModelConfig::routed_scaling_factor},
-      {"rms_norm_eps", &ModelConfig::rms_norm_eps},
+      {"routed_scaling_factor", &ModelConfig::routed_scaling_factor, 2.5},
+      {"rms_norm_eps", &ModelConfig::rms_norm_eps, 1e-6},
   };
   return fields;
 }
 
-void parse_rope(const nlohmann::json& text, ModelConfig& c, const std::string& source, const std::string& prefix) {
-  read_field(text, "rope_theta", c.rope.theta, false, source, prefix);
-  const char* block_key = text.contains("rope_scaling") && !text["rope_scaling"].is_null() ? "rope_scaling"
-                          : text.contains("rope_parameters") && !text["rope_parameters"].is_null() ? "rope_parameters"
-                                                                                                   : nullptr;
+// The models tpbench runs, by the names their config.json files carry: DeepSeek-V3 and
+// Kimi-K2 are plain DeepseekV3 configs (Kimi-K2 under its own model_type); Kimi-K2.5 wraps
+// one as `text_config` beside its vision tower.
+const std::vector<std::string> kTextModelTypes = {"deepseek_v3", "kimi_k2"};
+const std::vector<std::string> kTextArchitectures = {"DeepseekV3ForCausalLM", "DeepseekV3Model"};
+const std::vector<std::string> kWrapperModelTypes = {"kimi_k25"};
+const std::vector<std::string> kWrapperArchitectures = {"KimiK25ForConditionalGeneration"};
+
+std::string one_of(const std::vector<std::string>& names) {
+  std::string out;
+  for (std::size_t i = 0; i < names.size(); ++i)
+    out += (i == 0 ? "" : i + 1 == names.size() ? " or " : ", ") + ("\"" + names[i] + "\"");
+  return out;
+}
+
+// A JSON value in a message, cut where it is long.
+std::string shown(const nlohmann::json& value) {
+  const std::string text = value.dump();
+  return text.size() <= 80 ? text : text.substr(0, 60) + "... (" + std::to_string(text.size()) + " characters)";
+}
+
+// `object`'s model_type and architectures name one of `types` / `architectures`; `what` says
+// which model family that is, for the message.
+void check_identity(const nlohmann::json& object, const std::string& source, const std::string& prefix,
+                    const std::vector<std::string>& types, const std::vector<std::string>& architectures,
+                    const std::string& what) {
+  const auto type = object.find("model_type");
+  TPB_INPUT_CHECK(type != object.end() && type->is_string() &&
+                      std::find(types.begin(), types.end(), type->get<std::string>()) != types.end(),
+                  source << ": " << prefix << "model_type: expected " << one_of(types) << " (" << what << "), got "
+                         << (type == object.end() ? std::string("nothing (the key is missing)") : shown(*type)));
+  const auto arch = object.find("architectures");
+  if (arch == object.end() || arch->is_null()) return;  // HF needs none to build the model
+  TPB_INPUT_CHECK(arch->is_array() && !arch->empty(),
+                  source << ": " << prefix << "architectures: expected a list of " << one_of(architectures) << ", got "
+                         << shown(*arch));
+  for (std::size_t i = 0; i < arch->size(); ++i) {
+    const auto& name = (*arch)[i];
+    TPB_INPUT_CHECK(name.is_string() &&
+                        std::find(architectures.begin(), architectures.end(), name.get<std::string>()) != architectures.end(),
+                    source << ": " << prefix << "architectures[" << i << "]: expected " << one_of(architectures) << " ("
+                           << what << "), got " << shown(name));
+  }
+}
+
+void parse_rope(const FieldReader& text, ModelConfig& c) {
+  const std::string& source = text.source;
+  const std::string& prefix = text.prefix;
+  text.read("rope_theta", c.rope.theta);
+  const char* block_key = text.object.contains("rope_scaling") && !text.object["rope_scaling"].is_null() ? "rope_scaling"
+                          : text.object.contains("rope_parameters") && !text.object["rope_parameters"].is_null()
+                              ? "rope_parameters"
+                              : nullptr;
   if (!block_key) return;
-  const auto& block = text[block_key];
+  const auto& block = text.object[block_key];
   const std::string bp = prefix + block_key + ".";
   TPB_INPUT_CHECK(block.is_object(), source << ": " << prefix << block_key << ": expected an object");
+  // Fields of the block left out are HF's defaults too, but not worth naming: the block is
+  // optional as a whole, and each of its defaults is HF's yarn computation's own.
+  ModelConfig scratch;
+  const FieldReader b{block, source, bp, scratch};
   // transformers >= 5 keeps rope_theta inside rope_parameters.
-  read_field(block, "rope_theta", c.rope.theta, false, source, bp);
+  if (block.contains("rope_theta")) {
+    b.read("rope_theta", c.rope.theta);
+    std::erase(c.hf_defaults, std::string("rope_theta"));
+  }
   std::string type;
-  if (block.contains("rope_type")) read_field(block, "rope_type", type, false, source, bp);
-  else read_field(block, "type", type, false, source, bp);
+  if (block.contains("rope_type")) b.read("rope_type", type);
+  else if (block.contains("type")) b.read("type", type);
   if (type.empty() || type == "default") return;
   TPB_INPUT_CHECK(type == "yarn", source << ": " << bp << "rope_type: expected \"yarn\" or \"default\", got \"" << type << "\"");
   c.rope.type = "yarn";
-  read_field(block, "factor", c.rope.factor, true, source, bp);
-  read_field(block, "beta_fast", c.rope.beta_fast, false, source, bp);
-  read_field(block, "beta_slow", c.rope.beta_slow, false, source, bp);
-  read_field(block, "mscale", c.rope.mscale, false, source, bp);
-  read_field(block, "mscale_all_dim", c.rope.mscale_all_dim, false, source, bp);
-  read_field(block, "original_max_position_embeddings", c.rope.original_max_position_embeddings, false, source, bp);
+  TPB_INPUT_CHECK(block.contains("factor"), source << ": " << bp << "factor: missing (yarn needs it; HF has no default)");
+  b.read("factor", c.rope.factor);
+  b.read("beta_fast", c.rope.beta_fast, std::optional<double>(32.0));
+  b.read("beta_slow", c.rope.beta_slow, std::optional<double>(1.0));
+  b.read("mscale", c.rope.mscale, std::optional<double>(0.0));
+  b.read("mscale_all_dim", c.rope.mscale_all_dim, std::optional<double>(0.0));
+  // HF takes max_position_embeddings where the block leaves this out.
+  c.rope.original_max_position_embeddings = c.max_position_embeddings;
+  b.read("original_max_position_embeddings", c.rope.original_max_position_embeddings,
+         std::optional<std::int64_t>(c.max_position_embeddings));
 }
 
 double yarn_mscale(double scale, double mscale) {
@@ -177,30 +270,55 @@ ModelConfig parse_model_config(const nlohmann::json& config, const std::string& 
   ModelConfig c;
   const nlohmann::json* text = &config;
   std::string prefix = "$.";
-  if (config.contains("text_config") && config["text_config"].is_object()) {
+  // What the file is comes first: a Llama or Qwen config read as DeepSeek's fields would be
+  // a model that exists nowhere.
+  if (config.contains("text_config") && !config["text_config"].is_null()) {
+    check_identity(config, source, "$.", kWrapperModelTypes, kWrapperArchitectures,
+                   "a config with text_config is Kimi-K2.5's, its text model a DeepSeek-V3 one");
+    TPB_INPUT_CHECK(config["text_config"].is_object(),
+                    source << ": $.text_config: expected an object (Kimi-K2.5's text model), got " << shown(config["text_config"]));
     text = &config["text_config"];
     prefix = "$.text_config.";
     c.nested_text_config = true;
+  } else if (config.contains("model_type") && config["model_type"].is_string() &&
+             std::find(kWrapperModelTypes.begin(), kWrapperModelTypes.end(), config["model_type"].get<std::string>()) !=
+                 kWrapperModelTypes.end()) {
+    TPB_INPUT_FAIL(source << ": $.text_config: missing (a " << config["model_type"].get<std::string>()
+                          << " config holds its text model there)");
   }
+  check_identity(*text, source, prefix, kTextModelTypes, kTextArchitectures, "a DeepSeek-V3 or Kimi-K2 text model");
+  c.model_type = (*text)["model_type"].get<std::string>();
   if (config.contains("vision_config") && config["vision_config"].is_object()) {
     c.has_vision_tower = true;
     c.vision_config = config["vision_config"];
     check_vision_limits(c.vision_config, source);
   }
-  read_field(*text, "model_type", c.model_type, false, source, prefix);
-  for (const auto& f : int_fields()) read_field(*text, f.key, c.*(f.member), f.required, source, prefix);
-  for (const auto& f : float_fields()) read_field(*text, f.key, c.*(f.member), false, source, prefix);
-  read_field(*text, "norm_topk_prob", c.norm_topk_prob, false, source, prefix);
-  read_field(*text, "scoring_func", c.scoring_func, false, source, prefix);
-  read_field(*text, "topk_method", c.topk_method, false, source, prefix);
-  read_field(*text, "tie_word_embeddings", c.tie_word_embeddings, false, source, prefix);
-  read_field(*text, "rope_interleave", c.rope_interleave, false, source, prefix);
+  const FieldReader fields{*text, source, prefix, c};
+  for (const auto& f : int_fields()) {
+    c.*(f.member) = f.hf_default;
+    fields.read(f.key, c.*(f.member), f.null_means);
+  }
+  if (c.num_key_value_heads == -1) c.num_key_value_heads = c.num_attention_heads;
+  for (const auto& f : float_fields()) {
+    c.*(f.member) = f.hf_default;
+    fields.read(f.key, c.*(f.member));
+  }
+  c.norm_topk_prob = true;
+  fields.read("norm_topk_prob", c.norm_topk_prob);
+  c.scoring_func = "sigmoid";
+  fields.read("scoring_func", c.scoring_func);
+  c.topk_method = "noaux_tc";
+  fields.read("topk_method", c.topk_method);
+  c.tie_word_embeddings = false;
+  fields.read("tie_word_embeddings", c.tie_word_embeddings);
+  c.rope_interleave = true;
+  fields.read("rope_interleave", c.rope_interleave);
   // The engine implements interleaved (GPT-J style) rotary pairs only; refusing the other
   // layout is better than computing a different model without a word.
   TPB_INPUT_CHECK(c.rope_interleave, source << ": " << prefix << "rope_interleave: expected true (interleaved pairs, "
                                             "the layout DeepSeek-V3 and Kimi use); false is not supported");
-  if (c.num_key_value_heads == 0) c.num_key_value_heads = c.num_attention_heads;
-  parse_rope(*text, c, source, prefix);
+  c.rope.theta = 10000.0;
+  parse_rope(fields, c);
   // K2.5's nested config may carry it inside text_config or beside it.
   if (text->contains("quantization_config"))
     c.quant = parse_quantization_config((*text)["quantization_config"], source, prefix + "quantization_config");
@@ -213,6 +331,11 @@ ModelConfig parse_model_config(const nlohmann::json& config, const std::string& 
 
 void ModelConfig::validate() const {
   const std::string src = name.empty() ? std::string("model config") : name;
+  // A value in a message, and where it came from when the config left it out.
+  auto got = [&](const char* key, std::int64_t value) {
+    const bool defaulted = std::find(hf_defaults.begin(), hf_defaults.end(), key) != hf_defaults.end();
+    return std::to_string(value) + (defaulted ? std::string(" (HF's default: the config leaves ") + key + " out)" : "");
+  };
   auto positive = [&](std::int64_t v, const char* key) {
     TPB_INPUT_CHECK(v > 0, src << ": " << key << ": expected a positive integer, got " << v);
   };
@@ -271,10 +394,11 @@ void ModelConfig::validate() const {
   positive(v_head_dim, "v_head_dim");
   TPB_INPUT_CHECK(qk_rope_head_dim % 2 == 0, src << ": qk_rope_head_dim: expected an even number (rope rotates pairs), got " << qk_rope_head_dim);
   TPB_INPUT_CHECK(num_key_value_heads == num_attention_heads,
-                  src << ": num_key_value_heads: MLA expects it equal to num_attention_heads (" << num_attention_heads
-                      << "), got " << num_key_value_heads);
+                  src << ": num_key_value_heads: MLA expects it equal to num_attention_heads = "
+                      << got("num_attention_heads", num_attention_heads) << ", got " << got("num_key_value_heads", num_key_value_heads));
   TPB_INPUT_CHECK(first_k_dense_replace >= 0 && first_k_dense_replace <= num_hidden_layers,
-                  src << ": first_k_dense_replace: expected 0.." << num_hidden_layers << ", got " << first_k_dense_replace);
+                  src << ": first_k_dense_replace: expected 0.." << got("num_hidden_layers", num_hidden_layers) << ", got "
+                      << got("first_k_dense_replace", first_k_dense_replace));
   if (first_k_dense_replace > 0) positive(intermediate_size, "intermediate_size");
   if (n_routed_experts > 0 && first_k_dense_replace < num_hidden_layers) {
     positive(moe_intermediate_size, "moe_intermediate_size");
@@ -282,15 +406,19 @@ void ModelConfig::validate() const {
     positive(n_group, "n_group");
     positive(topk_group, "topk_group");
     TPB_INPUT_CHECK(num_experts_per_tok <= n_routed_experts,
-                    src << ": num_experts_per_tok: expected <= n_routed_experts (" << n_routed_experts << "), got " << num_experts_per_tok);
+                    src << ": num_experts_per_tok: expected <= n_routed_experts = " << got("n_routed_experts", n_routed_experts)
+                        << ", got " << got("num_experts_per_tok", num_experts_per_tok));
     TPB_INPUT_CHECK(n_routed_experts % n_group == 0,
-                    src << ": n_group: expected a divisor of n_routed_experts (" << n_routed_experts << "), got " << n_group);
-    TPB_INPUT_CHECK(topk_group <= n_group, src << ": topk_group: expected <= n_group (" << n_group << "), got " << topk_group);
+                    src << ": n_group: expected a divisor of n_routed_experts = " << got("n_routed_experts", n_routed_experts)
+                        << ", got " << got("n_group", n_group));
+    TPB_INPUT_CHECK(topk_group <= n_group,
+                    src << ": topk_group: expected <= n_group = " << got("n_group", n_group) << ", got " << got("topk_group", topk_group));
     TPB_INPUT_CHECK(num_experts_per_tok <= topk_group * (n_routed_experts / n_group),
                     src << ": num_experts_per_tok: expected <= topk_group * experts per group ("
-                        << topk_group * (n_routed_experts / n_group) << "), got " << num_experts_per_tok);
+                        << topk_group * (n_routed_experts / n_group) << "), got " << got("num_experts_per_tok", num_experts_per_tok));
     TPB_INPUT_CHECK(n_group == 1 || n_routed_experts / n_group >= 2,
-                    src << ": n_group: grouped routing sums the top-2 scores of each group, so a group needs >= 2 experts");
+                    src << ": n_group: grouped routing sums the top-2 scores of each group, so a group needs >= 2 experts (n_group "
+                        << got("n_group", n_group) << ", n_routed_experts " << got("n_routed_experts", n_routed_experts) << ")");
     TPB_INPUT_CHECK(scoring_func == "sigmoid", src << ": scoring_func: expected \"sigmoid\", got \"" << scoring_func << "\"");
     TPB_INPUT_CHECK(topk_method == "noaux_tc", src << ": topk_method: expected \"noaux_tc\", got \"" << topk_method << "\"");
   }
@@ -391,6 +519,7 @@ void apply_overrides(ModelConfig& config, const nlohmann::json& overrides, const
   TPB_INPUT_CHECK(overrides.is_object(), source << ": " << json_path << ": expected an object of config fields");
   for (const auto& [key, value] : overrides.items()) {
     const std::string path = json_path + "." + key;
+    std::erase(config.hf_defaults, key);
     bool known = false;
     for (const auto& f : int_fields()) {
       if (key != f.key) continue;

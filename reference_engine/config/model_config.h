@@ -1,10 +1,17 @@
 // ModelConfig: the DeepSeek-V3 / Kimi-K2.5 text-model hyper-parameters (MODEL.md), read
 // from an HF config.json — a plain DeepseekV3 one or K2.5's nested `text_config` — with
 // `rope_scaling` or `rope_parameters` for the yarn block. Scenario overrides apply on top.
+//
+// Read as HF reads it: a field the file leaves out takes DeepseekV3Config's default (so a
+// config without n_routed_experts has 256 experts, not none), a null takes the meaning
+// DeepSeek's modelling code gives None where it gives one (q_lora_rank: no q low-rank;
+// n_routed_experts: dense layers) and is refused elsewhere, and model_type / architectures
+// must name a DeepSeek-V3, Kimi-K2 or Kimi-K2.5 model.
 #pragma once
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -29,7 +36,10 @@ struct RopeConfig {
 
 struct ModelConfig {
   std::string name;                 // preset name or folder the config came from
-  std::string model_type;           // "deepseek_v3" (or the nested model's type)
+  std::string model_type;           // the text model's: "deepseek_v3" or "kimi_k2"
+  // The fields the file left out, which took HF's default: validation names them, so that
+  // "got 256" says where the 256 came from. A scenario override of a field takes it off.
+  std::vector<std::string> hf_defaults;
   bool nested_text_config = false;  // came from K2.5's `text_config`: tensor names carry `language_model.`
   bool has_vision_tower = false;    // the top-level config had a `vision_config`
   nlohmann::json vision_config;     // as read, for the memory planner (empty when none)

@@ -1,6 +1,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <string>
+#include <vector>
 
 #include "reference_engine/config/model_config.h"
 #include "tpb/check.h"
@@ -57,15 +59,102 @@ TEST(ModelConfig, ReadsRopeParametersOfTransformers5) {
   EXPECT_DOUBLE_EQ(c.rope.theta, 50000.0);
 }
 
-TEST(ModelConfig, MissingFieldIsNamed) {
-  auto j = kimi_k25_nested();
-  j["text_config"].erase("kv_lora_rank");
+std::string refusal(const nlohmann::json& config) {
   try {
-    parse_model_config(j, "broken.json");
-    FAIL() << "no throw";
+    parse_model_config(config, "cfg.json");
   } catch (const InputError& e) {
-    EXPECT_NE(std::string(e.what()).find("broken.json: $.text_config.kv_lora_rank: missing"), std::string::npos) << e.what();
+    return e.what();
   }
+  return "no throw";
+}
+
+// HF's DeepseekV3Config fills what a config leaves out; so does tpbench (issue 37: a config
+// without n_routed_experts was read as a dense model, HF builds 256 experts).
+TEST(ModelConfig, MissingFieldTakesHfDefault) {
+  auto j = kimi_k25_nested();
+  for (const char* key : {"kv_lora_rank", "n_routed_experts", "n_shared_experts", "routed_scaling_factor"})
+    j["text_config"].erase(key);
+  const ModelConfig c = parse_model_config(j, "cfg.json");
+  EXPECT_EQ(c.kv_lora_rank, 512);
+  EXPECT_EQ(c.n_routed_experts, 256);
+  EXPECT_EQ(c.n_shared_experts, 1);
+  EXPECT_DOUBLE_EQ(c.routed_scaling_factor, 2.5);
+  EXPECT_EQ(c.hf_defaults,
+            (std::vector<std::string>{"kv_lora_rank", "n_routed_experts", "n_shared_experts", "routed_scaling_factor",
+                                      "rope_interleave"}));
+}
+
+TEST(ModelConfig, CrossFieldRulesNameTheDefaultTheyMet) {
+  auto j = kimi_k25_nested();
+  j["text_config"].erase("n_routed_experts");
+  j["text_config"]["num_experts_per_tok"] = 2000;
+  EXPECT_NE(refusal(j).find("cfg.json: num_experts_per_tok: expected <= n_routed_experts = 256 (HF's default: the "
+                            "config leaves n_routed_experts out), got 2000"),
+            std::string::npos)
+      << refusal(j);
+  // HF's n_group 8 and topk_group 4 against 384 experts: 48 per group, 192 reachable.
+  auto grouped = kimi_k25_nested();
+  grouped["text_config"].erase("n_group");
+  grouped["text_config"].erase("topk_group");
+  EXPECT_EQ(parse_model_config(grouped, "cfg.json").n_group, 8);
+  grouped["text_config"]["n_routed_experts"] = 12;
+  EXPECT_NE(refusal(grouped).find("n_group: expected a divisor of n_routed_experts = 12, got 8 (HF's default"),
+            std::string::npos)
+      << refusal(grouped);
+  grouped["text_config"]["n_group"] = 2;
+  EXPECT_NE(refusal(grouped).find("topk_group: expected <= n_group = 2, got 4 (HF's default"), std::string::npos)
+      << refusal(grouped);
+  // MLA keeps a key/value head per head; HF's default of 128 meets a 4-head model.
+  auto heads = kimi_k25_nested();
+  heads["text_config"].erase("num_key_value_heads");
+  heads["text_config"]["num_attention_heads"] = 4;
+  EXPECT_NE(refusal(heads).find("num_key_value_heads: MLA expects it equal to num_attention_heads = 4, got 128 (HF's default"),
+            std::string::npos)
+      << refusal(heads);
+}
+
+// A null is HF's None: where DeepSeek's modelling code gives it a meaning it has that
+// meaning, elsewhere it is refused naming the JSON path.
+TEST(ModelConfig, NullIsNoneOrRefused) {
+  auto j = kimi_k25_nested();
+  j["text_config"]["q_lora_rank"] = nullptr;
+  j["text_config"]["num_key_value_heads"] = nullptr;
+  const ModelConfig c = parse_model_config(j, "cfg.json");
+  EXPECT_EQ(c.q_lora_rank, 0);
+  EXPECT_EQ(c.num_key_value_heads, 64);
+  j["text_config"]["kv_lora_rank"] = nullptr;
+  EXPECT_NE(refusal(j).find("cfg.json: $.text_config.kv_lora_rank: expected an integer, got null"), std::string::npos)
+      << refusal(j);
+}
+
+// model_type and architectures say what the file is; only the DeepSeek-V3 family is read.
+TEST(ModelConfig, ModelTypeAndArchitecturesNameTheFamily) {
+  auto plain = kimi_k25_nested()["text_config"];
+  plain["architectures"] = {"DeepseekV3ForCausalLM"};
+  EXPECT_EQ(refusal(plain), "no throw");
+  plain["model_type"] = "kimi_k2";  // Kimi-K2's own name for a DeepseekV3 config
+  EXPECT_EQ(refusal(plain), "no throw");
+  plain["model_type"] = "llama";
+  EXPECT_NE(refusal(plain).find("cfg.json: $.model_type: expected \"deepseek_v3\" or \"kimi_k2\""), std::string::npos)
+      << refusal(plain);
+  EXPECT_NE(refusal(plain).find("got \"llama\""), std::string::npos) << refusal(plain);
+  plain.erase("model_type");
+  EXPECT_NE(refusal(plain).find("$.model_type: expected"), std::string::npos) << refusal(plain);
+  EXPECT_NE(refusal(plain).find("the key is missing"), std::string::npos) << refusal(plain);
+  plain["model_type"] = "deepseek_v3";
+  plain["architectures"] = {"DeepseekV3ForCausalLM", "LlamaForCausalLM"};
+  EXPECT_NE(refusal(plain).find("$.architectures[1]: expected \"DeepseekV3ForCausalLM\""), std::string::npos)
+      << refusal(plain);
+
+  auto nested = kimi_k25_nested();
+  nested["text_config"]["model_type"] = "qwen3_moe";
+  EXPECT_NE(refusal(nested).find("$.text_config.model_type: expected"), std::string::npos) << refusal(nested);
+  nested = kimi_k25_nested();
+  nested["model_type"] = "deepseek_v3";
+  EXPECT_NE(refusal(nested).find("$.model_type: expected \"kimi_k25\""), std::string::npos) << refusal(nested);
+  auto wrapper_alone = kimi_k25_nested()["text_config"];
+  wrapper_alone["model_type"] = "kimi_k25";
+  EXPECT_NE(refusal(wrapper_alone).find("$.text_config: missing"), std::string::npos) << refusal(wrapper_alone);
 }
 
 TEST(ModelConfig, NonInterleavedRopeIsRefused) {
