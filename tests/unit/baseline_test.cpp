@@ -194,6 +194,50 @@ TEST(BaselineControl, WithoutAControlTheRuleIsAsBefore) {
   EXPECT_EQ(latency_of(compare_runs(old_few, new_few, {}), "a").verdict, "regression");
 }
 
+// The control normalises the significance test too, not only the ratio: a case 2.2 x slower
+// on a machine whose control is 2 x slower is 1.1 x relative to it, and with 20 % noise that
+// is not significant, so the verdict is machine-drift (the machine moved, the case with it).
+// Judging the raw samples instead would call it a regression.
+TEST(BaselineControl, TheSignificanceTestIsRelativeToTheControl) {
+  auto role = [](nlohmann::json r, const std::string& role) {
+    r["role"] = role;
+    return r;
+  };
+  const std::vector<nlohmann::json> old_run = {role(record("ctl", 1.0, 0.01, 31), "control-start"),
+                                               role(record("a", 1.0, 0.2, 32), "sweep")};
+  const std::vector<nlohmann::json> new_run = {role(record("ctl", 2.0, 0.01, 33), "control-start"),
+                                               role(record("a", 2.2, 0.2, 34), "sweep")};
+  const auto verdicts = compare_runs(old_run, new_run, {});  // named: latency_of returns into it
+  const auto& a = latency_of(verdicts, "a");
+  ASSERT_GT(a.p_value, 0.05) << "relative to the control the pair must not be significant: " << a.detail;
+  ASSERT_LT(a.raw_p_value, 0.05) << "raw it must be: " << a.detail;
+  EXPECT_EQ(a.verdict, "machine-drift") << a.detail;
+}
+
+// A control that moved beyond the tolerance but not significantly (a noisy control) has not
+// moved: its ratio may not explain a case's slowdown away.
+TEST(BaselineControl, ANoisyControlHasNotMoved) {
+  auto role = [](nlohmann::json r, const std::string& role) {
+    r["role"] = role;
+    return r;
+  };
+  const std::vector<nlohmann::json> old_run = {role(record("ctl", 1.0, 0.3, 41), "control-start")};
+  const std::vector<nlohmann::json> new_run = {role(record("ctl", 1.1, 0.3, 42), "control-start")};
+  const LatencyControl c = latency_control(old_run, new_run, {});
+  ASSERT_GT(std::abs(c.ratio - 1.0), 0.05) << "beyond the default 5 % tolerance";
+  ASSERT_GT(c.p_value, 0.05) << "and not significant";
+  EXPECT_FALSE(c.moved);
+}
+
+// A digest that differs from the stored one is a regression for the exit status and JUnit.
+TEST(Baseline, ADigestMismatchIsARegression) {
+  auto o = record("c1", 1.0, 0.01, 51), n = record("c1", 1.0, 0.01, 52);
+  n["digests"][0]["logits"] = "ffff";
+  const auto v = compare_records(o, n, {});
+  EXPECT_TRUE(is_regression(find(v, "digest.rank0.logits")));
+  EXPECT_FALSE(is_regression(find(v, "latency_us")));
+}
+
 TEST(Baseline, HardwareDirName) {
   EXPECT_EQ(hardware_dir_name({{"gpus", nlohmann::json::array()}}), "cpu-ref");
   EXPECT_EQ(hardware_dir_name({{"gpus", {{{"name", "NVIDIA H200"}}, {{"name", "NVIDIA H200"}}}}}), "h200x2");

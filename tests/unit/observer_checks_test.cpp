@@ -320,6 +320,17 @@ TEST(TpInvariant, MissingOutputsFailAndMissingTp1Skips) {
   EXPECT_EQ(judge("tp_invariant", {tp_record(2, some_logits(8)), tp_record(4, some_logits(8))}).status, "skipped");
 }
 
+// Outputs of different lengths never pass, even where every compared value is equal.
+TEST(Tolerance, DifferentLengthsNeverPass) {
+  const std::vector<float> ref = {1, 2, 3, 4}, longer = {1, 2, 3, 4, 5}, shorter = {1, 2, 3};
+  for (const auto* got : {&longer, &shorter}) {
+    const FloatComparison c = compare_rel_l2(ref, *got, 1e-5);
+    EXPECT_FALSE(c.same_length);
+    EXPECT_EQ(c.rel_l2, 0.0) << "the shared values agree";
+    EXPECT_FALSE(c.pass) << got->size() << " values against " << ref.size();
+  }
+}
+
 TEST(Tolerance, ReportNamesBothSidesAndTheBudgetShare) {
   const std::vector<float> ref = {1, 2, 3, 4}, got = {1, 2, 3.5f, 4};
   const FloatComparison c = compare_rel_l2(ref, got, 1e-5);

@@ -79,8 +79,10 @@ TEST_F(Results, FinishedIdsAreThoseWithAFinalStatus) {
                                      {{"case_id", "c"}, {"status", "running"}},
                                      {{"case_id", "d"}, {"status", "skipped"}},
                                      {{"case_id", "e"}, {"status", "infeasible"}},
+                                     {{"case_id", "f"}, {"status", "fallback"}},
                                      {{"status", "ok"}}};
-  EXPECT_EQ(finished_case_ids(records), (std::set<std::string>{"a", "b", "d", "e"}));
+  // A fallback case ran (another backend than asked): final, --resume does not run it again.
+  EXPECT_EQ(finished_case_ids(records), (std::set<std::string>{"a", "b", "d", "e", "f"}));
 }
 
 TEST_F(Results, MissingFileIsNoRecords) { EXPECT_TRUE(read_results((dir_ / "nope.jsonl").string()).empty()); }

@@ -33,6 +33,18 @@ TEST(Stats, MannWhitneyNormalApproximationWithTies) {
   EXPECT_DOUBLE_EQ(same.p_value, 1.0);
 }
 
+// Heavy ties: the normal approximation's variance carries the tie correction (and the
+// continuity correction), as scipy.stats.mannwhitneyu(method="asymptotic") computes it.
+// Worked by hand: average ranks, U = 8, var = 8 * 8 / 12 * (17 - sum(t^3 - t) / 240) = 82.667,
+// z = (|8 - 32| - 0.5) / sqrt(82.667), p = erfc(z / sqrt 2) = 0.0097476; without the tie term
+// (var 90.667) p would be 0.013587.
+TEST(Stats, MannWhitneyTieCorrectionByHand) {
+  const auto r = mann_whitney_u({1, 1, 1, 2, 2, 2, 2, 3}, {2, 2, 3, 3, 3, 3, 4, 4});
+  EXPECT_FALSE(r.exact);
+  EXPECT_DOUBLE_EQ(r.u, 8.0);
+  EXPECT_NEAR(r.p_value, 0.0097476366, 1e-8);
+}
+
 // The planted-fault pair from issue 7: a series 10 % slower is flagged; a noisy but equal
 // one is not.
 TEST(Stats, TenPercentSlowerSeriesIsSignificantNoisyEqualSeriesIsNot) {
