@@ -25,7 +25,9 @@ BaselineTolerances tolerances_from_json(const nlohmann::json& s) {
   return t;
 }
 
-bool is_regression(const MetricVerdict& v) { return v.verdict == "regression" || v.verdict == "mismatch"; }
+bool is_regression(const MetricVerdict& v) {
+  return v.verdict == "regression" || v.verdict == "mismatch" || v.verdict == "not-ok";
+}
 
 namespace {
 
@@ -343,18 +345,42 @@ std::vector<MetricVerdict> compare_runs(const std::vector<nlohmann::json>& old_r
 std::vector<MetricVerdict> compare_runs(const std::vector<nlohmann::json>& old_records,
                                         const std::vector<nlohmann::json>& new_records,
                                         const BaselineTolerances& tol, const LatencyControl& control) {
-  // The last ok record of a case wins (a control case appears twice; a resumed run may repeat).
-  std::map<std::string, const nlohmann::json*> old_by_id;
-  for (const auto& r : old_records)
-    if (text_field(r, "status") == "ok") old_by_id[text_field(r, "case_id")] = &r;
+  // The last record of a case counts, on both sides (a resumed or retried run appends; a case
+  // that passed and then failed is failed): an earlier ok record never stands in for it, and a
+  // repeated record is compared once. Only a case whose last record is ok is compared.
+  const auto last_by_id = [](const std::vector<nlohmann::json>& records) {
+    std::map<std::string, const nlohmann::json*> last;
+    for (const auto& r : records)
+      if (!text_field(r, "case_id").empty()) last[text_field(r, "case_id")] = &r;
+    return last;
+  };
+  const auto old_by_id = last_by_id(old_records), new_by_id = last_by_id(new_records);
   std::vector<MetricVerdict> out;
-  for (const auto& n : new_records) {
-    if (text_field(n, "status") != "ok") continue;
-    auto it = old_by_id.find(text_field(n, "case_id"));
-    if (it == old_by_id.end()) {
+  std::set<std::string> compared;
+  for (const auto& record : new_records) {
+    const std::string id = text_field(record, "case_id");
+    const auto last = new_by_id.find(id);
+    if (last == new_by_id.end() || !compared.insert(id).second) continue;
+    const nlohmann::json& n = *last->second;
+    auto it = old_by_id.find(id);
+    if (text_field(n, "status") != "ok") {
+      // A case ok in OLD whose last record in NEW is not: not compared by an earlier record,
+      // and said (compare exits 1 on it).
+      if (it != old_by_id.end() && text_field(*it->second, "status") == "ok") {
+        MetricVerdict v = base(n, "case");
+        v.verdict = "not-ok";
+        v.detail = "the case's last record in NEW is " + text_field(n, "status", "without a status") +
+                   " (ok in OLD): not compared";
+        out.push_back(v);
+      }
+      continue;
+    }
+    if (it == old_by_id.end() || text_field(*it->second, "status") != "ok") {
       MetricVerdict v = base(n, "case");
       v.verdict = "no-baseline";
-      v.detail = "no ok record of this case in the baseline";
+      v.detail = it == old_by_id.end() ? "no record of this case in the baseline"
+                                       : "the case's last record in the baseline is " +
+                                             text_field(*it->second, "status", "without a status") + ", not ok";
       out.push_back(v);
       continue;
     }

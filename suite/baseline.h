@@ -75,11 +75,12 @@ struct MetricVerdict {
   double raw_p_value = -1;
   std::string control_case_id;
   std::string verdict;       // ok | regression | improvement | noise | machine-drift | insufficient-data |
-                             // informational | no-baseline | mismatch
+                             // informational | no-baseline | mismatch | not-ok (a case ok in OLD
+                             // whose last record in NEW is not ok, compare_runs)
   std::string detail;
 };
 
-bool is_regression(const MetricVerdict& v);  // regression or mismatch
+bool is_regression(const MetricVerdict& v);  // regression, mismatch or not-ok
 
 // The control case of the new run against its stored counterpart: how much the machine moved.
 struct LatencyControl {

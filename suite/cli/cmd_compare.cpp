@@ -41,6 +41,8 @@ constexpr const char* kUsage =
     "records' provenance and the .provenance.json or run.json beside the file) and whether they\n"
     "are like-for-like: not when a side is from a dirty tree, or build type, compiler, flags or\n"
     "CUDA architectures differ (a field one side does not record is listed, not judged).\n"
+    "The last record of a case counts on each side (a repeated record is compared once); a case\n"
+    "ok in OLD whose last record in NEW is not ok is reported not-ok and counts as a regression.\n"
     "Exit status: 0 no regression, 1 a regression or digest mismatch, 2 bad input (a folder\n"
     "without results.jsonl, e.g. an empty one; a line that is not JSON or a field of the wrong\n"
     "type, named as file:line: $.path; an option out of range: tolerances finite in [0, 100],\n"

@@ -51,4 +51,19 @@ done
 mutate "$SCRATCH/changed.jsonl" "recs[$i]['digests'][0] = {k: '0' * 16 for k in recs[$i]['digests'][0]}"
 expect_rc 1 "$TPBENCH" compare "$RUN" "$SCRATCH/changed.jsonl" --alpha 0.01 --latency-tol 0.5
 grep -q "mismatch" "$SCRATCH/last.out" || fail "the digest change is not a mismatch"
+
+# Issue 37, finding 5: the last record of a case counts. A case that was ok and then failed
+# (appended, as a resumed run appends) is not compared by its ok record: not-ok, exit 1 (it was
+# "0 regression(s)", exit 0). The same record twice is compared once.
+mutate "$SCRATCH/later_failed.jsonl" "f = dict(recs[$i]); f['status'] = 'failed'; f['error'] = 'planted'; recs.append(f)"
+expect_rc 1 "$TPBENCH" compare "$RUN" "$SCRATCH/later_failed.jsonl"
+grep -q "not-ok" "$SCRATCH/last.out" || { cat "$SCRATCH/last.out"; fail "a case that failed last was compared by its ok record"; }
+mutate "$SCRATCH/twice.jsonl" "recs.append(dict(recs[$i]))"
+expect_rc 0 "$TPBENCH" compare "$RUN" "$SCRATCH/twice.jsonl" --json
+python3 - "$SCRATCH/last.out" "$(python3 -c "import json,sys; print(json.loads(open(sys.argv[1]).readlines()[$i])['case_id'])" "$RUN/results.jsonl")" <<'PY' || fail "a repeated record was compared twice"
+import json, sys
+out = json.loads(open(sys.argv[1]).read()[open(sys.argv[1]).read().index("{"):])
+n = sum(1 for v in out["verdicts"] if v["case_id"] == sys.argv[2] and v["metric"] == "latency_us")
+sys.exit(0 if n == 1 else 1)
+PY
 echo ok

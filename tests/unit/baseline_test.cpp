@@ -238,6 +238,32 @@ TEST(Baseline, ADigestMismatchIsARegression) {
   EXPECT_FALSE(is_regression(find(v, "latency_us")));
 }
 
+// "The last record of a case counts" in compare: a case that was ok and then failed in NEW
+// is not compared by its earlier ok record but reported not-ok (a regression); a record
+// repeated in NEW is compared once; a baseline whose last record of a case failed is no
+// baseline for it.
+TEST(Baseline, CompareTakesEachCasesLastRecordOnce) {
+  auto failed = [](nlohmann::json r) {
+    r["status"] = "failed";
+    return r;
+  };
+  const auto old_ok = record("c1", 1.0, 0.01, 61), new_ok = record("c1", 1.0, 0.01, 62);
+  const auto later_failed = compare_runs({old_ok}, {new_ok, failed(new_ok)}, {});
+  ASSERT_EQ(later_failed.size(), 1u);
+  EXPECT_EQ(later_failed[0].metric, "case");
+  EXPECT_EQ(later_failed[0].verdict, "not-ok") << later_failed[0].detail;
+  EXPECT_TRUE(is_regression(later_failed[0]));
+  const auto retried = compare_runs({old_ok}, {failed(new_ok), new_ok}, {});
+  EXPECT_EQ(find(retried, "latency_us").verdict, "ok") << "the retry that passed is the case's record";
+  std::size_t twice = 0;
+  for (const auto& v : compare_runs({old_ok}, {new_ok, new_ok}, {})) twice += v.metric == "latency_us";
+  EXPECT_EQ(twice, 1u) << "a repeated record is compared once";
+  const auto stale = compare_runs({old_ok, failed(old_ok)}, {new_ok}, {});
+  ASSERT_EQ(stale.size(), 1u);
+  EXPECT_EQ(stale[0].verdict, "no-baseline");
+  EXPECT_NE(stale[0].detail.find("last record in the baseline is failed"), std::string::npos) << stale[0].detail;
+}
+
 TEST(Baseline, HardwareDirName) {
   EXPECT_EQ(hardware_dir_name({{"gpus", nlohmann::json::array()}}), "cpu-ref");
   EXPECT_EQ(hardware_dir_name({{"gpus", {{{"name", "NVIDIA H200"}}, {{"name", "NVIDIA H200"}}}}}), "h200x2");
