@@ -8,8 +8,8 @@
 
 #include "fuzz/fuzz_support.h"
 #include "fuzz/json_mutator.h"
-#include "suite/baseline.h"
-#include "suite/jsonl.h"
+#include "suite/records/baseline.h"
+#include "suite/records/jsonl.h"
 #include "tpb/check.h"
 
 namespace {

@@ -8,9 +8,9 @@
 
 #include "fuzz/fuzz_support.h"
 #include "fuzz/json_mutator.h"
-#include "suite/baseline.h"
-#include "suite/jsonl.h"
-#include "suite/results.h"
+#include "suite/records/baseline.h"
+#include "suite/records/jsonl.h"
+#include "suite/records/results.h"
 
 TPB_FUZZ_CUSTOM_MUTATOR(tpb::fuzz::InputFormat::json_lines)
 

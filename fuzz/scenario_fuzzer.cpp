@@ -8,8 +8,8 @@
 #include "fuzz/fuzz_support.h"
 #include "fuzz/json_mutator.h"
 #include "reference_engine/comm/backends.h"
-#include "suite/scenario.h"
-#include "suite/sweep.h"
+#include "suite/scenario/scenario.h"
+#include "suite/scenario/sweep.h"
 
 TPB_FUZZ_CUSTOM_MUTATOR(tpb::fuzz::InputFormat::json)
 

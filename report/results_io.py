@@ -383,7 +383,7 @@ def backend(rec):
 
 
 def allreduce_ran(rec):
-    """record.allreduce_ran (suite/allreduce_ran.h), {} when the record has none."""
+    """record.allreduce_ran (suite/measure/allreduce_ran.h), {} when the record has none."""
     value = rec.get("allreduce_ran")
     return value if isinstance(value, dict) else {}
 
@@ -432,7 +432,7 @@ def _rank_results(rec):
 def metric(rec, name):
     """A throughput-like metric: from throughput, then metrics, then rank 0's metrics."""
     metrics = rec.get("metrics")
-    if isinstance(metrics, list):  # per rank (suite/runner.cpp): rank 0's
+    if isinstance(metrics, list):  # per rank (suite/runner/runner.cpp): rank 0's
         metrics = metrics[0] if metrics else None
     for section in (rec.get("throughput"), metrics):
         if isinstance(section, dict) and is_number(section.get(name)):

@@ -180,7 +180,7 @@ def not_ok_table(records):
 
 
 def backends_ran_table(records):
-    """Cases whose allreduces did not all run on the requested backend (suite/allreduce_ran.h):
+    """Cases whose allreduces did not all run on the requested backend (suite/measure/allreduce_ran.h):
     fallbacks (status fallback: another backend carried every call), partial fallbacks (e.g.
     the messages above a custom buffer on NCCL), auto on NCCL alone, and ranks that disagree.
     Cases that ran as requested are left out; the caption says how many."""

@@ -1,5 +1,5 @@
 // ranks_sharing_device (tpb/kernels/device.h): the one reader of TPB_RANKS_PER_GPU, for the
-// memory readings (kernels/cuda/device.cpp) and the suite's placement (suite/placement.cpp).
+// memory readings (kernels/cuda/device.cpp) and the suite's placement (suite/launch/placement.cpp).
 #include <cstdlib>
 
 #include "tpb/check.h"

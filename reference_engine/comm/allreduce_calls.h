@@ -2,7 +2,7 @@
 // dispatched. A backend that can run a call on more than one path (the custom allreduce's NCCL
 // fallback for messages above its buffer or without peer access; auto's size classes) adds
 // each call under the path that ran it, so a record can say what ran rather than what was
-// asked for (suite/allreduce_ran.h turns the counts into a record's allreduce_ran).
+// asked for (suite/measure/allreduce_ran.h turns the counts into a record's allreduce_ran).
 //
 // Counts are host calls: a CUDA graph replays its captured calls without calling again, so a
 // replayed step is counted once, at capture. The path of a captured call is fixed at capture.

@@ -1,7 +1,7 @@
 // The allreduce backend table: one row per backend that tpbench implements, defined beside
 // the constructors in factory.cpp. Everything that takes or lists a backend name reads it:
 // the communicator factory builds through a row's `make`, scenario validation and the sweep
-// (suite/scenario.cpp, suite/sweep.cpp) accept names and place them on host or GPU by it,
+// (suite/scenario/scenario.cpp, suite/scenario/sweep.cpp) accept names and place them on host or GPU by it,
 // the memory planner (memory/comm_bytes.cpp) counts a row's device buffers, and every
 // message that lists backends prints its names. A backend is added or removed here alone,
 // and no name is accepted that no code implements.

@@ -17,7 +17,7 @@
 //   at world size 1 (no peers). Channels: 32 assumed for NVLink/NVSwitch Hopper systems
 //   (NCCL's "32 coll channels" on 8 x H100/H200); NVLS (NVLink SHARP) buffers are NOT
 //   counted: tpbench runs with NCCL_NVLS_ENABLE=0 (it would add hundreds of MiB).
-// nccl over sockets: in shared placement (suite/placement.h) the ranks of a group share one
+// nccl over sockets: in shared placement (suite/launch/placement.h) the ranks of a group share one
 //   GPU, each with its own NCCL_HOSTID, so NCCL connects them over its socket transport and
 //   allocates other device buffers than the estimate above. MEASURED on one H200 (NCCL
 //   2.28.9, driver 580.159.04, under MPS, 2026-12-01), NcclCommunicator::memory_bytes() per

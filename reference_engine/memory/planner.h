@@ -53,7 +53,7 @@ struct PlanInput {
   std::int64_t custom_max_bytes = kCustomAllreduceDefaultMaxBytes;  // custom allreduce max message, bytes
   int nccl_channels = kNcclDefaultChannels; // NCCL channels assumed for its buffers (NVLink/P2P only)
   bool nccl_over_sockets = false;           // NCCL reaches its peers over its socket transport (ranks
-                                            // sharing a GPU, suite/placement.h): its buffers are
+                                            // sharing a GPU, suite/launch/placement.h): its buffers are
                                             // nccl_socket_buffer_bytes, measured, not the channel estimate
   std::int64_t kv_dtype_bytes = 2;          // bytes per KV element: 2 (bf16) or 1 (fp8)
   std::int64_t requested_tokens = 0;        // KV tokens the deployment needs; 0 = at least one

@@ -5,7 +5,7 @@
 // rejects (the baseline rule, applied to the run with itself), or the digests differ.
 #pragma once
 
-#include "suite/baseline.h"
+#include "suite/records/baseline.h"
 #include "suite/checks/check.h"
 
 namespace tpb {

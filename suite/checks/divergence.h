@@ -1,7 +1,7 @@
 // Divergence localization (issue 15): where two runs that should agree part. Both sides are
 // records of the same case shape rerun at instrumentation `digests`, whose ranks recorded
 // every collective's input and output digests and an output sample
-// (metrics[r].instrumentation.tensor_digests, suite/tensor_digests.h). Walking the calls in
+// (metrics[r].instrumentation.tensor_digests, suite/measure/tensor_digests.h). Walking the calls in
 // order, the first whose output differs names the forward pass, the layer and the op where
 // the sides part, and whether its inputs were already different (the compute before the
 // collective parted) or equal (the collective itself gave another result).

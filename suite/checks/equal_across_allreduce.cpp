@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "suite/allreduce_ran.h"
+#include "suite/measure/allreduce_ran.h"
 #include "suite/checks/digests.h"
 #include "suite/checks/engine_budget.h"
 #include "suite/checks/record_outputs.h"

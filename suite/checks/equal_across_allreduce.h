@@ -13,7 +13,7 @@
 // so a CPU engine case above TP 2 with an mpi side is held to the fp32 budget (kTpRelL2Fp32)
 // with the same greedy tokens.
 //
-// Sides are named and told apart by what RAN (record.allreduce_ran, suite/allreduce_ran.h),
+// Sides are named and told apart by what RAN (record.allreduce_ran, suite/measure/allreduce_ran.h),
 // not by what was requested: a case whose requested backend carried none of its allreduces
 // (status "fallback": "custom-oneshot requested, nccl ran (no peer access)") fails the check,
 // naming it and the backends it was to be compared with, because comparing it would compare

@@ -6,7 +6,7 @@
 
 #include "suite/checks/digests.h"
 #include "suite/checks/tolerance.h"
-#include "suite/stats.h"
+#include "suite/measure/stats.h"
 
 namespace tpb {
 
@@ -131,7 +131,7 @@ std::pair<std::string, std::string> timing_overhead(const json& off, const json&
 
 // The timing level's cost measured in one process: a record's A halves (latency.repetitions_us,
 // marks recorded) against its B halves (latency.interleaved_off_repetitions_us, recording
-// paused), run interleaved ABBA (suite/measure.h): {verdict ("" = fine), text}. Enforced with
+// paused), run interleaved ABBA (suite/measure/measure.h): {verdict ("" = fine), text}. Enforced with
 // >= kTimingOverheadMinRepetitions repetitions: fails when the ratio of the medians of the
 // per-repetition medians exceeds 1 + kTimingOverheadMax AND a Mann-Whitney U test rejects at
 // alpha = 0.05. (Mann-Whitney, not a paired test: the existing rule of the suite's latency

@@ -1,7 +1,7 @@
 // observer_invariant: cases that differ only in the instrumentation level must compute the
 // same thing (ARCHITECTURE.md, "Observer effect"). Against the `off` case, every other
 // level must have bitwise-identical digests on every rank, the same plan, and the same
-// metrics.alloc_bytes on every rank (suite/instrumentation.h), and — where the workload
+// metrics.alloc_bytes on every rank (suite/measure/instrumentation.h), and — where the workload
 // records them (both engines and the allreduce workload, at every level) — the same sequence of communicator calls
 // (op, element count, dtype) and of allocations (bytes, in order) on every rank
 // (metrics.sequence.{communicator,allocations}: count, digest, the first entries spelled
@@ -12,7 +12,7 @@
 //   marks per step x the cost of one mark / median step): always enforced, because the
 //   neighbours' load on a shared machine cannot blur it;
 // - the A/B within the timing case: each repetition ran a half with marks recorded (A) and
-//   one with recording paused (B), interleaved ABBA in one process (suite/measure.h); fails
+//   one with recording paused (B), interleaved ABBA in one process (suite/measure/measure.h); fails
 //   only when the ratio of the medians of their per-repetition medians exceeds
 //   1 + kTimingOverheadMax AND a Mann-Whitney U test rejects at alpha = 0.05, and only with
 //   >= kTimingOverheadMinRepetitions repetitions; otherwise reported. The p50 ratio of the

@@ -2,7 +2,7 @@
 // present in both, with a verdict; exit 1 on any regression (or digest mismatch), so it can
 // gate a CI job, and 2 when there is nothing to compare, which would otherwise read as a pass.
 // tpbench compare --placements A B: the same scenario run in exclusive and in shared placement,
-// case by case, digests held to the numerics policy (suite/compare_placements.h).
+// case by case, digests held to the numerics policy (suite/checks/compare_placements.h).
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -10,11 +10,11 @@
 #include <map>
 #include <string>
 
-#include "suite/baseline.h"
-#include "suite/compare_placements.h"
+#include "suite/records/baseline.h"
+#include "suite/checks/compare_placements.h"
 #include "suite/cli/subcommand.h"
-#include "suite/jsonl.h"
-#include "suite/results.h"
+#include "suite/records/jsonl.h"
+#include "suite/records/results.h"
 #include "tpb/check.h"
 
 namespace {

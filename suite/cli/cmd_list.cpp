@@ -13,7 +13,7 @@
 #include "reference_engine/config/model_config.h"
 #include "suite/checks/check.h"
 #include "suite/cli/subcommand.h"
-#include "suite/scenario.h"
+#include "suite/scenario/scenario.h"
 
 namespace fs = std::filesystem;
 

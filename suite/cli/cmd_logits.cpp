@@ -2,7 +2,7 @@
 // entry point (compare with HF transformers, or the GPU engine with the CPU reference).
 // The CPU engine at TP = 1 runs in this process; otherwise the Launcher starts the rank
 // processes with the engine workload in its "logits" mode (GPU ranks placed as a sweep
-// places them, suite/placement.h), and rank 0 writes the file.
+// places them, suite/launch/placement.h), and rank 0 writes the file.
 #include <unistd.h>
 
 #include <cstring>
@@ -18,14 +18,14 @@
 #include "reference_engine/weights/safetensors.h"
 #include "reference_engine/weights/weight_source.h"
 #include "reference_engine/comm/backends.h"
-#include "suite/build_info.h"
-#include "suite/case_spec.h"
-#include "suite/digest.h"
+#include "suite/records/build_info.h"
+#include "suite/scenario/case_spec.h"
+#include "suite/measure/digest.h"
 #include "suite/cli/subcommand.h"
-#include "suite/launcher.h"
-#include "suite/mps.h"
-#include "suite/placement.h"
-#include "suite/sweep.h"
+#include "suite/launch/launcher.h"
+#include "suite/launch/mps.h"
+#include "suite/launch/placement.h"
+#include "suite/scenario/sweep.h"
 #include "suite/workloads/engine_workload.h"
 #include "tpb/check.h"
 
@@ -210,7 +210,7 @@ int run_logits(const tpb::cli::Args& args) {
       run_rank_processes(spec, tp, nullptr);
       where += ", " + backend;
     } else {
-      // Every rank on a GPU of its own when there are enough, else packed (suite/placement.h).
+      // Every rank on a GPU of its own when there are enough, else packed (suite/launch/placement.h).
       const int gpus = tpb::detect_machine().gpu_count;
       TPB_CHECK(gpus > 0, "logits: --device cuda: no GPU is visible");
       const auto placement_flag = args.value("--placement");

@@ -1,5 +1,5 @@
 // tpbench mps: start, query and stop a CUDA MPS control daemon at a pipe folder of the
-// caller's choosing, and reap the daemons of dead tpbench runs (suite/mps.h).
+// caller's choosing, and reap the daemons of dead tpbench runs (suite/launch/mps.h).
 //
 // `tpbench run` manages its own daemon; this subcommand is for what outlives one process: the
 // ctest fixture that serves every GPU test (FIXTURES_SETUP runs `start`, FIXTURES_CLEANUP runs
@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "suite/cli/subcommand.h"
-#include "suite/mps.h"
+#include "suite/launch/mps.h"
 #include "tpb/check.h"
 
 namespace {

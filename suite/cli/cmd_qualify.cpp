@@ -7,12 +7,12 @@
 
 #include "suite/cli/json_stdout.h"
 #include "suite/cli/subcommand.h"
-#include "suite/junit.h"
-#include "suite/provenance.h"
-#include "suite/qualify.h"
-#include "suite/results.h"
-#include "suite/runner.h"
-#include "suite/scenario.h"
+#include "suite/records/junit.h"
+#include "suite/records/provenance.h"
+#include "suite/qualify/qualify.h"
+#include "suite/records/results.h"
+#include "suite/runner/runner.h"
+#include "suite/scenario/scenario.h"
 #include "tpb/check.h"
 
 namespace {

@@ -1,12 +1,12 @@
 // tpbench version (also --version, -V): what this binary was built from, as every run's
-// provenance records it (suite/build_info.h), so a bug report or a baseline can name it.
+// provenance records it (suite/records/build_info.h), so a bug report or a baseline can name it.
 #include <cstdio>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
 #include "reference_engine/comm/mpi_session.h"
-#include "suite/build_info.h"
+#include "suite/records/build_info.h"
 #include "suite/cli/subcommand.h"
 
 namespace {

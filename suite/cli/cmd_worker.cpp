@@ -1,7 +1,7 @@
 // tpbench __worker: the internal role of one rank process, started by the launcher
-// (suite/launcher.h) with its place in the environment. Not listed in --help.
+// (suite/launch/launcher.h) with its place in the environment. Not listed in --help.
 #include "suite/cli/subcommand.h"
-#include "suite/worker.h"
+#include "suite/workloads/worker.h"
 
 namespace {
 

@@ -3,7 +3,7 @@
 //
 // As in nccl-tests, the workload supplies only what is particular to the collective (byte
 // count, data init, bus-bandwidth factor 2(n-1)/n, the run call); the timing loop, its
-// summary and algbw/busbw are the harness's (suite/measure.h). GPU backends take their
+// summary and algbw/busbw are the harness's (suite/measure/measure.h). GPU backends take their
 // samples from the batched device timer time_device_collective.
 // Inputs are a pure function of (seed, rank, index), not of the backend: every backend of a
 // sweep reduces the same data, so their output digests are comparable bitwise.
@@ -14,12 +14,12 @@
 #include <memory>
 #include <numeric>
 
-#include "suite/digest.h"
+#include "suite/measure/digest.h"
 #include "reference_engine/comm/backends.h"
-#include "suite/instrumentation.h"
-#include "suite/measure.h"
-#include "suite/placement.h"
-#include "suite/stats.h"
+#include "suite/measure/instrumentation.h"
+#include "suite/measure/measure.h"
+#include "suite/launch/placement.h"
+#include "suite/measure/stats.h"
 #include "suite/workloads/observed_communicator.h"
 #include "suite/workloads/workloads.h"
 #include "tpb/bandwidth.h"
@@ -28,7 +28,7 @@
 #include "tpb/kernels/device.h"
 
 #if TPB_HAVE_CUDA
-#include "suite/gpu/allreduce_timing.h"
+#include "suite/measure/allreduce_timing.h"
 #endif
 
 namespace tpb {
@@ -171,7 +171,7 @@ RankResult run_allreduce_workload(const CaseSpec& spec, WorkerState& state) {
                                                                                        << dtype_name(dtype) << "), got "
                                                                                        << message_bytes);
   // GPU backends run on device buffers, one process per GPU (rank r on CUDA device r), timed
-  // with device events by time_device_collective (suite/gpu/allreduce_timing.cpp).
+  // with device events by time_device_collective (suite/measure/allreduce_timing.cpp).
   const bool on_gpu = device == "cuda";
   TPB_INPUT_CHECK(on_gpu == is_gpu_backend(backend),
                   "allreduce backend '" << backend << "' does not run on device '" << device
@@ -184,7 +184,7 @@ RankResult run_allreduce_workload(const CaseSpec& spec, WorkerState& state) {
   CommOptions options;
   options.max_bytes = static_cast<std::size_t>(int_field(params, "comm_max_bytes", static_cast<std::int64_t>(options.max_bytes), "params"));
   if (on_gpu) {
-    options.device = rank_device_from_env(state.rank());  // the launcher's placement (suite/placement.h)
+    options.device = rank_device_from_env(state.rank());  // the launcher's placement (suite/launch/placement.h)
   }
   Communicator& comm = state.communicator(backend, options);
   comm.reset_allreduce_calls();  // this case's calls only: the communicator outlives the case
@@ -268,7 +268,7 @@ RankResult run_allreduce_workload(const CaseSpec& spec, WorkerState& state) {
     const std::vector<Span> spans = allreduce_spans(inst);
     instrumentation["phases"] = phase_summary(spans, repetitions * iterations, "allreduce");
     if (level == InstrumentationLevel::trace || level == InstrumentationLevel::debug) {
-      const std::string path = trace_path(spec, rank);
+      const std::string path = trace_path(spec.trace_dir, spec.case_id, rank);
       write_chrome_trace(path, spans, rank, spec.label);
       trace_file = path;
     }
@@ -294,7 +294,7 @@ RankResult run_allreduce_workload(const CaseSpec& spec, WorkerState& state) {
   }
 
   const double mean_us = std::accumulate(latency_us.begin(), latency_us.end(), 0.0) / static_cast<double>(latency_us.size());
-  // algbw and busbw are the record's throughput (suite/measure.h, from the merged latency's
+  // algbw and busbw are the record's throughput (suite/measure/measure.h, from the merged latency's
   // mean): the workload says what one step moves and its bus factor, nothing more.
   StepWork work;
   work.bytes = static_cast<double>(message_bytes);

@@ -18,13 +18,13 @@
 #include "reference_engine/memory/weight_bytes.h"
 #include "reference_engine/weights/safetensors.h"
 #include "reference_engine/weights/weight_source.h"
-#include "suite/case_plan.h"
-#include "suite/digest.h"
-#include "suite/instrumentation.h"
-#include "suite/measure.h"
-#include "suite/placement.h"
-#include "suite/stats.h"
-#include "suite/tensor_digests.h"
+#include "suite/scenario/case_plan.h"
+#include "suite/measure/digest.h"
+#include "suite/measure/instrumentation.h"
+#include "suite/measure/measure.h"
+#include "suite/launch/placement.h"
+#include "suite/measure/stats.h"
+#include "suite/measure/tensor_digests.h"
 #include "suite/workloads/observed_communicator.h"
 #include "suite/workloads/workloads.h"
 #include "tpb/check.h"
@@ -254,7 +254,7 @@ void scale_host_values(void* data, std::size_t count, DType dtype, float factor,
   kernels::scale_values_ref(data, count, dtype, factor);
 }
 
-// "<n> timed step(s)", counting both halves of an interleaved A/B sweep (suite/measure.h).
+// "<n> timed step(s)", counting both halves of an interleaved A/B sweep (suite/measure/measure.h).
 std::string timed_steps_text(std::int64_t timed_steps, const CaseSpec::Measure& measure) {
   return measure.interleave_instrumentation
              ? std::to_string(2 * timed_steps) + " timed step(s) (A and B halves interleaved)"
@@ -492,7 +492,7 @@ struct CachedGpuEngine {
   MemoryMeter buffers{true};
 };
 
-// The launcher's placement (suite/placement.h): TPB_DEVICE, else LOCAL_RANK, else the rank.
+// The launcher's placement (suite/launch/placement.h): TPB_DEVICE, else LOCAL_RANK, else the rank.
 int local_device(const WorkerState& state) { return rank_device_from_env(state.rank()); }
 
 CachedGpuEngine& gpu_engine_for(const CaseSpec& spec, WorkerState& state, Communicator& comm, int tp,
@@ -632,7 +632,7 @@ RankResult run_gpu_engine_workload(const CaseSpec& spec, WorkerState& state) {
   TPB_CUDA_CHECK(cudaSetDevice(device));
   CommOptions options;
   options.device = device;
-  // The scenario's comm.custom_max_bytes (suite/scenario.h), as a serving engine's flag sizes
+  // The scenario's comm.custom_max_bytes (suite/scenario/scenario.h), as a serving engine's flag sizes
   // its custom allreduce; CommOptions' default (8 MiB) when the scenario leaves it out.
   if (spec.comm.custom_max_bytes) options.max_bytes = static_cast<std::size_t>(*spec.comm.custom_max_bytes);
   if (spec.comm.custom_on_pcie) options.custom_on_pcie = *spec.comm.custom_on_pcie;
@@ -783,7 +783,7 @@ RankResult run_gpu_engine_workload(const CaseSpec& spec, WorkerState& state) {
     if (fault == PlantedDebugFault::allreduce)
       observed.all_reduce(fault_probe.data(), fault_probe.data(), 1, DType::f32, engine.stream());
   };
-  // The harness's loop (suite/measure.h) with device events as its clock: a barrier before each
+  // The harness's loop (suite/measure/measure.h) with device events as its clock: a barrier before each
   // sample (all ranks present, the device idle), interleaved A/B halves in an instrumentation
   // sweep at every level; `warm` warm-up steps (a graph is captured on the second).
   cudaEvent_t start = nullptr, stop = nullptr;
@@ -882,7 +882,7 @@ RankResult run_gpu_engine_workload(const CaseSpec& spec, WorkerState& state) {
                                    expert_reads_per_step * static_cast<double>(engine.routed_expert_bytes());
   const double copy_GBps = worker_copy_GBps();
   const double weight_read_us = step_weight_bytes / (copy_GBps * 1e3);
-  // tokens/s is the record's throughput (suite/measure.h, from the merged latency's mean).
+  // tokens/s is the record's throughput (suite/measure/measure.h, from the merged latency's mean).
   StepWork work;
   work.tokens = static_cast<double>(tokens_per_step);
   RankResult result;
@@ -1044,7 +1044,7 @@ RankResult run_engine_workload(const CaseSpec& spec, WorkerState& state) {
       observed.all_reduce(&probe_in, &probe_out, 1, DType::f32, nullptr);
     }
   };
-  // The harness's loop (suite/measure.h): warm-up, a barrier before each sample, steady clock;
+  // The harness's loop (suite/measure/measure.h): warm-up, a barrier before each sample, steady clock;
   // interleaved A/B halves in an instrumentation sweep, at every level (the same steps).
   MeasureLoop loop;
   loop.counts = counts;
@@ -1071,7 +1071,7 @@ RankResult run_engine_workload(const CaseSpec& spec, WorkerState& state) {
     const std::vector<Span> spans = engine_spans(inst, ce.config);
     instrumentation["phases"] = phase_summary(spans, timed_steps, "step");
     if (level == InstrumentationLevel::trace || level == InstrumentationLevel::debug) {
-      const std::string path = trace_path(spec, state.rank());
+      const std::string path = trace_path(spec.trace_dir, spec.case_id, state.rank());
       write_chrome_trace(path, spans, state.rank(), spec.label);
       trace_file = path;
     }
@@ -1092,7 +1092,7 @@ RankResult run_engine_workload(const CaseSpec& spec, WorkerState& state) {
                                          ? *weights_measured
                                          : static_cast<std::int64_t>(engine.weight_bytes())}};
   memory["accounted"] = {{"weights", engine.weight_bytes()}, {"kv_cache", engine.kv_cache_bytes()}};
-  // tokens/s is the record's throughput (suite/measure.h, from the merged latency's mean).
+  // tokens/s is the record's throughput (suite/measure/measure.h, from the merged latency's mean).
   StepWork work;
   work.tokens = static_cast<double>(tokens_per_step);
   RankResult result;

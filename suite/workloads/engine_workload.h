@@ -9,13 +9,13 @@
 //   measure.warmup / .iterations / .repetitions (defaults 1 / 5 / 1)
 //   Tokens are a pure function of (seed, sequence, position), so every rank, backend and TP
 //   runs the same inputs. Result: latency_us (one sample per timed step, steady clock, each
-//   after a barrier: suite/measure.h's loop; interleaved_off_latency_us beside it in a case of
+//   after a barrier: suite/measure/measure.h's loop; interleaved_off_latency_us beside it in a case of
 //   an instrumentation sweep, measure.interleave_instrumentation), work {tokens_per_step} (the
 //   record's throughput.tokens_per_s derives from it and the mean latency), digests.logits (FNV-1a 64 of the last step's fp32
 //   logits, identical on every rank), metrics {tokens_per_step, weight_bytes, kv_cache_bytes,
 //   kv_tokens, allreduces_per_step, ...}, outputs.logits (the first <= 4096 fp32 logits of the
 //   last step, in [batch, tokens, vocab] order, for tolerance checks across TP and devices), comm.
-//   params.instrumentation "off" | "timing" | "trace" | "debug" (suite/instrumentation.h): the
+//   params.instrumentation "off" | "timing" | "trace" | "debug" (suite/measure/instrumentation.h): the
 //   engine runs on an ObservedCommunicator at every level; from timing on, metrics.instrumentation
 //   .phases holds per-step time of step, embed, attention, mlp, moe, allreduce, lm_head,
 //   all_gather, logits; trace adds a Chrome trace (metrics.trace_file); debug adds
@@ -49,7 +49,7 @@
 #include <nlohmann/json.hpp>
 
 #include "reference_engine/model/engine.h"
-#include "suite/workload.h"
+#include "suite/workloads/workload.h"
 
 namespace tpb {
 

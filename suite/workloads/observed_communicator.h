@@ -12,7 +12,7 @@
 // code at every level, and it reads only the call's arguments, never the data.
 //
 // At the `digests` level it also hands each call's input and output to the case's
-// TensorDigests (suite/tensor_digests.h), which reads them and writes nothing the case uses.
+// TensorDigests (suite/measure/tensor_digests.h), which reads them and writes nothing the case uses.
 #pragma once
 
 #include <algorithm>
@@ -23,9 +23,9 @@
 #include <nlohmann/json.hpp>
 
 #include "reference_engine/comm/communicator.h"
-#include "suite/digest.h"
-#include "suite/instrumentation.h"
-#include "suite/tensor_digests.h"
+#include "suite/measure/digest.h"
+#include "suite/measure/instrumentation.h"
+#include "suite/measure/tensor_digests.h"
 #include "tpb/fnv1a.h"
 
 namespace tpb {

@@ -65,7 +65,7 @@ std::string payload_of(int rank, int pid) {
   TPB_INPUT_FAIL("case_spec.params.fault.kind: expected crash, abort, hang, hang_with_child, stop, exit or throw, got '" << kind << "'");
 }
 
-// The rank's place as the launcher put it in its environment (suite/placement.h; LOCAL_RANK,
+// The rank's place as the launcher put it in its environment (suite/launch/placement.h; LOCAL_RANK,
 // which a job's rank sets from its launcher's variables; TPB_HOST_ID under virtual hosts):
 // what tests check about placement without a GPU. Unset variables are null.
 json placement_environment() {

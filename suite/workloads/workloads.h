@@ -1,4 +1,4 @@
-// The built-in workloads (the table that names them is in suite/workload.cpp), and the
+// The built-in workloads (the table that names them is in suite/workloads/workload.cpp), and the
 // pieces of the allreduce workload that tests need to recompute its inputs and outputs.
 //
 // "allreduce" — communicator-only: one all_reduce of params.message_bytes, timed.
@@ -12,12 +12,12 @@
 //   result: latency_us (repetitions x iterations samples, microseconds, each after a
 //   barrier so all ranks start together), digests.output (FNV-1a 64 of the
 //   last output, hex), work {bytes_per_step, bus_factor 2(n-1)/n} (the record's throughput
-//   algbw/busbw derive from it, suite/measure.h), metrics {bytes, count, dtype,
+//   algbw/busbw derive from it, suite/measure/measure.h), metrics {bytes, count, dtype,
 //   latency_mean_us, matches_serial_sum, mismatched_elements, first_mismatch, alloc_bytes,
 //   trace_file, instrumentation}, comm.
 //   params.instrumentation: as the engine's (engine_workload.h); phase "allreduce"; debug: stats of a copy of the output.
 //   A case of an instrumentation sweep (measure.interleave_instrumentation) on a host backend
-//   measures in interleaved halves (suite/measure.h): interleaved_off_latency_us beside latency_us. TEST-ONLY: TPB_TEST_PERTURB_DEBUG=1
+//   measures in interleaved halves (suite/measure/measure.h): interleaved_off_latency_us beside latency_us. TEST-ONLY: TPB_TEST_PERTURB_DEBUG=1
 //   makes the debug level flip one output bit, the planted fault observer_invariant catches.
 //
 // "probe" — TEST-ONLY, for the launcher's own tests and fault drills: a bootstrap round
@@ -42,7 +42,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "suite/workload.h"
+#include "suite/workloads/workload.h"
 #include "tpb/dtype.h"
 
 namespace tpb {

@@ -59,7 +59,7 @@ planted value "off vs debug: outputs differ: rank 0 output 'logits': \"[0-9a-f]+
 planted allreduce "off vs debug: communicator calls differ on rank 0: first difference at call [0-9]+: off all_(reduce|gather) [0-9]+ f32, debug all_reduce 1 f32; off made ([0-9]+) calls, debug [0-9]+ \(([0-9]+) extra\)"
 planted allocation "off vs debug: allocation sequences differ on rank 0: first difference at allocation [0-9]+: off [0-9]+ B debug_snapshot, debug [0-9]+ B call_sequence"
 # The allreduce fault adds one call per step: as many extra calls as steps. An instrumentation
-# sweep measures in interleaved halves (suite/measure.h): 1 warm-up + 2 timed recorded + 2 timed paused.
+# sweep measures in interleaved halves (suite/measure/measure.h): 1 warm-up + 2 timed recorded + 2 timed paused.
 python3 - "$SCRATCH/allreduce.txt" <<'PY' || fail "the extra calls are not one per step (1 warm-up + 2 + 2 timed)"
 import re, sys
 for line in open(sys.argv[1]):

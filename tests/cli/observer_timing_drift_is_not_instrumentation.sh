@@ -3,7 +3,7 @@
 # p50 ratio timing/off 1.0241 ... p = 4.11e-05" while the marks cost 0.02 % of a step: the off
 # and timing cases ran one after the other and the machine drifted between them. Now every
 # case of an instrumentation sweep measures in interleaved halves, ABBA, in one process (marks
-# recorded in A, paused in B; suite/measure.h); the check enforces the limit on those halves and
+# recorded in A, paused in B; suite/measure/measure.h); the check enforces the limit on those halves and
 # only reports the cross-case ratio.
 #
 # A small CPU allreduce sweep, off and timing, 9 repetitions:

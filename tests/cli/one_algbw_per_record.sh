@@ -2,7 +2,7 @@
 # Issue 15, requirement 4: one record held two algbw values for one case, the allreduce
 # workload's metrics[r].algbw_GBps (from the mean of the rank's samples) and the runner's
 # throughput.algbw_GBps (from the p50). Now the workload says what a step moves (work) and the
-# harness derives throughput once (suite/measure.h), as nccl-tests does: algbw = bytes / the
+# harness derives throughput once (suite/measure/measure.h), as nccl-tests does: algbw = bytes / the
 # MEAN time (the record's merged latency.mean), busbw = algbw x 2(n-1)/n. This runs a reduced
 # ci-smoke sweep over shm at TP 1, 2 and 4 and checks, on every record: exactly one algbw and
 # one busbw in the whole JSON line, with basis "mean", equal to those formulas; and the report's

@@ -1,6 +1,6 @@
 # Issue 37, finding 2: a 2 x 10^7-case sweep with --dry-run reached 7 GB in 5 s and ended in
 # bad_alloc (exit 1). Now a sweep of more than 100000 cases (the axes' product times the engine
-# modes, suite/sweep.h kMaxSweepCases) is refused before it is built: exit 2, the file, the
+# modes, suite/scenario/sweep.h kMaxSweepCases) is refused before it is built: exit 2, the file, the
 # count and the axes that multiply to it, within seconds and without the memory.
 source "$(dirname "$0")/common.bash" "$@"
 cd "$SOURCE_DIR"

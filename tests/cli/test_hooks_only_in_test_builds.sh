@@ -21,7 +21,7 @@ PY
 if grep -rnE 'getenv\("(TPB_TEST_[A-Z_]+|TPB_PRETEND_DIRTY)"' suite reference_engine kernels bench --include=*.cpp --include=*.h --include=*.cu; then
   fail "a test hook is read with getenv, not tpb::test_hook"
 fi
-grep -q '^#if TPB_TEST_HOOKS' suite/workload.cpp || fail "the probe workload is not limited to test builds"
+grep -q '^#if TPB_TEST_HOOKS' suite/workloads/workload.cpp || fail "the probe workload is not limited to test builds"
 # This (a test build) has the hooks: a planted fallback takes effect.
 TPB_TEST_PLANT_FALLBACK=1 expect_rc 0 "$TPBENCH" list
 grep -q "planted" "$SCRATCH/last.out" || fail "a test build does not list the planted backend"

@@ -3,7 +3,7 @@
 // The forking and the Bootstrap between the ranks are the rank-group kit's
 // (tests/support/rank_group.h); the verdicts, one per rank, are tests/support/test_ranks.h's.
 //
-// Placement (suite/placement.h): the ranks run one per GPU (exclusive) or packed onto the
+// Placement (suite/launch/placement.h): the ranks run one per GPU (exclusive) or packed onto the
 // visible GPUs (shared: rank r on device r / ranks_per_gpu), so a machine with one GPU runs
 // every TP >= 2 test. TPB_TEST_PLACEMENT=exclusive|shared forces one; unset, a group runs
 // exclusive where there are enough GPUs and shared otherwise. Each child gets its place in its
@@ -19,7 +19,7 @@
 
 #include "reference_engine/comm/bootstrap.h"
 #include "reference_engine/comm/factory.h"
-#include "suite/placement.h"
+#include "suite/launch/placement.h"
 #include "tests/support/test_ranks.h"
 
 namespace tpb::test {

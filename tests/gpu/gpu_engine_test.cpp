@@ -10,7 +10,7 @@
 //   HF transformers' logits (tests/data/hf) on the GPU: rel-L2 <= 2e-2.
 // Every GPU body runs in a forked rank process (fork_group.h): this process never touches CUDA.
 // A TP group runs one rank per GPU, or several ranks on one GPU where there are fewer GPUs
-// (shared placement, suite/placement.h): the numerics rules are the same either way.
+// (shared placement, suite/launch/placement.h): the numerics rules are the same either way.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
@@ -628,7 +628,7 @@ TEST_P(GpuEngineTp, BackendsAndTp1Parity) {
           // eager steps and a graph's capture call the communicator, a graph's replays do not.
           // The launch that follows a capture counts as a replay but adds no allreduces (the
           // capture's forward() counted them), so replays beyond the captures are the ones the
-          // communicator never saw. What a record says ran (suite/allreduce_ran.h) comes from
+          // communicator never saw. What a record says ran (suite/measure/allreduce_ran.h) comes from
           // these counts.
           const std::vector<AllreduceCalls> calls = comm->allreduce_calls();
           std::int64_t counted = 0;

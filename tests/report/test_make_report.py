@@ -205,7 +205,7 @@ class PartialData(unittest.TestCase):
 
 
 class Accessors(unittest.TestCase):
-    """The record shapes the runner writes (suite/runner.cpp) map onto the report's terms."""
+    """The record shapes the runner writes (suite/runner/runner.cpp) map onto the report's terms."""
 
     @classmethod
     def setUpClass(cls):

@@ -8,7 +8,7 @@ usage: validate.py TPBENCH SCRATCH     (ctest runs it from the source tree: sche
   examples of README.md and docs/scenarios.md validate, and `tpbench run --dry-run` accepts
   each; broken copies of ci-smoke (an unknown top-level key,
   a TP written as a string, ...) fail the schema AND make tpbench exit 2, so the schema and
-  the C++ validator (suite/scenario.cpp) say the same.
+  the C++ validator (suite/scenario/scenario.cpp) say the same.
 - record.schema.json and run.schema.json: the records and run.json of real CPU runs made
   here (ci-smoke as the brief of the schemas asks, an engine sweep for plans, memory and
   outputs, a baseline pair for baseline sections), the committed fixture
@@ -130,7 +130,7 @@ def scenario_files():
             continue
         with open(path, encoding="utf-8") as f:
             doc = json.load(f)
-        if isinstance(doc, dict) and "probes" in doc:  # a qualification profile (suite/qualify.cpp)
+        if isinstance(doc, dict) and "probes" in doc:  # a qualification profile (suite/qualify/qualify.cpp)
             continue
         out.append((rel, doc))
     return out

@@ -299,7 +299,7 @@ TEST_P(AllreduceConformance, Repeated1000TimesFreshInputs) {
 
 // What ran (reference_engine/comm/allreduce_calls.h): every all_reduce is counted once, under
 // the path that ran it, with its size range; barriers and construction are not counted, and a
-// reset starts afresh. A record's allreduce_ran (suite/allreduce_ran.h) is built from these
+// reset starts afresh. A record's allreduce_ran (suite/measure/allreduce_ran.h) is built from these
 // counts, so a wrong one would misname the backend a case compared.
 TEST_P(AllreduceConformance, CountsEveryCallUnderTheBackendThatRanIt) {
   const ConformanceParam p = GetParam();

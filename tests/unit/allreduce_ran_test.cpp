@@ -1,4 +1,4 @@
-// What carried a case's allreduces (suite/allreduce_ran.h) and what equal_across_allreduce
+// What carried a case's allreduces (suite/measure/allreduce_ran.h) and what equal_across_allreduce
 // makes of it, from fabricated rank results and records: a custom backend that became NCCL
 // (no peer access), one whose large messages ran on NCCL, and auto's size classes, none of
 // which a CPU machine can produce (tests/cli/backend_fallback_is_not_custom_ok.sh plants the
@@ -9,11 +9,11 @@
 #include <vector>
 
 #include "reference_engine/comm/allreduce_calls.h"
-#include "suite/allreduce_ran.h"
+#include "suite/measure/allreduce_ran.h"
 #include "suite/checks/check.h"
-#include "suite/runner.h"
-#include "suite/scenario.h"
-#include "suite/sweep.h"
+#include "suite/runner/runner.h"
+#include "suite/scenario/scenario.h"
+#include "suite/scenario/sweep.h"
 
 namespace tpb {
 namespace {
@@ -24,7 +24,7 @@ json calls(const std::string& backend, std::uint64_t n, std::uint64_t lo, std::u
   return {{"backend", backend}, {"calls", n}, {"bytes_min", lo}, {"bytes_max", hi}};
 }
 
-// A rank's comm result as communicator_result (suite/workload.h) writes it.
+// A rank's comm result as communicator_result (suite/workloads/workload.h) writes it.
 json comm(const std::string& requested, const std::string& backend, const json& allreduce_calls,
           const std::string& reason = "") {
   return {{"backend", backend}, {"requested", requested}, {"memory_bytes", 0}, {"fallback_reason", reason},

@@ -10,7 +10,7 @@
 #include "reference_engine/comm/backends.h"
 #include "reference_engine/comm/mpi_session.h"
 #include "reference_engine/memory/comm_bytes.h"
-#include "suite/build_info.h"
+#include "suite/records/build_info.h"
 #include "tpb/check.h"
 
 namespace tpb {

@@ -2,7 +2,7 @@
 
 #include <random>
 
-#include "suite/baseline.h"
+#include "suite/records/baseline.h"
 
 namespace tpb {
 namespace {
@@ -269,7 +269,7 @@ TEST(Baseline, HardwareDirName) {
   EXPECT_EQ(hardware_dir_name({{"gpus", {{{"name", "NVIDIA H200"}}, {{"name", "NVIDIA H200"}}}}}), "h200x2");
 }
 
-// A build as suite/provenance.cpp records it (a CUDA build, as on the GPU machine).
+// A build as suite/records/provenance.cpp records it (a CUDA build, as on the GPU machine).
 nlohmann::json build(const std::string& sha = "27adb80bd4ebc68760995a86564d06e5143997ad", bool dirty = false,
                      const std::string& type = "Release") {
   return {{"tpbench_version", "0.1.0"}, {"git_sha", sha},       {"git_dirty", dirty},

@@ -1,4 +1,4 @@
-// Engine cases planned as a serving engine sizes its KV cache (suite/case_plan.h), on an H200
+// Engine cases planned as a serving engine sizes its KV cache (suite/scenario/case_plan.h), on an H200
 // from the catalog (and the model a case runs: its layers and quantization, the whole model
 // beside a slice): the 2-GPU decode sweep fits at its default fraction; a fraction too small
 // for the weights is infeasible with the planner's sentence; the custom allreduce costs KV
@@ -17,9 +17,9 @@
 #include "reference_engine/memory/engine_buffers.h"
 #include "reference_engine/memory/gpu_catalog.h"
 #include "reference_engine/memory/weight_bytes.h"
-#include "suite/case_plan.h"
-#include "suite/scenario.h"
-#include "suite/sweep.h"
+#include "suite/scenario/case_plan.h"
+#include "suite/scenario/scenario.h"
+#include "suite/scenario/sweep.h"
 
 namespace tpb {
 namespace {

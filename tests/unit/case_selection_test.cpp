@@ -7,8 +7,8 @@
 #include <functional>
 #include <set>
 
-#include "suite/case_selection.h"
-#include "suite/results.h"
+#include "suite/scenario/case_selection.h"
+#include "suite/records/results.h"
 #include "tpb/check.h"
 
 namespace tpb {

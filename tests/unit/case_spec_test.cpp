@@ -1,4 +1,4 @@
-// The case spec and the rank result across the process boundary (suite/case_spec.h): a full
+// The case spec and the rank result across the process boundary (suite/scenario/case_spec.h): a full
 // one of each survives JSON unchanged, the JSON names are those results.jsonl and baselines
 // read, fields left out take their defaults, and a field of the wrong type is refused with
 // an InputError naming its path.
@@ -6,7 +6,7 @@
 
 #include <string>
 
-#include "suite/case_spec.h"
+#include "suite/scenario/case_spec.h"
 #include "tpb/check.h"
 
 namespace tpb {

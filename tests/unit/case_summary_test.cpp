@@ -1,8 +1,8 @@
-// The terminal's numbers (suite/case_summary.h): a case line's key numbers and the end-of-run
+// The terminal's numbers (suite/records/case_summary.h): a case line's key numbers and the end-of-run
 // tables, from records alone, with units and the statistic named.
 #include <gtest/gtest.h>
 
-#include "suite/case_summary.h"
+#include "suite/records/case_summary.h"
 
 namespace tpb {
 namespace {

@@ -1,4 +1,4 @@
-// diagnose_hang on its own (the launcher's timeout text, suite/collective_progress.h), and the
+// diagnose_hang on its own (the launcher's timeout text, suite/launch/collective_progress.h), and the
 // progress page as a rank sees it: a ProgressCommunicator counts every collective, in and out,
 // and an exception from the backend still counts as leaving.
 #include <gtest/gtest.h>
@@ -8,7 +8,7 @@
 #include <memory>
 #include <stdexcept>
 
-#include "suite/collective_progress.h"
+#include "suite/launch/collective_progress.h"
 
 namespace tpb {
 namespace {

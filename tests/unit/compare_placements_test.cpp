@@ -1,4 +1,4 @@
-// compare_placements (suite/compare_placements.h): exclusive against shared placement of one
+// compare_placements (suite/checks/compare_placements.h): exclusive against shared placement of one
 // scenario. The records are built here: GPU engine cases cannot run on the CPU, and the rule
 // under test (bitwise at TP <= 2, the bf16 budget above for the GPU engine) is about records.
 #include <gtest/gtest.h>
@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "suite/compare_placements.h"
+#include "suite/checks/compare_placements.h"
 #include "tpb/check.h"
 
 namespace {

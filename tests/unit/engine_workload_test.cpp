@@ -45,7 +45,7 @@ TEST(EngineWorkload, DecodeStepsAtAFixedContext) {
   EXPECT_EQ(m["tokens_per_step"], 2);
   EXPECT_EQ(m["kv_tokens"], 10);
   EXPECT_EQ(m["allreduces_per_step"], 2 * 3 + 1);  // 2 per layer + the embedding
-  EXPECT_EQ(a.work.tokens, 2);  // the record's tokens/s derives from it (suite/measure.h)
+  EXPECT_EQ(a.work.tokens, 2);  // the record's tokens/s derives from it (suite/measure/measure.h)
   EXPECT_FALSE(m.contains("tokens_per_s")) << "one tokens/s per record: the throughput's";
   EXPECT_EQ(a.outputs.at("logits").size(), 2u * 256u);  // one decode step of 2 sequences, vocab 256
   // The cache is rewound before every step, so a second case (engine reused) gives the

@@ -12,9 +12,9 @@
 #include <nlohmann/json.hpp>
 
 #include "reference_engine/config/model_config.h"
-#include "suite/baseline.h"
-#include "suite/results.h"
-#include "suite/scenario.h"
+#include "suite/records/baseline.h"
+#include "suite/records/results.h"
+#include "suite/scenario/scenario.h"
 #include "tpb/check.h"
 
 namespace tpb {

@@ -1,4 +1,4 @@
-// run.json provenance.hosts (suite/host_facts.h): which rank reports its host, and how the
+// run.json provenance.hosts (suite/launch/host_facts.h): which rank reports its host, and how the
 // reports of a run's groups merge: one entry per host id (virtual hosts of one machine apart),
 // the first report's facts kept, a later report that differs noted field by field, never
 // merged silently. The reports coming from the ranks themselves: launcher_test.cpp and
@@ -7,8 +7,8 @@
 
 #include <vector>
 
-#include "suite/host_facts.h"
-#include "suite/provenance.h"
+#include "suite/launch/host_facts.h"
+#include "suite/records/provenance.h"
 
 namespace tpb {
 namespace {

@@ -11,9 +11,9 @@
 
 #include "reference_engine/config/json_text.h"
 #include "reference_engine/config/model_config.h"
-#include "suite/jsonl.h"
-#include "suite/results.h"
-#include "suite/scenario.h"
+#include "suite/records/jsonl.h"
+#include "suite/records/results.h"
+#include "suite/scenario/scenario.h"
 #include "tpb/check.h"
 #include "input_test_support.h"
 

@@ -1,8 +1,8 @@
-// The JUnit of `tpbench run` (suite/junit_cases.h): classnames per case, unique, and the
+// The JUnit of `tpbench run` (suite/runner/junit_cases.h): classnames per case, unique, and the
 // properties of a case: its record's numbers as the record writes them, and nothing else.
 #include <gtest/gtest.h>
 
-#include "suite/junit_cases.h"
+#include "suite/runner/junit_cases.h"
 
 namespace tpb {
 namespace {

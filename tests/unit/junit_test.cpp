@@ -10,7 +10,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "suite/junit.h"
+#include "suite/records/junit.h"
 
 namespace tpb {
 namespace {

@@ -1,4 +1,4 @@
-// The launchers' pieces that need no job to check (suite/launch_command.h): the mpirun and srun
+// The launchers' pieces that need no job to check (suite/launch/launch_command.h): the mpirun and srun
 // command lines the controller runs, --hosts and --launcher parsing, and where a started rank
 // reads its place for each launcher. srun is only ever exercised here: no Slurm on CI.
 #include <gtest/gtest.h>
@@ -6,7 +6,7 @@
 #include <map>
 #include <string>
 
-#include "suite/launch_command.h"
+#include "suite/launch/launch_command.h"
 #include "tpb/check.h"
 
 namespace tpb {

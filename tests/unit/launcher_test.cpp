@@ -21,8 +21,8 @@
 #include <string>
 #include <vector>
 
-#include "suite/digest.h"
-#include "suite/launcher.h"
+#include "suite/measure/digest.h"
+#include "suite/launch/launcher.h"
 #include "tpb/check.h"
 #include "suite/workloads/workloads.h"
 #include "tpb/dtype.h"
@@ -169,7 +169,7 @@ TEST(Launcher, HangFailsWithinTheTimeoutPlusGrace) {
 
 // Issue 17, finding 9: a rank that stops while its peers wait inside a collective left a
 // timeout that blamed every rank ("waiting for ranks 0, 1"), which every one of them is. Now
-// the group's progress page (suite/collective_progress.h) names the one that did not arrive.
+// the group's progress page (suite/launch/collective_progress.h) names the one that did not arrive.
 TEST(Launcher, HangInsideACollectiveNamesTheRankThatDidNotArrive) {
   Launcher launcher(test_options("hang_in_collective"));
   json spec = probe_spec({{"rank", 1}, {"kind", "hang"}, {"at_collective", 2}});
@@ -216,7 +216,7 @@ TEST(Launcher, ReusesTheGroupForTheSameKeyAndReplacesItOtherwise) {
   EXPECT_EQ(a.pids, b.pids);
   EXPECT_EQ(launcher.worker_pids(), a.pids);
   EXPECT_EQ(b.ranks[0]["metrics"]["cases_served"], 2) << "the second case ran in the same worker process";
-  // A group's host reports once, with its first case (suite/host_facts.h).
+  // A group's host reports once, with its first case (suite/launch/host_facts.h).
   ASSERT_EQ(a.host_reports.size(), 1u);
   EXPECT_EQ(a.host_reports[0]["reported_by"]["pid"], a.pids[0]);
   EXPECT_TRUE(b.host_reports.empty()) << b.host_reports[0].dump();
@@ -459,7 +459,7 @@ TEST_P(LauncherAllreduce, ShmOutputIsTheSerialSumInRankOrder) {
     EXPECT_EQ(result["metrics"]["bytes"], message_bytes);
     EXPECT_EQ(result["latency_us"].size(), 6u) << "repetitions x iterations samples";
     EXPECT_EQ(result["comm"]["backend"], "shm");
-    // What a step moves, for the record's one algbw/busbw (suite/measure.h): not a rate per rank.
+    // What a step moves, for the record's one algbw/busbw (suite/measure/measure.h): not a rate per rank.
     EXPECT_FALSE(result["metrics"].contains("algbw_GBps")) << result["metrics"].dump();
     EXPECT_EQ(result["work"]["bytes_per_step"], message_bytes);
     EXPECT_DOUBLE_EQ(result["work"]["bus_factor"].get<double>(), world_size > 1 ? 2.0 * (world_size - 1) / world_size : 0.0);

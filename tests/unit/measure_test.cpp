@@ -1,4 +1,4 @@
-// The measuring harness (suite/measure.h): the order of warm-up, barriers and samples, the
+// The measuring harness (suite/measure/measure.h): the order of warm-up, barriers and samples, the
 // counts, the ABBA interleaving of recorded and paused halves (marks in A only, the same steps
 // at every level), and the derived rates: algbw from the MEAN, busbw with nccl-tests' 2(n-1)/n.
 // A scripted timer returns 1, 2, 3, ... so every sample's place is visible; no real clock.
@@ -8,8 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "suite/case_spec.h"
-#include "suite/measure.h"
+#include "suite/scenario/case_spec.h"
+#include "suite/measure/measure.h"
+#include "suite/runner/case_record.h"
 #include "tpb/bandwidth.h"
 #include "tpb/check.h"
 

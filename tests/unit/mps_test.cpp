@@ -1,4 +1,4 @@
-// The MPS daemon lifecycle (suite/mps.h) against a fake control program, CPU only: a bash
+// The MPS daemon lifecycle (suite/launch/mps.h) against a fake control program, CPU only: a bash
 // script that behaves as nvidia-cuda-mps-control does for us. With -d it starts a "daemon"
 // (a sleep loop in a session of its own, as the real daemon makes one), records its pid in
 // $CUDA_MPS_PIPE_DIRECTORY/daemon.pid and creates .../control; on stdin, "quit" kills the
@@ -21,7 +21,7 @@
 #include <thread>
 #include <vector>
 
-#include "suite/mps.h"
+#include "suite/launch/mps.h"
 #include "tpb/check.h"
 
 namespace tpb {

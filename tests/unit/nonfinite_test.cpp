@@ -6,10 +6,10 @@
 #include <limits>
 #include <vector>
 
-#include "suite/case_spec.h"
-#include "suite/digest.h"
-#include "suite/runner.h"
-#include "suite/scenario.h"
+#include "suite/scenario/case_spec.h"
+#include "suite/measure/digest.h"
+#include "suite/runner/runner.h"
+#include "suite/scenario/scenario.h"
 
 namespace tpb {
 namespace {

@@ -16,11 +16,11 @@
 
 #include "suite/checks/check.h"
 #include "suite/checks/tolerance.h"
-#include "suite/launcher.h"
-#include "suite/results.h"
-#include "suite/runner.h"
-#include "suite/scenario.h"
-#include "suite/sweep.h"
+#include "suite/launch/launcher.h"
+#include "suite/records/results.h"
+#include "suite/runner/runner.h"
+#include "suite/scenario/scenario.h"
+#include "suite/scenario/sweep.h"
 
 namespace tpb {
 namespace {

@@ -12,11 +12,11 @@
 #include <string>
 #include <vector>
 
-#include "suite/baseline.h"
-#include "suite/launcher.h"
-#include "suite/placement.h"
-#include "suite/scenario.h"
-#include "suite/sweep.h"
+#include "suite/records/baseline.h"
+#include "suite/launch/launcher.h"
+#include "suite/launch/placement.h"
+#include "suite/scenario/scenario.h"
+#include "suite/scenario/sweep.h"
 
 namespace tpb {
 namespace {

@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "suite/progress.h"
+#include "suite/runner/progress.h"
 
 namespace tpb {
 namespace {

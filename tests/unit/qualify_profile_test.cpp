@@ -12,8 +12,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "suite/qualify.h"
-#include "suite/scenario.h"
+#include "suite/qualify/qualify.h"
+#include "suite/scenario/scenario.h"
 #include "tpb/check.h"
 
 namespace tpb {

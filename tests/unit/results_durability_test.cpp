@@ -16,7 +16,7 @@
 #include <sstream>
 #include <string>
 
-#include "suite/results.h"
+#include "suite/records/results.h"
 #include "tpb/check.h"
 
 namespace tpb {

@@ -8,8 +8,8 @@
 #include <fstream>
 
 #include "suite/checks/check.h"
-#include "suite/results.h"
-#include "suite/runner.h"
+#include "suite/records/results.h"
+#include "suite/runner/runner.h"
 #include "tpb/check.h"
 
 namespace tpb {

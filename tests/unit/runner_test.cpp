@@ -15,8 +15,8 @@
 #include <fstream>
 #include <iterator>
 
-#include "suite/results.h"
-#include "suite/runner.h"
+#include "suite/records/results.h"
+#include "suite/runner/runner.h"
 
 namespace tpb {
 namespace {

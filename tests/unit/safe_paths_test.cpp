@@ -3,7 +3,7 @@
 
 #include <string>
 
-#include "suite/safe_paths.h"
+#include "suite/records/safe_paths.h"
 #include "tpb/check.h"
 
 namespace tpb {

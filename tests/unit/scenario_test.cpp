@@ -8,8 +8,8 @@
 
 #include <unistd.h>
 
-#include "suite/scenario.h"
-#include "suite/sweep.h"
+#include "suite/scenario/scenario.h"
+#include "suite/scenario/sweep.h"
 #include "tpb/fnv1a.h"
 
 namespace tpb {

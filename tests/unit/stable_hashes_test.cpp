@@ -10,10 +10,10 @@
 #include <cstdint>
 #include <string>
 
-#include "suite/digest.h"
-#include "suite/instrumentation.h"
-#include "suite/scenario.h"
-#include "suite/sweep.h"
+#include "suite/measure/digest.h"
+#include "suite/measure/instrumentation.h"
+#include "suite/scenario/scenario.h"
+#include "suite/scenario/sweep.h"
 #include "suite/workloads/observed_communicator.h"
 #include "tpb/fnv1a.h"
 #include "tpb/kernels/synthetic_weights.h"

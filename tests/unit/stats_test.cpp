@@ -2,7 +2,7 @@
 
 #include <random>
 
-#include "suite/stats.h"
+#include "suite/measure/stats.h"
 
 namespace tpb {
 namespace {

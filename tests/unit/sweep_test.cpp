@@ -5,7 +5,7 @@
 #include <set>
 
 #include "suite/checks/check.h"
-#include "suite/sweep.h"
+#include "suite/scenario/sweep.h"
 #include "tpb/fnv1a.h"
 
 namespace tpb {

@@ -1,5 +1,5 @@
 // Collective bandwidth as nccl-tests defines it (nccl-tests doc/PERFORMANCE.md), the one
-// formula of tpbench's records (suite/measure.h) and of tpb_bench's counters:
+// formula of tpbench's records (suite/measure/measure.h) and of tpb_bench's counters:
 //   algbw = bytes / time, with time the AVERAGE time of one operation (GB/s, 1e9 bytes);
 //   busbw = algbw * bus factor, the factor making busbw comparable with the hardware's peak
 //           bandwidth whatever the rank count: allreduce 2(n-1)/n.

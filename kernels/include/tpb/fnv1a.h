@@ -1,5 +1,5 @@
 // FNV-1a 64 (Fowler-Noll-Vo, 64-bit offset basis and prime): tpbench's one byte hash.
-// Case ids, synthetic weights (each tensor's name), output digests (suite/digest.h) and the
+// Case ids, synthetic weights (each tensor's name), output digests (suite/measure/digest.h) and the
 // observer's call and allocation sequence digests are all FNV-1a 64, so changing anything
 // here changes every stored id, baseline and digest; tests/unit/stable_hashes_test.cpp pins
 // the values. Chosen for being tiny, stateless and the same on host and device; it is not a

@@ -1,7 +1,7 @@
 // mpi: the CPU communicator for ranks that an MPI launcher started (mpirun, srun), on one
 // host or several. Collectives are MPI's own on a duplicate of MPI_COMM_WORLD, whose ranks
 // must be the group's ranks: the launcher starts one MPI job per rank group
-// (suite/launcher.h), so the job's world is the group.
+// (suite/launch/launcher.h), so the job's world is the group.
 //
 // Numerics: all_reduce sums in fp32 (bf16 and f16 are widened first, MPI has no type for
 // them) and rounds once to the buffer's dtype, as every backend does (communicator.h); the
@@ -11,7 +11,7 @@
 // (suite/checks/equal_across_allreduce.h).
 //
 // MPI has no timeouts: a peer that dies or hangs blocks a collective until the controller's
-// case timeout ends the job (suite/launcher.cpp).
+// case timeout ends the job (suite/launch/launcher.cpp).
 #pragma once
 
 #include <mpi.h>

@@ -12,7 +12,7 @@
 // as every rank has mapped it, so a crash later never leaves a name behind in /dev/shm. The
 // name starts with the bootstrap's group id and "-": a rank killed before every peer mapped
 // it leaves the name, and the launcher, which owns the group, removes what starts so once
-// the group's ranks are dead (suite/launcher.cpp).
+// the group's ranks are dead (suite/launch/launcher.cpp).
 // Waits spin (yielding, then sleeping) and give up after CommOptions::timeout_s with a
 // tpb::Error that names the ranks that did not arrive.
 #pragma once

@@ -36,7 +36,7 @@ std::string cuda_runtime_version();
 //   never a device-wide reading that its neighbours move. Throws when NVML cannot say.
 bool current_device_memory(std::size_t* free_bytes, std::size_t* total_bytes);
 // Ranks sharing this process's GPU: TPB_RANKS_PER_GPU (shared placement sets it for every
-// rank, suite/placement.h), 1 when unset. A malformed value throws: read as 1 it would turn
+// rank, suite/launch/placement.h), 1 when unset. A malformed value throws: read as 1 it would turn
 // a rank's share into a device-wide reading. Any build, with or without CUDA.
 int ranks_sharing_device();
 // "cudaMemGetInfo" or "NVML per-process use, 1/N of the device" (as current_device_memory reads).

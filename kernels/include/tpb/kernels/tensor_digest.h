@@ -1,5 +1,5 @@
 // A tensor's digest and an even sample of its values, as the `digests` instrumentation level
-// records them around every collective (suite/tensor_digests.h), so that two runs that part
+// records them around every collective (suite/measure/tensor_digests.h), so that two runs that part
 // can be told apart op by op. The digest is a sum of one 64-bit mix per element of
 // (index, bits): order-free, so a GPU computes it with any grid and gets the CPU's value
 // bit for bit (tpb/kernels/gpu/tensor_digest.h). It is for telling tensors apart, not a
