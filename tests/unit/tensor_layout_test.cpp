@@ -154,7 +154,7 @@ struct ReaderCase {
 };
 
 // The text model: the engines load no vision tower, and the planner leaves it out the same
-// way when it plans an engine case (memory_plan in suite/workloads/engine_workload.cpp).
+// way when it plans an engine case (memory_plan in suite/workloads/engine_case.cpp).
 ModelConfig text_model(const std::string& preset) {
   ModelConfig c = load_model_config_by_name(preset);
   c.has_vision_tower = false;
