@@ -251,7 +251,6 @@ std::string recorded_option(const nlohmann::json& run_json, const std::string& o
   return "";
 }
 
-// The scenario JSON on stdin (`tpbench run -`), read as strictly as a file.
 // The outcome of a run's report step, as run.json's summary.report records it.
 struct ReportOutcome {
   int exit_code = 0;       // the run's exit status once the report is counted
@@ -301,107 +300,118 @@ ReportOutcome report_step(const std::string& run_dir, int run_exit_code) {
   return out;
 }
 
+// The scenario JSON on stdin (`tpbench run -`), read as strictly as a file.
 tpb::Scenario load_stdin_scenario() {
   const std::string text = tpb::read_bounded_json_text(std::cin, tpb::kStdinScenarioSource);
   return tpb::load_scenario_text(text, tpb::kStdinScenarioSource);
 }
 
-int run_run(const tpb::cli::Args& given) {
-  const RunArgs args = read_args(given);
-  tpb::cli::HumanLinesToStderr human_lines(args.json);
+// What a run will do, from its arguments: the scenario (its file, stdin, or the run resumed),
+// its cases and the selection, and how its ranks start.
+struct PlannedRun {
   tpb::Scenario scenario;
   std::vector<tpb::Case> all_cases, cases;
   nlohmann::json earlier_run = nlohmann::json::object();  // run.json of the run to resume
-  tpb::CaseSelection selection = args.selection;
-  tpb::LauncherOptions launch = args.launch;
+  tpb::CaseSelection selection;
+  tpb::LauncherOptions launch;
+  std::string selected;  // " (3 of 26 selected: --case ...)" when a selection narrowed the sweep
+};
+
+// The run resumed (its selection and launcher), and what --update-baselines forbids.
+PlannedRun resumed_run(const RunArgs& args, const tpb::cli::Args& given) {
+  PlannedRun p;
+  p.selection = args.selection;
+  p.launch = args.launch;
   if (!args.resume.empty()) {
     const std::string rj = (fs::path(args.resume) / "run.json").string();
     TPB_INPUT_CHECK(fs::is_regular_file(rj), "--resume " << args.resume << ": no run.json there (not a tpbench run folder)");
-    earlier_run = tpb::read_json_file(rj);
-    selection = tpb::CaseSelection::from_json(earlier_run.value("selection", nlohmann::json()));
+    p.earlier_run = tpb::read_json_file(rj);
+    p.selection = tpb::CaseSelection::from_json(p.earlier_run.value("selection", nlohmann::json()));
     // The ranks start as they did in the run resumed, unless --launcher says otherwise.
-    if (!given.has("--launcher") && earlier_run.contains("launcher")) launch = tpb::launcher_from_json(earlier_run["launcher"], rj);
+    if (!given.has("--launcher") && p.earlier_run.contains("launcher")) p.launch = tpb::launcher_from_json(p.earlier_run["launcher"], rj);
   }
   // A stored baseline is one run's records of the whole scenario under one provenance: a
   // selection, given now or kept from the run resumed, would replace it with the selected cases.
-  TPB_INPUT_CHECK(!args.update_baselines || selection.empty(),
+  TPB_INPUT_CHECK(!args.update_baselines || p.selection.empty(),
                   "run: --update-baselines stores the whole scenario's records, and "
                       << (args.resume.empty() ? "--case or --filter would leave the other cases out of the stored baseline"
                                               : "the run resumed was started with --case or --filter")
                       << "; record the scenario whole");
-  try {
-    if (args.scenario.empty() && !args.resume.empty()) {
-      // Resume with the scenario the run recorded, as it was then.
-      const auto& run_json = earlier_run;
-      const auto& sc = run_json.at("scenario");
-      scenario = tpb::parse_scenario(sc.at("document"), sc.value("source", std::string("run.json")));
-    } else if (args.scenario == "-") {
-      scenario = load_stdin_scenario();
-    } else {
-      const std::string name = args.scenario.empty() || args.scenario == "quickstart" ? default_scenario() : args.scenario;
-      scenario = tpb::load_scenario(tpb::resolve_scenario_path(name));
-    }
-    if (!args.placement.empty()) {
-      TPB_INPUT_CHECK(scenario.device == "cuda" || args.placement == "exclusive",
-                      "run: --placement shared places GPU ranks; scenario " << scenario.name << " runs on device "
-                                                                            << scenario.device);
-      scenario.placement = tpb::parse_placement(args.placement, "run: --placement");
-      scenario.document["placement"] = args.placement;  // run.json records it; --resume keeps it
-    }
-    tpb::MachineInfo machine = tpb::detect_machine();
-    machine.launcher = launch.kind;
-    machine.virtual_hosts = launch.virtual_hosts;
-    all_cases = tpb::expand_cases(scenario, machine);
-  } catch (const tpb::ScenarioError& e) {
-    for (const auto& p : e.problems()) std::fprintf(stderr, "%s\n", p.c_str());
-    tpb::cli::print_error("run", std::to_string(e.problems().size()) + " problem(s) in the scenario; nothing was run");
-    return 2;
+  return p;
+}
+
+// The scenario read and expanded into cases (a ScenarioError on a problem in it), then selected.
+void load_cases(const RunArgs& args, PlannedRun& p) {
+  if (args.scenario.empty() && !args.resume.empty()) {
+    // Resume with the scenario the run recorded, as it was then.
+    const auto& run_json = p.earlier_run;
+    const auto& sc = run_json.at("scenario");
+    p.scenario = tpb::parse_scenario(sc.at("document"), sc.value("source", std::string("run.json")));
+  } else if (args.scenario == "-") {
+    p.scenario = load_stdin_scenario();
+  } else {
+    const std::string name = args.scenario.empty() || args.scenario == "quickstart" ? default_scenario() : args.scenario;
+    p.scenario = tpb::load_scenario(tpb::resolve_scenario_path(name));
   }
-  cases = tpb::select_cases(scenario, all_cases, selection);
+  if (!args.placement.empty()) {
+    TPB_INPUT_CHECK(p.scenario.device == "cuda" || args.placement == "exclusive",
+                    "run: --placement shared places GPU ranks; scenario " << p.scenario.name << " runs on device "
+                                                                          << p.scenario.device);
+    p.scenario.placement = tpb::parse_placement(args.placement, "run: --placement");
+    p.scenario.document["placement"] = args.placement;  // run.json records it; --resume keeps it
+  }
+  tpb::MachineInfo machine = tpb::detect_machine();
+  machine.launcher = p.launch.kind;
+  machine.virtual_hosts = p.launch.virtual_hosts;
+  p.all_cases = tpb::expand_cases(p.scenario, machine);
+  p.cases = tpb::select_cases(p.scenario, p.all_cases, p.selection);
   // " (3 of 26 selected: --case ...)" when a selection narrowed the sweep.
-  std::string selected;
-  if (!selection.empty()) {
+  if (!p.selection.empty()) {
     // Built with append: `"literal" + std::string&&` trips a false -Wrestrict in g++ 12 at -O3.
     std::string how;
-    for (const auto& id : selection.ids) how.append(how.empty() ? "--case " : ",").append(id);
-    for (const auto& f : selection.filters) how.append(how.empty() ? "" : " ").append("--filter ").append(f.text());
-    selected.append(" (").append(std::to_string(cases.size())).append(" of ").append(std::to_string(all_cases.size()));
-    selected.append(" selected: ").append(how).append(")");
+    for (const auto& id : p.selection.ids) how.append(how.empty() ? "--case " : ",").append(id);
+    for (const auto& f : p.selection.filters) how.append(how.empty() ? "" : " ").append("--filter ").append(f.text());
+    p.selected.append(" (").append(std::to_string(p.cases.size())).append(" of ").append(std::to_string(p.all_cases.size()));
+    p.selected.append(" selected: ").append(how).append(")");
   }
+}
 
+// --dry-run: the cases, as JSON or one line each; nothing runs.
+int print_dry_run(const RunArgs& args, const PlannedRun& p, tpb::cli::HumanLinesToStderr& human_lines) {
   if (args.dry_run && args.json) {
-    nlohmann::json out = {{"scenario", scenario.name},  {"source", scenario.source},
-                          {"workload", scenario.workload}, {"device", scenario.device},
-                          {"placement", tpb::placement_name(scenario.placement)},
-                          {"expanded_cases", all_cases.size()}, {"cases", nlohmann::json::array()}};
-    for (const auto& c : cases)
+    nlohmann::json out = {{"scenario", p.scenario.name},  {"source", p.scenario.source},
+                          {"workload", p.scenario.workload}, {"device", p.scenario.device},
+                          {"placement", tpb::placement_name(p.scenario.placement)},
+                          {"expanded_cases", p.all_cases.size()}, {"cases", nlohmann::json::array()}};
+    for (const auto& c : p.cases)
       out["cases"].push_back({{"id", c.id}, {"label", c.label}, {"role", c.role},
                               {"skip_reason", c.skip_reason.empty() ? nlohmann::json() : nlohmann::json(c.skip_reason)}});
     human_lines.restore();
     std::printf("%s\n", out.dump(2).c_str());
     return 0;
   }
-  if (args.dry_run) {
-    int skipped = 0;
-    for (const auto& c : cases) skipped += !c.skip_reason.empty();
-    std::printf("# scenario %s (%s): workload %s, device %s%s, placement %s, %zu cases%s (%d would be skipped)\n",
-                scenario.name.c_str(), scenario.source.c_str(), scenario.workload.c_str(), scenario.device.c_str(),
-                scenario.device_requested == "auto" ? " (auto)" : "", tpb::placement_name(scenario.placement),
-                cases.size(), selected.c_str(), skipped);
-    for (const auto& c : cases) {
-      std::printf("%s  %s", c.id.c_str(), c.label.c_str());
-      if (!c.skip_reason.empty()) std::printf("  (skipped: %s)", c.skip_reason.c_str());
-      std::printf("\n");
-    }
-    return 0;
+  int skipped = 0;
+  for (const auto& c : p.cases) skipped += !c.skip_reason.empty();
+  std::printf("# scenario %s (%s): workload %s, device %s%s, placement %s, %zu cases%s (%d would be skipped)\n",
+              p.scenario.name.c_str(), p.scenario.source.c_str(), p.scenario.workload.c_str(), p.scenario.device.c_str(),
+              p.scenario.device_requested == "auto" ? " (auto)" : "", tpb::placement_name(p.scenario.placement),
+              p.cases.size(), p.selected.c_str(), skipped);
+  for (const auto& c : p.cases) {
+    std::printf("%s  %s", c.id.c_str(), c.label.c_str());
+    if (!c.skip_reason.empty()) std::printf("  (skipped: %s)", c.skip_reason.c_str());
+    std::printf("\n");
   }
+  return 0;
+}
 
+// The runner's options from the arguments and the run resumed.
+tpb::RunOptions run_options(const RunArgs& args, const PlannedRun& p) {
   tpb::RunOptions opt;
   opt.results_root = args.results_dir;
   opt.resume_dir = args.resume;
   opt.junit_path = args.junit;
   opt.worker_binary = self_binary();
-  opt.launch = launch;
+  opt.launch = p.launch;
   opt.tty = ::isatty(STDOUT_FILENO) == 1;
   opt.baselines_dir = args.baselines;
   opt.update_baselines = args.update_baselines;
@@ -410,38 +420,33 @@ int run_run(const tpb::cli::Args& given) {
   opt.localize = !args.no_localize;
   // The options that changed the cases, for every record's `reproduce`: this invocation's,
   // else (resuming) the ones the run was started with.
-  const std::string placement = !args.placement.empty() ? args.placement : recorded_option(earlier_run, "--placement");
-  const std::string mps = !args.mps.empty() ? args.mps : recorded_option(earlier_run, "--mps");
+  const std::string placement = !args.placement.empty() ? args.placement : recorded_option(p.earlier_run, "--placement");
+  const std::string mps = !args.mps.empty() ? args.mps : recorded_option(p.earlier_run, "--mps");
   if (!placement.empty()) opt.case_options.insert(opt.case_options.end(), {"--placement", placement});
   if (!mps.empty() && mps != "auto") opt.case_options.insert(opt.case_options.end(), {"--mps", mps});
   // How the ranks start changes what a case can run (mpi, host-local backends): a record's
   // reproduce command keeps it.
-  if (launch.kind != tpb::LauncherKind::fork)
-    opt.case_options.insert(opt.case_options.end(), {"--launcher", tpb::launcher_name(launch.kind)});
-  if (!launch.hosts.empty()) opt.case_options.insert(opt.case_options.end(), {"--hosts", tpb::hosts_text(launch.hosts)});
-  if (launch.virtual_hosts >= 2)
-    opt.case_options.insert(opt.case_options.end(), {"--virtual-hosts", std::to_string(launch.virtual_hosts)});
+  if (p.launch.kind != tpb::LauncherKind::fork)
+    opt.case_options.insert(opt.case_options.end(), {"--launcher", tpb::launcher_name(p.launch.kind)});
+  if (!p.launch.hosts.empty()) opt.case_options.insert(opt.case_options.end(), {"--hosts", tpb::hosts_text(p.launch.hosts)});
+  if (p.launch.virtual_hosts >= 2)
+    opt.case_options.insert(opt.case_options.end(), {"--virtual-hosts", std::to_string(p.launch.virtual_hosts)});
   opt.invocation = {{"argv", tpb::cli::process_argv()},
                     {"cwd", fs::current_path().string()},
                     {"environment", tpb::reproducibility_environment()},
                     {"case_options", opt.case_options}};
-  if (!selection.empty()) {
-    opt.selection = selection.to_json();
-    opt.selection["selected_cases"] = cases.size();
-    opt.selection["expanded_cases"] = all_cases.size();
+  if (!p.selection.empty()) {
+    opt.selection = p.selection.to_json();
+    opt.selection["selected_cases"] = p.cases.size();
+    opt.selection["expanded_cases"] = p.all_cases.size();
   }
   opt.allow_unlike_baseline = args.allow_unlike_baseline;
   opt.force_dirty_baseline_reason = args.force_dirty_baseline;
-  tpb::check_run_options(opt);
-  std::printf("tpbench run: scenario %s, workload %s, device %s%s, %zu cases%s\n", scenario.name.c_str(),
-              scenario.workload.c_str(), scenario.device.c_str(), scenario.device_requested == "auto" ? " (auto)" : "",
-              cases.size(), selected.c_str());
-  // The kernels each GPU op takes on this device (tpb/kernels/kernel_paths.h), as provenance
-  // records them: "kernel paths: mla_decode wgmma (sm_90a, device 9.0); ...".
-  if (scenario.device == "cuda")
-    std::printf("kernel paths: %s\n", tpb::kernels::describe_kernel_paths(tpb::kernels::kernel_paths()).c_str());
-  std::fflush(stdout);
-  const tpb::RunSummary sum = tpb::run_scenario(scenario, cases, opt);
+  return opt;
+}
+
+// After the run: the tables of numbers, the counts, the verdicts and where everything is.
+void print_summary(const RunArgs& args, const tpb::RunSummary& sum) {
   // The numbers first, as nccl-tests and serving benchmarks print them: one table per
   // workload, read back from the run's results.jsonl (resumed records included).
   if (!sum.run_dir.empty()) {
@@ -499,6 +504,32 @@ int run_run(const tpb::cli::Args& given) {
     std::printf("rerun: each record's `reproduce` reruns its case; `tpbench run --resume %s --retry-failed` the failed ones\n",
                 sum.run_dir.c_str());
   if (!args.junit.empty()) std::printf("junit: %s\n", args.junit.c_str());
+}
+
+int run_run(const tpb::cli::Args& given) {
+  const RunArgs args = read_args(given);
+  tpb::cli::HumanLinesToStderr human_lines(args.json);
+  PlannedRun p = resumed_run(args, given);
+  try {
+    load_cases(args, p);
+  } catch (const tpb::ScenarioError& e) {
+    for (const auto& problem : e.problems()) std::fprintf(stderr, "%s\n", problem.c_str());
+    tpb::cli::print_error("run", std::to_string(e.problems().size()) + " problem(s) in the scenario; nothing was run");
+    return 2;
+  }
+  if (args.dry_run) return print_dry_run(args, p, human_lines);
+  const tpb::RunOptions opt = run_options(args, p);
+  tpb::check_run_options(opt);
+  std::printf("tpbench run: scenario %s, workload %s, device %s%s, %zu cases%s\n", p.scenario.name.c_str(),
+              p.scenario.workload.c_str(), p.scenario.device.c_str(), p.scenario.device_requested == "auto" ? " (auto)" : "",
+              p.cases.size(), p.selected.c_str());
+  // The kernels each GPU op takes on this device (tpb/kernels/kernel_paths.h), as provenance
+  // records them: "kernel paths: mla_decode wgmma (sm_90a, device 9.0); ...".
+  if (p.scenario.device == "cuda")
+    std::printf("kernel paths: %s\n", tpb::kernels::describe_kernel_paths(tpb::kernels::kernel_paths()).c_str());
+  std::fflush(stdout);
+  const tpb::RunSummary sum = tpb::run_scenario(p.scenario, p.cases, opt);
+  print_summary(args, sum);
   int exit_code = sum.exit_code;
   nlohmann::json report = nullptr;
   if (!args.no_report) {

@@ -113,6 +113,23 @@ class Launcher {
   // line that is not JSON fails the case (false).
   bool handle_lines(int rank, const std::function<void(std::string, std::vector<int>)>& fail,
                     const std::function<bool()>& failed);
+  // The steps of run_case. A case's failure is reported once, through `fail` (the message and
+  // the ranks it blames); `failed()` says whether it has been.
+  using FailFn = std::function<void(std::string, std::vector<int>)>;
+  // The live group for this key and size: kept, replaced or started.
+  Group& group_for(const std::string& group_key, int world_size, const RankPlacement* placement);
+  // A job that ended with results missing: the rank its launcher names, else those whose
+  // connection closed, else every rank that has not answered.
+  void fail_ended_job(Group& g, const FailFn& fail);
+  // The deadline passed: the ranks to blame, from the collective-progress page where there is one.
+  void fail_timeout(Group& g, double timeout_s, const FailFn& fail);
+  // One poll() of the group's sockets, at most `remaining_s`: connections accepted, bytes sent
+  // and read, whole messages handled. False when nothing was ready.
+  bool poll_group(Group& g, double remaining_s, const FailFn& fail, const std::function<bool()>& failed);
+  // A rank whose socket closed is exiting: its exit awaited a moment, and the case failed.
+  void fail_closed_ranks(Group& g, const FailFn& fail, const std::function<bool()>& failed);
+  // `failure` with the blamed ranks' stderr tails and the job's output (the group killed first).
+  std::string failure_report(const Group& g, const std::string& failure, const std::vector<int>& blamed) const;
 
   LauncherOptions options_;
   std::unique_ptr<Group> group_;

@@ -209,18 +209,131 @@ void check_run_options(const RunOptions& opt) {
                          "--force-dirty-baseline REASON");
 }
 
-RunSummary run_scenario(const Scenario& s, const std::vector<Case>& cases, const RunOptions& opt) {
-  check_run_options(opt);
-  RunSummary sum;
-  sum.cases = static_cast<int>(cases.size());
-  const std::string start_time = utc_now_iso8601();
+namespace {
 
+// Graceful interrupts while it lives (set_graceful_interrupts, suite/launch/mps.h): the case loop's.
+struct GracefulScope {
+  GracefulScope() { set_graceful_interrupts(true); }
+  ~GracefulScope() { set_graceful_interrupts(false); }
+};
+
+// One invocation of run_scenario: the run's state, and its steps in the order run() takes them,
+// each a member function over that state (as Google Benchmark's runner hands its results to the
+// reporters).
+class ScenarioRun {
+ public:
+  ScenarioRun(const Scenario& s, const std::vector<Case>& cases, const RunOptions& opt) : s(s), cases(cases), opt(opt) {}
+  RunSummary run();
+
+ private:
+  void open_run_folder();    // a new folder, or the one --resume names (locked, its records read)
+  void begin_run_json();     // the records carried over, run.json's first version
+  void load_baselines();     // the stored baseline and its build against this one
+  void run_cases(Launcher& launcher, ResultsWriter& writer, Progress& progress);  // the case loop
+  void localize_divergences(Launcher& launcher, ResultsWriter& writer);            // digests reruns
+  void case_verdicts();      // the statuses counted, a JUnit suite per case
+  void check_verdicts();     // every check group judged over the whole run
+  void judge_run();          // stability, nothing-ran, the exit status
+  void store_baseline();     // --update-baselines
+  void write_summary();      // run.json's summary
+  void write_junit();        // --junit
+
+  const Scenario& s;
+  const std::vector<Case>& cases;
+  const RunOptions& opt;
+  RunSummary sum;
+  std::string start_time;
+  std::string run_id, run_dir;
+  json run_json;                        // run.json as last written
+  std::vector<json> earlier;            // the records of earlier invocations (--resume)
+  std::optional<RunFolderLock> lock;    // one writer per run folder, for the whole run
+  CheckSet checks;
+  json provenance, compact;             // this invocation's, in full and as each record holds it
+  json case_list;                       // run.json's cases (this invocation's)
+  std::map<std::string, json> records;  // case id -> its record (earlier runs included; the last one wins)
+  std::set<std::string> finished;       // case ids an earlier invocation finished
+  std::vector<std::string> retried;     // planned cases whose last record failed, run again
+  BaselineTolerances tol;
+  std::vector<json> baseline_records;   // the stored baseline's records (--baselines)
+  json stored_provenance, this_build;
+  std::vector<json> stored_builds;
+  json mps_json;                        // the MPS state, for run.json and each record's placement
+  std::map<std::string, double> wall_by_id;
+  std::optional<PlanGpu> plan_gpu;      // the GPU engine cases are planned against
+  LatencyControl run_control;           // this run's control against the baseline's, once it ran
+  std::map<std::string, json> localized;  // localization_key -> Divergence::to_json + the reruns' ids
+  std::vector<std::string> classnames;    // JUnit classname of each case, in case order
+  std::map<std::string, JunitSuite> case_suites;  // case id -> its suite
+  JunitSuite scenario_suite;
+  json check_summary;                   // check name -> its groups' verdicts
+  std::vector<std::string> skip_reasons;
+  json control = nullptr;               // the control's drift verdict (first vs last)
+  bool untrusted = false;               // the control drifted: the baseline verdicts are not trusted
+  bool unlike = false;                  // the stored baseline's build is not like this one
+  bool forced_dirty = false;            // a dirty build stored a baseline (--force-dirty-baseline)
+};
+
+RunSummary ScenarioRun::run() {
+  check_run_options(opt);
+  sum.cases = static_cast<int>(cases.size());
+  start_time = utc_now_iso8601();
+  open_run_folder();
+  begin_run_json();
+  load_baselines();
+
+  ResultsWriter writer((fs::path(run_dir) / "results.jsonl").string());
+  LauncherOptions lo = opt.launch;
+  lo.worker_binary = opt.worker_binary;
+  lo.log_dir = (fs::path(run_dir) / "logs").string();
+  fs::create_directories(lo.log_dir);
+  // Ranks sharing a GPU run at once under an MPS server (or time-slice without one): one for
+  // the whole run, stopped when it ends (also on SIGINT/SIGTERM: the handlers below).
+  install_cleanup_signal_handlers();
+  // The first Ctrl-C in the case loop lets the case in flight finish and ends the run with its
+  // summary; a second stops that case too (suite/launch/mps.h); outside the loop signals act at once.
+  std::optional<GracefulScope> graceful(std::in_place);
+  std::unique_ptr<MpsSession> mps;
+  if (std::any_of(cases.begin(), cases.end(), [](const Case& c) { return c.skip_reason.empty() && c.placement.device_shared(); })) {
+    MpsOptions mo;
+    mo.mode = opt.mps_mode;
+    mo.log_dir = (fs::path(run_dir) / "mps-log").string();
+    mps = std::make_unique<MpsSession>(mo);
+    std::printf("mps: %s%s%s\n", mps->status().state.c_str(), mps->status().detail.empty() ? "" : ": ",
+                mps->status().detail.c_str());
+    std::fflush(stdout);
+  }
+  mps_json = mps ? mps->status().to_json() : json({{"state", "not needed (no rank shares a GPU)"}});
+  run_json["placement"] = {{"placement", placement_name(s.placement)}, {"mps", mps_json}};
+  // How the ranks were started, for every group (each record adds its hosts and job command).
+  run_json["launcher"] = launcher_to_json(opt.launch);
+  write_file_atomic((fs::path(run_dir) / "run.json").string(), run_json.dump(2) + "\n");
+  Launcher launcher(lo);
+  Progress progress(static_cast<int>(cases.size()), stdout, opt.tty);
+  // Engine cases on GPUs are planned first, as a serving engine sizes its KV cache: one the
+  // plan says cannot fit is recorded `infeasible` with the planner's sentence, not run.
+  if (s.device == "cuda" && s.workload == "engine") {
+    const auto gpus = visible_gpus();
+    if (!gpus.empty())
+      plan_gpu = PlanGpu{gpus.front().name, static_cast<std::int64_t>(gpus.front().memory_bytes),
+                         default_cuda_context_bytes()};
+  }
+  run_cases(launcher, writer, progress);
+  progress.done();
+  graceful.reset();
+  localize_divergences(launcher, writer);
+  launcher.shutdown();
+  case_verdicts();
+  check_verdicts();
+  judge_run();
+  store_baseline();
+  write_summary();
+  write_junit();
+  return sum;
+}
+
+void ScenarioRun::open_run_folder() {
   // Everything that can be wrong with the input is checked before anything is written.
   TPB_INPUT_CHECK(!opt.retry_failed || !opt.resume_dir.empty(), "run: --retry-failed needs --resume RUN_DIR");
-  std::string run_id, run_dir;
-  json run_json;
-  std::vector<json> earlier;
-  std::optional<RunFolderLock> lock;  // one writer per run folder, for the whole run
   int damaged = 0;
   if (!opt.resume_dir.empty()) {
     run_dir = opt.resume_dir;
@@ -239,7 +352,7 @@ RunSummary run_scenario(const Scenario& s, const std::vector<Case>& cases, const
     run_dir = (fs::path(opt.results_root) / run_id).string();
     TPB_INPUT_CHECK(!fs::exists(run_dir), run_dir << ": already exists");
   }
-  CheckSet checks = plan_checks(s, cases);
+  checks = plan_checks(s, cases);
   sum.run_dir = run_dir;
   if (damaged > 0) {
     // A record cut short by a crash: out of results.jsonl (kept in results.jsonl.damaged), so
@@ -248,18 +361,18 @@ RunSummary run_scenario(const Scenario& s, const std::vector<Case>& cases, const
     std::fprintf(stderr, "tpbench: warning: %s/results.jsonl: %d damaged line(s) (a case cut short) moved to "
                  "results.jsonl.damaged; their cases run again\n", run_dir.c_str(), removed);
   }
+}
 
-  const json provenance = collect_provenance(start_time);
-  const json compact = compact_provenance(provenance);
-  json case_list = json::array();
+void ScenarioRun::begin_run_json() {
+  provenance = collect_provenance(start_time);
+  compact = compact_provenance(provenance);
+  case_list = json::array();
   for (const auto& c : cases)
     case_list.push_back({{"case_id", c.id}, {"label", c.label}, {"role", c.role}, {"params", c.params},
                          {"skip_reason", c.skip_reason.empty() ? json(nullptr) : json(c.skip_reason)}});
-  std::map<std::string, json> records;  // case id -> its record (earlier runs included; the last one wins)
   for (auto& r : earlier)
     if (r.contains("case_id") && is_final_status(r.value("status", ""))) records[r["case_id"].get<std::string>()] = r;
-  std::set<std::string> finished = finished_case_ids(earlier);
-  std::vector<std::string> retried;  // planned cases whose last record failed, run again
+  finished = finished_case_ids(earlier);
   if (opt.retry_failed) {
     const std::set<std::string> failed = failed_case_ids(earlier);
     for (const auto& c : cases)
@@ -292,10 +405,11 @@ RunSummary run_scenario(const Scenario& s, const std::vector<Case>& cases, const
   fs::create_directories(run_dir);
   if (!lock) lock.emplace(run_dir);
   write_file_atomic((fs::path(run_dir) / "run.json").string(), run_json.dump(2) + "\n");
+}
 
+void ScenarioRun::load_baselines() {
   // Baselines: stored results of this scenario on this hardware fingerprint.
-  const BaselineTolerances tol = tolerances_from_json(s.baseline);
-  std::vector<json> baseline_records;
+  tol = tolerances_from_json(s.baseline);
   if (!opt.baselines_dir.empty()) {
     // Shared placement's timings measure contention: its baselines live apart (h200x1-shared).
     const std::string hw = hardware_dir_name(provenance) + (s.device == "cuda" && s.placement == Placement::shared ? "-shared" : "");
@@ -303,9 +417,9 @@ RunSummary run_scenario(const Scenario& s, const std::vector<Case>& cases, const
     if (fs::exists(sum.baseline_file)) baseline_records = read_jsonl(sum.baseline_file);
   }
   // The stored baseline's build(s) against this one, judged before anything runs.
-  const json stored_provenance = baseline_records.empty() ? json(nullptr) : file_provenance_of(sum.baseline_file);
-  const json this_build = build_fingerprint(compact);
-  const std::vector<json> stored_builds = builds_of(baseline_records, stored_provenance);
+  stored_provenance = baseline_records.empty() ? json(nullptr) : file_provenance_of(sum.baseline_file);
+  this_build = build_fingerprint(compact);
+  stored_builds = builds_of(baseline_records, stored_provenance);
   sum.baseline_build = compare_build_sets(stored_builds, {this_build}, "stored baseline", "this build");
   for (const auto& b : stored_builds) sum.stored_builds.push_back(describe_build(b));
   sum.this_build = describe_build(this_build);
@@ -315,51 +429,9 @@ RunSummary run_scenario(const Scenario& s, const std::vector<Case>& cases, const
                                           : "; the run will fail (--allow-unlike-baseline accepts it)");
     std::fflush(stdout);
   }
+}
 
-  ResultsWriter writer((fs::path(run_dir) / "results.jsonl").string());
-  LauncherOptions lo = opt.launch;
-  lo.worker_binary = opt.worker_binary;
-  lo.log_dir = (fs::path(run_dir) / "logs").string();
-  fs::create_directories(lo.log_dir);
-  // Ranks sharing a GPU run at once under an MPS server (or time-slice without one): one for
-  // the whole run, stopped when it ends (also on SIGINT/SIGTERM: the handlers below).
-  install_cleanup_signal_handlers();
-  // The first Ctrl-C in the case loop lets the case in flight finish and ends the run with its
-  // summary; a second stops that case too (suite/launch/mps.h); outside the loop signals act at once.
-  struct GracefulScope {
-    GracefulScope() { set_graceful_interrupts(true); }
-    ~GracefulScope() { set_graceful_interrupts(false); }
-  };
-  std::optional<GracefulScope> graceful(std::in_place);
-  std::unique_ptr<MpsSession> mps;
-  if (std::any_of(cases.begin(), cases.end(), [](const Case& c) { return c.skip_reason.empty() && c.placement.device_shared(); })) {
-    MpsOptions mo;
-    mo.mode = opt.mps_mode;
-    mo.log_dir = (fs::path(run_dir) / "mps-log").string();
-    mps = std::make_unique<MpsSession>(mo);
-    std::printf("mps: %s%s%s\n", mps->status().state.c_str(), mps->status().detail.empty() ? "" : ": ",
-                mps->status().detail.c_str());
-    std::fflush(stdout);
-  }
-  const json mps_json = mps ? mps->status().to_json() : json({{"state", "not needed (no rank shares a GPU)"}});
-  run_json["placement"] = {{"placement", placement_name(s.placement)}, {"mps", mps_json}};
-  // How the ranks were started, for every group (each record adds its hosts and job command).
-  run_json["launcher"] = launcher_to_json(opt.launch);
-  write_file_atomic((fs::path(run_dir) / "run.json").string(), run_json.dump(2) + "\n");
-  Launcher launcher(lo);
-  Progress progress(static_cast<int>(cases.size()), stdout, opt.tty);
-  std::map<std::string, double> wall_by_id;
-  // Engine cases on GPUs are planned first, as a serving engine sizes its KV cache: one the
-  // plan says cannot fit is recorded `infeasible` with the planner's sentence, not run.
-  std::optional<PlanGpu> plan_gpu;
-  if (s.device == "cuda" && s.workload == "engine") {
-    const auto gpus = visible_gpus();
-    if (!gpus.empty())
-      plan_gpu = PlanGpu{gpus.front().name, static_cast<std::int64_t>(gpus.front().memory_bytes),
-                         default_cuda_context_bytes()};
-  }
-
-  LatencyControl run_control;  // this run's control against the baseline's, once it ran
+void ScenarioRun::run_cases(Launcher& launcher, ResultsWriter& writer, Progress& progress) {
   for (std::size_t i = 0; i < cases.size(); ++i) {
     const Case& c = cases[i];
     if ((sum.interrupted = interrupt_requested()) != 0) break;
@@ -435,13 +507,12 @@ RunSummary run_scenario(const Scenario& s, const std::vector<Case>& cases, const
       if (result["status"] == "fail") note += (note.empty() ? "" : "; ") + std::string("check ") + name + " FAILED: " + result["detail"].get<std::string>();
     progress.finish(record["status"].get<std::string>(), wall_s, note, case_key_numbers(record));
   }
-  progress.done();
-  graceful.reset();
+}
 
+void ScenarioRun::localize_divergences(Launcher& launcher, ResultsWriter& writer) {
   // Divergence localization: a failing check that names two records whose outputs part has
   // both cases rerun at instrumentation=digests (role "localize", case id <id>.digests, in
   // results.jsonl), and the first collective where they part goes into its verdict.
-  std::map<std::string, json> localized;  // localization_key -> Divergence::to_json + the reruns' ids
   for (std::size_t k = 0; k < checks.checks.size() && opt.localize && sum.interrupted == 0; ++k) {
     const Check& check = *checks.checks[k];
     if (!localizes(check.name())) continue;
@@ -486,15 +557,14 @@ RunSummary run_scenario(const Scenario& s, const std::vector<Case>& cases, const
       localized[localization_key(check.name(), key)] = where;
     }
   }
-  launcher.shutdown();
+}
 
+void ScenarioRun::case_verdicts() {
   // Final verdicts over the whole run (records of earlier invocations included). The JUnit
   // (suite/runner/junit_cases.h): a suite per case, in case order, after one for the scenario.
-  const std::vector<std::string> classnames = junit_case_classnames(s.name, cases);
-  std::map<std::string, JunitSuite> case_suites;  // case id -> its suite
-  JunitSuite scenario_suite{s.name, {}, {}};
-  json check_summary = json::object();
-  std::vector<std::string> skip_reasons;
+  classnames = junit_case_classnames(s.name, cases);
+  scenario_suite = JunitSuite{s.name, {}, {}};
+  check_summary = json::object();
   for (std::size_t i = 0; i < cases.size(); ++i) {
     const Case& c = cases[i];
     auto it = records.find(c.id);
@@ -524,6 +594,9 @@ RunSummary run_scenario(const Scenario& s, const std::vector<Case>& cases, const
     }
     case_suites[c.id] = {c.label, junit_case_properties(c.id, r), {jc}};
   }
+}
+
+void ScenarioRun::check_verdicts() {
   for (std::size_t k = 0; k < checks.checks.size(); ++k) {
     const Check& check = *checks.checks[k];
     json per_check = json::array();
@@ -565,6 +638,9 @@ RunSummary run_scenario(const Scenario& s, const std::vector<Case>& cases, const
     }
     check_summary[check.name()] = per_check;
   }
+}
+
+void ScenarioRun::judge_run() {
   // Stability: the control case first vs last (ARCHITECTURE.md, "Baselines and regressions").
   const json* control_start = nullptr;
   const json* control_end = nullptr;
@@ -572,25 +648,27 @@ RunSummary run_scenario(const Scenario& s, const std::vector<Case>& cases, const
     if (r.value("role", "") == "control-start") control_start = &r;
     if (r.value("role", "") == "control-end") control_end = &r;
   }
-  json control = nullptr;
+  control = nullptr;
   sum.stability = "unknown";
   if (control_start && control_end) {
     const CheckResult drift = control_drift_verdict(*control_start, *control_end, tol);
     sum.stability = drift.status == "fail" ? "unstable" : drift.status == "pass" ? "stable" : "unknown";
     control = drift.to_json();
   }
-  const bool untrusted = sum.stability == "unstable";
-  const bool unlike = sum.baseline_build.compared && !sum.baseline_build.like_for_like;
+  untrusted = sum.stability == "unstable";
+  unlike = sum.baseline_build.compared && !sum.baseline_build.like_for_like;
   sum.unlike_baseline_fails = unlike && !opt.allow_unlike_baseline;
   sum.nothing_ran = nothing_ran_reason(sum.ok + sum.failed + sum.fallback + sum.infeasible, skip_reasons);
   sum.exit_code = run_exit_code(sum, !opt.baselines_dir.empty());
   if (sum.interrupted != 0) sum.exit_code = 128 + sum.interrupted;  // as the shell reports a signal
+}
 
+void ScenarioRun::store_baseline() {
   // A run in which nothing ran stores nothing: an empty baseline would erase what an earlier
   // run on this hardware recorded, and every later comparison would read no-baseline.
   sum.baseline_updated = opt.update_baselines && sum.nothing_ran.empty() && sum.interrupted == 0;
   // A dirty build stores a baseline only with a reason (check_run_options): it goes with it.
-  const bool forced_dirty = sum.baseline_updated && build_is_dirty();
+  forced_dirty = sum.baseline_updated && build_is_dirty();
   if (forced_dirty) sum.forced_dirty_reason = opt.force_dirty_baseline_reason;
   if (sum.baseline_updated) {
     // The stored baseline is this run's ok records: latency samples, memory, plans, digests
@@ -614,6 +692,9 @@ RunSummary run_scenario(const Scenario& s, const std::vector<Case>& cases, const
     write_file_atomic(fs::path(sum.baseline_file).replace_extension(".provenance.json").string(),
                       stored_provenance_doc.dump(2) + "\n");
   }
+}
+
+void ScenarioRun::write_summary() {
   sum.control_vs_baseline = run_control;
   json control_vs_baseline = nullptr;
   if (run_control.ratio > 0)
@@ -657,6 +738,9 @@ RunSummary run_scenario(const Scenario& s, const std::vector<Case>& cases, const
                                                                        {"resume", "tpbench run --resume " + run_dir}})},
                          {"end_time", utc_now_iso8601()}};
   write_file_atomic((fs::path(run_dir) / "run.json").string(), run_json.dump(2) + "\n");
+}
+
+void ScenarioRun::write_junit() {
   if (!opt.junit_path.empty()) {
     if (!sum.nothing_ran.empty()) {
       scenario_suite.cases.insert(scenario_suite.cases.begin(),
@@ -669,7 +753,12 @@ RunSummary run_scenario(const Scenario& s, const std::vector<Case>& cases, const
     for (const auto& c : cases) suites.push_back(case_suites[c.id]);
     write_file_atomic(opt.junit_path, junit_xml(suites));
   }
-  return sum;
+}
+
+}  // namespace
+
+RunSummary run_scenario(const Scenario& s, const std::vector<Case>& cases, const RunOptions& opt) {
+  return ScenarioRun(s, cases, opt).run();
 }
 
 }  // namespace tpb

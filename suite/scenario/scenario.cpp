@@ -2,8 +2,6 @@
 // problem with its JSON path; nothing throws until the whole file has been seen.
 #include "suite/scenario/scenario.h"
 
-#include "suite/records/baseline.h"
-
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -23,6 +21,8 @@
 #include "suite/records/build_info.h"
 #include "suite/checks/check.h"
 #include "suite/records/safe_paths.h"
+#include "suite/scenario/axes.h"
+#include "suite/scenario/scenario_validator.h"
 #include "tpb/dtype.h"
 #include "tpb/kernels/device.h"
 
@@ -31,278 +31,9 @@ using nlohmann::json;
 
 namespace tpb {
 
+using namespace scenario_parse;
+
 namespace {
-
-std::string join_lines(const std::vector<std::string>& lines) {
-  std::string out;
-  for (const auto& l : lines) {
-    if (!out.empty()) out += "\n";
-    out += l;
-  }
-  return out;
-}
-
-std::string join(const std::vector<std::string>& items, const char* sep = ", ") {
-  std::string out;
-  for (const auto& i : items) {
-    if (!out.empty()) out += sep;
-    out += i;
-  }
-  return out;
-}
-
-// A value as the user wrote it, shortened so that one problem stays one line.
-std::string show(const json& v) {
-  std::string s = v.dump();
-  if (s.size() > 60) s = s.substr(0, 57) + "...";
-  return s;
-}
-
-class Validator {
- public:
-  explicit Validator(std::string source) : source_(std::move(source)) {}
-
-  void expected(const std::string& path, const std::string& what, const json& got) {
-    problems_.push_back(source_ + ": " + path + ": expected " + what + ", got " + show(got));
-  }
-  void problem(const std::string& path, const std::string& text) {
-    problems_.push_back(source_ + ": " + path + ": " + text);
-  }
-  // Reports every key of `obj` not in `allowed`.
-  void only_keys(const json& obj, const std::string& path, const std::vector<std::string>& allowed) {
-    for (const auto& [key, value] : obj.items()) {
-      if (std::find(allowed.begin(), allowed.end(), key) == allowed.end())
-        problem(path + "." + key, "unknown key; expected one of " + join(allowed));
-    }
-  }
-  const std::vector<std::string>& problems() const { return problems_; }
-
- private:
-  std::string source_;
-  std::vector<std::string> problems_;
-};
-
-bool is_int(const json& v) { return v.is_number_integer(); }
-
-// Reads an optional integer field >= `min`.
-void int_field(Validator& val, const json& obj, const char* key, const std::string& path, int min, int& out) {
-  auto it = obj.find(key);
-  if (it == obj.end()) return;
-  if (!is_int(*it) || it->get<long long>() < min || it->get<long long>() > 1'000'000'000) {
-    val.expected(path + "." + key, "an integer >= " + std::to_string(min), *it);
-    return;
-  }
-  out = it->get<int>();
-}
-
-// Reads an optional number field in [min, max] (exclusive bounds when asked).
-void number_field(Validator& val, const json& obj, const char* key, const std::string& path, double min,
-                  bool min_exclusive, double max, bool max_exclusive, double& out) {
-  auto it = obj.find(key);
-  if (it == obj.end()) return;
-  auto num = [](double v) {
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%g", v);
-    return std::string(buf);
-  };
-  const std::string range = std::string(min_exclusive ? "(" : "[") + num(min) + ", " +
-                            (max == 1e300 ? std::string("inf") : num(max)) + (max_exclusive ? ")" : "]");
-  if (!it->is_number()) {
-    val.expected(path + "." + key, "a number in " + range, *it);
-    return;
-  }
-  const double v = it->get<double>();
-  if (v < min || (min_exclusive && v == min) || v > max || (max_exclusive && v == max)) {
-    val.expected(path + "." + key, "a number in " + range, *it);
-    return;
-  }
-  out = v;
-}
-
-const std::vector<std::string>& instrumentation_levels() {
-  static const std::vector<std::string> levels = {"off", "timing", "trace", "debug", "digests"};
-  return levels;
-}
-
-// The value rules of the axis table. Each checks one value written at `path` and returns it
-// normalised (ints as ints, fractions as doubles, canonical dtype names), or reports the
-// problem and returns null. `device` is the scenario's device as requested ("cpu", "cuda" or
-// "auto"; exclude rules pass "auto", since they may name any value).
-using AxisParse = json (*)(Validator& val, const json& v, const std::string& path, const std::string& device);
-
-json positive_int(Validator& val, const json& v, const std::string& path, const std::string&) {
-  if (!is_int(v) || v.get<long long>() < 1 || v.get<long long>() > (1LL << 40)) {
-    val.expected(path, "a positive integer", v);
-    return nullptr;
-  }
-  return v.get<long long>();
-}
-
-json tp_size(Validator& val, const json& v, const std::string& path, const std::string& device) {
-  json r = positive_int(val, v, path, device);
-  if (!r.is_null() && r.get<long long>() > 1024) {
-    val.expected(path, "a TP size <= 1024", v);
-    return nullptr;
-  }
-  return r;
-}
-
-json fraction(Validator& val, const json& v, const std::string& path, const std::string&) {
-  if (!v.is_number() || v.get<double>() <= 0.0 || v.get<double>() > 1.0) {
-    val.expected(path, "a fraction in (0, 1]", v);
-    return nullptr;
-  }
-  return v.get<double>();
-}
-
-json cuda_graph_flag(Validator& val, const json& v, const std::string& path, const std::string& device) {
-  if (!v.is_boolean()) {
-    val.expected(path, "true or false", v);
-    return nullptr;
-  }
-  if (v.get<bool>() && device == "cpu") {
-    val.expected(path, "false (CUDA graphs need device \"cuda\" or \"auto\"; device is \"cpu\")", v);
-    return nullptr;
-  }
-  return v;
-}
-
-json instrumentation_value(Validator& val, const json& v, const std::string& path, const std::string&) {
-  const auto& levels = instrumentation_levels();
-  if (!v.is_string() || std::find(levels.begin(), levels.end(), v.get<std::string>()) == levels.end()) {
-    val.expected(path, "one of " + join(levels), v);
-    return nullptr;
-  }
-  return v;
-}
-
-json dtype_value(Validator& val, const json& v, const std::string& path, const std::string&) {
-  if (v.is_string()) {
-    try {
-      return std::string(dtype_name(dtype_from_name(v.get<std::string>())));
-    } catch (const InputError&) {
-    }
-  }
-  val.expected(path, "one of f32, bf16, f16", v);
-  return nullptr;
-}
-
-// A row of the backend table (reference_engine/comm/backends.h) that runs on the device.
-json allreduce_backend(Validator& val, const json& v, const std::string& path, const std::string& device) {
-  const BackendInfo* backend = v.is_string() ? find_backend(v.get<std::string>()) : nullptr;
-  if (backend == nullptr) {
-    val.expected(path, "an allreduce backend (one of " + backend_list() + ")", v);
-    return nullptr;
-  }
-  if (device == "cpu" && backend->runs_on != BackendDevice::host) {
-    val.expected(path, "a CPU backend (" + backend_list(BackendDevice::host) + ") because device is \"cpu\"", v);
-    return nullptr;
-  }
-  if (device == "cuda" && backend->runs_on != BackendDevice::gpu) {
-    val.expected(path, "a GPU backend (" + backend_list(BackendDevice::gpu) + ") because device is \"cuda\"", v);
-    return nullptr;
-  }
-  return v;
-}
-
-// A model's quantization: bf16, or int4 (Kimi-K2.5's: the routed experts INT4, everything
-// else bf16). parse_quantization also reads the planner's fp8 and f32, which are no model
-// tpbench's engines run: refused here by name.
-json quant_value(Validator& val, const json& v, const std::string& path, const std::string&) {
-  if (v.is_string()) {
-    try {
-      const Quantization q = parse_quantization(v.get<std::string>(), path);
-      if (q == Quantization::bf16 || q == Quantization::int4) return std::string(quantization_name(q));
-    } catch (const InputError&) {
-    }
-  }
-  val.expected(path,
-               "\"bf16\" or \"int4\" (int4: the routed experts INT4, everything else bf16; fp8 and f32 are "
-               "the planner's formats, not a model's)",
-               v);
-  return nullptr;
-}
-
-// TP must divide the model's heads and experts: what a value is expected to be instead, or
-// "" when it does.
-std::string tp_divides_model(const ModelConfig& model, const ModelSpec&, const json& tp) {
-  try {
-    model.validate_tp(static_cast<int>(tp.get<long long>()));
-    return "";
-  } catch (const InputError& e) {
-    return std::string("a TP size that divides the model (") + e.what() + ")";
-  }
-}
-
-// A checkpoint's own quantization wins: a folder of weights is loaded as its config says
-// (quantization_config, read into ModelConfig::quant), so a scenario may name that one only.
-// Synthetic weights are made in whichever the case asks for.
-std::string quant_fits_checkpoint(const ModelConfig& model, const ModelSpec& spec, const json& quant) {
-  const std::string own = quantization_name(model.quant);
-  if (spec.weights == "synthetic" || quant.get<std::string>() == own) return "";
-  return "\"" + own + "\" (the checkpoint " + spec.weights + " holds " + own +
-         " weights, as its config says; a checkpoint's own quantization wins: write [\"" + own +
-         "\"] or leave quant out)";
-}
-
-// The axis table: one row per sweep axis, in sweep order, outermost first. TP outermost keeps
-// a group of worker processes alive across as many consecutive cases as possible; quant next,
-// since another quantization is another engine (its weights made or loaded again); allreduce
-// innermost puts the cases that equal_across_allreduce compares next to each other.
-// parse_scenario reads every rule of an axis from its row: which workloads sweep it, what a
-// value must be and how it is normalised, the value a scenario that leaves it out sweeps,
-// and any condition the model puts on it. (The one rule across axes, message sizes that hold
-// whole elements of every dtype, stays in parse_scenario.)
-struct AxisRule {
-  std::string name;
-  std::string workload;     // the one workload that sweeps it; "": every workload
-  AxisParse parse;          // what a value must be, normalised
-  json default_value;       // swept by a scenario that leaves the axis out; null: none, the
-                            // axis is in a case's params (and id) only when the scenario writes it
-  json default_on_cuda;     // instead on the resolved device "cuda"; null: default_value
-  // "" or what is expected instead (the model's config, after overrides and layers, and its
-  // section); null: no condition.
-  std::string (*fits_model)(const ModelConfig& model, const ModelSpec& spec, const json& value);
-};
-
-const std::vector<AxisRule>& axis_table() {
-  static const std::vector<AxisRule> rows = {
-      // name             workload     parse                  default  on cuda  model condition
-      {"tp",              "",          tp_size,               1,       nullptr, tp_divides_model},
-      // No default: a case without it runs a checkpoint in its own quantization and synthetic
-      // weights in bf16 (case_plan.h: case_model_config), and the ids of every scenario
-      // written before the axis stay as they were.
-      {"quant",           "engine",    quant_value,           nullptr, nullptr, quant_fits_checkpoint},
-      {"mem_fraction",    "",          fraction,              0.9,     nullptr, nullptr},
-      {"cuda_graph",      "",          cuda_graph_flag,       false,   nullptr, nullptr},
-      {"instrumentation", "",          instrumentation_value, "off",   nullptr, nullptr},
-      {"batch_size",      "engine",    positive_int,          1,       nullptr, nullptr},
-      {"seq_len",         "engine",    positive_int,          16,      nullptr, nullptr},
-      {"dtype",           "allreduce", dtype_value,           "bf16",  nullptr, nullptr},
-      {"message_bytes",   "allreduce", positive_int,          65536,   nullptr, nullptr},
-      {"allreduce",       "",          allreduce_backend,     "shm",   "nccl",  nullptr},
-  };
-  return rows;
-}
-
-const AxisRule& axis_rule(const std::string& name) {
-  for (const auto& rule : axis_table())
-    if (rule.name == name) return rule;
-  TPB_FAIL("no row for axis " << name << " in the axis table");
-}
-
-json default_axis_value(const AxisRule& rule, const std::string& device) {
-  return device == "cuda" && !rule.default_on_cuda.is_null() ? rule.default_on_cuda : rule.default_value;
-}
-
-// The names of the rows `keep` selects, in table order.
-template <class Keep>
-std::vector<std::string> axis_names_where(Keep keep) {
-  std::vector<std::string> names;
-  for (const auto& rule : axis_table())
-    if (keep(rule)) names.push_back(rule.name);
-  return names;
-}
 
 // The model presets folder: ModelConfig's models_dir() when it exists, else models/ beside
 // the scenario folders this binary searches (which include the source tree it was built from).
@@ -469,24 +200,42 @@ std::optional<ModelSpec> parse_model(Validator& val, const json& m, const std::s
 ScenarioError::ScenarioError(std::vector<std::string> problems)
     : InputError(join_lines(problems)), problems_(std::move(problems)) {}
 
-const std::vector<std::string>& common_axis_names() {
-  static const std::vector<std::string> names = axis_names_where([](const AxisRule& r) { return r.workload.empty(); });
-  return names;
-}
+namespace {
 
-const std::vector<std::string>& workload_axis_names(const std::string& workload) {
-  const auto of = [](const std::string& w) {
-    return axis_names_where([&w](const AxisRule& r) { return r.workload.empty() || r.workload == w; });
-  };
-  static const std::vector<std::string> engine = of("engine"), allreduce = of("allreduce"), none;
-  if (workload == "engine") return engine;
-  if (workload == "allreduce") return allreduce;
-  return none;
-}
+// One parse_scenario: the document, the Validator, the Scenario being filled, and the parse's
+// steps over them in the order parse() takes them (each section of the file, then the rules
+// across sections).
+class ScenarioParser {
+ public:
+  ScenarioParser(const json& doc, const std::string& source, const ScenarioEnv& env)
+      : doc(doc), source(source), env(env), val(source) {}
+  Scenario parse();
 
-Scenario parse_scenario(const json& doc, const std::string& source, const ScenarioEnv& env) {
-  Validator val(source);
+ private:
+  void read_identity();         // schema, name, description, nonfinite
+  void read_workload();         // workload, device, placement, mode
+  void read_model();            // the model section, and what the GPU kernels cannot take
+  void read_sweep();            // every axis of the workload, written or defaulted
+  void check_message_sizes();   // message sizes that hold whole elements of every dtype
+  void read_exclude();          // the exclude rules
+  void read_measure();          // the measure counts and timeout
+  void read_checks();           // the checks named
+  void read_baseline();         // the baseline tolerances
+  void read_control();          // the control case
+  void read_comm();             // the GPU engine's communicator options
+
+  const json& doc;
+  const std::string& source;
+  const ScenarioEnv& env;
+  Validator val;
   Scenario s;
+  bool workload_ok = false;                  // $.workload names a workload
+  std::optional<ModelConfig> model_config;   // the model's config, when it loaded
+  std::vector<std::string> axis_names;       // the workload's axes, in table order
+  json sweep = json::object();               // $.sweep as written (an object), else {}
+};
+
+Scenario ScenarioParser::parse() {
   s.source = source;
   s.document = doc;
   if (!doc.is_object()) {
@@ -496,7 +245,23 @@ Scenario parse_scenario(const json& doc, const std::string& source, const Scenar
   val.only_keys(doc, "$", {"schema", "name", "description", "workload", "model", "device", "placement", "mode",
                            "sweep", "exclude", "measure", "checks", "baseline", "control", "comm", "nonfinite"});
 
-  // schema, name, description
+  read_identity();
+  read_workload();
+  read_model();
+  read_sweep();
+  check_message_sizes();
+  read_exclude();
+  read_measure();
+  read_checks();
+  read_baseline();
+  read_control();
+  read_comm();
+
+  if (!val.problems().empty()) throw ScenarioError(val.problems());
+  return s;
+}
+
+void ScenarioParser::read_identity() {
   if (!doc.contains("schema")) {
     val.problem("$.schema", "missing; expected 1");
   } else if (!is_int(doc["schema"]) || doc["schema"].get<long long>() != 1) {
@@ -533,9 +298,9 @@ Scenario parse_scenario(const json& doc, const std::string& source, const Scenar
     else
       s.nonfinite = v.get<std::string>();
   }
+}
 
-  // workload, device, mode
-  bool workload_ok = false;
+void ScenarioParser::read_workload() {
   if (!doc.contains("workload")) {
     val.problem("$.workload", "missing; expected \"engine\" or \"allreduce\"");
   } else if (!doc["workload"].is_string() ||
@@ -584,9 +349,9 @@ Scenario parse_scenario(const json& doc, const std::string& source, const Scenar
         s.modes = modes.get<std::vector<std::string>>();
     }
   }
+}
 
-  // model
-  std::optional<ModelConfig> model_config;
+void ScenarioParser::read_model() {
   if (doc.contains("model")) {
     s.model = parse_model(val, doc["model"], source, model_config);
     if (model_config && s.device == "cuda") {
@@ -604,10 +369,10 @@ Scenario parse_scenario(const json& doc, const std::string& source, const Scenar
   } else if (workload_ok && s.workload == "engine") {
     val.problem("$.model", "missing; the engine workload needs {\"preset\": NAME} or {\"path\": DIR}");
   }
+}
 
-  // sweep
-  const std::vector<std::string>& axis_names = workload_axis_names(s.workload);
-  json sweep = json::object();
+void ScenarioParser::read_sweep() {
+  axis_names = workload_axis_names(s.workload);
   if (doc.contains("sweep")) {
     if (!doc["sweep"].is_object()) {
       val.expected("$.sweep", "an object: axis -> [values]", doc["sweep"]);
@@ -657,7 +422,9 @@ Scenario parse_scenario(const json& doc, const std::string& source, const Scenar
     }
     s.axes.push_back(std::move(a));
   }
+}
 
+void ScenarioParser::check_message_sizes() {
   // Cross-axis: every message size must hold a whole number of elements of every dtype.
   if (workload_ok && s.workload == "allreduce") {
     const Axis* bytes_axis = nullptr;
@@ -681,7 +448,9 @@ Scenario parse_scenario(const json& doc, const std::string& source, const Scenar
       }
     }
   }
+}
 
+void ScenarioParser::read_exclude() {
   // exclude: each rule names axes and the value (or values) it removes.
   if (doc.contains("exclude")) {
     const json& ex = doc["exclude"];
@@ -731,8 +500,9 @@ Scenario parse_scenario(const json& doc, const std::string& source, const Scenar
       }
     }
   }
+}
 
-  // measure
+void ScenarioParser::read_measure() {
   if (doc.contains("measure")) {
     const json& m = doc["measure"];
     if (!m.is_object()) {
@@ -751,8 +521,9 @@ Scenario parse_scenario(const json& doc, const std::string& source, const Scenar
       number_field(val, m, "timeout_s", "$.measure", 0.1, false, 86400, false, s.measure.timeout_s);
     }
   }
+}
 
-  // checks
+void ScenarioParser::read_checks() {
   if (doc.contains("checks")) {
     const json& c = doc["checks"];
     if (!c.is_array()) {
@@ -776,8 +547,9 @@ Scenario parse_scenario(const json& doc, const std::string& source, const Scenar
       }
     }
   }
+}
 
-  // baseline tolerances
+void ScenarioParser::read_baseline() {
   if (doc.contains("baseline")) {
     const json& b = doc["baseline"];
     if (!b.is_object()) {
@@ -811,7 +583,9 @@ Scenario parse_scenario(const json& doc, const std::string& source, const Scenar
       s.baseline = b;
     }
   }
+}
 
+void ScenarioParser::read_control() {
   // control: a case of the sweep's space (axes not named take their first value).
   if (doc.contains("control") && !doc["control"].is_null()) {
     const json& c = doc["control"];
@@ -849,7 +623,9 @@ Scenario parse_scenario(const json& doc, const std::string& source, const Scenar
       }
     }
   }
+}
 
+void ScenarioParser::read_comm() {
   // comm: the GPU engine's communicator options.
   if (doc.contains("comm")) {
     const json& c = doc["comm"];
@@ -884,9 +660,12 @@ Scenario parse_scenario(const json& doc, const std::string& source, const Scenar
       }
     }
   }
+}
 
-  if (!val.problems().empty()) throw ScenarioError(val.problems());
-  return s;
+}  // namespace
+
+Scenario parse_scenario(const json& doc, const std::string& source, const ScenarioEnv& env) {
+  return ScenarioParser(doc, source, env).parse();
 }
 
 Scenario load_scenario(const std::string& path, const ScenarioEnv& env) {

@@ -155,6 +155,61 @@ std::vector<unsigned char> serial_sum_in_rank_order(const std::vector<std::vecto
   return out;
 }
 
+namespace {
+
+// The record's instrumentation section as far as the marks give it: the timing level's own
+// cost, estimated at every level (same post-loop work everywhere), the phases from timing on,
+// and at trace and debug a Chrome trace (its path into `trace_file`).
+json allreduce_instrumentation(const CaseSpec& spec, int rank, InstrumentationLevel level, const Instrumentation& inst,
+                               const AllocationLedger& ledger, const std::vector<double>& latency_us,
+                               std::int64_t timed_steps, json& trace_file) {
+  const double median_step_us = latency_us.empty() ? 0.0 : median(latency_us);
+  const double cost_ns = mark_cost_ns();
+  json instrumentation = {{"level", instrumentation_level_name(level)},
+                          {"mark_cost_ns", cost_ns},
+                          {"marks_per_step", kMarksPerStep},
+                          {"estimated_timing_overhead",
+                           median_step_us > 0 ? json(kMarksPerStep * cost_ns * 1e-3 / median_step_us) : json(nullptr)},
+                          {"marks", inst.mark_count()},
+                          {"marks_dropped", inst.dropped()},
+                          {"alloc", ledger.to_json()}};
+  if (level != InstrumentationLevel::off) {
+    const std::vector<Span> spans = allreduce_spans(inst);
+    instrumentation["phases"] = phase_summary(spans, timed_steps, "allreduce");
+    if (level == InstrumentationLevel::trace || level == InstrumentationLevel::debug) {
+      const std::string path = trace_path(spec.trace_dir, spec.case_id, rank);
+      write_chrome_trace(path, spans, rank, spec.label);
+      trace_file = path;
+    }
+  }
+  return instrumentation;
+}
+
+// The last output against the spec, bitwise: every rank's input regenerated, summed serially in
+// rank order.
+struct SerialSumCheck {
+  std::size_t mismatched = 0;       // elements that differ
+  std::int64_t first_mismatch = -1;  // the first of them; -1: none
+};
+
+SerialSumCheck check_serial_sum(std::uint64_t seed, int rank, int world_size, const std::vector<unsigned char>& input,
+                                const std::vector<unsigned char>& output, std::size_t count, DType dtype) {
+  const std::size_t elem = dtype_size(dtype);
+  std::vector<std::vector<unsigned char>> all_inputs;
+  for (int r = 0; r < world_size; ++r) all_inputs.push_back(r == rank ? input : allreduce_input(seed, r, world_size, count, dtype));
+  const std::vector<unsigned char> expected = serial_sum_in_rank_order(all_inputs, count, dtype);
+  SerialSumCheck check;
+  for (std::size_t i = 0; i < count; ++i) {
+    if (std::memcmp(expected.data() + i * elem, output.data() + i * elem, elem) != 0) {
+      if (check.first_mismatch < 0) check.first_mismatch = static_cast<std::int64_t>(i);
+      ++check.mismatched;
+    }
+  }
+  return check;
+}
+
+}  // namespace
+
 RankResult run_allreduce_workload(const CaseSpec& spec, WorkerState& state) {
   const json& params = spec.params;
   TPB_INPUT_CHECK(params.is_object() && params.contains("message_bytes"),
@@ -252,27 +307,9 @@ RankResult run_allreduce_workload(const CaseSpec& spec, WorkerState& state) {
   }
   const std::vector<double>& latency_us = measured.latency_us;
 
-  // The timing level's own cost, estimated at every level (same post-loop work everywhere).
-  const double median_step_us = latency_us.empty() ? 0.0 : median(latency_us);
-  const double cost_ns = mark_cost_ns();
-  json instrumentation = {{"level", instrumentation_level_name(level)},
-                          {"mark_cost_ns", cost_ns},
-                          {"marks_per_step", kMarksPerStep},
-                          {"estimated_timing_overhead",
-                           median_step_us > 0 ? json(kMarksPerStep * cost_ns * 1e-3 / median_step_us) : json(nullptr)},
-                          {"marks", inst.mark_count()},
-                          {"marks_dropped", inst.dropped()},
-                          {"alloc", ledger.to_json()}};
   json trace_file = nullptr;
-  if (level != InstrumentationLevel::off) {
-    const std::vector<Span> spans = allreduce_spans(inst);
-    instrumentation["phases"] = phase_summary(spans, repetitions * iterations, "allreduce");
-    if (level == InstrumentationLevel::trace || level == InstrumentationLevel::debug) {
-      const std::string path = trace_path(spec.trace_dir, spec.case_id, rank);
-      write_chrome_trace(path, spans, rank, spec.label);
-      trace_file = path;
-    }
-  }
+  json instrumentation = allreduce_instrumentation(spec, rank, level, inst, ledger, latency_us, repetitions * iterations,
+                                                   trace_file);
   if (level == InstrumentationLevel::debug) {
     // Statistics of a copy of the final output, made after the timed loop.
     for (std::size_t i = 0; i < count; ++i) debug_snapshot[i] = load(output.data(), i, dtype);
@@ -280,18 +317,7 @@ RankResult run_allreduce_workload(const CaseSpec& spec, WorkerState& state) {
     instrumentation["debug"] = {{"output", float_stats(debug_snapshot.data(), count)}};
   }
 
-  // Regenerate every rank's input and compare the last output with the spec, bitwise.
-  std::vector<std::vector<unsigned char>> all_inputs;
-  for (int r = 0; r < world_size; ++r) all_inputs.push_back(r == rank ? input : allreduce_input(seed, r, world_size, count, dtype));
-  const std::vector<unsigned char> expected = serial_sum_in_rank_order(all_inputs, count, dtype);
-  std::size_t mismatched = 0;
-  std::int64_t first_mismatch = -1;
-  for (std::size_t i = 0; i < count; ++i) {
-    if (std::memcmp(expected.data() + i * elem, output.data() + i * elem, elem) != 0) {
-      if (first_mismatch < 0) first_mismatch = static_cast<std::int64_t>(i);
-      ++mismatched;
-    }
-  }
+  const SerialSumCheck serial = check_serial_sum(seed, rank, world_size, input, output, count, dtype);
 
   const double mean_us = std::accumulate(latency_us.begin(), latency_us.end(), 0.0) / static_cast<double>(latency_us.size());
   // algbw and busbw are the record's throughput (suite/measure/measure.h, from the merged latency's
@@ -309,9 +335,9 @@ RankResult run_allreduce_workload(const CaseSpec& spec, WorkerState& state) {
                     {"dtype", std::string(dtype_name(dtype))},
                     {"latency_mean_us", mean_us},
                     {"inputs", integer_inputs(world_size) ? "integers |x| <= 128/ranks" : "random mantissas"},
-                    {"matches_serial_sum", mismatched == 0},
-                    {"mismatched_elements", mismatched},
-                    {"first_mismatch", first_mismatch},
+                    {"matches_serial_sum", serial.mismatched == 0},
+                    {"mismatched_elements", serial.mismatched},
+                    {"first_mismatch", serial.first_mismatch},
                     {"alloc_bytes", ledger.total_bytes()},
                     {"sequence", {{"communicator", calls.to_json()}, {"allocations", ledger.sequence_json()}}},
                     {"trace_file", trace_file},
