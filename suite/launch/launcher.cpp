@@ -47,8 +47,6 @@
 #include "suite/launch/mps.h"
 #include "tpb/check.h"
 
-extern char** environ;
-
 namespace tpb {
 
 using nlohmann::json;

@@ -27,8 +27,6 @@
 #include "suite/records/results.h"
 #include "tpb/check.h"
 
-extern char** environ;
-
 namespace tpb {
 namespace mps_detail {
 
