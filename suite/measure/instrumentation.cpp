@@ -23,9 +23,12 @@ std::int64_t steady_ns() {
 }  // namespace
 
 InstrumentationLevel instrumentation_level(const nlohmann::json& params) {
-  if (!params.is_object() || !params.contains("instrumentation") || params["instrumentation"].is_null())
-    return InstrumentationLevel::off;
-  const nlohmann::json& v = params["instrumentation"];
+  if (!params.is_object() || !params.contains("instrumentation")) return InstrumentationLevel::off;
+  return instrumentation_level_of(params["instrumentation"]);
+}
+
+InstrumentationLevel instrumentation_level_of(const nlohmann::json& v) {
+  if (v.is_null()) return InstrumentationLevel::off;
   const std::string name = v.is_string() ? v.get<std::string>() : v.dump();
   if (name == "off") return InstrumentationLevel::off;
   if (name == "timing") return InstrumentationLevel::timing;

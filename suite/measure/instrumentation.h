@@ -54,6 +54,8 @@ enum class InstrumentationLevel { off, timing, trace, debug, digests };
 // params.instrumentation of a case_spec ("off" when absent); InputError naming the JSON
 // path on anything else.
 InstrumentationLevel instrumentation_level(const nlohmann::json& params);
+// The level a value of params.instrumentation names (null: off); the same InputError.
+InstrumentationLevel instrumentation_level_of(const nlohmann::json& value);
 const char* instrumentation_level_name(InstrumentationLevel level);
 
 // The bytes a workload allocates for one case, by purpose.

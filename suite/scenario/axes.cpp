@@ -137,20 +137,20 @@ std::string quant_fits_checkpoint(const ModelConfig& model, const ModelSpec& spe
 
 const std::vector<AxisRule>& axis_table() {
   static const std::vector<AxisRule> rows = {
-      // name             workload     parse                  default  on cuda  model condition
-      {"tp",              "",          tp_size,               1,       nullptr, tp_divides_model},
+      // name             workload     parse                  default  on cuda  model condition        case field
+      {"tp",              "",          tp_size,               1,       nullptr, tp_divides_model,      case_field<&CaseParams::tp>},
       // No default: a case without it runs a checkpoint in its own quantization and synthetic
       // weights in bf16 (case_plan.h: case_model_config), and the ids of every scenario
       // written before the axis stay as they were.
-      {"quant",           "engine",    quant_value,           nullptr, nullptr, quant_fits_checkpoint},
-      {"mem_fraction",    "",          fraction,              0.9,     nullptr, nullptr},
-      {"cuda_graph",      "",          cuda_graph_flag,       false,   nullptr, nullptr},
-      {"instrumentation", "",          instrumentation_value, "off",   nullptr, nullptr},
-      {"batch_size",      "engine",    positive_int,          1,       nullptr, nullptr},
-      {"seq_len",         "engine",    positive_int,          16,      nullptr, nullptr},
-      {"dtype",           "allreduce", dtype_value,           "bf16",  nullptr, nullptr},
-      {"message_bytes",   "allreduce", positive_int,          65536,   nullptr, nullptr},
-      {"allreduce",       "",          allreduce_backend,     "shm",   "nccl",  nullptr},
+      {"quant",           "engine",    quant_value,           nullptr, nullptr, quant_fits_checkpoint, case_field<&CaseParams::quant>},
+      {"mem_fraction",    "",          fraction,              0.9,     nullptr, nullptr,               case_field<&CaseParams::mem_fraction>},
+      {"cuda_graph",      "",          cuda_graph_flag,       false,   nullptr, nullptr,               case_field<&CaseParams::cuda_graph>},
+      {"instrumentation", "",          instrumentation_value, "off",   nullptr, nullptr,               case_field<&CaseParams::instrumentation>},
+      {"batch_size",      "engine",    positive_int,          1,       nullptr, nullptr,               case_field<&CaseParams::batch_size>},
+      {"seq_len",         "engine",    positive_int,          16,      nullptr, nullptr,               case_field<&CaseParams::seq_len>},
+      {"dtype",           "allreduce", dtype_value,           "bf16",  nullptr, nullptr,               case_field<&CaseParams::dtype>},
+      {"message_bytes",   "allreduce", positive_int,          65536,   nullptr, nullptr,               case_field<&CaseParams::message_bytes>},
+      {"allreduce",       "",          allreduce_backend,     "shm",   "nccl",  nullptr,               case_field<&CaseParams::allreduce>},
   };
   return rows;
 }

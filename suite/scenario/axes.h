@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "reference_engine/config/model_config.h"
+#include "suite/scenario/case_params.h"
 #include "suite/scenario/scenario.h"
 #include "suite/scenario/scenario_validator.h"
 
@@ -37,7 +38,15 @@ struct AxisRule {
   // "" or what is expected instead (the model's config, after overrides and layers, and its
   // section); null: no condition.
   std::string (*fits_model)(const ModelConfig& model, const ModelSpec& spec, const json& value);
+  // Its field in a case's typed params (CaseParams::from_json fills it from the case's params).
+  CaseParamSlot& (*case_field)(CaseParams& params);
 };
+
+// case_field of a row: the CaseParams member `Field`.
+template <auto Field>
+CaseParamSlot& case_field(CaseParams& params) {
+  return params.*Field;
+}
 
 const std::vector<AxisRule>& axis_table();
 

@@ -9,21 +9,22 @@
 
 namespace tpb {
 
-CaseModelParams case_model_params(const nlohmann::json& params) {
+CaseModelParams case_model_params(const CaseParams& params) {
   CaseModelParams out;
-  if (!params.is_object()) return out;
-  if (const auto it = params.find("layers"); it != params.end() && !it->is_null()) {
-    TPB_INPUT_CHECK(it->is_number_integer() && it->get<std::int64_t>() >= 1,
-                    "case_spec.params.layers: expected a positive integer, got " << it->dump());
-    out.layers = it->get<std::int64_t>();
+  if (const auto& v = params.layers.written; v && !v->is_null()) {
+    TPB_INPUT_CHECK(v->is_number_integer() && v->get<std::int64_t>() >= 1,
+                    "case_spec.params.layers: expected a positive integer, got " << v->dump());
+    out.layers = v->get<std::int64_t>();
   }
-  if (const auto it = params.find("quant"); it != params.end() && !it->is_null()) {
-    TPB_INPUT_CHECK(it->is_string() && (*it == "bf16" || *it == "int4"),
-                    "case_spec.params.quant: expected \"bf16\" or \"int4\", got " << it->dump());
-    out.quant = parse_quantization(it->get<std::string>(), "case_spec.params.quant");
+  if (const auto& v = params.quant.written; v && !v->is_null()) {
+    TPB_INPUT_CHECK(v->is_string() && (*v == "bf16" || *v == "int4"),
+                    "case_spec.params.quant: expected \"bf16\" or \"int4\", got " << v->dump());
+    out.quant = parse_quantization(v->get<std::string>(), "case_spec.params.quant");
   }
   return out;
 }
+
+CaseModelParams case_model_params(const nlohmann::json& params) { return case_model_params(CaseParams::from_json(params)); }
 
 ModelConfig case_model_config(const CaseSpec::Model& model, const CaseModelParams& params) {
   ModelConfig config = load_model_config(model.config_path);

@@ -32,6 +32,7 @@
 #include <nlohmann/json.hpp>
 
 #include "reference_engine/config/model_config.h"
+#include "suite/scenario/case_params.h"
 #include "suite/scenario/case_spec.h"
 #include "suite/scenario/scenario.h"
 #include "suite/scenario/sweep.h"
@@ -46,7 +47,8 @@ struct CaseModelParams {
   std::optional<std::int64_t> layers;  // layers to run, >= 1
   std::optional<Quantization> quant;   // bf16 or int4
 };
-CaseModelParams case_model_params(const nlohmann::json& params);
+CaseModelParams case_model_params(const CaseParams& params);
+CaseModelParams case_model_params(const nlohmann::json& params);  // CaseParams::from_json(params)'s
 
 // The model a case runs, one definition for the engine that loads it (engine_workload.cpp) and
 // the planner that plans it (plan_engine_case): the config file, the scenario's overrides,

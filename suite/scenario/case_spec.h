@@ -4,8 +4,9 @@
 // converted, so that the runner, the worker and the workloads read typed fields and a field
 // has one name. The names are those results.jsonl, baselines and tests have always read.
 //
-// Every field the scenario fixes is typed; the swept axes (`params`) stay JSON, since each
-// workload has its own (engine_workload.h, workloads.h). A field left out of a spec takes the
+// Every field the scenario fixes is typed; the swept axes (`params`) stay JSON here, as the
+// case id, the record and the checks read them; a workload reads them typed, as a CaseParams
+// (suite/scenario/case_params.h). A field left out of a spec takes the
 // default written beside it: specs built by hand (tests, `tpbench logits`) leave out what they
 // do not need. from_json refuses a field of the wrong type with an InputError naming its path
 // (case_spec.measure.iterations, rank_result.latency_us).

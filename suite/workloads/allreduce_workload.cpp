@@ -15,6 +15,7 @@
 #include <numeric>
 
 #include "suite/measure/digest.h"
+#include "suite/scenario/case_params.h"
 #include "reference_engine/comm/backends.h"
 #include "suite/measure/instrumentation.h"
 #include "suite/measure/measure.h"
@@ -93,25 +94,11 @@ bool perturb_debug_for_tests() {
   return v && std::string(v) == "1";
 }
 
-std::int64_t int_field(const json& object, const char* key, std::int64_t fallback, const char* path) {
-  if (!object.is_object() || !object.contains(key)) return fallback;
-  const json& v = object[key];
-  TPB_INPUT_CHECK(v.is_number_integer(), "case_spec." << path << "." << key << ": expected an integer, got " << v.dump());
-  return v.get<std::int64_t>();
-}
-
-std::string string_field(const json& object, const char* key, const std::string& fallback, const char* path) {
-  if (!object.is_object() || !object.contains(key)) return fallback;
-  const json& v = object[key];
-  TPB_INPUT_CHECK(v.is_string(), "case_spec." << path << "." << key << ": expected a string, got " << v.dump());
-  return v.get<std::string>();
-}
-
 }  // namespace
 
 std::uint64_t allreduce_seed(const CaseSpec& spec) {
   const std::uint64_t model_seed = spec.model && spec.model->seed ? *spec.model->seed : 0;
-  return static_cast<std::uint64_t>(int_field(spec.params, "seed", static_cast<std::int64_t>(model_seed), "params"));
+  return static_cast<std::uint64_t>(CaseParams::from_json(spec.params).seed.get_written(static_cast<std::int64_t>(model_seed)));
 }
 
 // The inputs' kind: up to 2 ranks any value's single rounding is the serial sum's, so the
@@ -211,12 +198,12 @@ SerialSumCheck check_serial_sum(std::uint64_t seed, int rank, int world_size, co
 }  // namespace
 
 RankResult run_allreduce_workload(const CaseSpec& spec, WorkerState& state) {
-  const json& params = spec.params;
-  TPB_INPUT_CHECK(params.is_object() && params.contains("message_bytes"),
+  const CaseParams params = CaseParams::from_json(spec.params);
+  TPB_INPUT_CHECK(params.message_bytes.present(),
                   "case_spec.params.message_bytes: required by the allreduce workload (bytes per rank)");
-  const std::int64_t message_bytes = int_field(params, "message_bytes", 0, "params");
-  const DType dtype = dtype_from_name(string_field(params, "dtype", "bf16", "params"));
-  const std::string backend = string_field(params, "allreduce", "shm", "params");
+  const std::int64_t message_bytes = params.message_bytes.get_written(0);
+  const DType dtype = dtype_from_name(params.dtype.get_written("bf16"));
+  const std::string backend = params.allreduce.get_written("shm");
   const std::string& device = spec.device;
   const MeasureCounts counts = spec.measure.counts({/*warmup*/ 2, /*iterations*/ 10, /*repetitions*/ 1});
   const std::int64_t iterations = counts.iterations, repetitions = counts.repetitions;
@@ -233,11 +220,11 @@ RankResult run_allreduce_workload(const CaseSpec& spec, WorkerState& state) {
                                         << "' (host backends: " << backend_list(BackendDevice::host)
                                         << "; GPU backends: " << backend_list(BackendDevice::gpu) << ")");
   TPB_INPUT_CHECK(!on_gpu || TPB_HAVE_CUDA, "device cuda: this tpbench was built without CUDA");
-  const bool cuda_graph = params.contains("cuda_graph") && params["cuda_graph"].is_boolean() && params["cuda_graph"].get<bool>();
+  const bool cuda_graph = params.cuda_graph_on();
   (void)cuda_graph;  // read only in CUDA builds
 
   CommOptions options;
-  options.max_bytes = static_cast<std::size_t>(int_field(params, "comm_max_bytes", static_cast<std::int64_t>(options.max_bytes), "params"));
+  options.max_bytes = static_cast<std::size_t>(params.comm_max_bytes.get_written(static_cast<std::int64_t>(options.max_bytes)));
   if (on_gpu) {
     options.device = rank_device_from_env(state.rank());  // the launcher's placement (suite/launch/placement.h)
   }
@@ -248,7 +235,7 @@ RankResult run_allreduce_workload(const CaseSpec& spec, WorkerState& state) {
   const std::size_t count = static_cast<std::size_t>(message_bytes) / elem;
   const std::uint64_t seed = allreduce_seed(spec);
 
-  const InstrumentationLevel level = instrumentation_level(params);
+  const InstrumentationLevel level = params.instrumentation_level();
   const std::vector<unsigned char> input = allreduce_input(seed, rank, world_size, count, dtype);
   std::vector<unsigned char> output(input.size());
   // Every level allocates the same: the mark ring (2 marks per timed iteration) and the

@@ -24,22 +24,10 @@ json memory_plan(const ModelConfig& config, int tp, Quantization quant, std::int
           {"breakdown", breakdown}};
 }
 
-std::int64_t int_param(const json& o, const char* key, std::int64_t fallback, const char* path) {
-  if (!o.is_object() || !o.contains(key) || o[key].is_null()) return fallback;
-  TPB_INPUT_CHECK(o[key].is_number_integer(), "case_spec." << path << "." << key << ": expected an integer, got " << o[key].dump());
-  return o[key].get<std::int64_t>();
-}
-
-std::string string_param(const json& o, const char* key, const std::string& fallback, const char* path) {
-  if (!o.is_object() || !o.contains(key) || o[key].is_null()) return fallback;
-  TPB_INPUT_CHECK(o[key].is_string(), "case_spec." << path << "." << key << ": expected a string, got " << o[key].dump());
-  return o[key].get<std::string>();
-}
-
-StepParams step_params(const CaseSpec& spec) {
+StepParams step_params(const CaseSpec& spec, const CaseParams& params) {
   StepParams p;
-  p.batch = int_param(spec.params, "batch_size", 1, "params");
-  p.seq_len = int_param(spec.params, "seq_len", 16, "params");
+  p.batch = params.batch_size.get(1);
+  p.seq_len = params.seq_len.get(16);
   p.counts = spec.measure.counts({/*warmup*/ 1, /*iterations*/ 5, /*repetitions*/ 1});
   TPB_INPUT_CHECK(p.batch >= 1, "case_spec.params.batch_size: expected >= 1, got " << p.batch);
   TPB_INPUT_CHECK(p.seq_len >= 1, "case_spec.params.seq_len: expected >= 1, got " << p.seq_len);
@@ -49,7 +37,7 @@ StepParams step_params(const CaseSpec& spec) {
 CaseModel case_model(const CaseSpec& spec) {
   TPB_INPUT_CHECK(spec.model.has_value(), "case_spec.model: the engine workload needs a model section");
   TPB_INPUT_CHECK(!spec.model->config_path.empty(), "case_spec.model.config_path: required");
-  return {*spec.model, case_model_params(spec.params), spec.model->seed.value_or(1234)};
+  return {*spec.model, case_model_params(CaseParams::from_json(spec.params)), spec.model->seed.value_or(1234)};
 }
 
 std::size_t collectives_per_forward(const ModelConfig& config) {
@@ -159,10 +147,10 @@ RankResult timed_steps_result(const Measurement& steps, std::int64_t tokens_per_
   return result;
 }
 
-RankResult logits_mode_result(const json& params, int rank, const std::vector<std::vector<std::int64_t>>& ids,
+RankResult logits_mode_result(const CaseParams& params, int rank, const std::vector<std::vector<std::int64_t>>& ids,
                               std::int64_t vocab, const std::vector<float>& logits, std::size_t weight_bytes,
                               json comm) {
-  const std::string out = string_param(params, "out", "", "params");
+  const std::string out = params.out.get("");
   const std::string nonfinite = nonfinite_values("logits", logits.data(), logits.size());
   if (rank == 0 && !out.empty() && nonfinite.empty()) {  // NaN or Inf logits: no file (the caller fails)
     const std::vector<std::int64_t> shape = {static_cast<std::int64_t>(ids.size()), static_cast<std::int64_t>(ids[0].size()),
@@ -177,9 +165,9 @@ RankResult logits_mode_result(const json& params, int rank, const std::vector<st
   return result;
 }
 
-std::vector<std::vector<std::int64_t>> logits_mode_ids(const json& params) {
-  TPB_INPUT_CHECK(params.contains("input_ids"), "case_spec.params.input_ids: required in logits mode");
-  return read_input_ids(params["input_ids"], "case_spec.params.input_ids");
+std::vector<std::vector<std::int64_t>> logits_mode_ids(const CaseParams& params) {
+  TPB_INPUT_CHECK(params.input_ids.present(), "case_spec.params.input_ids: required in logits mode");
+  return read_input_ids(*params.input_ids.written, "case_spec.params.input_ids");
 }
 
 }  // namespace tpb::engine_case

@@ -23,6 +23,7 @@
 #include "suite/measure/instrumentation.h"
 #include "suite/measure/measure.h"
 #include "suite/measure/tensor_digests.h"
+#include "suite/scenario/case_params.h"
 #include "suite/scenario/case_plan.h"
 #include "suite/scenario/case_spec.h"
 #include "suite/workloads/observed_communicator.h"
@@ -42,17 +43,13 @@ constexpr std::size_t kOutputSampleValues = 4096;
 // (cell x batch x capacity).
 nlohmann::json memory_plan(const ModelConfig& config, int tp, Quantization quant, std::int64_t kv_tokens, std::int64_t kv_dtype_bytes);
 
-std::int64_t int_param(const nlohmann::json& o, const char* key, std::int64_t fallback, const char* path);
-
-std::string string_param(const nlohmann::json& o, const char* key, const std::string& fallback, const char* path);
-
 // The step shape and the measurement counts of a prefill/decode case, validated (both devices).
 struct StepParams {
   std::int64_t batch = 1, seq_len = 16;  // sequences, tokens of context (or prompt)
   MeasureCounts counts;                  // untimed steps, timed steps per repetition, repetitions
 };
 
-StepParams step_params(const CaseSpec& spec);
+StepParams step_params(const CaseSpec& spec, const CaseParams& params);
 
 // A case's model section with the engine's defaults: where its config and weights come from,
 // how many layers and which quantization (params.quant) it runs, and the key an engine built
@@ -168,11 +165,11 @@ std::vector<float> step_logits(AnyEngine& engine, const std::vector<std::vector<
 RankResult timed_steps_result(const Measurement& steps, std::int64_t tokens_per_step, const std::vector<float>& logits);
 
 // The "logits" mode's result on either device: rank 0 writes params.out, every rank its digest.
-RankResult logits_mode_result(const nlohmann::json& params, int rank, const std::vector<std::vector<std::int64_t>>& ids,
+RankResult logits_mode_result(const CaseParams& params, int rank, const std::vector<std::vector<std::int64_t>>& ids,
                               std::int64_t vocab, const std::vector<float>& logits, std::size_t weight_bytes,
                               nlohmann::json comm);
 
-std::vector<std::vector<std::int64_t>> logits_mode_ids(const nlohmann::json& params);
+std::vector<std::vector<std::int64_t>> logits_mode_ids(const CaseParams& params);
 
 #if TPB_HAVE_CUDA
 // device "cuda": the bf16 GpuEngine's case (gpu_engine_workload.cpp).

@@ -201,12 +201,11 @@ json cpu_memory(const CachedEngine& ce) {
 
 // The CPU path's prefill or decode case on an engine `ce` built for it: the harness's loop
 // over its steps, then the rank's result.
-RankResult timed_cpu_case(const CaseSpec& spec, WorkerState& state, const std::string& mode, int tp,
-                          const std::string& backend, Communicator& comm, ObservedCommunicator& observed,
+RankResult timed_cpu_case(const CaseSpec& spec, const CaseParams& params, WorkerState& state, const std::string& mode,
+                          int tp, const std::string& backend, Communicator& comm, ObservedCommunicator& observed,
                           CachedEngine& ce) {
-  const json& params = spec.params;
   Engine& engine = *ce.engine;
-  const StepParams sp = step_params(spec);
+  const StepParams sp = step_params(spec, params);
   const std::int64_t batch = sp.batch, seq_len = sp.seq_len;
   const MeasureCounts counts = sp.counts;
   const std::int64_t V = ce.config.vocab_size;
@@ -214,7 +213,7 @@ RankResult timed_cpu_case(const CaseSpec& spec, WorkerState& state, const std::s
   std::vector<std::int64_t>&prompt = tokens.prompt, &next = tokens.next;
 
   const bool decode = mode == "decode";
-  const InstrumentationLevel level = instrumentation_level(params);
+  const InstrumentationLevel level = params.instrumentation_level();
   const PlantedDebugFault fault = planted_debug_fault(level);
   if (fault == PlantedDebugFault::value) plant_value_fault(decode ? next[0] : prompt[0], V);
   const std::int64_t timed_steps = counts.repetitions * counts.iterations;  // per side (A, and B when interleaved)
@@ -306,13 +305,13 @@ RankResult timed_cpu_case(const CaseSpec& spec, WorkerState& state, const std::s
 
 // device "cpu": the fp32 Engine; the logits mode here, the timed modes in timed_cpu_case.
 RankResult run_cpu_engine_workload(const CaseSpec& spec, WorkerState& state) {
-  const json& params = spec.params;
-  const std::string mode = string_param(params, "mode", "decode", "params");
+  const CaseParams params = CaseParams::from_json(spec.params);
+  const std::string mode = params.mode.get("decode");
   TPB_INPUT_CHECK(mode == "prefill" || mode == "decode" || mode == "logits",
                   "case_spec.params.mode: expected \"prefill\", \"decode\" or \"logits\", got \"" << mode << "\"");
-  const int tp = static_cast<int>(int_param(params, "tp", state.world_size(), "params"));
+  const int tp = static_cast<int>(params.tp.get(state.world_size()));
   TPB_INPUT_CHECK(tp == state.world_size(), "case_spec.params.tp: " << tp << " but the group has " << state.world_size() << " ranks");
-  const std::string backend = string_param(params, "allreduce", "shm", "params");
+  const std::string backend = params.allreduce.get("shm");
   TPB_INPUT_CHECK(!is_gpu_backend(backend), "case_spec.params.allreduce: the CPU engine needs a host backend, got '" << backend << "'");
   const CommOptions options{};
   Communicator& comm = state.communicator(backend, options);
@@ -323,12 +322,12 @@ RankResult run_cpu_engine_workload(const CaseSpec& spec, WorkerState& state) {
 
   if (mode == "logits") {
     const auto ids = logits_mode_ids(params);
-    const auto logits = step_logits(engine, ids, int_param(params, "prefill", 0, "params"));
+    const auto logits = step_logits(engine, ids, params.prefill.get(0));
     return logits_mode_result(params, state.rank(), ids, ce.config.vocab_size, logits, engine.weight_bytes(),
                               communicator_result(backend, comm));
   }
 
-  return timed_cpu_case(spec, state, mode, tp, backend, comm, observed, ce);
+  return timed_cpu_case(spec, params, state, mode, tp, backend, comm, observed, ce);
 }
 
 }  // namespace

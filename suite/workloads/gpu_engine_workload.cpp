@@ -195,11 +195,10 @@ void keep_only_this_communicator(WorkerState& state, const std::string& backend,
 
 // The logits mode on the GPU: the KV cache holds exactly the sequences; eager steps, every
 // position's logits.
-RankResult gpu_logits_case(const CaseSpec& spec, WorkerState& state, Communicator& comm, ObservedCommunicator& observed,
-                           int tp, const std::string& backend) {
-  const json& params = spec.params;
+RankResult gpu_logits_case(const CaseSpec& spec, const CaseParams& params, WorkerState& state, Communicator& comm,
+                           ObservedCommunicator& observed, int tp, const std::string& backend) {
   const auto ids = logits_mode_ids(params);
-  const std::int64_t prefill = int_param(params, "prefill", 0, "params");
+  const std::int64_t prefill = params.prefill.get(0);
   const std::int64_t B = static_cast<std::int64_t>(ids.size()), S = static_cast<std::int64_t>(ids[0].size());
   GpuEngineOptions exact;
   exact.max_batch = B;
@@ -298,26 +297,21 @@ struct GpuCase {
   double mem_fraction = 0;
 };
 
-GpuCase gpu_case(const CaseSpec& spec, const WorkerState& state) {
-  const json& params = spec.params;
+GpuCase gpu_case(const CaseSpec& spec, const CaseParams& params, const WorkerState& state) {
   GpuCase c;
-  c.mode = string_param(params, "mode", "decode", "params");
+  c.mode = params.mode.get("decode");
   TPB_INPUT_CHECK(c.mode == "prefill" || c.mode == "decode" || c.mode == "logits",
                   "case_spec.params.mode: expected \"prefill\", \"decode\" or \"logits\", got \"" << c.mode << "\"");
-  c.tp = static_cast<int>(int_param(params, "tp", state.world_size(), "params"));
+  c.tp = static_cast<int>(params.tp.get(state.world_size()));
   TPB_INPUT_CHECK(c.tp == state.world_size(), "case_spec.params.tp: " << c.tp << " but the group has " << state.world_size() << " ranks");
-  c.backend = string_param(params, "allreduce", "nccl", "params");
+  c.backend = params.allreduce.get("nccl");
   TPB_INPUT_CHECK(is_gpu_backend(c.backend), "case_spec.params.allreduce: device cuda needs a GPU backend ("
                                                  << backend_list(BackendDevice::gpu) << "), got '" << c.backend << "'");
-  c.cuda_graph = params.contains("cuda_graph") && params["cuda_graph"].is_boolean() && params["cuda_graph"].get<bool>();
-  c.sp = step_params(spec);
+  c.cuda_graph = params.cuda_graph_on();
+  c.sp = step_params(spec, params);
   c.decode = c.mode == "decode";
   c.real_prefill = !c.decode || c.sp.batch * c.sp.seq_len <= kGpuRealPrefillMaxTokens;
-  if (spec.kv_pool && params.contains("mem_fraction") && !params["mem_fraction"].is_null()) {
-    TPB_INPUT_CHECK(params["mem_fraction"].is_number(),
-                    "case_spec.params.mem_fraction: expected a number, got " << params["mem_fraction"].dump());
-    c.mem_fraction = params["mem_fraction"].get<double>();
-  }
+  if (spec.kv_pool) c.mem_fraction = params.mem_fraction.get(0);
   return c;
 }
 
@@ -361,9 +355,8 @@ json weight_read_roofline(const GpuEngine& engine, double expert_reads_per_step,
 
 // A prefill or decode case on the engine `ce` sized for it (`sizes`): the harness's loop with
 // device events as its clock, the allreduce share, then the rank's result.
-RankResult timed_gpu_case(const CaseSpec& spec, const GpuCase& c, Communicator& comm, ObservedCommunicator& observed,
-                          CachedGpuEngine& ce, const GpuEngineOptions& sizes) {
-  const json& params = spec.params;
+RankResult timed_gpu_case(const CaseSpec& spec, const CaseParams& params, const GpuCase& c, Communicator& comm,
+                          ObservedCommunicator& observed, CachedGpuEngine& ce, const GpuEngineOptions& sizes) {
   const std::string& mode = c.mode;
   const std::string& backend = c.backend;
   const int tp = c.tp;
@@ -375,7 +368,7 @@ RankResult timed_gpu_case(const CaseSpec& spec, const GpuCase& c, Communicator& 
   const std::int64_t V = ce.config.vocab_size;
   StepTokens tokens = step_tokens(seed, batch, seq_len, V, /*with_prompt=*/real_prefill);
   std::vector<std::int64_t>&prompt = tokens.prompt, &next = tokens.next;
-  const InstrumentationLevel level = instrumentation_level(params);
+  const InstrumentationLevel level = params.instrumentation_level();
   const std::int64_t timed_steps = sp.counts.repetitions * sp.counts.iterations;
   // A graph is captured on the second decode of a batch size: two warm-up steps at least, so
   // every timed step is a replay.
@@ -506,7 +499,8 @@ RankResult timed_gpu_case(const CaseSpec& spec, const GpuCase& c, Communicator& 
 }  // namespace
 
 RankResult run_gpu_engine_workload(const CaseSpec& spec, WorkerState& state) {
-  const GpuCase c = gpu_case(spec, state);
+  const CaseParams params = CaseParams::from_json(spec.params);
+  const GpuCase c = gpu_case(spec, params, state);
   const std::string& mode = c.mode;
   const std::string& backend = c.backend;
   const int tp = c.tp;
@@ -517,7 +511,7 @@ RankResult run_gpu_engine_workload(const CaseSpec& spec, WorkerState& state) {
   if (mem_fraction > 0) keep_only_this_communicator(state, backend, options);
   Communicator& comm = state.communicator(backend, options);
   ObservedCommunicator& observed = observed_communicator(state, backend, options, comm);
-  if (mode == "logits") return gpu_logits_case(spec, state, comm, observed, tp, backend);
+  if (mode == "logits") return gpu_logits_case(spec, params, state, comm, observed, tp, backend);
   GpuEngineOptions sizes;
   sizes.max_batch = batch;
   sizes.max_len = decode ? seq_len + 1 : seq_len;
@@ -540,7 +534,7 @@ RankResult run_gpu_engine_workload(const CaseSpec& spec, WorkerState& state) {
     if (std::optional<RankResult> verdict = infeasible_result(state, cached, infeasible, infeasible_pool, mode, backend, comm))
       return *verdict;
   TPB_CHECK(cached != nullptr, "engine workload: no engine and no infeasible verdict");  // unreachable
-  return timed_gpu_case(spec, c, comm, observed, *cached, sizes);
+  return timed_gpu_case(spec, params, c, comm, observed, *cached, sizes);
 }
 }  // namespace tpb::engine_case
 #endif  // TPB_HAVE_CUDA
