@@ -31,6 +31,13 @@ gpu_clocks() {
   echo "gpu clocks ($1): $(nvidia-smi --query-gpu=clocks.sm,clocks.max.sm,clocks.mem,power.draw,power.limit,temperature.gpu \
     --format=csv,noheader 2>/dev/null || echo unavailable)"
 }
+# A warm machine may hold ranks of an earlier call whose ctest a time bound killed (forked
+# test ranks, a kernel that holds SMs): the next test then meets "device busy". End them and
+# any MPS daemon they used. The [t] keeps the pattern from matching this shell's own line.
+pkill -9 -f '[t]pb_gpu_tests|[t]pb_bench|[t]pbench __worker' 2>/dev/null || true
+for pipe in /tmp/tpb-mps-* /tmp/tpb-bench-mps; do
+  [ -d "$pipe" ] && echo quit | CUDA_MPS_PIPE_DIRECTORY=$pipe timeout 5 nvidia-cuda-mps-control >/dev/null 2>&1
+done
 gpu_clocks start
 trap 'gpu_clocks end' EXIT
 step build
