@@ -6,10 +6,14 @@
 #include "suite/checks/control_drift.h"
 #include "suite/records/jsonl.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <map>
@@ -200,7 +204,35 @@ json baseline_section(const std::vector<json>& stored, const json& stored_proven
   return out;
 }
 
+namespace {
+
+// Empty when a file can be written at `path` (its folder exists and takes a new file; the path
+// is not a folder), else why not. A probe file is created and removed, which is what the
+// writer will do later.
+std::string unwritable_file_reason(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) return "it is a folder";
+  const fs::path parent = fs::path(path).parent_path().empty() ? fs::path(".") : fs::path(path).parent_path();
+  if (!fs::is_directory(parent, ec)) return "its folder " + parent.string() + " does not exist";
+  std::string probe = (parent / ".tpbench-write-probe-XXXXXX").string();
+  const int fd = ::mkstemp(probe.data());
+  if (fd < 0) return std::string("its folder ") + parent.string() + " takes no new file (" + std::strerror(errno) + ")";
+  ::close(fd);
+  ::unlink(probe.c_str());
+  return {};
+}
+
+}  // namespace
+
 void check_run_options(const RunOptions& opt) {
+  // Output paths are checked before any case runs: a JUnit file that cannot be written once
+  // failed only after the whole sweep had run.
+  if (!opt.junit_path.empty()) {
+    const std::string why = unwritable_file_reason(opt.junit_path);
+    TPB_INPUT_CHECK(why.empty(), "--junit " << opt.junit_path << ": cannot be written (" << why
+                                            << "); checked before any case runs");
+  }
   // A baseline names the code that made it: a dirty tree names none.
   TPB_INPUT_CHECK(!opt.update_baselines || !build_is_dirty() || !opt.force_dirty_baseline_reason.empty(),
                   "--update-baselines: this build is from a dirty tree ("
