@@ -206,18 +206,19 @@ json baseline_section(const std::vector<json>& stored, const json& stored_proven
 
 namespace {
 
-// Empty when a file can be written at `path` (its folder exists and takes a new file; the path
-// is not a folder), else why not. A probe file is created and removed, which is what the
-// writer will do later.
+// Empty when a file can be written at `path`, else why not: the path is no folder, and its
+// nearest existing ancestor is a folder that takes a new entry (write_file_atomic creates the
+// folders in between). A probe file is created there and removed.
 std::string unwritable_file_reason(const std::string& path) {
   namespace fs = std::filesystem;
   std::error_code ec;
   if (fs::is_directory(path, ec)) return "it is a folder";
-  const fs::path parent = fs::path(path).parent_path().empty() ? fs::path(".") : fs::path(path).parent_path();
-  if (!fs::is_directory(parent, ec)) return "its folder " + parent.string() + " does not exist";
+  fs::path parent = fs::absolute(fs::path(path), ec).parent_path();
+  while (!parent.empty() && !fs::exists(parent, ec) && parent != parent.parent_path()) parent = parent.parent_path();
+  if (!fs::is_directory(parent, ec)) return parent.string() + " is not a folder";
   std::string probe = (parent / ".tpbench-write-probe-XXXXXX").string();
   const int fd = ::mkstemp(probe.data());
-  if (fd < 0) return std::string("its folder ") + parent.string() + " takes no new file (" + std::strerror(errno) + ")";
+  if (fd < 0) return "the folder " + parent.string() + " takes no new file (" + std::strerror(errno) + ")";
   ::close(fd);
   ::unlink(probe.c_str());
   return {};
