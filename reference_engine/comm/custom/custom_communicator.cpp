@@ -87,19 +87,17 @@ CustomAllreduceCommunicator::CustomAllreduceCommunicator(AllreduceAlgo algo, Boo
 #else
   TPB_FAIL("custom allreduce needs NCCL for its fallback, barrier and all_gather; this build has no NCCL");
 #endif
-  graphs_ = new CapturedGraphLedger;
-  try {
-    init_custom(bootstrap, options);
-  } catch (...) {
-    drop_ledger_ref(graphs_);  // the destructor does not run for a constructor that throws
-    throw;
-  }
+  start(bootstrap, options);
 }
 
 CustomAllreduceCommunicator::CustomAllreduceCommunicator(AllreduceAlgo algo, Bootstrap& bootstrap,
                                                          const CommOptions& options, NcclCommunicator& shared_nccl)
     : algo_(algo), rank_(bootstrap.rank()), size_(bootstrap.size()), device_(options.device), nccl_(&shared_nccl) {
   TPB_CHECK(device_ >= 0, "custom allreduce needs a CUDA device (CommOptions::device = " << device_ << ")");
+  start(bootstrap, options);
+}
+
+void CustomAllreduceCommunicator::start(Bootstrap& bootstrap, const CommOptions& options) {
   graphs_ = new CapturedGraphLedger;
   try {
     init_custom(bootstrap, options);
@@ -178,6 +176,7 @@ void CustomAllreduceCommunicator::init_custom(Bootstrap& bootstrap, const CommOp
   std::string mine(reinterpret_cast<const char*>(&handle), sizeof handle);
   mine += local_problem.empty() ? '1' : '0';
   const std::vector<std::string> handles = bootstrap.all_gather(mine);
+  std::vector<std::string> visible;  // UUIDs of the GPUs this rank sees, by ordinal (filled on need)
   for (int r = 0; r < size_ && local_problem.empty(); ++r) {
     const std::string& h = handles[static_cast<std::size_t>(r)];
     if (h.size() != sizeof handle + 1 || h[sizeof handle] != '1') {
@@ -193,10 +192,13 @@ void CustomAllreduceCommunicator::init_custom(Bootstrap& bootstrap, const CommOp
     int peer_device = -1;
     const bool same_gpu = uuids[static_cast<std::size_t>(r)] == uuids[static_cast<std::size_t>(rank_)];
     if (!same_gpu) {
-      int count = 0;
-      TPB_CUDA_CHECK(cudaGetDeviceCount(&count));
-      for (int d = 0; d < count && peer_device < 0; ++d)
-        if (device_uuid(d) == uuids[static_cast<std::size_t>(r)]) peer_device = d;
+      if (visible.empty()) {  // this rank's CUDA ordinals by UUID, read once for all peers
+        int count = 0;
+        TPB_CUDA_CHECK(cudaGetDeviceCount(&count));
+        for (int d = 0; d < count; ++d) visible.push_back(device_uuid(d));
+      }
+      const auto found = std::find(visible.begin(), visible.end(), uuids[static_cast<std::size_t>(r)]);
+      if (found != visible.end()) peer_device = static_cast<int>(found - visible.begin());
       int can = 0;
       if (peer_device < 0 || cudaDeviceCanAccessPeer(&can, device_, peer_device) != cudaSuccess || !can) {
         (void)cudaGetLastError();

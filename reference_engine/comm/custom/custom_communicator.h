@@ -102,6 +102,9 @@ class CustomAllreduceCommunicator final : public Communicator {
   void set_test_delay(AllreduceDelayAt at, std::uint64_t ns);
 
  private:
+  // Both constructors' common part: the graph ledger, then init_custom (the ledger is
+  // released again when init_custom throws).
+  void start(Bootstrap& bootstrap, const CommOptions& options);
   void init_custom(Bootstrap& bootstrap, const CommOptions& options);
   // Empty when this rank's placement and the group's interconnect allow the custom path,
   // else why not (steps 2 and 3 of the file comment); sets ranks_on_gpu_ and *local_cap.
