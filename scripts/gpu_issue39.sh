@@ -7,7 +7,7 @@
 # by `git archive e2a5467 | tar -x -C build-before/src`) with this tree's stress test copied
 # in, and runs the stress tests there: each finding's test should fail or time out.
 # BENCH=1 (with BEFORE=1) times the custom one-shot and two-shot allreduce, 1 KiB to 2 MiB, CUDA
-# graphs, 2 ranks on this one GPU under MPS, this tree and the one before, twice each, alternating
+# graphs, 2 ranks on this one GPU under MPS, this tree and the one before, ROUNDS (default 2) times each, alternating
 # (tpb_bench --tpb_ranks=2); bench-{new,old}-{1,2}.json and the ratios new / old.
 #   usage: scripts/gpu_issue39.sh OUTDIR
 # OUTDIR receives: build.log, ctest-allreduce.log, ctest-extra.log, build-before.log,
@@ -51,7 +51,7 @@ if [ "${BENCH:-0}" = 1 ] && [ -x build-before/src/build-cuda/bench/tpb_bench ]; 
   export CUDA_MPS_PIPE_DIRECTORY=/tmp/tpb-bench-mps CUDA_MPS_LOG_DIRECTORY=/tmp/tpb-bench-mps-log
   mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
   nvidia-cuda-mps-control -d
-  for round in 1 2; do
+  for round in $(seq "${ROUNDS:-2}"); do
     for tree in new old; do
       bench=build-cuda/bench/tpb_bench
       [ "$tree" = old ] && bench=build-before/src/build-cuda/bench/tpb_bench

@@ -15,9 +15,9 @@
 //   it has passed a barrier of call k+1 with us, and our call k+1 starts only after our whole
 //   call-k kernel finished (stream order). This saves one NVLink round trip per call.
 // - Spin-waits are bounded by the global nanosecond timer. A call fails on a timeout, on a
-//   peer whose tag (call index, bytes, algorithm, dtype: published with each barrier flag)
-//   differs from this rank's, or on meeting another call of the same communicator in flight.
-//   The first failure is recorded once (own signal's `failed`, then the host-mapped report);
+//   peer whose call (call index, element count, algorithm, dtype: the high bits of each
+//   barrier flag word) differs from this rank's, or on meeting another call of the same
+//   communicator in flight. The first failure is recorded once (own signal's `failed`, then the host-mapped report);
 //   every block of a failed call, and of every later call until recover(), writes NaN over the
 //   part of `out` it owns: a failed call can never leave a plausible, stale output behind.
 #include <cuda_bf16.h>
@@ -26,6 +26,7 @@
 
 #include "tpb/cuda_check.h"
 #include "tpb/kernels/allreduce.h"
+#include "tpb/kernels/allreduce_flag.h"
 
 namespace tpb {
 namespace {
@@ -36,31 +37,14 @@ __device__ __forceinline__ void st_release_sys(std::uint32_t* addr, std::uint32_
   asm volatile("st.release.sys.global.u32 [%0], %1;" ::"l"(addr), "r"(v) : "memory");
 }
 
-__device__ __forceinline__ std::uint32_t ld_acquire_sys(const std::uint32_t* addr) {
-  std::uint32_t v;
-  asm volatile("ld.acquire.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(addr) : "memory");
+__device__ __forceinline__ void st_release_sys_u64(std::uint64_t* addr, std::uint64_t v) {
+  asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(addr), "l"(v) : "memory");
+}
+
+__device__ __forceinline__ std::uint64_t ld_acquire_sys_u64(const std::uint64_t* addr) {
+  std::uint64_t v;
+  asm volatile("ld.acquire.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(addr) : "memory");
   return v;
-}
-
-// A call tag as one 16-byte volatile store / load (a peer reads it after the barrier flag).
-__device__ __forceinline__ void st_tag(AllreduceCallTag* addr, const AllreduceCallTag& t) {
-  const auto lo = static_cast<std::uint32_t>(t.bytes), hi = static_cast<std::uint32_t>(t.bytes >> 32);
-  asm volatile("st.volatile.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(addr), "r"(t.call), "r"(t.shape), "r"(lo),
-               "r"(hi)
-               : "memory");
-}
-
-__device__ __forceinline__ AllreduceCallTag ld_tag(const AllreduceCallTag* addr) {
-  std::uint32_t call, shape, lo, hi;
-  asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];"
-               : "=r"(call), "=r"(shape), "=r"(lo), "=r"(hi)
-               : "l"(addr)
-               : "memory");
-  AllreduceCallTag t;
-  t.call = call;
-  t.shape = shape;
-  t.bytes = (static_cast<std::uint64_t>(hi) << 32) | lo;
-  return t;
 }
 
 __device__ __forceinline__ std::uint64_t global_timer_ns() {
@@ -160,14 +144,9 @@ __device__ __forceinline__ uint4 reduce_pack(const uint4* const* bufs, std::size
 struct BlockState {
   std::uint32_t flag;       // last barrier flag used by this block
   int failed;               // the communicator failed earlier (AllreduceSignal::failed)
-  AllreduceCallTag tag;     // this call, as peers must see it at every barrier
+  AllreduceCallTag tag;     // this call (the error report's "mine")
+  std::uint64_t tag_bits;   // this call as the high 48 bits of its barrier flag words
   std::uint32_t was_in_flight;  // block 0, thread 0: in_flight as this call found it
-  // Threads 0..W-1, each for its peer: the tag the peer published with the last barrier's
-  // flag, loaded right after the wait and compared only at the next barrier or the call's
-  // end (block_settle), so that the load's latency hides behind the data it guards.
-  AllreduceCallTag peer_tag;
-  bool peer_tag_pending;
-  int barriers;  // barriers this call has passed (the same in every thread)
 };
 
 // Records the first failure of this rank: own signal's `failed` decides who writes the report.
@@ -196,35 +175,11 @@ __device__ __forceinline__ void test_delay(const AllreduceLaunch& a, AllreduceDe
   }
 }
 
-// Compares the peer tags the last barrier loaded with this call's (threads 0..W-1, one peer
-// each). Returns false (in every thread) when one differs, or when this rank failed
-// elsewhere; the caller then writes NaN over its part of `out` and stops.
-template <int W>
-__device__ bool block_settle(const AllreduceLaunch& a, BlockState& s) {
-  __shared__ int mismatch;
-  if (threadIdx.x == 0) mismatch = 0;
-  __syncthreads();
-  if (threadIdx.x < W && s.peer_tag_pending) {
-    s.peer_tag_pending = false;
-    const AllreduceCallTag& t = s.peer_tag;
-    if (t.call != s.tag.call || t.shape != s.tag.shape || t.bytes != s.tag.bytes) {
-      record_failure(a, kAllreduceErrorMismatch, static_cast<int>(threadIdx.x), s.tag, t);
-      mismatch = 1;
-    }
-  }
-  __syncthreads();
-  return mismatch == 0;
-}
-
-// Per-block barrier across ranks (its peers' tags are loaded here and checked by the next
-// block_settle). Returns false (in every thread) when the call failed here or elsewhere on
-// this rank.
+// Per-block barrier across ranks. Each peer's flag word names its call, checked against this
+// call's as soon as it arrives. Returns false (in every thread) when the call failed here or
+// elsewhere on this rank.
 template <int W>
 __device__ bool block_barrier(const AllreduceLaunch& a, BlockState& s) {
-  // The previous barrier's tags first (two-shot's second barrier): a peer on another call
-  // may never come to this one.
-  if (s.barriers > 0 && !block_settle<W>(a, s)) return false;
-  ++s.barriers;
   __shared__ int failed_here;
   if (threadIdx.x == 0) failed_here = 0;
   const std::uint32_t flag = ++s.flag;
@@ -240,30 +195,34 @@ __device__ bool block_barrier(const AllreduceLaunch& a, BlockState& s) {
   if (threadIdx.x < W && failed_here == 0) {
     const int peer = threadIdx.x;
     AllreduceSignal* self = a.signals[a.rank];
-    st_tag(&a.signals[peer]->tags[blockIdx.x][a.rank][flag & 1u], s.tag);
-    st_release_sys(&a.signals[peer]->sync[blockIdx.x][a.rank], flag);
-    const std::uint32_t* mine = &self->sync[blockIdx.x][peer];
+    const std::uint64_t word = allreduce_flag_word(s.tag_bits, flag);
+    st_release_sys_u64(&a.signals[peer]->sync[blockIdx.x][a.rank][flag & 1u], word);
+    const std::uint64_t* slot = &self->sync[blockIdx.x][peer][flag & 1u];
     const std::uint64_t start = global_timer_ns();
-    bool arrived = true;
-    while (static_cast<std::int32_t>(ld_acquire_sys(mine) - flag) < 0) {
+    std::uint64_t seen;
+    // The slot holds flags f - 2, f, f + 2, ... of this parity: wait until the peer's count
+    // reaches f (16-bit wrap-safe difference).
+    while (allreduce_flag_before(seen = ld_acquire_sys_u64(slot), flag)) {
       const std::uint64_t waited = global_timer_ns() - start;
       if (waited < kQuietSpinNs) continue;  // the fast path reads the flag alone
       // Another block of this rank failed (a mismatch, a timeout): no peer block will come.
       if (*reinterpret_cast<volatile std::uint32_t*>(&self->failed) != 0u) {
-        arrived = false;
+        seen = word;  // not a mismatch: this rank failed elsewhere
+        failed_here = 1;
         break;
       }
       if (waited > a.timeout_ns) {
         record_failure(a, kAllreduceErrorTimeout, peer, s.tag, AllreduceCallTag{});
-        arrived = false;
+        seen = word;
+        failed_here = 1;
         break;
       }
     }
-    if (arrived && peer != a.rank) {
-      s.peer_tag = ld_tag(&self->tags[blockIdx.x][peer][flag & 1u]);
-      s.peer_tag_pending = true;
+    // A peer two barriers ahead in this slot, or one on another call, size or algorithm.
+    if (seen != word) {
+      record_failure(a, kAllreduceErrorMismatch, peer, s.tag, allreduce_flag_call(seen, s.tag.call));
+      failed_here = 1;
     }
-    if (!arrived) failed_here = 1;
   }
   __syncthreads();
   return failed_here == 0;
@@ -275,8 +234,6 @@ __device__ void block_begin(const AllreduceLaunch& a, AllreduceAlgo algo, BlockS
   __shared__ std::uint32_t sh[4];
   AllreduceSignal* self = a.signals[a.rank];
   s.was_in_flight = 0u;
-  s.peer_tag_pending = false;
-  s.barriers = 0;
   if (threadIdx.x == 0) {
     if (blockIdx.x == 0) s.was_in_flight = atomicExch(&self->in_flight, 1u);
     sh[0] = self->counter[blockIdx.x];
@@ -288,8 +245,9 @@ __device__ void block_begin(const AllreduceLaunch& a, AllreduceAlgo algo, BlockS
   parity = sh[1] & 1u;
   s.failed = sh[2] != 0;
   s.tag.call = sh[1];
-  s.tag.shape = (algo == AllreduceAlgo::two_shot ? 1u : 0u) | (static_cast<std::uint32_t>(a.dtype) << 1);
+  s.tag.shape = allreduce_shape(algo == AllreduceAlgo::two_shot, a.dtype);
   s.tag.bytes = static_cast<std::uint64_t>(a.count) * (a.dtype == DType::f32 ? 4u : 2u);
+  s.tag_bits = allreduce_flag_tag_bits(s.tag.call, s.tag.shape, a.count);
 }
 
 // Stores the block's flag counter; the last block of the grid ends the call.
@@ -369,7 +327,6 @@ __global__ void __launch_bounds__(kAllreduceThreads) one_shot_kernel(AllreduceLa
     store_user_pack(out, p, a.count, out_aligned, sum_packs<T, W>(x));
     if (q < npacks) store_user_pack(out, q, a.count, out_aligned, sum_packs<T, W>(y));
   }
-  if (!block_settle<W>(a, s)) return poison();
   block_end(a, s);
 }
 
@@ -429,7 +386,6 @@ __global__ void __launch_bounds__(kAllreduceThreads) two_shot_kernel(AllreduceLa
       if (p < npacks) store_user_pack(out, p, a.count, out_aligned, bufs[r][p]);
     }
   }
-  if (!block_settle<W>(a, s)) return poison();
   block_end(a, s);
 }
 

@@ -22,10 +22,10 @@ constexpr int kAllreduceMaxRanks = 8;     // world sizes 2, 4, 6, 8 have kernels
 constexpr int kAllreduceMaxBlocks = 256;  // grid cap; sizes the per-block flag arrays
 constexpr int kAllreduceThreads = 512;    // threads per block (16-byte packs per block pass)
 
-// What one rank's block says it is doing when it publishes a barrier flag. Peers compare it
-// with their own after the barrier: ranks on different calls (a skipped call), different sizes
-// or different algorithms fail there, naming both sides, instead of pairing their flags one
-// barrier apart and summing the wrong halves from then on.
+// What a rank's call is: the error report names both sides' with it. Each barrier flag carries
+// it (AllreduceSignal::sync), so peers on different calls (a skipped call), different sizes or
+// different algorithms fail at the barrier where they meet, naming both sides, instead of
+// pairing their flags one barrier apart and summing the wrong halves from then on.
 struct alignas(16) AllreduceCallTag {
   std::uint32_t call = 0;   // the rank's call_count at the call's start (its kernels completed before)
   std::uint32_t shape = 0;  // algorithm (bit 0: two-shot) | dtype << 1 (tpb::DType's value)
@@ -34,12 +34,14 @@ struct alignas(16) AllreduceCallTag {
 static_assert(sizeof(AllreduceCallTag) == 16, "layout shared between processes");
 
 // Shared by all ranks of one communicator; each rank's lives at the start of its own IPC
-// allocation. Peers write into `sync` and `tags` of this rank; everything else is written by
-// the owner. Flags only grow (wrap-safe comparison), so a captured graph replays without a
-// reset (recover() zeroes the whole signal on every rank at once).
+// allocation. Peers write into `sync` of this rank; everything else is written by the owner.
+// Flags only grow (wrap-safe comparison), so a captured graph replays without a reset
+// (recover() zeroes the whole signal on every rank at once).
 struct AllreduceSignal {
-  // sync[b][r]: the latest barrier flag that rank r's block b has published to this rank.
-  std::uint32_t sync[kAllreduceMaxBlocks][kAllreduceMaxRanks];
+  // sync[b][r][f & 1]: the flag word (tpb/kernels/allreduce_flag.h) rank r's block b published to this rank with its
+  // barrier f. Two slots: a peer can publish flag f + 1 before this rank has read f (it passed
+  // barrier f and began the next), never f + 2, which needs this rank at f + 1 first.
+  std::uint64_t sync[kAllreduceMaxBlocks][kAllreduceMaxRanks][2];
   // counter[b]: the last flag this rank's block b used (read at kernel start, stored at end).
   std::uint32_t counter[kAllreduceMaxBlocks];
   std::uint32_t call_count;   // kernels completed by this rank; its parity picks the data buffer
@@ -47,13 +49,9 @@ struct AllreduceSignal {
   std::uint32_t failed;       // an error code once a call failed: kernels then write NaN and stop
   std::uint32_t in_flight;    // 1 while a call runs: a second call meeting it (another stream) fails
   std::uint32_t selftest[kAllreduceMaxRanks];  // peer-access self-test: peer r writes slot r
-  // tags[b][r][f & 1]: the tag rank r's block b published with its barrier flag f. Two slots: a
-  // peer can publish flag f + 1 before this rank has read the tag of f, never f + 2.
-  AllreduceCallTag tags[kAllreduceMaxBlocks][kAllreduceMaxRanks][2];
 };
 static_assert(sizeof(AllreduceSignal) % 16 == 0, "data buffers after the signal stay 16-byte aligned");
 static_assert(offsetof(AllreduceSignal, sync) == 0, "layout shared between processes");
-static_assert(offsetof(AllreduceSignal, tags) % 16 == 0, "tags are written as 16-byte stores");
 
 enum class AllreduceAlgo { one_shot, two_shot };
 
@@ -68,7 +66,7 @@ struct AllreduceErrorReport {
   int code = 0;  // kAllreduceError*, 0 = none
   int peer = -1;  // the peer rank involved (timeout, mismatch); -1 where none
   AllreduceCallTag mine;    // this rank's call when it failed
-  AllreduceCallTag theirs;  // the peer's tag as this rank read it (mismatch only)
+  AllreduceCallTag theirs;  // the peer's call as its barrier flag said (mismatch only)
 };
 
 // Test hook: a delay of `ns` nanoseconds inside every block of this rank's kernels at one
