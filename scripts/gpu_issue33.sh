@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Issue 33's measurements on one GPU (H100 or H200), in one device-machine call:
 #   1. GPU_TESTS (default: the INT4 kernels, the synthetic INT4 fill, the GPU engine at int4
-#      against the CPU engine, TP 2/4 backends and HF parity) natively, then the same with
+#      against the CPU engine, TP 2/4 backends and HF parity) natively (NATIVE=0 leaves it out), then the same with
 #      TPB_KERNELS=portable (the path an sm_120 box takes); PORTABLE=0 leaves the second out;
 #   2. tpb_bench BENCH_FILTER (default expert_int4/ and the INT4 layers: the W4A16 expert GEMMs at Kimi's expert
 #      shapes beside bf16, and the decode MoE layer) as JSON;
@@ -16,11 +16,13 @@ source "$(dirname "$0")/gpu_call_common.bash" "$@"
 RUNS=$(mktemp -d /tmp/tpb-issue33-runs.XXXXXX)
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 GPU_TESTS=${GPU_TESTS:-Int4|SyntheticFill|GpuEngineVsCpu|GpuEngineTp|GpuHfParity}
-step "gpu tests, native ($GPU_TESTS)"
-( cd build-cuda && bounded "${CTEST_BUDGET_S:-200}" ctest -L gpu -R "$GPU_TESTS" --timeout 200 --output-on-failure ) \
-  >"$OUT/ctest.log" 2>&1
-echo "ctest native: rc=$?"
-grep -E "tests passed|tests failed|\*\*\*Failed|Not Run|Timeout|measured\] .*(int4|INT4)" "$OUT/ctest.log" | head -40
+if [ "${NATIVE:-1}" = 1 ]; then
+  step "gpu tests, native ($GPU_TESTS)"
+  ( cd build-cuda && bounded "${CTEST_BUDGET_S:-200}" ctest -L gpu -R "$GPU_TESTS" --timeout 200 --output-on-failure ) \
+    >"$OUT/ctest.log" 2>&1
+  echo "ctest native: rc=$?"
+  grep -E "tests passed|tests failed|\*\*\*Failed|Not Run|Timeout|measured\] .*(int4|INT4)" "$OUT/ctest.log" | head -40
+fi
 if [ "${PORTABLE:-1}" = 1 ]; then
   step "gpu tests, TPB_KERNELS=portable"
   ( cd build-cuda && TPB_KERNELS=portable bounded "${CTEST_PORTABLE_BUDGET_S:-150}" ctest -L gpu -R "${GPU_TESTS_PORTABLE:-$GPU_TESTS}" \
