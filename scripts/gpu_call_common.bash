@@ -33,8 +33,10 @@ gpu_clocks() {
 }
 # A warm machine may hold ranks of an earlier call whose ctest a time bound killed (forked
 # test ranks, a kernel that holds SMs): the next test then meets "device busy". End them and
-# any MPS daemon they used. The [t] keeps the pattern from matching this shell's own line.
-pkill -9 -f '[t]pb_gpu_tests|[t]pb_bench|[t]pbench __worker' 2>/dev/null || true
+# any MPS daemon they used. By process name, never by command line: a pattern matched against
+# command lines also matches the shell that started this script with such a word in its
+# arguments (it killed the call twice).
+for name in tpb_gpu_tests tpb_bench tpbench; do pkill -9 -x "$name" 2>/dev/null; done
 for pipe in /tmp/tpb-mps-* /tmp/tpb-bench-mps; do
   [ -d "$pipe" ] && echo quit | CUDA_MPS_PIPE_DIRECTORY=$pipe timeout 5 nvidia-cuda-mps-control >/dev/null 2>&1
 done
