@@ -24,11 +24,12 @@ if [ -n "${EXTRA_TESTS:-}" ]; then
   grep -E "tests passed|tests failed|\*\*\*Failed|Not Run|Timeout" "$OUT/ctest-extra.log" | head -40
 fi
 step "allreduce tests (${ALLREDUCE_TESTS:=CustomAllreduceStress|Gpu/CustomAllreduce\.|AllreduceConformance})"
-( cd build-cuda && bounded "${ALLREDUCE_BUDGET_S:-240}" ctest -L gpu -R "$ALLREDUCE_TESTS" --timeout 240 --output-on-failure ) \
-  >"$OUT/ctest-allreduce.log" 2>&1
+( cd build-cuda && bounded "${ALLREDUCE_BUDGET_S:-240}" ctest -L gpu -R "$ALLREDUCE_TESTS" --timeout "${ALLREDUCE_TEST_TIMEOUT_S:-120}" \
+    --output-on-failure ) >"$OUT/ctest-allreduce.log" 2>&1
 echo "ctest allreduce: rc=$?"
-grep -E "tests passed|tests failed|\*\*\*Failed|Not Run|Timeout|Passed +[0-9.]+ sec" "$OUT/ctest-allreduce.log" \
-  | grep -E "Stress|failed|Failed|Timeout|Not Run|tests passed" | head -60
+grep -E "tests passed|tests failed|\*\*\*Failed|Not Run|Timeout" "$OUT/ctest-allreduce.log" | head -40
+echo "passed: $(grep -cE " Passed +[0-9.]+ sec" "$OUT/ctest-allreduce.log"); the slowest:"
+grep -E " Passed +[0-9.]+ sec" "$OUT/ctest-allreduce.log" | sed -E 's/.*Test +#[0-9]+: ([^ ]+) .* ([0-9.]+) sec/\2 \1/' | sort -rn | head -8
 if [ "${BEFORE:-0}" = 1 ] && [ -d build-before/src ]; then
   step "the tree before the hardening, with the stress test"
   cp tests/gpu/allreduce_stress_test.cpp tests/gpu/allreduce_stress_kernels.h tests/gpu/allreduce_stress_kernels.cu \
@@ -46,15 +47,30 @@ if [ "${BEFORE:-0}" = 1 ] && [ -d build-before/src ]; then
   echo "ctest before: rc=$?"
   grep -E "tests passed|tests failed|\*\*\*Failed|Not Run|Timeout|Passed" "$OUT/ctest-before.log" | head -30
 fi
+# VARIANTS (with BENCH=1): ablations of this tree's kernel benched beside it, each this tree with
+# one sed program applied to kernels/allreduce/custom_allreduce.cu (tpb_bench rebuilt, kept as
+# /tmp/tpb-bench-NAME, the file restored): noinflight = no in_flight atomic at a call's start.
+declare -A VARIANT_SED=([noinflight]='s/if (blockIdx.x == 0) s.was_in_flight = atomicExch(&self->in_flight, 1u);//')
+for v in ${VARIANTS:-}; do
+  step "variant $v"
+  cp kernels/allreduce/custom_allreduce.cu /tmp/custom_allreduce.cu.orig
+  sed -i "${VARIANT_SED[$v]}" kernels/allreduce/custom_allreduce.cu
+  cmp -s kernels/allreduce/custom_allreduce.cu /tmp/custom_allreduce.cu.orig && echo "variant $v: the sed changed nothing"
+  cmake --build build-cuda -j "$(nproc)" --target tpb_bench >"$OUT/build-$v.log" 2>&1 && cp build-cuda/bench/tpb_bench "/tmp/tpb-bench-$v" \
+    || { tail -5 "$OUT/build-$v.log"; echo "variant $v: BUILD FAILED"; }
+  cp /tmp/custom_allreduce.cu.orig kernels/allreduce/custom_allreduce.cu
+done
+[ -n "${VARIANTS:-}" ] && cmake --build build-cuda -j "$(nproc)" --target tpb_bench >>"$OUT/build.log" 2>&1
 if [ "${BENCH:-0}" = 1 ] && [ -x build-before/src/build-cuda/bench/tpb_bench ]; then
-  step "custom allreduce, this tree against the one before (2 ranks on one GPU, MPS)"
+  step "custom allreduce, this tree against the one before${VARIANTS:+ and $VARIANTS} (2 ranks on one GPU, MPS)"
   export CUDA_MPS_PIPE_DIRECTORY=/tmp/tpb-bench-mps CUDA_MPS_LOG_DIRECTORY=/tmp/tpb-bench-mps-log
   mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
   nvidia-cuda-mps-control -d
   for round in $(seq "${ROUNDS:-2}"); do
-    for tree in new old; do
+    for tree in new old ${VARIANTS:-}; do
       bench=build-cuda/bench/tpb_bench
       [ "$tree" = old ] && bench=build-before/src/build-cuda/bench/tpb_bench
+      [ -x "/tmp/tpb-bench-$tree" ] && bench=/tmp/tpb-bench-$tree
       TPB_BENCH_BACKENDS=custom-oneshot,custom-twoshot bounded 60 "$bench" --tpb_ranks=2 --tpb_max_mib=2 \
         --benchmark_filter='allreduce/.*/graph/' --benchmark_out="$OUT/bench-$tree-$round.json" \
         --benchmark_out_format=json >"$OUT/bench-$tree-$round.log" 2>&1
@@ -70,12 +86,20 @@ for f in glob.glob(sys.argv[1] + "/bench-*-*.json"):
     for b in json.load(open(f)).get("benchmarks", []):
         times.setdefault((b["name"], tree), []).append(b["real_time"])
 names = sorted({n for n, _ in times}, key=lambda n: (n.split("/")[1], [int(p) for p in n.split("/") if p.isdigit()]))
-print("benchmark                                   new us   old us  new/old")
+trees = ["new", "old"] + sorted({t for _, t in times} - {"new", "old"})
+print("benchmark (median us; each tree / old)  " + "  ".join(trees))
 for n in names:
-    new, old = times.get((n, "new")), times.get((n, "old"))
-    if new and old:
-        a, b = statistics.median(new), statistics.median(old)
-        print(f"{n:70s} {a:8.2f} {b:8.2f}  {a / b:6.3f}")
+    old = times.get((n, "old"))
+    if not old:
+        continue
+    b = statistics.median(old)
+    cells = []
+    for t in trees:
+        v = times.get((n, t))
+        cells.append(f"{t} {statistics.median(v):6.2f} ({statistics.median(v) / b:5.3f})" if v else f"{t} -")
+    print(n.replace("/iterations:20/manual_time", "").replace("allreduce/", ""), " ".join(cells))
 PY
 fi
 step done
+# The device tool returns few files: the logs go back as one archive.
+tar czf "$OUT/logs.tgz" -C "$OUT" $(cd "$OUT" && ls *.log *.json 2>/dev/null) && (cd "$OUT" && rm -f -- *.log *.json)

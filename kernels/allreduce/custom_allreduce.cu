@@ -149,12 +149,15 @@ struct BlockState {
   std::uint32_t was_in_flight;  // block 0, thread 0: in_flight as this call found it
 };
 
+// The failure paths below are __noinline__: kept out of the kernels' hot path, whose every
+// instruction-cache line a small call fetches cold on the SM it lands on.
+
 // Records the first failure of this rank: own signal's `failed` decides who writes the report.
-__device__ void record_failure(const AllreduceLaunch& a, int code, int peer, const AllreduceCallTag& mine,
-                               const AllreduceCallTag& theirs) {
-  AllreduceSignal* self = a.signals[a.rank];
+// Plain values only: a reference to the launch's parameters would put them on the stack.
+__device__ __noinline__ void record_failure(AllreduceSignal* self, AllreduceErrorReport* report, int code, int peer,
+                                            AllreduceCallTag mine, AllreduceCallTag theirs) {
   if (atomicCAS(&self->failed, 0u, static_cast<std::uint32_t>(code)) != 0u) return;
-  volatile AllreduceErrorReport* r = a.report;
+  volatile AllreduceErrorReport* r = report;
   r->peer = peer;
   r->mine.call = mine.call;
   r->mine.shape = mine.shape;
@@ -167,12 +170,15 @@ __device__ void record_failure(const AllreduceLaunch& a, int code, int peer, con
   __threadfence_system();
 }
 
+__device__ __noinline__ void spin_for(std::uint64_t ns) {
+  const std::uint64_t start = global_timer_ns();
+  while (global_timer_ns() - start < ns) {
+  }
+}
+
 // Test hook (AllreduceDelayAt): every thread of the block waits `delay_ns` at `at`.
 __device__ __forceinline__ void test_delay(const AllreduceLaunch& a, AllreduceDelayAt at) {
-  if (a.delay_at != at) return;
-  const std::uint64_t start = global_timer_ns();
-  while (global_timer_ns() - start < a.delay_ns) {
-  }
+  if (a.delay_at == at) spin_for(a.delay_ns);
 }
 
 // Per-block barrier across ranks. Each peer's flag word names its call, checked against this
@@ -188,7 +194,7 @@ __device__ bool block_barrier(const AllreduceLaunch& a, BlockState& s) {
   // atomic was issued in block_begin; its answer is only needed here.
   if (s.was_in_flight != 0u) {  // only block 0's thread 0 holds it, until its first barrier
     s.was_in_flight = 0u;
-    record_failure(a, kAllreduceErrorConcurrent, -1, s.tag, AllreduceCallTag{});
+    record_failure(a.signals[a.rank], a.report, kAllreduceErrorConcurrent, -1, s.tag, AllreduceCallTag{});
     failed_here = 1;
   }
   __syncthreads();  // the block's writes so far happen before the release below
@@ -212,7 +218,7 @@ __device__ bool block_barrier(const AllreduceLaunch& a, BlockState& s) {
         break;
       }
       if (waited > a.timeout_ns) {
-        record_failure(a, kAllreduceErrorTimeout, peer, s.tag, AllreduceCallTag{});
+        record_failure(a.signals[a.rank], a.report, kAllreduceErrorTimeout, peer, s.tag, AllreduceCallTag{});
         seen = word;
         failed_here = 1;
         break;
@@ -220,7 +226,7 @@ __device__ bool block_barrier(const AllreduceLaunch& a, BlockState& s) {
     }
     // A peer two barriers ahead in this slot, or one on another call, size or algorithm.
     if (seen != word) {
-      record_failure(a, kAllreduceErrorMismatch, peer, s.tag, allreduce_flag_call(seen, s.tag.call));
+      record_failure(a.signals[a.rank], a.report, kAllreduceErrorMismatch, peer, s.tag, allreduce_flag_call(seen, s.tag.call));
       failed_here = 1;
     }
   }
@@ -271,6 +277,22 @@ __device__ __forceinline__ uint4 nan_pack() {
   return x.v;
 }
 
+// A failed one-shot call: NaN over the packs of `out` this thread owns (first, first + stride, ...).
+template <typename T>
+__device__ __noinline__ void poison_one_shot(T* out, std::size_t count, std::size_t npacks, std::size_t first,
+                                             std::size_t stride, bool aligned) {
+  for (std::size_t p = first; p < npacks; p += stride) store_user_pack(out, p, count, aligned, nan_pack<T>());
+}
+
+// A failed two-shot call: NaN over the packs this thread owns in each rank's slice.
+template <typename T>
+__device__ __noinline__ void poison_two_shot(T* out, std::size_t count, std::size_t npacks, std::size_t slice,
+                                             int world, std::size_t first, std::size_t stride, bool aligned) {
+  for (int r = 0; r < world; ++r)
+    for (std::size_t q = first; q < slice; q += stride)
+      if (r * slice + q < npacks) store_user_pack(out, r * slice + q, count, aligned, nan_pack<T>());
+}
+
 template <typename T, int W>
 __global__ void __launch_bounds__(kAllreduceThreads) one_shot_kernel(AllreduceLaunch a, std::size_t npacks) {
   const T* in = static_cast<const T*>(a.in);
@@ -280,9 +302,7 @@ __global__ void __launch_bounds__(kAllreduceThreads) one_shot_kernel(AllreduceLa
   const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
   const std::size_t first = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   // The packs of `out` this thread writes: on failure it writes NaN over exactly these.
-  const auto poison = [&] {
-    for (std::size_t p = first; p < npacks; p += stride) store_user_pack(out, p, a.count, out_aligned, nan_pack<T>());
-  };
+  const auto poison = [&] { poison_one_shot(out, a.count, npacks, first, stride, out_aligned); };
   test_delay(a, AllreduceDelayAt::before_copy_in);
   // The first two input packs do not depend on the signal state: start their loads before
   // reading it, so the two memory latencies overlap (small messages are latency-bound).
@@ -293,7 +313,7 @@ __global__ void __launch_bounds__(kAllreduceThreads) one_shot_kernel(AllreduceLa
   BlockState s;
   std::uint32_t parity;
   block_begin(a, AllreduceAlgo::one_shot, s, parity);
-  if (s.failed) return poison();
+  if (__builtin_expect(s.failed, 0)) return poison();
   const uint4* bufs[W];
 #pragma unroll
   for (int r = 0; r < W; ++r)
@@ -313,7 +333,7 @@ __global__ void __launch_bounds__(kAllreduceThreads) one_shot_kernel(AllreduceLa
   }
   if (p0 < npacks) mine[p0] = v0;
   if (p1 < npacks) mine[p1] = v1;
-  if (!block_barrier<W>(a, s)) return poison();
+  if (__builtin_expect(!block_barrier<W>(a, s), 0)) return poison();
   test_delay(a, AllreduceDelayAt::after_barrier);
   for (std::size_t p = first; p < npacks; p += 2 * stride) {
     const std::size_t q = p + stride;
@@ -340,16 +360,12 @@ __global__ void __launch_bounds__(kAllreduceThreads) two_shot_kernel(AllreduceLa
   const std::size_t first = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   const std::size_t slice = (npacks + W - 1) / W;  // packs per rank's slice (last may be short)
   // The packs of `out` this thread writes (stages 2 and 3): on failure it writes NaN over them.
-  const auto poison = [&] {
-    for (int r = 0; r < W; ++r)
-      for (std::size_t q = first; q < slice; q += stride)
-        if (r * slice + q < npacks) store_user_pack(out, r * slice + q, a.count, out_aligned, nan_pack<T>());
-  };
+  const auto poison = [&] { poison_two_shot(out, a.count, npacks, slice, W, first, stride, out_aligned); };
   test_delay(a, AllreduceDelayAt::before_copy_in);
   BlockState s;
   std::uint32_t parity;
   block_begin(a, AllreduceAlgo::two_shot, s, parity);
-  if (s.failed) return poison();
+  if (__builtin_expect(s.failed, 0)) return poison();
   const uint4* bufs[W];
 #pragma unroll
   for (int r = 0; r < W; ++r)
@@ -363,7 +379,7 @@ __global__ void __launch_bounds__(kAllreduceThreads) two_shot_kernel(AllreduceLa
       const std::size_t p = r * slice + q;
       if (p < npacks) mine[p] = load_user_pack(in, p, a.count, in_aligned);
     }
-  if (!block_barrier<W>(a, s)) return poison();
+  if (__builtin_expect(!block_barrier<W>(a, s), 0)) return poison();
   test_delay(a, AllreduceDelayAt::after_barrier);
   // Stage 2: reduce this rank's slice from every rank; the result goes to the output and,
   // in place, to this rank's buffer (no peer reads this slice of ours during stage 2).
@@ -376,7 +392,7 @@ __global__ void __launch_bounds__(kAllreduceThreads) two_shot_kernel(AllreduceLa
     }
   }
   test_delay(a, AllreduceDelayAt::between_stages);
-  if (!block_barrier<W>(a, s)) return poison();
+  if (__builtin_expect(!block_barrier<W>(a, s), 0)) return poison();
   // Stage 3: gather the other ranks' reduced slices.
 #pragma unroll
   for (int r = 0; r < W; ++r) {
