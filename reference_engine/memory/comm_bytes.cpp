@@ -45,14 +45,19 @@ Interconnect parse_interconnect(const std::string& name, const std::string& what
   TPB_INPUT_FAIL(what << ": expected nvlink, pcie-p2p or pcie-no-p2p, got '" << name << "'");
 }
 
-std::string custom_allreduce_blocker(Interconnect interconnect) {
-  if (interconnect != Interconnect::pcie_no_p2p) return "";
-  return std::string("it needs CUDA IPC peer access between the GPUs, which ") + interconnect_name(interconnect) +
-         " lacks";
+std::string custom_allreduce_blocker(Interconnect interconnect, int world_size, bool custom_on_pcie) {
+  if (interconnect == Interconnect::pcie_no_p2p)
+    return std::string("it needs CUDA IPC peer access between the GPUs, which ") + interconnect_name(interconnect) +
+           " lacks";
+  if (interconnect == Interconnect::pcie_p2p && world_size > 2 && !custom_on_pcie)
+    return "on more than two GPUs joined only by PCIe tpbench's custom allreduce stays off, as SGLang's and vLLM's "
+           "do, unless comm.custom_on_pcie (plan: --custom-on-pcie) forces it";
+  return "";
 }
 
 CommBytes comm_bytes(const std::string& backend, int world_size, std::int64_t custom_max_bytes, int nccl_channels,
-                     const std::string& what, bool nccl_over_sockets, Interconnect interconnect) {
+                     const std::string& what, bool nccl_over_sockets, Interconnect interconnect,
+                     bool custom_on_pcie) {
   const auto nccl = [&] {
     return nccl_over_sockets ? nccl_socket_buffer_bytes(world_size) : nccl_buffer_bytes(world_size, nccl_channels);
   };
@@ -66,7 +71,7 @@ CommBytes comm_bytes(const std::string& backend, int world_size, std::int64_t cu
       // The custom backends keep an NCCL communicator beside their IPC buffers (messages above
       // max_bytes, all_gather, fallback), as SGLang and vLLM do: both sets of buffers, unless
       // the GPUs lack peer access; then only the NCCL one (ranks sharing a GPU need none).
-      b.blocked_reason = nccl_over_sockets ? "" : custom_allreduce_blocker(interconnect);
+      b.blocked_reason = nccl_over_sockets ? "" : custom_allreduce_blocker(interconnect, world_size, custom_on_pcie);
       b.custom_blocked = !b.blocked_reason.empty();
       b.custom_bytes = b.custom_blocked ? 0 : custom_allreduce_bytes(custom_max_bytes, world_size);
       b.nccl_bytes = nccl();

@@ -40,10 +40,11 @@
 // ("your platform lacks GPU P2P capability"): so a custom or auto backend plans NCCL's buffers
 // only. Ranks sharing one GPU (shared placement) open each other's buffers as local memory and
 // need no peer access: the interconnect does not apply to them.
-// Not modelled: SGLang's and vLLM's stock custom allreduce also turns itself off on more than
-// two PCIe-only GPUs even with P2P ("not supported on more than two PCIe-only GPUs"); PCIe IPC
-// allreduces (FlashInfer's) and tpbench's own run there. At pcie-p2p the plan counts the custom
-// buffers, the larger footprint (3 x max_bytes more per rank).
+// More than two GPUs joined only by PCIe (pcie-p2p, TP > 2): SGLang's and vLLM's stock custom
+// allreduce turns itself off there ("not supported on more than two PCIe-only GPUs"), and so
+// does tpbench's (reference_engine/comm/custom_allreduce_policy.h) unless the scenario's
+// comm.custom_on_pcie forces it (`tpbench plan --custom-on-pcie`; a deployment that runs a PCIe
+// IPC allreduce, as FlashInfer's does, plans it so): the plan follows the same rule.
 #pragma once
 
 #include <cstdint>
@@ -90,10 +91,11 @@ const char* interconnect_name(Interconnect interconnect);
 // The inverse; anything else throws InputError naming `what` and the three values.
 Interconnect parse_interconnect(const std::string& name, const std::string& what);
 
-// Empty when the custom IPC allreduce can run between GPUs joined by `interconnect`; otherwise
-// why not, one clause ("it needs CUDA IPC peer access between the GPUs, which pcie-no-p2p lacks").
-// The one rule every plan follows (comm_bytes below).
-std::string custom_allreduce_blocker(Interconnect interconnect);
+// Empty when the custom IPC allreduce runs on `world_size` GPUs joined by `interconnect`;
+// otherwise why not, one clause ("it needs CUDA IPC peer access between the GPUs, which
+// pcie-no-p2p lacks"). `custom_on_pcie`: the scenario forces it on more than two PCIe-only GPUs.
+// The one rule every plan follows (comm_bytes below), the communicator's at run time.
+std::string custom_allreduce_blocker(Interconnect interconnect, int world_size, bool custom_on_pcie);
 
 struct CommBytes {
   std::int64_t custom_bytes = 0;  // custom allreduce IPC + metadata + rank data, per rank
@@ -112,6 +114,6 @@ struct CommBytes {
 // interconnect where custom_allreduce_blocker is not empty gets NCCL's buffers only.
 CommBytes comm_bytes(const std::string& backend, int world_size, std::int64_t custom_max_bytes,
                      int nccl_channels, const std::string& what, bool nccl_over_sockets = false,
-                     Interconnect interconnect = Interconnect::nvlink);
+                     Interconnect interconnect = Interconnect::nvlink, bool custom_on_pcie = false);
 
 }  // namespace tpb

@@ -202,10 +202,12 @@ MemoryPlan plan_memory(const PlanInput& in) {
   p.gpu_total_bytes = in.gpu_total_bytes;
   p.cuda_context_bytes = in.cuda_context_bytes;
   p.comm = comm_bytes(in.allreduce, in.tp, in.custom_max_bytes, in.nccl_channels, "allreduce backend",
-                      in.nccl_over_sockets, in.interconnect);
+                      in.nccl_over_sockets, in.interconnect, in.custom_on_pcie);
   p.allreduce_planned = p.comm.custom_blocked ? "nccl" : in.allreduce;
+  // pcie-no-p2p: no peer access, it cannot run; pcie-p2p above TP 2: the PCIe rule keeps it off.
+  const std::string blocked_verb = in.interconnect == Interconnect::pcie_no_p2p ? "cannot run" : "does not run";
   if (p.comm.custom_blocked)
-    p.allreduce_note = "The custom allreduce cannot run on " + std::string(interconnect_name(in.interconnect)) + ": " +
+    p.allreduce_note = "The custom allreduce " + blocked_verb + " on " + std::string(interconnect_name(in.interconnect)) + ": " +
                        p.comm.blocked_reason + "; " + in.allreduce +
                        " plans NCCL only, its buffers alone (tpbench's custom backend, SGLang and vLLM fall "
                        "back to NCCL there).";
@@ -250,8 +252,10 @@ MemoryPlan plan_memory(const PlanInput& in) {
                  "3 x " + std::to_string(in.custom_max_bytes) + " B max message + signal (IPC, metadata, rank data)"});
   if (p.comm.custom_blocked)
     b.push_back({"comm: custom allreduce", 0, ' ',
-                 "cannot run on " + std::string(interconnect_name(in.interconnect)) +
-                     " (no CUDA IPC peer access): NCCL only"});
+                 blocked_verb + " on " + std::string(interconnect_name(in.interconnect)) +
+                     (in.interconnect == Interconnect::pcie_no_p2p ? " (no CUDA IPC peer access)"
+                                                                   : " (more than two PCIe-only GPUs, not forced)") +
+                     ": NCCL only"});
   if (p.comm.nccl_bytes > 0) {
     const std::string note =
         in.nccl_over_sockets

@@ -50,6 +50,7 @@ struct PlanInput {
   std::string allreduce = "nccl";           // backend name (comm_bytes.h)
   Interconnect interconnect = Interconnect::nvlink;  // how the ranks' GPUs reach each other: whether
                                             // the custom allreduce can run (comm_bytes.h)
+  bool custom_on_pcie = false;              // the custom allreduce forced on > 2 PCIe-only GPUs (comm_bytes.h)
   std::int64_t custom_max_bytes = kCustomAllreduceDefaultMaxBytes;  // custom allreduce max message, bytes
   int nccl_channels = kNcclDefaultChannels; // NCCL channels assumed for its buffers (NVLink/P2P only)
   bool nccl_over_sockets = false;           // NCCL reaches its peers over its socket transport (ranks

@@ -30,7 +30,7 @@ using tpb::kMiB;
 constexpr const char* kUsageHead =
     "usage: tpbench plan --model PRESET|DIR --tp N [--quant bf16|fp8|int4|f32]\n"
     "                    (--gpu-mem-gib X | --gpu NAME) [--mem-fraction F] [--allreduce BACKEND]\n"
-    "                    [--interconnect nvlink|pcie-p2p|pcie-no-p2p]\n"
+    "                    [--interconnect nvlink|pcie-p2p|pcie-no-p2p] [--custom-on-pcie]\n"
     "                    [--tokens T] [--overrides JSON] [--json] [more options below]\n"
     "       tpbench plan --from-measured --total-gib A --avail-gib B --mem-fraction F\n"
     "                    [--model PRESET|DIR] [--tokens T] [--kv-dtype bf16|fp8] [--json]\n"
@@ -63,7 +63,12 @@ constexpr const char* kUsageTail =
     "  --interconnect I        nvlink | pcie-p2p | pcie-no-p2p: how the GPUs reach each other (default:\n"
     "                          the --gpu entry's; nvlink with --gpu-mem-gib). The custom allreduce needs\n"
     "                          CUDA IPC peer access: on pcie-no-p2p a custom or auto backend plans NCCL\n"
-    "                          only, and the plan says so (allreduce_planned, allreduce_note in --json)\n"
+    "                          only, and the plan says so (allreduce_planned, allreduce_note in --json);\n"
+    "                          on pcie-p2p above TP 2 too, as SGLang, vLLM and tpbench keep it off\n"
+    "                          on more than two PCIe-only GPUs\n"
+    "  --custom-on-pcie        the custom allreduce forced on more than two PCIe-only GPUs (a scenario's\n"
+    "                          comm.custom_on_pcie; a deployment running a PCIe IPC allreduce): its\n"
+    "                          buffers counted at pcie-p2p at any TP\n"
     "  --tokens T              KV tokens the deployment needs (default: at least one)\n"
     "  --overrides JSON        model config overrides, e.g. '{\"num_hidden_layers\": 3}'\n"
     "  --kv-dtype D            bf16 (default) | fp8: bytes of one KV element\n"
@@ -110,7 +115,7 @@ const tpb::cli::Grammar& grammar() {
                                "--custom-max-mib", "--nccl-channels", "--graph-batch-sizes", "--batch", "--seq-len",
                                "--total-gib", "--avail-gib", "--sweep-fractions", "--sweep-backends"})
       out.options.push_back({valued, true});
-    for (const char* flag : {"--json", "--from-measured", "--text-only", "--nccl-over-sockets"})
+    for (const char* flag : {"--json", "--from-measured", "--text-only", "--nccl-over-sockets", "--custom-on-pcie"})
       out.options.push_back({flag});
     return out;
   }();
@@ -189,8 +194,8 @@ int run_from_measured(const Args& a) {
                         "--context-mib", "--custom-max-mib", "--nccl-channels", "--graph-batch-sizes", "--batch",
                         "--seq-len"})
     TPB_INPUT_CHECK(!a.value(f), "plan: " << f << " does not apply to --from-measured (it reads total and avail off a log)");
-  TPB_INPUT_CHECK(!a.has("--nccl-over-sockets"),
-                  "plan: --nccl-over-sockets does not apply to --from-measured (it reads total and avail off a log)");
+  for (const char* f : {"--nccl-over-sockets", "--custom-on-pcie"})
+    TPB_INPUT_CHECK(!a.has(f), "plan: " << f << " does not apply to --from-measured (it reads total and avail off a log)");
   auto total_s = a.value("--total-gib"), avail_s = a.value("--avail-gib");
   TPB_INPUT_CHECK(total_s && avail_s, "plan: --from-measured needs --total-gib and --avail-gib");
   const double total_gib = to_double("--total-gib", *total_s), avail_gib = to_double("--avail-gib", *avail_s);
@@ -315,7 +320,8 @@ nlohmann::json plan_json(const tpb::MemoryPlan& p, const DeviceSource& dev) {
   j["mem_fraction"] = in.mem_fraction;
   j["interconnect"] = tpb::interconnect_name(in.interconnect);
   j["interconnect_source"] = dev.interconnect_source;
-  j["custom_allreduce_can_run"] = tpb::custom_allreduce_blocker(in.interconnect).empty();
+  j["custom_on_pcie"] = in.custom_on_pcie;
+  j["custom_allreduce_can_run"] = tpb::custom_allreduce_blocker(in.interconnect, in.tp, in.custom_on_pcie).empty();
   j["allreduce"] = in.allreduce;
   j["allreduce_planned"] = p.allreduce_planned;
   j["allreduce_note"] = p.allreduce_note;
@@ -465,6 +471,7 @@ int run_plan(const Args& a) {
     dev.interconnect_source = "as given, --interconnect";
     dev.interconnect_note.clear();
   }
+  in.custom_on_pcie = a.has("--custom-on-pcie");
   in.mem_fraction = mem_fraction(a, false);
   // Serving engines start with their custom allreduce on (SGLang's and vLLM's default), so the
   // plan counts its buffers unless told otherwise: the incident of issue 18 was a plan without them.

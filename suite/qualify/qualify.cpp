@@ -404,6 +404,7 @@ void probe_planner(const Profile& p, const json& pr, std::vector<QualifyRow>& ro
   in.quant = parse_quantization(pr.value("quant", std::string("bf16")), p.path + ": $.probes[].quant");
   in.mem_fraction = pr.value("mem_fraction", 0.85);
   in.allreduce = pr.value("allreduce", std::string("auto"));
+  in.custom_on_pcie = pr.value("custom_on_pcie", false);
   in.requested_tokens = pr.value("min_tokens", std::int64_t(1));
   const auto gpus = visible_gpus();
   std::string where;

@@ -26,7 +26,8 @@
 //                       at least one check verified it; skipped, failed and infeasible cases
 //                       FAIL with their error. No latency rows, no thresholds, no baseline.
 //     planner           model, overrides, tp, quant, allreduce, mem_fraction, min_tokens, gpu
-//                       (catalog name; default: this machine's GPU on cuda, else H200)
+//                       (catalog name; default: this machine's GPU on cuda, else H200),
+//                       custom_on_pcie (as `tpbench plan --custom-on-pcie`)
 //   Scenario-based probes (allreduce, engine_decode, conformance) run their scenario through
 //   the runner, records and checks included; each row's detail names the placement.
 //

@@ -626,11 +626,15 @@ void ScenarioParser::read_control() {
 }
 
 void ScenarioParser::read_comm() {
-  // comm: the GPU engine's communicator options.
+  // comm: the GPU communicator's options (the engine's; the allreduce workload's but its buffer
+  // size, which that workload's comm_max_bytes axis sets).
   if (doc.contains("comm")) {
     const json& c = doc["comm"];
-    if (workload_ok && s.workload != "engine") {
-      val.problem("$.comm", "applies to workload \"engine\" only (workload is \"" + s.workload + "\")");
+    if (workload_ok && s.workload != "engine" && s.workload != "allreduce") {
+      val.problem("$.comm", "applies to workloads \"engine\" and \"allreduce\" only (workload is \"" + s.workload + "\")");
+    } else if (workload_ok && s.workload == "allreduce" && c.is_object() && c.contains("custom_max_bytes")) {
+      val.problem("$.comm.custom_max_bytes", "applies to workload \"engine\"; the allreduce workload's comm_max_bytes "
+                                             "axis sizes its buffer");
     } else if (s.device_requested == "cpu") {
       val.problem("$.comm", "sets the GPU engine's communicator; device is \"cpu\"");
     } else if (!c.is_object()) {

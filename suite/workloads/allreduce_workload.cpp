@@ -225,6 +225,9 @@ RankResult run_allreduce_workload(const CaseSpec& spec, WorkerState& state) {
 
   CommOptions options;
   options.max_bytes = static_cast<std::size_t>(params.comm_max_bytes.get_written(static_cast<std::int64_t>(options.max_bytes)));
+  // The scenario's comm block, as the engine workload applies it (gpu_comm_options).
+  if (spec.comm.custom_on_pcie) options.custom_on_pcie = *spec.comm.custom_on_pcie;
+  if (spec.comm.custom_timeout_s) options.timeout_s = *spec.comm.custom_timeout_s;
   if (on_gpu) {
     options.device = rank_device_from_env(state.rank());  // the launcher's placement (suite/launch/placement.h)
   }

@@ -4,10 +4,13 @@
 # names the board by an alias, counts the communicator buffers (custom allreduce + NCCL with
 # PCIe P2P, NCCL alone with --interconnect pcie-no-p2p), gives each term and the budget, says
 # the KV cache does not fit (exit 1) and which fraction would, in GiB with GB in parentheses.
-# An unknown GPU and a bad --interconnect exit 2 naming what is allowed.
+# The incident's deployment ran its IPC allreduce over PCIe (--custom-on-pcie); without that the
+# plan follows the rule SGLang, vLLM and tpbench apply to more than two PCIe-only GPUs: custom
+# off, NCCL's buffers alone, said in the plan. An unknown GPU and a bad --interconnect exit 2
+# naming what is allowed.
 source "$(dirname "$0")/common.bash" "$@"
 
-incident=(plan --model kimi-k2.5 --gpu rtx-pro-6000 --tp 8 --quant int4 --mem-fraction 0.55)
+incident=(plan --model kimi-k2.5 --gpu rtx-pro-6000 --tp 8 --quant int4 --mem-fraction 0.55 --custom-on-pcie)
 
 # 1. The incident's command: infeasible, every term and its source in the text.
 expect_rc 1 "$TPBENCH" "${incident[@]}"
@@ -31,7 +34,7 @@ if grep -qE '^model: .* GB ' "$SCRATCH/p2p.txt"; then fail "the old GB headline 
 expect_rc 1 "$TPBENCH" "${incident[@]}" --json
 cp "$SCRATCH/last.out" "$SCRATCH/p2p.json"
 for alias in "RTX PRO 6000" "NVIDIA RTX PRO 6000 Blackwell Server Edition" "Rtx_Pro_6000"; do
-  expect_rc 1 "$TPBENCH" plan --model kimi-k2.5 --gpu "$alias" --tp 8 --quant int4 --mem-fraction 0.55 --json
+  expect_rc 1 "$TPBENCH" plan --model kimi-k2.5 --gpu "$alias" --tp 8 --quant int4 --mem-fraction 0.55 --custom-on-pcie --json
   cmp -s "$SCRATCH/p2p.json" "$SCRATCH/last.out" || fail "--gpu '$alias' plans differently from rtx-pro-6000"
 done
 expect_rc 1 "$TPBENCH" "${incident[@]}" --interconnect pcie-no-p2p
@@ -42,9 +45,20 @@ grep -qE '^  comm: custom allreduce +0\.000 +0  cannot run on pcie-no-p2p' "$SCR
   || fail "pcie-no-p2p breakdown lacks the zero custom line"
 expect_rc 1 "$TPBENCH" "${incident[@]}" --interconnect pcie-no-p2p --json
 cp "$SCRATCH/last.out" "$SCRATCH/nop2p.json"
-python3 - "$SCRATCH/p2p.json" "$SCRATCH/nop2p.json" <<'PY' || fail "plan numbers do not follow the formulas"
+# Not forced: more than two PCIe-only GPUs keep the custom allreduce off; two do not.
+unforced=(plan --model kimi-k2.5 --gpu rtx-pro-6000 --quant int4 --mem-fraction 0.55)
+expect_rc 1 "$TPBENCH" "${unforced[@]}" --tp 8
+grep -qF "allreduce     auto asked, nccl planned. The custom allreduce does not run on pcie-p2p: on more than two GPUs joined only by PCIe" \
+  "$SCRATCH/last.out" || { cat "$SCRATCH/last.out" >&2; fail "the unforced TP 8 plan does not say the custom allreduce stays off"; }
+grep -qE '^  comm: custom allreduce +0\.000 +0  does not run on pcie-p2p \(more than two PCIe-only GPUs, not forced\)' \
+  "$SCRATCH/last.out" || fail "the unforced TP 8 breakdown lacks the zero custom line"
+expect_rc 1 "$TPBENCH" "${unforced[@]}" --tp 8 --json
+cp "$SCRATCH/last.out" "$SCRATCH/unforced.json"
+expect_rc 1 "$TPBENCH" "${unforced[@]}" --tp 2 --json
+cp "$SCRATCH/last.out" "$SCRATCH/tp2.json"
+python3 - "$SCRATCH/p2p.json" "$SCRATCH/nop2p.json" "$SCRATCH/unforced.json" "$SCRATCH/tp2.json" <<'PY' || fail "plan numbers do not follow the formulas"
 import json, sys
-p, n = (json.load(open(f)) for f in sys.argv[1:3])
+p, n, u, two = (json.load(open(f)) for f in sys.argv[1:5])
 MiB, GiB = 2**20, 2**30
 custom, nccl = 3 * 8 * MiB + 4096, 32 * 10 * MiB
 for j in (p, n):
@@ -75,12 +89,18 @@ assert "cannot run on pcie-no-p2p" in n["allreduce_note"] and "peer access" in n
 assert n["comm_custom_bytes_per_rank"] == 0 and n["total_bytes"] - p["total_bytes"] == custom
 zero = [t for t in n["breakdown"] if t["term"] == "comm: custom allreduce"]
 assert len(zero) == 1 and zero[0]["bytes_per_rank"] == 0 and zero[0]["sign"] == " ", zero
+assert p["custom_on_pcie"] is True and n["custom_on_pcie"] is True
+# Not forced at TP 8: NCCL's alone, like no P2P; at TP 2 both, as forced at TP 8.
+assert u["custom_on_pcie"] is False and u["custom_allreduce_can_run"] is False and u["allreduce_planned"] == "nccl"
+assert "more than two GPUs joined only by PCIe" in u["allreduce_note"], u["allreduce_note"]
+assert u["comm_custom_bytes_per_rank"] == 0 and u["total_bytes"] == n["total_bytes"]
+assert two["custom_allreduce_can_run"] is True and two["comm_custom_bytes_per_rank"] == custom, two["allreduce_note"]
 PY
 
 # 3. The fraction the sentence names (rounded up to 4 decimals) starts the server.
 f=$(sed -n 's/^Not enough memory: .* mem_fraction >= \(0\.[0-9]*\) gives at least one token\.$/\1/p' "$SCRATCH/p2p.txt")
 [[ -n $f ]] || fail "no fraction in the sentence: $(tail -1 "$SCRATCH/p2p.txt")"
-expect_rc 0 "$TPBENCH" plan --model kimi-k2.5 --gpu rtx-pro-6000 --tp 8 --quant int4 --mem-fraction "$f"
+expect_rc 0 "$TPBENCH" plan --model kimi-k2.5 --gpu rtx-pro-6000 --tp 8 --quant int4 --mem-fraction "$f" --custom-on-pcie
 
 # 4. Refusals: exit 2, naming what is allowed.
 expect_rc 2 "$TPBENCH" plan --model kimi-k2.5 --gpu "RTX PRO 5000" --tp 8
@@ -93,4 +113,6 @@ grep -qF "tpbench plan: error: --interconnect: expected nvlink, pcie-p2p or pcie
   || fail "bad --interconnect message: $(cat "$SCRATCH/last.out")"
 expect_rc 2 "$TPBENCH" plan --from-measured --total-gib 90 --avail-gib 20 --mem-fraction 0.8 --interconnect nvlink
 grep -qF -- "--interconnect does not apply to --from-measured" "$SCRATCH/last.out" || fail "$(cat "$SCRATCH/last.out")"
+expect_rc 2 "$TPBENCH" plan --from-measured --total-gib 90 --avail-gib 20 --mem-fraction 0.8 --custom-on-pcie
+grep -qF -- "--custom-on-pcie does not apply to --from-measured" "$SCRATCH/last.out" || fail "$(cat "$SCRATCH/last.out")"
 echo ok

@@ -368,33 +368,46 @@ TEST(CommBytes, InterconnectNamesParseAndRejectOthers) {
   }
 }
 
-// The rule: the custom IPC allreduce needs CUDA peer access, which only pcie-no-p2p lacks. Every
-// backend of the table on every interconnect: a backend with custom buffers plans NCCL's alone
-// there (tpbench's custom communicator frees its IPC buffers and runs on NCCL when its
-// peer-access check fails); nothing else changes.
-TEST(CommBytes, WithoutPeerAccessTheCustomBackendsPlanNcclOnly) {
-  EXPECT_EQ(custom_allreduce_blocker(Interconnect::nvlink), "");
-  EXPECT_EQ(custom_allreduce_blocker(Interconnect::pcie_p2p), "");
-  EXPECT_NE(custom_allreduce_blocker(Interconnect::pcie_no_p2p).find("CUDA IPC peer access"), std::string::npos);
-  for (const BackendInfo* row : backend_table()) {
-    const CommBytes nvlink = comm_bytes(row->name, 8, 8 * kMiB, 32, "--allreduce", false, Interconnect::nvlink);
-    for (Interconnect ic : {Interconnect::nvlink, Interconnect::pcie_p2p, Interconnect::pcie_no_p2p}) {
-      const CommBytes b = comm_bytes(row->name, 8, 8 * kMiB, 32, "--allreduce", false, ic);
-      const bool blocked = row->buffers == BackendBuffers::custom_and_nccl && ic == Interconnect::pcie_no_p2p;
-      const std::string where = std::string(row->name) + " on " + interconnect_name(ic);
-      EXPECT_EQ(b.custom_blocked, blocked) << where;
-      EXPECT_EQ(b.blocked_reason, blocked ? custom_allreduce_blocker(ic) : "") << where;
-      EXPECT_EQ(b.nccl_bytes, nvlink.nccl_bytes) << where;
-      EXPECT_EQ(b.custom_bytes, blocked ? 0 : nvlink.custom_bytes) << where;
-    }
-  }
+// The rules: the custom IPC allreduce needs CUDA peer access, which pcie-no-p2p lacks; on more
+// than two GPUs joined only by PCIe it stays off unless forced (comm.custom_on_pcie), as SGLang,
+// vLLM and tpbench's communicator keep it. Every backend of the table on every interconnect, at
+// TP 2 and 8, forced or not: a backend with custom buffers plans NCCL's alone where a rule
+// blocks it (tpbench's custom communicator then runs on NCCL); nothing else changes.
+TEST(CommBytes, WhereTheCustomAllreduceDoesNotRunItsBackendsPlanNcclOnly) {
+  EXPECT_EQ(custom_allreduce_blocker(Interconnect::nvlink, 8, false), "");
+  EXPECT_EQ(custom_allreduce_blocker(Interconnect::pcie_p2p, 2, false), "") << "two PCIe GPUs: on";
+  EXPECT_NE(custom_allreduce_blocker(Interconnect::pcie_p2p, 3, false).find("more than two GPUs joined only by PCIe"),
+            std::string::npos);
+  EXPECT_EQ(custom_allreduce_blocker(Interconnect::pcie_p2p, 8, true), "") << "forced";
+  EXPECT_NE(custom_allreduce_blocker(Interconnect::pcie_no_p2p, 2, true).find("CUDA IPC peer access"), std::string::npos)
+      << "forcing cannot make peer access";
+  for (const BackendInfo* row : backend_table())
+    for (int tp : {2, 8})
+      for (bool forced : {false, true}) {
+        const CommBytes nvlink = comm_bytes(row->name, tp, 8 * kMiB, 32, "--allreduce", false, Interconnect::nvlink);
+        for (Interconnect ic : {Interconnect::nvlink, Interconnect::pcie_p2p, Interconnect::pcie_no_p2p}) {
+          const CommBytes b = comm_bytes(row->name, tp, 8 * kMiB, 32, "--allreduce", false, ic, forced);
+          const bool rule = ic == Interconnect::pcie_no_p2p || (ic == Interconnect::pcie_p2p && tp > 2 && !forced);
+          const bool blocked = row->buffers == BackendBuffers::custom_and_nccl && rule;
+          const std::string where = std::string(row->name) + " on " + interconnect_name(ic) + " at TP " +
+                                    std::to_string(tp) + (forced ? ", forced" : "");
+          EXPECT_EQ(b.custom_blocked, blocked) << where;
+          EXPECT_EQ(b.blocked_reason, blocked ? custom_allreduce_blocker(ic, tp, forced) : "") << where;
+          EXPECT_EQ(b.nccl_bytes, nvlink.nccl_bytes) << where;
+          EXPECT_EQ(b.custom_bytes, blocked ? 0 : nvlink.custom_bytes) << where;
+        }
+      }
   // The custom buffers themselves: 3 x 8 MiB + the 4 KiB signal, on NVLink and PCIe P2P alike.
-  EXPECT_EQ(comm_bytes("auto", 8, 8 * kMiB, 32, "--allreduce", false, Interconnect::pcie_p2p).custom_bytes,
+  EXPECT_EQ(comm_bytes("auto", 8, 8 * kMiB, 32, "--allreduce", false, Interconnect::pcie_p2p, true).custom_bytes,
             24 * kMiB + 4096);
-  // Ranks sharing one GPU open each other's buffers as local memory: no peer access needed.
-  const CommBytes shared = comm_bytes("auto", 4, 8 * kMiB, 32, "--allreduce", true, Interconnect::pcie_no_p2p);
-  EXPECT_FALSE(shared.custom_blocked);
-  EXPECT_EQ(shared.custom_bytes, custom_allreduce_bytes(8 * kMiB, 4));
+  EXPECT_EQ(comm_bytes("auto", 2, 8 * kMiB, 32, "--allreduce", false, Interconnect::pcie_p2p).custom_bytes,
+            24 * kMiB + 4096);
+  // Ranks sharing one GPU open each other's buffers as local memory: neither rule applies.
+  for (Interconnect ic : {Interconnect::pcie_no_p2p, Interconnect::pcie_p2p}) {
+    const CommBytes shared = comm_bytes("auto", 4, 8 * kMiB, 32, "--allreduce", true, ic);
+    EXPECT_FALSE(shared.custom_blocked) << interconnect_name(ic);
+    EXPECT_EQ(shared.custom_bytes, custom_allreduce_bytes(8 * kMiB, 4));
+  }
 }
 
 TEST(GpuCatalog, KnowsTheBoardsCaseInsensitively) {
@@ -667,6 +680,7 @@ PlanInput incident_input(Interconnect interconnect) {
   in.mem_fraction = 0.55;
   in.allreduce = "auto";  // the CLI's default, as serving engines start
   in.interconnect = interconnect;
+  in.custom_on_pcie = true;  // the incident's deployment ran its IPC allreduce over PCIe
   in.graph_batch_sizes = {1, 2, 4, 8, 16, 32, 64, 128, 256};
   return in;
 }

@@ -356,8 +356,10 @@ TEST(ScenarioComm, EveryProblemHasItsPath) {
   doc["comm"] = 8388608;
   expect_one_problem(doc, "$.comm", "expected an object");
   doc = minimal_allreduce();
+  doc["device"] = "cuda";
+  doc["sweep"]["allreduce"] = {"nccl"};
   doc["comm"] = {{"custom_max_bytes", 1024}};
-  expect_one_problem(doc, "$.comm", "workload \"engine\" only");
+  expect_one_problem(doc, "$.comm.custom_max_bytes", "the allreduce workload's comm_max_bytes axis sizes its buffer");
   doc = minimal_engine();  // device cpu
   doc["comm"] = {{"custom_max_bytes", 1024}};
   expect_one_problem(doc, "$.comm", "device is \"cpu\"");
@@ -367,6 +369,21 @@ TEST(ScenarioComm, EveryProblemHasItsPath) {
   doc["sweep"]["batch_size"] = {0};
   const auto problems = problems_of(doc);
   EXPECT_EQ(problems.size(), 3u);
+}
+
+// The allreduce workload takes the communicator's PCIe rule and timeout (its buffer size is its
+// comm_max_bytes axis); both reach its cases' specs.
+TEST(ScenarioComm, TheAllreduceWorkloadTakesThePcieRuleAndTheTimeout) {
+  json doc = minimal_allreduce();
+  doc["device"] = "cuda";
+  doc["sweep"]["allreduce"] = {"nccl", "custom-oneshot"};
+  doc["comm"] = {{"custom_on_pcie", true}, {"custom_timeout_s", 5}};
+  const Scenario s = parse_scenario(doc, "t.json", kNoGpu);
+  ASSERT_TRUE(s.comm.custom_on_pcie.has_value());
+  EXPECT_TRUE(*s.comm.custom_on_pcie);
+  EXPECT_EQ(s.comm.custom_timeout_s, 5.0);
+  doc["comm"] = {{"custom_on_pcie", "yes"}};
+  expect_one_problem(doc, "$.comm.custom_on_pcie", "true or false");
 }
 
 // A case id covers the comm section only when the scenario writes it: without it every id is
