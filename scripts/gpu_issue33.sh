@@ -7,7 +7,8 @@
 #      shapes beside bf16, and the decode MoE layer) as JSON;
 #   3. bench/int4_torch_reference.py: torch._weight_int4pack_mm and bf16 cuBLAS at the same shapes
 #      (SKIP_TORCH=1 leaves it out);
-#   4. SCENARIOS (default none): each `tpbench run` without baselines, its summary printed.
+#   4. SCENARIOS (default none): each `tpbench run` without baselines, its summary printed; an
+#      entry FILE:FILTER runs FILE with --filter FILTER.
 #   usage: scripts/gpu_issue33.sh OUTDIR
 # OUTDIR receives: build.log, ctest.log, ctest-portable.log, bench.json, bench.log, int4_torch.json, runs.tgz.
 # shellcheck disable=SC2034  # read by gpu_call_common.bash
@@ -41,9 +42,11 @@ if [ "${SKIP_TORCH:-0}" != 1 ]; then
   echo "int4_torch_reference.py: rc=$?"
   cat "$RUNS/int4_torch.log" | head -30
 fi
-for s in ${SCENARIOS:-}; do
-  step "tpbench run $s"
-  bounded "${SCENARIO_BUDGET_S:-150}" "$TPB" run "$s" --results-dir "$RUNS/$(basename "$s" .json)" >"$RUNS/$(basename "$s" .json).log" 2>&1
+for entry in ${SCENARIOS:-}; do
+  s=${entry%%:*} filter=()
+  [ "$entry" != "$s" ] && filter=(--filter "${entry#*:}")
+  step "tpbench run $s ${filter[*]}"
+  bounded "${SCENARIO_BUDGET_S:-150}" "$TPB" run "$s" "${filter[@]}" --results-dir "$RUNS/$(basename "$s" .json)" >"$RUNS/$(basename "$s" .json).log" 2>&1
   echo "$s: rc=$?"
   tail -25 "$RUNS/$(basename "$s" .json).log"
 done

@@ -45,10 +45,13 @@ struct AllreduceSignal {
   // counter[b]: the last flag this rank's block b used (read at kernel start, stored at end).
   std::uint32_t counter[kAllreduceMaxBlocks];
   std::uint32_t call_count;   // kernels completed by this rank; its parity picks the data buffer
-  std::uint32_t blocks_done;  // blocks finished in the current call (last one bumps call_count)
   std::uint32_t failed;       // an error code once a call failed: kernels then write NaN and stop
-  std::uint32_t in_flight;    // 1 while a call runs: a second call meeting it (another stream) fails
   std::uint32_t selftest[kAllreduceMaxRanks];  // peer-access self-test: peer r writes slot r
+  // The two words every call changes with atomics, each on its own 128-byte line: an atomic
+  // holds its line at the L2, and the loads of call_count and failed that every block's start
+  // waits for must not queue behind it.
+  alignas(128) std::uint32_t in_flight;    // 1 while a call runs: a second call meeting it (another stream) fails
+  alignas(128) std::uint32_t blocks_done;  // blocks finished in the current call (last one bumps call_count)
 };
 static_assert(sizeof(AllreduceSignal) % 16 == 0, "data buffers after the signal stay 16-byte aligned");
 static_assert(offsetof(AllreduceSignal, sync) == 0, "layout shared between processes");
