@@ -8,7 +8,7 @@
 #   3. bench/int4_torch_reference.py: torch._weight_int4pack_mm and bf16 cuBLAS at the same shapes
 #      (SKIP_TORCH=1 leaves it out);
 #   4. SCENARIOS (default none): each `tpbench run` without baselines, its summary printed; an
-#      entry FILE:FILTER runs FILE with --filter FILTER.
+#      entry FILE:F1:F2... runs FILE with --filter F1 --filter F2 ...
 #   usage: scripts/gpu_issue33.sh OUTDIR
 # OUTDIR receives: build.log, ctest.log, ctest-portable.log, bench.json, bench.log, int4_torch.json, runs.tgz.
 # shellcheck disable=SC2034  # read by gpu_call_common.bash
@@ -43,8 +43,9 @@ if [ "${SKIP_TORCH:-0}" != 1 ]; then
   cat "$RUNS/int4_torch.log" | head -30
 fi
 for entry in ${SCENARIOS:-}; do
-  s=${entry%%:*} filter=()
-  [ "$entry" != "$s" ] && filter=(--filter "${entry#*:}")
+  IFS=: read -r -a parts <<<"$entry"
+  s=${parts[0]} filter=()
+  for f in "${parts[@]:1}"; do filter+=(--filter "$f"); done
   step "tpbench run $s ${filter[*]}"
   bounded "${SCENARIO_BUDGET_S:-150}" "$TPB" run "$s" "${filter[@]}" --results-dir "$RUNS/$(basename "$s" .json)" >"$RUNS/$(basename "$s" .json).log" 2>&1
   echo "$s: rc=$?"
