@@ -49,7 +49,8 @@ constexpr const char* kUsage =
     "usage: tpbench run [SCENARIO|-] [--dry-run] [--json] [--results-dir ROOT] [--resume RUN_DIR [--retry-failed]]\n"
     "                   [--case ID[,ID...]] [--filter KEY=VALUE]...\n"
     "                   [--junit FILE] [--no-report] [--baselines DIR [--update-baselines]\n"
-    "                   [--allow-unlike-baseline] [--force-dirty-baseline REASON]]\n"
+    "                   [--allow-unlike-baseline] [--allow-missing-baseline]\n"
+    "                   [--force-dirty-baseline REASON]]\n"
     "                   [--placement exclusive|shared] [--mps auto|off|require] [--no-localize]\n"
     "                   [--launcher fork|mpirun|srun [--hosts H:N,...] [--launcher-args ARGS]\n"
     "                   [--control-host ADDR]] [--virtual-hosts N]\n"
@@ -96,6 +97,10 @@ constexpr const char* kUsage =
     "                    architectures, is not like-for-like and fails the run (exit 1)\n"
     "  --allow-unlike-baseline  compare with a baseline that is not like-for-like anyway: the\n"
     "                    verdict is recorded and printed as a warning\n"
+    "                    DIR must exist (a mistyped folder is exit 2) unless --update-baselines\n"
+    "                    makes it; no baseline stored for this scenario on this hardware fails\n"
+    "                    the run (exit 1, the path it looked for printed) unless\n"
+    "  --allow-missing-baseline  accepts that (a first run on new hardware): a warning instead\n"
     "  --update-baselines  write this run's ok records as that baseline (+ .provenance.json);\n"
     "                    refused (exit 2) when this build is from a dirty tree; a run in which\n"
     "                    nothing ran leaves the stored baseline as it was\n"
@@ -156,6 +161,7 @@ struct RunArgs {
   std::string baselines;
   bool update_baselines = false;
   bool allow_unlike_baseline = false;
+  bool allow_missing_baseline = false;
   std::string force_dirty_baseline;  // the reason; empty: not forced
   std::string placement;  // empty: the scenario's
   std::string mps;        // empty: auto
@@ -167,7 +173,8 @@ struct RunArgs {
 
 const tpb::cli::Grammar kGrammar = {
     {{"--dry-run"}, {"--no-report"}, {"--json"}, {"--results-dir", true}, {"--resume", true}, {"--junit", true},
-     {"--baselines", true}, {"--update-baselines"}, {"--allow-unlike-baseline"}, {"--force-dirty-baseline", true},
+     {"--baselines", true}, {"--update-baselines"}, {"--allow-unlike-baseline"}, {"--allow-missing-baseline"},
+     {"--force-dirty-baseline", true},
      {"--placement", true}, {"--mps", true}, {"--retry-failed"}, {"--no-localize"}, {"--case", true, true},
      {"--filter", true, true}, {"--launcher", true}, {"--hosts", true}, {"--launcher-args", true},
      {"--virtual-hosts", true}, {"--control-host", true}},
@@ -186,6 +193,7 @@ RunArgs read_args(const tpb::cli::Args& given) {
   a.baselines = given.value_or("--baselines", "");
   a.update_baselines = given.has("--update-baselines");
   a.allow_unlike_baseline = given.has("--allow-unlike-baseline");
+  a.allow_missing_baseline = given.has("--allow-missing-baseline");
   if (auto reason = given.value("--force-dirty-baseline")) {
     a.force_dirty_baseline = *reason;
     TPB_INPUT_CHECK(!a.force_dirty_baseline.empty() && !a.force_dirty_baseline.starts_with("-"),
@@ -231,6 +239,16 @@ RunArgs read_args(const tpb::cli::Args& given) {
   TPB_INPUT_CHECK(a.resume.empty() || a.selection.empty(),
                   "run: --resume keeps the selection the run was started with; --case and --filter start a new run");
   TPB_INPUT_CHECK(!a.allow_unlike_baseline || !a.baselines.empty(), "run: --allow-unlike-baseline needs --baselines DIR");
+  TPB_INPUT_CHECK(!a.allow_missing_baseline || !a.baselines.empty(), "run: --allow-missing-baseline needs --baselines DIR");
+  // A folder that is not there compares nothing: a typo, not a first run (--update-baselines
+  // makes it).
+  if (!a.baselines.empty() && !a.update_baselines) {
+    std::error_code ec;
+    TPB_INPUT_CHECK(fs::is_directory(a.baselines, ec),
+                    "run: --baselines " << a.baselines << ": "
+                                        << (fs::exists(a.baselines, ec) ? "not a folder" : "no such folder")
+                                        << " (--update-baselines makes it and records this run there)");
+  }
   TPB_INPUT_CHECK(a.force_dirty_baseline.empty() || a.update_baselines,
                   "run: --force-dirty-baseline needs --update-baselines");
   return a;
@@ -441,6 +459,7 @@ tpb::RunOptions run_options(const RunArgs& args, const PlannedRun& p) {
     opt.selection["expanded_cases"] = p.all_cases.size();
   }
   opt.allow_unlike_baseline = args.allow_unlike_baseline;
+  opt.allow_missing_baseline = args.allow_missing_baseline;
   opt.force_dirty_baseline_reason = args.force_dirty_baseline;
   return opt;
 }
@@ -487,6 +506,9 @@ void print_summary(const RunArgs& args, const tpb::RunSummary& sum) {
       std::printf("FAIL: baseline not like-for-like: %s (--allow-unlike-baseline accepts it)\n", build.why().c_str());
     for (const auto& note : build.notes()) std::printf("note: %s\n", note.c_str());
   }
+  if (sum.missing_baseline_fails)
+    std::printf("FAIL: no baseline stored for this scenario on this hardware at %s (--update-baselines records one, "
+                "--allow-missing-baseline accepts its absence)\n", sum.baseline_file.c_str());
   if (!args.baselines.empty() && sum.control_vs_baseline.ratio > 0)
     std::printf("baseline control %s: x%.3g against the stored run%s; latency judged relative to it\n",
                 sum.control_vs_baseline.case_id.c_str(), sum.control_vs_baseline.ratio,

@@ -160,7 +160,7 @@ std::string nothing_ran_reason(int cases_that_ran, const std::vector<std::string
 
 int run_exit_code(const RunSummary& sum, bool with_baselines) {
   if (sum.failed > 0 || sum.fallback > 0 || sum.checks_fail > 0 || sum.regressions > 0 || sum.unlike_baseline_fails ||
-      (with_baselines && sum.stability == "unstable"))
+      sum.missing_baseline_fails || (with_baselines && sum.stability == "unstable"))
     return kExitFailed;
   if (!sum.nothing_ran.empty()) return kExitNothingRan;
   return kExitOk;
@@ -448,6 +448,17 @@ void ScenarioRun::load_baselines() {
     const std::string hw = hardware_dir_name(provenance) + (s.device == "cuda" && s.placement == Placement::shared ? "-shared" : "");
     sum.baseline_file = path_under(opt.baselines_dir, fs::path(hw) / (s.name + ".jsonl"), "baseline file").string();
     if (fs::exists(sum.baseline_file)) baseline_records = read_jsonl(sum.baseline_file);
+    // Nothing stored for this scenario on this hardware: every case would read no-baseline and
+    // the run would pass having compared nothing (a mistyped folder, another machine's name).
+    sum.baseline_missing = !fs::exists(sum.baseline_file);
+    sum.missing_baseline_fails = sum.baseline_missing && !opt.update_baselines && !opt.allow_missing_baseline;
+    if (sum.baseline_missing && !opt.update_baselines) {
+      std::printf("baseline: none stored for this scenario on this hardware at %s%s\n", sum.baseline_file.c_str(),
+                  opt.allow_missing_baseline ? " (allowed by --allow-missing-baseline)"
+                                             : "; the run will fail (--update-baselines records one, "
+                                               "--allow-missing-baseline accepts its absence)");
+      std::fflush(stdout);
+    }
   }
   // The stored baseline's build(s) against this one, judged before anything runs.
   stored_provenance = baseline_records.empty() ? json(nullptr) : file_provenance_of(sum.baseline_file);
@@ -756,6 +767,8 @@ void ScenarioRun::write_summary() {
                                                                          {"machine_drift", sum.machine_drift},
                                                                          {"control_vs_baseline", control_vs_baseline},
                                                                          {"no_baseline", sum.no_baseline},
+                                                                         {"missing", sum.baseline_missing},
+                                                                         {"missing_fails", sum.missing_baseline_fails},
                                                                          {"trusted", !untrusted},
                                                                          {"build", build_summary},
                                                                          {"updated", sum.baseline_updated},
@@ -780,6 +793,16 @@ void ScenarioRun::write_junit() {
                                   junit_nothing_ran_case(junit_scenario_classname(s.name), sum.nothing_ran));
       scenario_suite.properties = {{"tpbench.nothing_ran", sum.nothing_ran},
                                    {"tpbench.exit_code", std::to_string(sum.exit_code)}};
+    }
+    if (sum.missing_baseline_fails) {
+      // A CI reading only the JUnit must see the comparison that compared nothing as a failure.
+      JunitCase missing;
+      missing.classname = junit_scenario_classname(s.name);
+      missing.name = "baseline";
+      missing.outcome = "failure";
+      missing.message = "no baseline stored for this scenario on this hardware at " + sum.baseline_file +
+                        " (--update-baselines records one, --allow-missing-baseline accepts its absence)";
+      scenario_suite.cases.insert(scenario_suite.cases.begin(), missing);
     }
     std::vector<JunitSuite> suites;
     if (!scenario_suite.cases.empty() || !scenario_suite.properties.empty()) suites.push_back(scenario_suite);

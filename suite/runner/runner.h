@@ -34,6 +34,8 @@ struct RunOptions {
   bool update_baselines = false;         // write this run's ok records there (with provenance)
   bool allow_unlike_baseline = false;    // a stored baseline of another kind of build is a warning,
                                          // not a failure (suite/records/baseline.h, compare_builds)
+  bool allow_missing_baseline = false;   // no stored baseline for this scenario and hardware is a
+                                         // warning, not a failure (a first run on new hardware)
   std::string force_dirty_baseline_reason;  // non-empty: --update-baselines from a dirty tree,
                                             // written into the .provenance.json
   MpsMode mps_mode = MpsMode::automatic; // ranks sharing a GPU: MPS server (suite/launch/mps.h)
@@ -73,6 +75,10 @@ struct RunSummary {
   std::string this_build;                  // describe_build of this one
   std::string forced_dirty_reason;         // --force-dirty-baseline's, when it stored a dirty build
   bool unlike_baseline_fails = false;      // a baseline not like-for-like without --allow-unlike-baseline
+  bool baseline_missing = false;           // --baselines given, nothing stored at baseline_file
+  bool missing_baseline_fails = false;     // baseline_missing without --update-baselines or
+                                           // --allow-missing-baseline: a comparison that compared
+                                           // nothing is no pass
   bool baseline_updated = false;  // --update-baselines wrote it (never when nothing ran)
   std::string nothing_ran;  // non-empty when no case ran on this machine: why (one line)
   int interrupted = 0;      // the signal (SIGINT, SIGTERM, SIGHUP) that stopped the case loop; 0: none

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# tpbench run --baselines / --update-baselines: a missing baseline is no-baseline (never a
-# pass), a recorded one is compared metric by metric, and a planted slowdown (the stored
+# tpbench run --baselines / --update-baselines: a missing folder is exit 2, a missing baseline
+# is no-baseline and fails the run (never a pass) unless --allow-missing-baseline, a recorded one is compared metric by metric, and a planted slowdown (the stored
 # latencies divided by 100) is a regression that fails the run; a changed output digest too.
 set -u
 tpbench=$1 scratch=$2
@@ -16,8 +16,30 @@ run() { "$tpbench" run $S --no-report --results-dir "$scratch/runs" --baselines 
 # and a random suffix, so two runs in the same second do not sort in time order.
 last_run() { sed -n 's|^results: \(.*\)/results.jsonl$|\1|p' "$scratch/out.txt" | tail -1; }
 
+# A folder that is not there compares nothing: refused before any case (exit 2), named.
 run; rc=$?
+[ $rc -eq 2 ] || { cat "$scratch/out.txt"; fail "a missing --baselines folder: expected exit 2, got $rc"; }
+grep -qF -- "--baselines $B: no such folder" "$scratch/out.txt" || { cat "$scratch/out.txt"; fail "the missing folder is not named"; }
+[ -d "$scratch/runs" ] && fail "a case ran before the missing folder was refused"
+# A folder without this scenario's baseline: the cases run and read no-baseline, and the run
+# fails naming the file it looked for (a comparison that compared nothing is no pass), in the
+# terminal and in the JUnit; --allow-missing-baseline accepts it with a warning.
+mkdir -p "$B"
+run --junit "$scratch/missing.xml"; rc=$?
+[ $rc -eq 1 ] || { cat "$scratch/out.txt"; fail "no stored baseline: expected exit 1, got $rc"; }
 grep -q "no-baseline" "$scratch/out.txt" || { cat "$scratch/out.txt"; fail "first run: expected no-baseline"; }
+grep -qF "FAIL: no baseline stored for this scenario on this hardware at $B/cpu-ref/cpu-baseline-control.jsonl" \
+  "$scratch/out.txt" || { cat "$scratch/out.txt"; fail "the missing baseline's path is not printed"; }
+python3 - "$scratch/missing.xml" <<'PY' || fail "the JUnit does not fail the missing baseline"
+import sys, xml.etree.ElementTree as ET
+root = ET.parse(sys.argv[1]).getroot()
+failures = [tc for tc in root.iter("testcase") if tc.get("name") == "baseline" and tc.find("failure") is not None]
+assert failures and "no baseline stored" in failures[0].find("failure").get("message"), ET.tostring(root)[:400]
+assert sum(int(s.get("failures", "0")) for s in root.iter("testsuite")) >= 1
+PY
+run --allow-missing-baseline; rc=$?
+[ $rc -eq 0 ] || { cat "$scratch/out.txt"; fail "--allow-missing-baseline: expected exit 0, got $rc"; }
+grep -qF "(allowed by --allow-missing-baseline)" "$scratch/out.txt" || { cat "$scratch/out.txt"; fail "no warning with --allow-missing-baseline"; }
 run --update-baselines --force-dirty-baseline "cli test: the build under test may be dirty" || true
 stored=$B/cpu-ref/cpu-baseline-control.jsonl
 [ -s "$stored" ] || fail "--update-baselines wrote no $stored"

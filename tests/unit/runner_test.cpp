@@ -140,6 +140,7 @@ TEST(NothingRan, EveryFailureAloneExitsOne) {
       {"a failed check", [](RunSummary& s) { s.checks_fail = 1; }},
       {"a regression", [](RunSummary& s) { s.regressions = 1; }},
       {"an unlike baseline", [](RunSummary& s) { s.unlike_baseline_fails = true; }},
+      {"a missing baseline", [](RunSummary& s) { s.missing_baseline_fails = true; }},
   };
   for (const auto& [what, plant] : reasons) {
     RunSummary sum;
