@@ -509,6 +509,11 @@ void print_summary(const RunArgs& args, const tpb::RunSummary& sum) {
   if (sum.missing_baseline_fails)
     std::printf("FAIL: no baseline stored for this scenario on this hardware at %s (--update-baselines records one, "
                 "--allow-missing-baseline accepts its absence)\n", sum.baseline_file.c_str());
+  if (sum.control_beyond_ceiling)
+    std::printf("FAIL: the control %s ran x%.3g its stored baseline, beyond the ceiling of x%.3g either way "
+                "($.baseline.control_ceiling): this is not the machine the baseline measured (loaded, throttled, "
+                "other hardware), so no latency verdict of this run is trusted\n",
+                sum.control_vs_baseline.case_id.c_str(), sum.control_vs_baseline.ratio, sum.control_ceiling);
   if (!args.baselines.empty() && sum.control_vs_baseline.ratio > 0)
     std::printf("baseline control %s: x%.3g against the stored run%s; latency judged relative to it\n",
                 sum.control_vs_baseline.case_id.c_str(), sum.control_vs_baseline.ratio,

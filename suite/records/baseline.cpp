@@ -22,7 +22,12 @@ BaselineTolerances tolerances_from_json(const nlohmann::json& s) {
   t.alpha = s.value("alpha", t.alpha);
   t.min_repetitions = s.value("min_repetitions", t.min_repetitions);
   t.latency_informational = s.value("latency", std::string("judged")) == "informational";
+  t.control_ceiling = s.value("control_ceiling", t.control_ceiling);
   return t;
+}
+
+bool control_beyond_ceiling(const LatencyControl& control, const BaselineTolerances& tol) {
+  return control.ratio > 0 && (control.ratio > tol.control_ceiling || control.ratio < 1 / tol.control_ceiling);
 }
 
 bool is_regression(const MetricVerdict& v) {

@@ -50,6 +50,10 @@ struct BaselineTolerances {
   // latency reads verdict `informational` (what it would have been in the detail), never a
   // regression. Memory, KV tokens and digests are judged as ever.
   bool latency_informational = false;
+  // The control's own new/old ratio beyond which (above it or below its inverse) the machine
+  // is not the one the baseline measured: loaded, throttled, other hardware. Normalising by
+  // such a control would read any slowdown as machine-drift; the run is `unstable` instead.
+  double control_ceiling = 1.5;
 };
 
 // Reads the scenario's "baseline" section (absent keys keep their defaults).
@@ -96,6 +100,10 @@ struct LatencyControl {
 // latency samples on a side.
 LatencyControl latency_control(const std::vector<nlohmann::json>& old_records,
                                const std::vector<nlohmann::json>& new_records, const BaselineTolerances& tol);
+
+// Whether the control moved beyond tol.control_ceiling against its stored self (false
+// without a control ratio).
+bool control_beyond_ceiling(const LatencyControl& control, const BaselineTolerances& tol);
 
 // Compares two records of the same case (latency relative to `control` when it has a ratio).
 std::vector<MetricVerdict> compare_records(const nlohmann::json& old_record, const nlohmann::json& new_record,

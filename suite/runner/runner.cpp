@@ -699,6 +699,11 @@ void ScenarioRun::judge_run() {
     sum.stability = drift.status == "fail" ? "unstable" : drift.status == "pass" ? "stable" : "unknown";
     control = drift.to_json();
   }
+  // The control against its stored self: beyond the ceiling this is not the machine the
+  // baseline measured, and normalising by it would read any slowdown as machine-drift.
+  sum.control_ceiling = tol.control_ceiling;
+  sum.control_beyond_ceiling = control_beyond_ceiling(run_control, tol);
+  if (sum.control_beyond_ceiling) sum.stability = "unstable";
   untrusted = sum.stability == "unstable";
   unlike = sum.baseline_build.compared && !sum.baseline_build.like_for_like;
   sum.unlike_baseline_fails = unlike && !opt.allow_unlike_baseline;
@@ -743,7 +748,8 @@ void ScenarioRun::write_summary() {
   json control_vs_baseline = nullptr;
   if (run_control.ratio > 0)
     control_vs_baseline = {{"case_id", run_control.case_id}, {"ratio", run_control.ratio},
-                           {"p_value", run_control.p_value}, {"moved", run_control.moved}};
+                           {"p_value", run_control.p_value}, {"moved", run_control.moved},
+                           {"ceiling", tol.control_ceiling}, {"beyond_ceiling", sum.control_beyond_ceiling}};
   else if (!opt.baselines_dir.empty() && !baseline_records.empty())
     control_vs_baseline = {{"why_none", run_control.why_none}};
   json build_summary = nullptr;

@@ -67,7 +67,11 @@ struct RunSummary {
   int machine_drift = 0;   // latency verdicts `machine-drift`: slowed alike with the control
   int no_baseline = 0;     // cases or metrics with nothing stored to compare with
   LatencyControl control_vs_baseline;  // this run's control against the stored one (ratio 0: none)
-  std::string stability;   // "stable" | "unstable" (the control drifted) | "unknown" (no control judged)
+  std::string stability;   // "stable" | "unstable" (the control drifted, or moved beyond the
+                           // ceiling against its baseline) | "unknown" (no control judged)
+  double control_ceiling = 0;           // the scenario's $.baseline.control_ceiling (0: no baselines)
+  bool control_beyond_ceiling = false;  // the control against its stored self beyond
+                                        // $.baseline.control_ceiling (BaselineTolerances)
   std::string baseline_file;  // the file compared with / written, when --baselines is given
   BuildComparison baseline_build;          // the stored baseline's build(s) against this one
                                            // (compared: false when nothing was stored)

@@ -556,12 +556,14 @@ void ScenarioParser::read_baseline() {
       val.expected("$.baseline", "an object of tolerances", b);
     } else {
       val.only_keys(b, "$.baseline",
-                    {"latency", "latency_rel_tol", "memory_rel_tol", "kv_tokens_rel_tol", "alpha", "min_repetitions"});
+                    {"latency", "latency_rel_tol", "memory_rel_tol", "kv_tokens_rel_tol", "alpha", "min_repetitions",
+                     "control_ceiling"});
       double ignored = 0;
       number_field(val, b, "latency_rel_tol", "$.baseline", 0, false, 10, false, ignored);  // 1000 %: beyond it nothing is judged
       number_field(val, b, "memory_rel_tol", "$.baseline", 0, false, 10, false, ignored);  // 1000 %: beyond it nothing is judged
       number_field(val, b, "kv_tokens_rel_tol", "$.baseline", 0, false, 10, false, ignored);  // 1000 %: beyond it nothing is judged
       number_field(val, b, "alpha", "$.baseline", 0, true, 1, true, ignored);
+      number_field(val, b, "control_ceiling", "$.baseline", 1, true, 1e6, false, ignored);  // > 1: a ratio of the control
       int min_reps = BaselineTolerances{}.min_repetitions;
       int_field(val, b, "min_repetitions", "$.baseline", 2, min_reps);
       bool informational = false;

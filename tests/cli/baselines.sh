@@ -37,9 +37,16 @@ failures = [tc for tc in root.iter("testcase") if tc.get("name") == "baseline" a
 assert failures and "no baseline stored" in failures[0].find("failure").get("message"), ET.tostring(root)[:400]
 assert sum(int(s.get("failures", "0")) for s in root.iter("testsuite")) >= 1
 PY
-run --allow-missing-baseline; rc=$?
-[ $rc -eq 0 ] || { cat "$scratch/out.txt"; fail "--allow-missing-baseline: expected exit 0, got $rc"; }
+# (Its exit status is also the control's drift within the run, timing on a loaded runner: the
+# missing baseline's part is read from run.json.)
+run --allow-missing-baseline
 grep -qF "(allowed by --allow-missing-baseline)" "$scratch/out.txt" || { cat "$scratch/out.txt"; fail "no warning with --allow-missing-baseline"; }
+grep -qF "FAIL: no baseline stored" "$scratch/out.txt" && { cat "$scratch/out.txt"; fail "--allow-missing-baseline still fails the missing baseline"; }
+python3 - "$(last_run)/run.json" <<'PY' || fail "run.json: the allowed missing baseline"
+import json, sys
+b = json.load(open(sys.argv[1]))["summary"]["baselines"]
+assert b["missing"] is True and b["missing_fails"] is False, b
+PY
 run --update-baselines --force-dirty-baseline "cli test: the build under test may be dirty" || true
 stored=$B/cpu-ref/cpu-baseline-control.jsonl
 [ -s "$stored" ] || fail "--update-baselines wrote no $stored"

@@ -117,6 +117,34 @@ has "latency judged relative to it"
 grep -Eq "regression\(s\).*, [1-9][0-9]* machine-drift" "$out" || { cat "$out" >&2; fail "no machine-drift counted"; }
 verdicts "$(last_run)/results.jsonl" >"$SCRATCH/verdicts.txt"
 grep -q "^control-start 4096 machine-drift$" "$SCRATCH/verdicts.txt" || { cat "$SCRATCH/verdicts.txt" >&2; fail "control not machine-drift"; }
+# ... but a control 10,000x its stored self is beyond the drift ceiling (default 1.5x either
+# way): not the machine the baseline measured, so the run is unstable and fails (issue 34:
+# "control x984 ... machine-drift" exited 0 with three `yes` on the cores).
+has "FAIL: the control "
+has "beyond the ceiling of x1.5 either way"
+python3 - "$(last_run)/run.json" <<'PY' || fail "run.json does not carry the ceiling verdict"
+import json, sys
+s = json.load(open(sys.argv[1]))["summary"]
+c = s["baselines"]["control_vs_baseline"]
+assert c["ratio"] > 1000 and c["ceiling"] == 1.5 and c["beyond_ceiling"] is True, c
+assert s["stability"] == "unstable" and s["exit_code"] == 1, (s["stability"], s["exit_code"])
+PY
+# A scenario that allows its control more drift keeps the control-normalised verdicts as they
+# were (the exit status is this machine's timing then: not asserted).
+python3 - "$S" "$SCRATCH/lenient.json" <<'PY'
+import json, sys
+doc = json.load(open(sys.argv[1]))
+doc["baseline"]["control_ceiling"] = 100000
+json.dump(doc, open(sys.argv[2], "w"), indent=1)
+PY
+set +e; "$TPBENCH" run "$SCRATCH/lenient.json" --no-report --results-dir "$SCRATCH/runs" --baselines "$B" --allow-unlike-baseline \
+  >"$out" 2>&1; set -e
+grep -qF "FAIL: the control " "$out" && { cat "$out" >&2; fail "a control within its scenario's ceiling failed the run"; }
+python3 - "$(last_run)/run.json" <<'PY' || fail "run.json: the lenient ceiling"
+import json, sys
+c = json.load(open(sys.argv[1]))["summary"]["baselines"]["control_vs_baseline"]
+assert c["ceiling"] == 100000 and c["beyond_ceiling"] is False, c
+PY
 
 # 4. run --baselines: only the 262144-byte case was 10,000x faster before -> regression, exit 1.
 scale "$stored" "$stored.tmp" 10000 all && mv "$stored.tmp" "$stored"  # back to as measured
