@@ -35,6 +35,27 @@ TEST(Baseline, TenPercentSlowerIsRegression) {
 // noise is beyond the tolerance, and its Mann-Whitney p decides. With alpha just above that p
 // it is a regression, just below it noise (not significant); inverting or dropping the alpha
 // rule flips one of the two.
+// The drift ceiling: the control against its stored self, either way, just inside and just
+// outside; no control is never beyond it; the scenario's ceiling replaces the default.
+TEST(BaselineControl, TheCeilingHoldsEitherWayJustInsideAndFailsJustOutside) {
+  BaselineTolerances tol;  // 1.5
+  const auto beyond = [&](double ratio) {
+    LatencyControl c;
+    c.ratio = ratio;
+    return control_beyond_ceiling(c, tol);
+  };
+  EXPECT_FALSE(beyond(0)) << "no control ratio";
+  EXPECT_FALSE(beyond(1.0));
+  EXPECT_FALSE(beyond(1.49));
+  EXPECT_TRUE(beyond(1.51));
+  EXPECT_FALSE(beyond(1 / 1.49)) << "faster within the ceiling";
+  EXPECT_TRUE(beyond(1 / 1.51)) << "faster beyond it";
+  EXPECT_TRUE(beyond(984));
+  tol = tolerances_from_json({{"control_ceiling", 1000}});
+  EXPECT_FALSE(beyond(984));
+  EXPECT_TRUE(beyond(1001));
+}
+
 TEST(Baseline, AlphaDecidesBetweenRegressionAndNoise) {
   const auto o = record("c1", 1.0, 0.05, 21), n = record("c1", 1.08, 0.05, 22);
   BaselineTolerances tol;
