@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "suite/records/junit.h"
+#include "suite/runner/runner.h"
 #include "suite/scenario/sweep.h"
 
 namespace tpb {
@@ -26,5 +27,17 @@ std::vector<std::string> junit_case_classnames(const std::string& scenario, cons
 // and the numbers a dashboard shows, each as results.jsonl writes it and only where the
 // record holds it: latency_p50_us, latency_p99_us, algbw_GBps, busbw_GBps, tokens_per_s.
 JunitProperties junit_case_properties(const std::string& case_id, const nlohmann::json* record);
+
+// A case's comparison with its stored baseline (its record's "baseline" section, null: none):
+// a failing testcase "baseline <metric>" per metric that regressed (regression, mismatch,
+// not-ok; its ratio, p and values in the message), else one passing "baseline" testcase;
+// nothing when the record was not compared. A CI that reads only the JUnit sees each
+// regression, as the exit status does.
+std::vector<JunitCase> junit_baseline_cases(const std::string& classname, const nlohmann::json* record);
+
+// What fails a run beside its cases, as testcases of the scenario's suite: no baseline stored
+// (unless allowed), a baseline that is not like-for-like (unless allowed), and with baselines
+// an unstable control (it drifted within the run, or beyond its ceiling against its baseline).
+std::vector<JunitCase> junit_run_failures(const std::string& scenario, const RunSummary& sum, bool with_baselines);
 
 }  // namespace tpb

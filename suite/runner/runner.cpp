@@ -26,6 +26,7 @@
 #include "suite/launch/host_facts.h"
 #include "suite/checks/check.h"
 #include "suite/checks/divergence.h"
+#include "suite/runner/baseline_section.h"
 #include "suite/runner/junit_cases.h"
 #include "suite/launch/launcher.h"
 #include "suite/runner/progress.h"
@@ -164,44 +165,6 @@ int run_exit_code(const RunSummary& sum, bool with_baselines) {
     return kExitFailed;
   if (!sum.nothing_ran.empty()) return kExitNothingRan;
   return kExitOk;
-}
-
-// A record's "baseline" section: metric -> verdict against the stored record of the same
-// case, latency relative to `control` (this run's control against its stored record);
-// counts regressions, machine drift and missing baselines into `sum`. `stored_provenance`
-// is the .provenance.json's (null for a baseline without one).
-json baseline_section(const std::vector<json>& stored, const json& stored_provenance, const json& record,
-                      const BaselineTolerances& tol, const LatencyControl& control, bool allow_unlike,
-                      RunSummary& sum) {
-  json out = json::object();
-  for (const auto& v : compare_runs(stored, {record}, tol, control)) {
-    out[v.metric] = to_json(v);
-    sum.regressions += is_regression(v);
-    sum.machine_drift += v.verdict == "machine-drift";
-    sum.no_baseline += v.verdict == "no-baseline";
-  }
-  // A baseline from other hardware or software is no baseline: say so next to the verdicts.
-  // The build beside it: like-for-like or not, and why.
-  const auto hardware_part = [](const json& provenance) {
-    json fp = hardware_fingerprint(provenance);
-    fp.erase("build");
-    return fp;
-  };
-  for (const auto& old : stored)
-    if (old.value("case_id", "") == record.value("case_id", "") && old.value("status", "") == "ok") {
-      if (old.contains("provenance")) {
-        const json stored_fp = hardware_part(old["provenance"]), now_fp = hardware_part(record["provenance"]);
-        if (stored_fp != now_fp) out["fingerprint"] = {{"stored", stored_fp}, {"now", now_fp}, {"verdict", "differs"}};
-      }
-      const json stored_build = record_build(old, stored_provenance), now_build = build_fingerprint(record["provenance"]);
-      json build = compare_builds(stored_build, now_build, "stored baseline", "this build").to_json();
-      build["stored"] = stored_build;
-      build["now"] = now_build;
-      if (!build["like_for_like"].get<bool>()) build["allowed"] = allow_unlike;
-      out["build"] = build;
-      break;
-    }
-  return out;
 }
 
 namespace {
@@ -637,6 +600,7 @@ void ScenarioRun::case_verdicts() {
       jc.message = (status == "infeasible" ? "infeasible: " : "") + r->value("error", std::string());
     }
     case_suites[c.id] = {c.label, junit_case_properties(c.id, r), {jc}};
+    for (auto& b : junit_baseline_cases(classnames[i], r)) case_suites[c.id].cases.push_back(std::move(b));
   }
 }
 
@@ -800,16 +764,8 @@ void ScenarioRun::write_junit() {
       scenario_suite.properties = {{"tpbench.nothing_ran", sum.nothing_ran},
                                    {"tpbench.exit_code", std::to_string(sum.exit_code)}};
     }
-    if (sum.missing_baseline_fails) {
-      // A CI reading only the JUnit must see the comparison that compared nothing as a failure.
-      JunitCase missing;
-      missing.classname = junit_scenario_classname(s.name);
-      missing.name = "baseline";
-      missing.outcome = "failure";
-      missing.message = "no baseline stored for this scenario on this hardware at " + sum.baseline_file +
-                        " (--update-baselines records one, --allow-missing-baseline accepts its absence)";
-      scenario_suite.cases.insert(scenario_suite.cases.begin(), missing);
-    }
+    const auto failures = junit_run_failures(s.name, sum, !opt.baselines_dir.empty());
+    scenario_suite.cases.insert(scenario_suite.cases.begin(), failures.begin(), failures.end());
     std::vector<JunitSuite> suites;
     if (!scenario_suite.cases.empty() || !scenario_suite.properties.empty()) suites.push_back(scenario_suite);
     for (const auto& c : cases) suites.push_back(case_suites[c.id]);

@@ -149,9 +149,27 @@ PY
 # 4. run --baselines: only the 262144-byte case was 10,000x faster before -> regression, exit 1.
 scale "$stored" "$stored.tmp" 10000 all && mv "$stored.tmp" "$stored"  # back to as measured
 scale "$stored" "$stored.tmp" 0.0001 one && mv "$stored.tmp" "$stored"
-set +e; run >"$out" 2>&1; rc=$?; set -e
+set +e; run --junit "$SCRATCH/regression.xml" >"$out" 2>&1; rc=$?; set -e
 cp "$out" "$SCRATCH/run-regression.out"
 [[ $rc -eq 1 ]] || { cat "$out" >&2; fail "one slowed case: exit $rc, expected 1"; }
 verdicts "$(last_run)/results.jsonl" >"$SCRATCH/verdicts.txt"
 grep -q "^sweep 262144 regression$" "$SCRATCH/verdicts.txt" || { cat "$SCRATCH/verdicts.txt" >&2; fail "slowed case not a regression"; }
+# The JUnit says so too (issue 34: every suite read failures="0" while the run exited 1): a
+# failing "baseline latency_us" testcase in the slowed case's suite, its ratio in the message,
+# and the counts a CI adds up.
+python3 - "$SCRATCH/regression.xml" "$(last_run)/results.jsonl" <<'PY' || fail "the JUnit does not fail the regression"
+import json, sys, xml.etree.ElementTree as ET
+root = ET.parse(sys.argv[1]).getroot()
+regressed = [json.loads(l) for l in open(sys.argv[2])]
+regressed = [r["label"] for r in regressed if r.get("status") == "ok" and r["baseline"]["latency_us"]["verdict"] == "regression"]
+failing = {}
+for suite in root.iter("testsuite"):
+    for tc in suite.iter("testcase"):
+        f = tc.find("failure")
+        if tc.get("name") == "baseline latency_us" and f is not None:
+            failing[suite.get("name")] = f.get("message")
+assert regressed and set(regressed) <= set(failing), (regressed, failing)
+assert all("regression (x" in m for m in failing.values()), failing
+assert sum(int(s.get("failures", "0")) for s in root.iter("testsuite")) >= len(regressed)
+PY
 echo "machine_drift_is_not_a_regression: ok"
