@@ -37,7 +37,7 @@ declare -A probes=(
   # the schema test (tests/schemas/validate.py): draft 2020-12 needs jsonschema >= 4.0
   [python3-jsonschema]="python3 -c 'from jsonschema import Draft202012Validator'"
 )
-# The mpi backend and the mpirun launcher (README "Several hosts"): Open MPI's headers and its
+# The mpi backend and the mpirun launcher (docs/several-hosts.md): Open MPI's headers and its
 # mpirun. Not for the asan preset, which builds without MPI.
 if [[ $mode != asan ]]; then
   probes[libopenmpi-dev]="compgen -G '/usr/lib/*/openmpi/include/mpi.h'"

@@ -5,7 +5,7 @@ usage: validate.py TPBENCH SCRATCH     (ctest runs it from the source tree: sche
 
 - scenario.schema.json: every scenario under scenarios/ (model presets in scenarios/models/
   and qualification profiles, the files with "probes", are not scenarios) and the scenario
-  examples of README.md and docs/scenarios.md validate, and `tpbench run --dry-run` accepts
+  examples of README.md and docs/*.md validate, and `tpbench run --dry-run` accepts
   each; broken copies of ci-smoke (an unknown top-level key,
   a TP written as a string, ...) fail the schema AND make tpbench exit 2, so the schema and
   the C++ validator (suite/scenario/scenario.cpp) say the same.
@@ -165,7 +165,10 @@ class Scenarios(unittest.TestCase):
 
     def test_examples_in_the_docs_are_valid_scenarios(self):
         examples = []
-        for doc in ("README.md", os.path.join("docs", "scenarios.md")):
+        # Every page, so that an example moved between the README and docs/ stays checked.
+        pages = glob.glob(os.path.join(ROOT, "docs", "*.md"))
+        docs = ["README.md"] + sorted(os.path.relpath(p, ROOT) for p in pages)
+        for doc in docs:
             with open(os.path.join(ROOT, doc), encoding="utf-8") as f:
                 for n, block in enumerate(re.findall(r"```json\n(.*?)```", f.read(), re.S)):
                     if '"schema"' in block and '"workload"' in block:
