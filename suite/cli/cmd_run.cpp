@@ -526,6 +526,13 @@ void print_summary(const RunArgs& args, const tpb::RunSummary& sum) {
                 : args.update_baselines ? "; not updated: nothing ran"
                                         : "",
                 sum.forced_dirty_reason.empty() ? "" : (" from a dirty tree, forced: " + sum.forced_dirty_reason).c_str());
+  // What failed, one line each with its reproduce command, as pytest's short summary: a
+  // failing run names its case, check or metric without a reader opening results.jsonl.
+  if (!sum.failures.empty()) {
+    std::printf("\n");
+    for (const auto& line : sum.failures) std::printf("%s\n", line.c_str());
+    std::printf("\n");
+  }
   std::printf("results: %s/results.jsonl\n", sum.run_dir.c_str());
   if (sum.failed > 0)
     std::printf("rerun: each record's `reproduce` reruns its case; `tpbench run --resume %s --retry-failed` the failed ones\n",

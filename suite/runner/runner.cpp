@@ -27,6 +27,7 @@
 #include "suite/checks/check.h"
 #include "suite/checks/divergence.h"
 #include "suite/runner/baseline_section.h"
+#include "suite/runner/failure_lines.h"
 #include "suite/runner/junit_cases.h"
 #include "suite/launch/launcher.h"
 #include "suite/runner/progress.h"
@@ -321,6 +322,7 @@ RunSummary ScenarioRun::run() {
   case_verdicts();
   check_verdicts();
   judge_run();
+  sum.failures = failure_lines(cases, records, check_summary, sum, !opt.baselines_dir.empty());
   store_baseline();
   write_summary();
   write_junit();
@@ -730,6 +732,7 @@ void ScenarioRun::write_summary() {
                          {"resumed", sum.resumed},
                          {"checks", check_summary},  {"localized", sum.localized},  {"exit_code", sum.exit_code},
                          {"nothing_ran", sum.nothing_ran.empty() ? json(nullptr) : json(sum.nothing_ran)},
+                         {"failures", sum.failures},
                          {"control", control},       {"stability", sum.stability},
                          {"baselines", opt.baselines_dir.empty() ? json(nullptr)
                                                                  : json({{"file", sum.baseline_file},
