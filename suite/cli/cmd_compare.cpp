@@ -232,6 +232,7 @@ int run_compare(const tpb::cli::Args& args) {
     nlohmann::json out = {{"old", files[0]}, {"new", files[1]}, {"regressions", regressions},
                           {"builds", build_json}, {"verdicts", nlohmann::json::array()}};
     for (const auto& v : verdicts) out["verdicts"].push_back(tpb::to_json(v));
+    out["notes"] = tpb::verdict_notes(verdicts, tol);
     out["geomeans"] = nlohmann::json::array();
     for (const auto& g : geomeans(verdicts)) {
       nlohmann::json j = {{"metric", g.metric}, {"ratio", g.ratio}, {"cases", g.count}};
@@ -277,11 +278,7 @@ int run_compare(const tpb::cli::Args& args) {
       if (g.normalised_count == g.count) std::printf(", x%.4f relative to the control", g.normalised);
       std::printf("\n");
     }
-    int drift = 0;
-    for (const auto& v : verdicts) drift += v.verdict == "machine-drift";
-    if (drift > 0)
-      std::printf("%d latency verdict(s) machine-drift: slowed alike with the control case, not regressions\n",
-                  drift);
+    for (const auto& note : tpb::verdict_notes(verdicts, tol)) std::printf("%s\n", note.c_str());
     std::printf("%zu metrics compared, %d regression(s)\n", verdicts.size(), regressions);
   }
   return regressions > 0 ? 1 : 0;

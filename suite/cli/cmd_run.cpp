@@ -526,6 +526,7 @@ void print_summary(const RunArgs& args, const tpb::RunSummary& sum) {
                 : args.update_baselines ? "; not updated: nothing ran"
                                         : "",
                 sum.forced_dirty_reason.empty() ? "" : (" from a dirty tree, forced: " + sum.forced_dirty_reason).c_str());
+  if (!sum.latency_note.empty()) std::printf("%s\n", sum.latency_note.c_str());
   // What failed, one line each with its reproduce command, as pytest's short summary: a
   // failing run names its case, check or metric without a reader opening results.jsonl.
   if (!sum.failures.empty()) {

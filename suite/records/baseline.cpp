@@ -1,6 +1,7 @@
 #include "suite/records/baseline.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cmath>
 #include <filesystem>
 #include <map>
@@ -24,6 +25,52 @@ BaselineTolerances tolerances_from_json(const nlohmann::json& s) {
   t.latency_informational = s.value("latency", std::string("judged")) == "informational";
   t.control_ceiling = s.value("control_ceiling", t.control_ceiling);
   return t;
+}
+
+std::string latency_judgement_note(const BaselineTolerances& tol, int repetitions) {
+  const std::string reps = std::to_string(repetitions) + " repetition" + (repetitions == 1 ? "" : "s") +
+                           " per case; the U test needs " + std::to_string(tol.min_repetitions);
+  if (tol.latency_informational)
+    return "latency: informational ($.baseline.latency): the ratios are recorded, no latency verdict is given (" +
+           reps + ")";
+  if (repetitions < tol.min_repetitions)
+    return "latency: not judged: " + reps + ", so every latency verdict reads insufficient-data; raise "
+           "measure.repetitions or declare \"baseline\": {\"latency\": \"informational\"}";
+  return "";
+}
+
+std::vector<std::string> verdict_notes(const std::vector<MetricVerdict>& verdicts, const BaselineTolerances& tol) {
+  int insufficient = 0, noise = 0, informational = 0, no_baseline = 0, drift = 0;
+  std::size_t fewest_old = SIZE_MAX, fewest_new = SIZE_MAX;
+  for (const auto& v : verdicts) {
+    if (v.verdict == "insufficient-data") {
+      ++insufficient;
+      fewest_old = std::min(fewest_old, v.old_repetitions);
+      fewest_new = std::min(fewest_new, v.new_repetitions);
+    }
+    noise += v.verdict == "noise";
+    informational += v.verdict == "informational";
+    no_baseline += v.verdict == "no-baseline";
+    drift += v.verdict == "machine-drift";
+  }
+  std::vector<std::string> out;
+  const auto rows = [](int n) { return std::to_string(n) + " row" + (n == 1 ? "" : "s"); };
+  if (insufficient > 0)
+    out.push_back(rows(insufficient) + " insufficient-data: the Mann-Whitney U test needs " +
+                  std::to_string(tol.min_repetitions) + " per-repetition medians on each side, these had as few as " +
+                  std::to_string(fewest_old) + " (old) and " + std::to_string(fewest_new) +
+                  " (new); no latency verdict, so no regression could be found there (raise measure.repetitions, or "
+                  "the scenario declares \"baseline\": {\"latency\": \"informational\"})");
+  if (noise > 0)
+    out.push_back(rows(noise) + " noise: beyond the latency tolerance but not significant at alpha " +
+                  std::to_string(tol.alpha).substr(0, 4) + " (the repetitions overlap)");
+  if (informational > 0)
+    out.push_back(rows(informational) + " informational: the scenario records latency ratios without a verdict");
+  if (no_baseline > 0) out.push_back(rows(no_baseline) + " no-baseline: OLD has no ok record of that case, nothing to compare");
+  if (drift > 0)
+    out.push_back(std::to_string(drift) +
+                  " latency verdict(s) machine-drift: slowed alike with the control case, not regressions");
+  return out;
 }
 
 bool control_beyond_ceiling(const LatencyControl& control, const BaselineTolerances& tol) {

@@ -101,6 +101,17 @@ struct LatencyControl {
 LatencyControl latency_control(const std::vector<nlohmann::json>& old_records,
                                const std::vector<nlohmann::json>& new_records, const BaselineTolerances& tol);
 
+// How latency is judged against a baseline, in a sentence for the run's last lines, where it
+// is not judged: declared informational, or too few repetitions for the U test (every verdict
+// would read insufficient-data). Empty where latency is judged.
+std::string latency_judgement_note(const BaselineTolerances& tol, int repetitions);
+
+// Why rows of a comparison carry no decision, one plain sentence per kind present (counted):
+// insufficient-data (the repetitions each side had against the test's minimum), noise,
+// informational, no-baseline, machine-drift. A reader of `compare` learns why "0
+// regression(s)" is not a pass without opening --json.
+std::vector<std::string> verdict_notes(const std::vector<MetricVerdict>& verdicts, const BaselineTolerances& tol);
+
 // Whether the control moved beyond tol.control_ceiling against its stored self (false
 // without a control ratio).
 bool control_beyond_ceiling(const LatencyControl& control, const BaselineTolerances& tol);

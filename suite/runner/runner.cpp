@@ -408,6 +408,7 @@ void ScenarioRun::begin_run_json() {
 void ScenarioRun::load_baselines() {
   // Baselines: stored results of this scenario on this hardware fingerprint.
   tol = tolerances_from_json(s.baseline);
+  if (!opt.baselines_dir.empty()) sum.latency_note = latency_judgement_note(tol, s.measure.repetitions);
   if (!opt.baselines_dir.empty()) {
     // Shared placement's timings measure contention: its baselines live apart (h200x1-shared).
     const std::string hw = hardware_dir_name(provenance) + (s.device == "cuda" && s.placement == Placement::shared ? "-shared" : "");

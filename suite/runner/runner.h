@@ -84,6 +84,7 @@ struct RunSummary {
                                            // --allow-missing-baseline: a comparison that compared
                                            // nothing is no pass
   bool baseline_updated = false;  // --update-baselines wrote it (never when nothing ran)
+  std::string latency_note;  // with --baselines: latency_judgement_note (suite/records/baseline.h)
   std::vector<std::string> failures;  // failure_lines (suite/runner/failure_lines.h): "FAILED ..." lines
   std::string nothing_ran;  // non-empty when no case ran on this machine: why (one line)
   int interrupted = 0;      // the signal (SIGINT, SIGTERM, SIGHUP) that stopped the case loop; 0: none

@@ -56,6 +56,35 @@ TEST(BaselineControl, TheCeilingHoldsEitherWayJustInsideAndFailsJustOutside) {
   EXPECT_TRUE(beyond(1001));
 }
 
+// Rows without a decision say why, one sentence per kind, with the counts that make it so.
+TEST(BaselineNotes, EachUndecidedKindIsExplainedOnce) {
+  BaselineTolerances tol;
+  std::vector<MetricVerdict> v(5);
+  v[0].verdict = v[1].verdict = "insufficient-data";
+  v[0].old_repetitions = 3, v[0].new_repetitions = 5;
+  v[1].old_repetitions = 1, v[1].new_repetitions = 9;
+  v[2].verdict = "noise";
+  v[3].verdict = "ok";
+  v[4].verdict = "no-baseline";
+  const auto notes = verdict_notes(v, tol);
+  ASSERT_EQ(notes.size(), 3u);
+  EXPECT_NE(notes[0].find("2 rows insufficient-data"), std::string::npos) << notes[0];
+  EXPECT_NE(notes[0].find("needs 9 per-repetition medians"), std::string::npos) << notes[0];
+  EXPECT_NE(notes[0].find("as few as 1 (old) and 5 (new)"), std::string::npos) << notes[0];
+  EXPECT_NE(notes[1].find("1 row noise"), std::string::npos) << notes[1];
+  EXPECT_NE(notes[2].find("1 row no-baseline"), std::string::npos) << notes[2];
+  EXPECT_TRUE(verdict_notes({v[3]}, tol).empty()) << "a decided row needs no note";
+}
+
+TEST(BaselineNotes, TheRunSaysWhenLatencyIsNotJudged) {
+  BaselineTolerances tol;
+  EXPECT_EQ(latency_judgement_note(tol, 9), "") << "judged";
+  EXPECT_NE(latency_judgement_note(tol, 3).find("not judged: 3 repetitions per case; the U test needs 9"), std::string::npos);
+  tol.latency_informational = true;
+  EXPECT_NE(latency_judgement_note(tol, 1).find("informational ($.baseline.latency)"), std::string::npos);
+  EXPECT_NE(latency_judgement_note(tol, 12).find("informational"), std::string::npos) << "declared, whatever the count";
+}
+
 TEST(Baseline, AlphaDecidesBetweenRegressionAndNoise) {
   const auto o = record("c1", 1.0, 0.05, 21), n = record("c1", 1.08, 0.05, 22);
   BaselineTolerances tol;

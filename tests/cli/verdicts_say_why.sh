@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Issue 34, point 3: a comparison that gives no verdict says why, in plain text. compare of two
+# ci-smoke runs (1 repetition a case) printed insufficient-data on every latency row and
+# "0 regression(s)" with the reason only in --json; a run with --baselines of a scenario that
+# declares latency informational says so in its last lines.
+source "$(dirname "$0")/common.bash" "$@"
+cd "$SOURCE_DIR"
+# ci-smoke's own settings (1 repetition a case, latency informational) on a smaller sweep.
+python3 - "$SCRATCH/smoke.json" <<'PY'
+import json, sys
+s = json.load(open("scenarios/ci-smoke.json"))
+s["sweep"].update(tp=[2], allreduce=["shm"])
+json.dump(s, open(sys.argv[1], "w"))
+PY
+run() { "$TPBENCH" run "$SCRATCH/smoke.json" --no-report "$@"; }
+expect_rc 0 run --results-dir "$SCRATCH/a"
+expect_rc 0 run --results-dir "$SCRATCH/b"
+A=$(run_dir_of "$SCRATCH/a")/results.jsonl B=$(run_dir_of "$SCRATCH/b")/results.jsonl
+expect_rc 0 "$TPBENCH" compare "$A" "$B"
+grep -Eq "^[0-9]+ rows insufficient-data: the Mann-Whitney U test needs 9 per-repetition medians on each side" "$SCRATCH/last.out" \
+  || { cat "$SCRATCH/last.out" >&2; fail "compare does not say why its latency rows have no verdict"; }
+expect_rc 0 "$TPBENCH" compare --json "$A" "$B"
+python3 -c "
+import json, sys
+notes = json.load(open(sys.argv[1]))['notes']
+assert any('insufficient-data' in n for n in notes), notes" "$SCRATCH/last.out" || fail "compare --json has no notes"
+# A run against a baseline of a scenario with latency informational (ci-smoke declares it).
+mkdir -p "$SCRATCH/bl"
+expect_rc 0 run --results-dir "$SCRATCH/c" --baselines "$SCRATCH/bl" --update-baselines --force-dirty-baseline "cli test"
+set +e; run --results-dir "$SCRATCH/d" --baselines "$SCRATCH/bl" --allow-unlike-baseline >"$SCRATCH/last.out" 2>&1; set -e
+grep -qF 'latency: informational ($.baseline.latency): the ratios are recorded, no latency verdict is given (1 repetition per case; the U test needs 9)' \
+  "$SCRATCH/last.out" || { cat "$SCRATCH/last.out" >&2; fail "the run does not say its latency is informational"; }
+echo ok
