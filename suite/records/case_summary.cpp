@@ -58,6 +58,28 @@ double weight_read_multiple(const json& record) {
 
 bool has_latency(const json& record) { return std::isfinite(number_at(record, {"latency", "p50"})); }
 
+// The step samples a record's statistics come from (latency.samples_us, else latency.count;
+// NaN when the record says neither).
+double sample_count(const json& record) {
+  const json* lat = record.contains("latency") ? &record["latency"] : nullptr;
+  if (lat == nullptr || !lat->is_object()) return NAN;
+  if (lat->contains("samples_us") && (*lat)["samples_us"].is_array()) return static_cast<double>((*lat)["samples_us"].size());
+  return number_at(record, {"latency", "count"});
+}
+
+// The tail statistic the samples support: the p99 of fewer than 100 samples is their maximum
+// (nearest rank), so it is called that. "p99" or "max", for a set of records together (one
+// statistic per column).
+const char* tail_name(const std::vector<const json*>& records) {
+  for (const json* r : records)
+    if (sample_count(*r) < 100) return "max";
+  return "p99";
+}
+
+double tail_value(const json& record, const char* name) {
+  return number_at(record, {"latency", std::string(name) == "max" ? "max" : "p99"});
+}
+
 // Rows of cells; the first row is the header. Column 0 left-aligned, the others right-aligned.
 std::string render(const std::vector<std::vector<std::string>>& rows) {
   std::vector<std::size_t> width;
@@ -84,7 +106,6 @@ std::string render(const std::vector<std::vector<std::string>>& rows) {
 std::string case_key_numbers(const json& record) {
   if (!record.is_object() || !has_latency(record)) return "";
   const double p50 = number_at(record, {"latency", "p50"});
-  const double p99 = number_at(record, {"latency", "p99"});
   const std::string table = table_of(record);
   std::string text;
   if (table == "allreduce") {
@@ -94,9 +115,13 @@ std::string case_key_numbers(const json& record) {
       text += "  algbw " + gbps(algbw) + " GB/s  busbw " + gbps(number_at(record, {"throughput", "busbw_GBps"})) + " GB/s";
     return text;
   }
-  text = (table == "prefill" ? "TTFT p50 " : "step p50 ") + duration_us(p50) + "  p99 " + duration_us(p99);
+  const char* tail = tail_name({&record});
+  text = (table == "prefill" ? "TTFT p50 " : "step p50 ") + duration_us(p50) + "  " + tail + " " +
+         duration_us(tail_value(record, tail));
   const double tps = number_at(record, {"throughput", "tokens_per_s"});
-  if (std::isfinite(tps)) text += "  " + tokens_per_s(tps) + " tok/s";
+  // tokens/s comes from the mean step: said beside it, never beside the p50 alone.
+  if (std::isfinite(tps))
+    text += "  mean " + duration_us(number_at(record, {"latency", "mean"})) + " = " + tokens_per_s(tps) + " tok/s";
   const double x = weight_read_multiple(record);
   if (std::isfinite(x)) text += "  x" + fixed(x, 2) + " weight-read";
   return text;
@@ -125,19 +150,21 @@ std::string results_tables(const std::vector<json>& records) {
                         gbps(number_at(*r, {"throughput", "busbw_GBps"})), r->value("status", "")});
     } else {
       const bool prefill = t == "prefill";
-      out << (prefill ? "prefill: time to first token (TTFT): p50, p99; tokens/s from mean\n"
-                      : "decode: one step (a token per sequence): p50, p99; tokens/s from mean\n");
+      const char* tail = tail_name(by_table[t]);
+      out << (prefill ? "prefill: time to first token (TTFT): p50, " : "decode: one step (a token per sequence): p50, ")
+          << tail << (std::string(tail) == "max" ? " (under 100 samples: no p99)" : "")
+          << ", mean;\n  tokens/s = tokens / mean time\n";
       // The weight-read multiple exists for GPU decode only: its column only where a row has it.
       const bool with_x = std::any_of(by_table[t].begin(), by_table[t].end(),
                                       [](const json* r) { return std::isfinite(weight_read_multiple(*r)); });
       if (with_x) out << "  x weight-read: step p50 / the time to read the weights once\n";
-      rows.push_back({"case", prefill ? "TTFT p50" : "step p50", "p99", "tokens/s"});
+      rows.push_back({"case", prefill ? "TTFT p50" : "step p50", tail, "mean", "tokens/s"});
       if (with_x) rows.back().push_back("x weight-read");
       rows.back().push_back("status");
       for (const json* r : by_table[t]) {
         const double x = weight_read_multiple(*r);
         rows.push_back({r->value("label", ""), duration_us(number_at(*r, {"latency", "p50"})),
-                        duration_us(number_at(*r, {"latency", "p99"})),
+                        duration_us(tail_value(*r, tail)), duration_us(number_at(*r, {"latency", "mean"})),
                         tokens_per_s(number_at(*r, {"throughput", "tokens_per_s"}))});
         if (with_x) rows.back().push_back(std::isfinite(x) ? fixed(x, 2) : "-");
         rows.back().push_back(r->value("status", ""));

@@ -34,8 +34,8 @@ TEST(CaseSummary, KeyNumbersPerWorkload) {
   EXPECT_EQ(case_key_numbers(allreduce_record("tp2", 163.96, 87.59, 0.39970)),
             "mean 164.0 us  p50 87.59 us  algbw 0.400 GB/s  busbw 0.400 GB/s");
   EXPECT_EQ(case_key_numbers(engine_record("decode", "d", 15.9, 62918.4, 3.214)),
-            "step p50 15.90 us  p99 23.85 us  62918 tok/s  x3.21 weight-read");
-  EXPECT_EQ(case_key_numbers(engine_record("prefill", "p", 1234.0, 26112.0)), "TTFT p50 1.234 ms  p99 1.851 ms  26112 tok/s");
+            "step p50 15.90 us  p99 23.85 us  mean 15.90 us = 62918 tok/s  x3.21 weight-read");
+  EXPECT_EQ(case_key_numbers(engine_record("prefill", "p", 1234.0, 26112.0)), "TTFT p50 1.234 ms  p99 1.851 ms  mean 1.234 ms = 26112 tok/s");
   EXPECT_EQ(case_key_numbers({{"workload", "allreduce"}, {"status", "skipped"}, {"latency", nullptr}}), "")
       << "no latency, no numbers";
 }
@@ -51,7 +51,7 @@ TEST(CaseSummary, OneTablePerWorkloadAndMode) {
   EXPECT_NE(t.find("  tp2 64KiB  12.25 us  11.50 us        5.35        5.35  ok\n"), std::string::npos) << t;
   EXPECT_NE(t.find("  tp2 1MiB    2.500 s   2.400 s       0.420       0.420  fallback\n"), std::string::npos) << t;
   EXPECT_NE(t.find("decode: one step"), std::string::npos) << t;
-  EXPECT_NE(t.find("  decode tp1 b1  15.90 us  23.85 us     62918  ok\n"), std::string::npos)
+  EXPECT_NE(t.find("  decode tp1 b1  15.90 us  23.85 us  15.90 us     62918  ok\n"), std::string::npos)
       << t << "no row has x weight-read: no such column";
   const std::string gpu = results_tables({engine_record("decode", "decode tp1 b1", 15.9, 62918.4, 3.214),
                                           engine_record("decode", "decode tp1 b8", 20.1, 398000.0)});
@@ -63,12 +63,31 @@ TEST(CaseSummary, OneTablePerWorkloadAndMode) {
         EXPECT_LE(nl - line_start, 70u) << "an explanation wider than 70 columns";
       }
   }
-  EXPECT_NE(gpu.find("  case           step p50       p99  tokens/s  x weight-read  status\n"), std::string::npos) << gpu;
-  EXPECT_NE(gpu.find("  decode tp1 b1  15.90 us  23.85 us     62918           3.21  ok\n"), std::string::npos) << gpu;
-  EXPECT_NE(gpu.find("  decode tp1 b8  20.10 us  30.15 us    398000              -  ok\n"), std::string::npos) << gpu;
+  EXPECT_NE(gpu.find("  case           step p50       p99      mean  tokens/s  x weight-read  status\n"), std::string::npos) << gpu;
+  EXPECT_NE(gpu.find("  decode tp1 b1  15.90 us  23.85 us  15.90 us     62918           3.21  ok\n"), std::string::npos) << gpu;
+  EXPECT_NE(gpu.find("  decode tp1 b8  20.10 us  30.15 us  20.10 us    398000              -  ok\n"), std::string::npos) << gpu;
   EXPECT_EQ(t.find("skipped one"), std::string::npos) << "a record without latency is not a row";
   EXPECT_EQ(t.find("prefill"), std::string::npos) << "no prefill records, no prefill table";
   EXPECT_EQ(results_tables({}), "");
+}
+
+// One statistic per column, said in the header: the tail of fewer than 100 samples is their
+// maximum and is called so, for the whole column; tokens/s sits beside the mean it comes from.
+TEST(CaseSummary, TheTailOfFewSamplesIsCalledMax) {
+  json few = engine_record("decode", "few", 10.0, 100.0);
+  few["latency"]["count"] = 30;
+  few["latency"]["max"] = 99.0;
+  json many = engine_record("decode", "many", 20.0, 50.0);
+  many["latency"]["count"] = 1000;
+  many["latency"]["max"] = 500.0;
+  EXPECT_EQ(case_key_numbers(few), "step p50 10.00 us  max 99.00 us  mean 10.00 us = 100 tok/s");
+  EXPECT_EQ(case_key_numbers(many), "step p50 20.00 us  p99 30.00 us  mean 20.00 us = 50.0 tok/s");
+  const std::string mixed = results_tables({few, many});
+  EXPECT_NE(mixed.find("p50, max (under 100 samples: no p99), mean"), std::string::npos) << mixed;
+  EXPECT_NE(mixed.find("  case  step p50       max      mean  tokens/s  status\n"), std::string::npos) << mixed;
+  EXPECT_NE(mixed.find("  many  20.00 us  500.0 us  20.00 us      50.0  ok\n"), std::string::npos)
+      << mixed << "the whole column is max";
+  EXPECT_NE(results_tables({many}).find("p50, p99, mean"), std::string::npos);
 }
 
 }  // namespace
