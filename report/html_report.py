@@ -139,7 +139,11 @@ def write(path, run, records, figures):
     note = tables.placement_note(records)
     if note:
         out.append(f'<p class="fixture">{esc(note)}</p>')
-    out.append(f'<p class="headline">{esc(tables.headline(records, run))}</p>')
+    word, line, failures = tables.verdict_banner(records, run)
+    out.append(f'<p class="headline verdict-{"pass" if word == "PASS" else "fail"}">'
+               f'<strong>{esc(word)}</strong> {esc(line)}</p>')
+    if failures:
+        out.append('<pre class="failures">' + esc("\n".join(failures)) + "</pre>")
     out.append(f'<p class="ident">{esc(tables.identity_line(run, records))} · '
                '<a href="#provenance">provenance</a></p>')
     out += results_section(records)

@@ -95,8 +95,11 @@ def write(path, run, records, figures):
     note = tables.placement_note(records)
     if note:
         out += [f"> **{md(note)}**", ""]
-    out += [f"**{md(tables.headline(records, run))}**", "",
-            md(tables.identity_line(run, records)), ""]
+    word, line, failures = tables.verdict_banner(records, run)
+    out += [f"**{md(word)}: {md(line)}**", ""]
+    if failures:
+        out += ["```", *failures, "```", ""]
+    out += [md(tables.identity_line(run, records)), ""]
     out += results_section(records)
     not_ok = tables.not_ok_table(records)
     if not_ok.rows:

@@ -166,8 +166,31 @@ def headline(records, run=None):
     regressions = sum(1 for rec in records for e in (rec.get("baseline") or {}).values()
                       if e.get("verdict") == "regression")
     parts = [f"{counts[s]} {s}" for s in rio.STATUSES]
-    return (f"{len(records)} cases: " + ", ".join(parts)
-            + f"; {failed_checks} failed check(s); {regressions} baseline regression(s)")
+    # "0 regression(s)" where nothing was compared would read as a pass: say so instead.
+    compared = any(rec.get("baseline") for rec in records)
+    return (f"{len(records)} cases: " + ", ".join(parts) + f"; {failed_checks} failed check(s); "
+            + (f"{regressions} baseline regression(s)" if compared else "no baseline compared"))
+
+
+def verdict_banner(records, run=None):
+    """The report's first line: (word, sentence, failures). word is PASS or FAIL as the run's exit
+    status says (run.json summary.exit_code: 0 PASS, 3 NOTHING RAN, any other FAIL), or, for
+    records without a finished run.json, FAIL where a case failed or fell back or a check or a
+    baseline failed, else PASS; the sentence is the headline's counts; failures the run's
+    "FAILED ..." lines (summary.failures), as the terminal printed them."""
+    summary = (run or {}).get("summary") or {}
+    code = summary.get("exit_code")
+    if isinstance(code, int) and not isinstance(code, bool):
+        word = "PASS" if code == 0 else "NOTHING RAN" if code == 3 else "FAIL"
+    else:
+        counts = status_counts(records)
+        failed = (counts["failed"] + counts["fallback"] > 0
+                  or any(row[3] == "fail" for row in check_rows(records, run))
+                  or any(e.get("verdict") in ("regression", "mismatch", "not-ok")
+                         for rec in records for e in (rec.get("baseline") or {}).values()))
+        word = "FAIL" if failed else "PASS"
+    failures = [f for f in summary.get("failures") or [] if isinstance(f, str)]
+    return word, headline(records, run), failures
 
 
 def not_ok_table(records):

@@ -71,7 +71,7 @@ class BackendsRanReport(unittest.TestCase):
             md = f.read()
         with open(os.path.join(tmp.name, "report.html"), encoding="utf-8") as f:
             page = f.read()
-        self.assertRegex(md, r"\*\*\d+ cases: .*, 1 fallback;")
+        self.assertRegex(md, r"\*\*FAIL: \d+ cases: .*, 1 fallback;")
         self.assertIn("## Allreduce backends as they ran", md)
         section = md.split("## Allreduce backends as they ran", 1)[1].split("\n## ", 1)[0]
         self.assertIn("| f000000000000001 | decode tp2 b1 s1024 custom-oneshot | fallback | custom-oneshot | "

@@ -74,8 +74,8 @@ class Written(Report):
         self.assertEqual(out.splitlines(), [f"wrote {os.path.join(self.dir, name)}"
                                             for name in ("report.html", "summary.md")])
         summary = self.read("summary.md")
-        self.assertIn("**2 cases: 1 ok, 0 infeasible, 0 failed, 1 skipped, 0 fallback; 0 failed check(s); "
-                      "0 baseline regression(s)**", summary)
+        self.assertIn("**PASS: 2 cases: 1 ok, 0 infeasible, 0 failed, 1 skipped, 0 fallback; 0 failed check(s); "
+                      "no baseline compared**", summary)
         self.assertNotIn("boom", summary)
         self.assertIn("2 cases: 1 ok", self.read("report.html"))
 

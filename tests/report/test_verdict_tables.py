@@ -193,7 +193,36 @@ class Status(unittest.TestCase):
                          "7 cases: 2 ok, 1 infeasible, 2 failed, 1 skipped, 1 fallback; 2 failed check(s); "
                          "2 baseline regression(s)")
         self.assertEqual(tables.headline([]), "0 cases: 0 ok, 0 infeasible, 0 failed, 0 skipped, 0 fallback; "
-                         "0 failed check(s); 0 baseline regression(s)")
+                         "0 failed check(s); no baseline compared")
+        compared_clean = self.records()[:1]
+        compared_clean[0]["baseline"] = {"latency_us": {"verdict": "ok"}}
+        self.assertTrue(tables.headline(compared_clean).endswith("; 0 baseline regression(s)"),
+                        "compared and clean: the count, not 'no baseline compared'")
+
+    def test_the_banner_is_the_runs_exit_status_and_its_failure_lines(self):
+        ok = self.records()[:1]
+        self.assertEqual(ok[0]["status"], "ok")
+        failures = ["FAILED x: failed: boom", "  reproduce: tpbench run s.json --case x"]
+        for code, word in ((0, "PASS"), (1, "FAIL"), (3, "NOTHING RAN"), (130, "FAIL")):
+            run = {"summary": {"exit_code": code, "failures": failures if code else []}}
+            got = tables.verdict_banner(ok, run)
+            self.assertEqual(got[0], word, code)
+            self.assertEqual(got[1], tables.headline(ok, run))
+            self.assertEqual(got[2], failures if code else [])
+        # Without a finished run.json: derived from the records, each reason alone.
+        self.assertEqual(tables.verdict_banner(ok)[0], "PASS")
+        self.assertEqual(tables.verdict_banner(ok, {"summary": {"exit_code": True}})[0], "PASS",
+                         "a boolean is no exit status")
+        for plant in ({"status": "failed"}, {"status": "fallback"},
+                      {"checks": {"x": {"status": "fail"}}},
+                      {"baseline": {"latency_us": {"verdict": "regression"}}},
+                      {"baseline": {"digest.rank0.logits": {"verdict": "mismatch"}}},
+                      {"baseline": {"case": {"verdict": "not-ok"}}}):
+            recs = [dict(ok[0], **plant)]
+            self.assertEqual(tables.verdict_banner(recs)[0], "FAIL", plant)
+        self.assertEqual(tables.verdict_banner([dict(ok[0], baseline={"p": {"verdict": "noise"}})])[0], "PASS")
+        self.assertEqual(tables.verdict_banner(ok, {"summary": {"failures": ["a", 3, None]}})[2], ["a"],
+                         "only text lines are shown")
 
     def test_cases_not_ok_are_listed_failures_and_fallbacks_bad_the_rest_a_warning(self):
         table = tables.not_ok_table(self.records())
