@@ -223,6 +223,12 @@ class Status(unittest.TestCase):
         self.assertEqual(tables.verdict_banner([dict(ok[0], baseline={"p": {"verdict": "noise"}})])[0], "PASS")
         self.assertEqual(tables.verdict_banner(ok, {"summary": {"failures": ["a", 3, None]}})[2], ["a"],
                          "only text lines are shown")
+        # A check group that failed in run.json alone (no record carries it): the counts and,
+        # without an exit status, the word come from the run too.
+        run_checks = {"summary": {"checks": {"w": [{"status": "fail", "cases": ["q"]}]}}}
+        word, line, _ = tables.verdict_banner(ok, run_checks)
+        self.assertEqual(word, "FAIL")
+        self.assertIn("; 1 failed check(s);", line)
 
     def test_cases_not_ok_are_listed_failures_and_fallbacks_bad_the_rest_a_warning(self):
         table = tables.not_ok_table(self.records())
