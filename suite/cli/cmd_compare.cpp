@@ -103,6 +103,21 @@ struct Geomean {
   int normalised_count = 0;
 };
 
+// A row's value in its metric's unit: memory in MiB (7.2767e+06 bytes read as nothing),
+// latency in microseconds, counts whole.
+std::string value_text(const std::string& metric, double v) {
+  char buf[48];
+  if (metric.rfind("memory.", 0) == 0)
+    std::snprintf(buf, sizeof buf, "%.2f MiB", v / (1024.0 * 1024.0));
+  else if (metric == "kv_tokens")
+    std::snprintf(buf, sizeof buf, "%.0f", v);
+  else if (metric == "latency_us")
+    std::snprintf(buf, sizeof buf, "%.6g us", v);
+  else
+    std::snprintf(buf, sizeof buf, "%.6g", v);
+  return buf;
+}
+
 std::vector<Geomean> geomeans(const std::vector<tpb::MetricVerdict>& verdicts) {
   std::vector<std::string> order;
   std::map<std::string, std::pair<double, int>> log_sum, log_sum_norm;
@@ -268,8 +283,9 @@ int run_compare(const tpb::cli::Args& args) {
       char p[16] = "-", norm[16] = "-";
       if (v.p_value >= 0) std::snprintf(p, sizeof p, "%.3g", v.p_value);
       if (v.control_ratio > 0) std::snprintf(norm, sizeof norm, "%.4f", v.normalised_ratio);
-      std::printf("%-*s %-*s %14.6g %14.6g %8.4f %8s %9s  %s\n", lw, row_label(v).c_str(), mw, v.metric.c_str(),
-                  v.old_value, v.new_value, v.ratio, norm, p, v.verdict.c_str());
+      std::printf("%-*s %-*s %14s %14s %8.4f %8s %9s  %s\n", lw, row_label(v).c_str(), mw, v.metric.c_str(),
+                  value_text(v.metric, v.old_value).c_str(), value_text(v.metric, v.new_value).c_str(), v.ratio, norm, p,
+                  v.verdict.c_str());
     }
     if (equal_digests > 0) std::printf("%d output digest(s) equal (not listed)\n", equal_digests);
     // Google Benchmark's compare.py ends with the geometric mean of the ratios per metric.

@@ -1,6 +1,7 @@
 // tpbench: benchmark and conformance suite for tensor-parallel LLM serving.
 // Dispatches to the registered subcommands; with no arguments runs the default scenario
 // (quickstart-gpu or quickstart-cpu, suite/cli/cmd_run.cpp).
+#include <csignal>
 #include <algorithm>
 #include <cstdio>
 #include <iostream>
@@ -102,6 +103,10 @@ int dispatch(std::vector<std::string> args, std::string& command) {
 }  // namespace tpb::cli
 
 int main(int argc, char** argv) {
+  // `tpbench run ... | head` closes our stdout early: the default SIGPIPE would kill the run
+  // mid-sweep and leave run.json without its summary. Ignored, a write to the closed pipe only
+  // fails (EPIPE), and the run finishes and records everything (the ranks inherit it).
+  std::signal(SIGPIPE, SIG_IGN);
   tpb::cli::set_process_argv(std::vector<std::string>(argv, argv + argc));
   std::vector<std::string> args(argv + 1, argv + argc);
   std::string command;  // the subcommand, once known: every error line names it

@@ -24,6 +24,22 @@ python3 -c "
 import json, sys
 notes = json.load(open(sys.argv[1]))['notes']
 assert any('insufficient-data' in n for n in notes), notes" "$SCRATCH/last.out" || fail "compare --json has no notes"
+# Memory rows in MiB (issue 34, point 11: compare printed 7.2767e+06 bytes): the same records
+# with 7,630,000 used bytes on OLD's rank 0 and 8,000,000 on NEW's.
+python3 - "$A" "$B" "$SCRATCH/mem-old.jsonl" "$SCRATCH/mem-new.jsonl" <<'PY'
+import json, sys
+for src, dst, used in ((sys.argv[1], sys.argv[3], 7630000), (sys.argv[2], sys.argv[4], 8000000)):
+    out = []
+    for line in open(src):
+        r = json.loads(line)
+        r["memory"] = [{"after_weights": {"used_bytes": used}}]
+        out.append(json.dumps(r) + "\n")
+    open(dst, "w").write("".join(out))
+PY
+set +e; "$TPBENCH" compare "$SCRATCH/mem-old.jsonl" "$SCRATCH/mem-new.jsonl" >"$SCRATCH/last.out" 2>&1; set -e
+grep -Eq "memory\.rank0\.after_weights +7\.28 MiB +7\.63 MiB +1\.0485 " "$SCRATCH/last.out" \
+  || { cat "$SCRATCH/last.out" >&2; fail "memory is not printed in MiB"; }
+grep -q "e+06" "$SCRATCH/last.out" && { cat "$SCRATCH/last.out" >&2; fail "a byte count printed in e-notation"; }
 # A run against a baseline of a scenario with latency informational (ci-smoke declares it).
 mkdir -p "$SCRATCH/bl"
 expect_rc 0 run --results-dir "$SCRATCH/c" --baselines "$SCRATCH/bl" --update-baselines --force-dirty-baseline "cli test"
