@@ -15,6 +15,7 @@
 #include "reference_engine/config/data_home.h"
 #include "reference_engine/config/json_text.h"
 #include "tpb/check.h"
+#include "tpb/did_you_mean.h"
 
 namespace tpb {
 namespace fs = std::filesystem;
@@ -433,18 +434,36 @@ void ModelConfig::validate() const {
   }
 }
 
+namespace {
+
+// The sizes up to 64 that every width `divides` sends through a TP split: "1, 2, 4, 8".
+std::string valid_tp_sizes(const ModelConfig& c) {
+  std::string out;
+  for (int tp = 1; tp <= 64; ++tp) {
+    const bool ok = c.num_attention_heads % tp == 0 && c.vocab_size % tp == 0 &&
+                    (c.first_k_dense_replace == 0 || c.intermediate_size % tp == 0) &&
+                    (c.n_routed_experts == 0 || c.moe_intermediate_size % tp == 0);
+    if (ok) out += (out.empty() ? "" : ", ") + std::to_string(tp);
+  }
+  return out;
+}
+
+}  // namespace
+
 void ModelConfig::validate_tp(int tp) const {
   const std::string src = name.empty() ? std::string("model config") : name;
   TPB_INPUT_CHECK(tp >= 1, "tp: expected >= 1, got " << tp);
+  // Each refusal lists the sizes that work, up to 64.
+  const auto sizes = [this] { return "; tp sizes this model splits into: " + valid_tp_sizes(*this); };
   TPB_INPUT_CHECK(num_attention_heads % tp == 0,
-                  src << ": tp " << tp << " does not divide num_attention_heads " << num_attention_heads);
-  TPB_INPUT_CHECK(vocab_size % tp == 0, src << ": tp " << tp << " does not divide vocab_size " << vocab_size);
+                  src << ": tp " << tp << " does not divide num_attention_heads " << num_attention_heads << sizes());
+  TPB_INPUT_CHECK(vocab_size % tp == 0, src << ": tp " << tp << " does not divide vocab_size " << vocab_size << sizes());
   if (first_k_dense_replace > 0)
     TPB_INPUT_CHECK(intermediate_size % tp == 0,
-                    src << ": tp " << tp << " does not divide intermediate_size " << intermediate_size);
+                    src << ": tp " << tp << " does not divide intermediate_size " << intermediate_size << sizes());
   if (n_routed_experts > 0)
-    TPB_INPUT_CHECK(moe_intermediate_size % tp == 0,
-                    src << ": tp " << tp << " does not divide moe_intermediate_size " << moe_intermediate_size);
+    TPB_INPUT_CHECK(moe_intermediate_size % tp == 0, src << ": tp " << tp << " does not divide moe_intermediate_size "
+                                                         << moe_intermediate_size << sizes());
 }
 
 std::int64_t ModelConfig::parameter_count() const {
@@ -507,7 +526,13 @@ ModelConfig load_model_config_by_name(const std::string& name_or_path) {
   TPB_INPUT_CHECK(!name_or_path.empty() && name_or_path.find('/') == std::string::npos && name_or_path.front() != '.',
                   "model '" << name_or_path << "': neither a path nor a preset name (a file name in " << models_dir() << ")");
   const fs::path preset = fs::path(models_dir()) / (name_or_path + ".json");
-  TPB_INPUT_CHECK(fs::exists(preset, ec), "model '" << name_or_path << "': neither a path nor a preset in " << models_dir());
+  if (!fs::exists(preset, ec)) {
+    std::vector<std::string> presets;
+    for (const auto& e : fs::directory_iterator(models_dir(), ec))
+      if (e.path().extension() == ".json") presets.push_back(e.path().stem().string());
+    TPB_INPUT_FAIL("model '" << name_or_path << "': neither a path nor a preset in " << models_dir()
+                             << did_you_mean(name_or_path, presets));
+  }
   ModelConfig c = load_model_config(preset.string());
   c.name = name_or_path;
   return c;

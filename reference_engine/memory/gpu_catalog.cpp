@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "tpb/check.h"
+#include "tpb/did_you_mean.h"
 
 namespace tpb {
 
@@ -141,7 +142,12 @@ const GpuSpec& find_gpu(const std::string& name) {
     for (const auto& alias : g.aliases)
       if (gpu_match_key(alias) == want) return g;
   }
-  TPB_INPUT_FAIL("--gpu: unknown GPU '" << name << "' (known: " << gpu_names()
+  std::vector<std::string> names;
+  for (const auto& g : gpu_catalog()) {
+    names.push_back(g.name);
+    for (const auto& alias : g.aliases) names.push_back(alias);
+  }
+  TPB_INPUT_FAIL("--gpu: unknown GPU '" << name << "'" << did_you_mean(name, names) << " (known: " << gpu_names()
                                         << "; or give --gpu-mem-gib with the total cudaMemGetInfo reports)");
 }
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "tpb/check.h"
+#include "tpb/did_you_mean.h"
 
 namespace tpb::cli {
 
@@ -51,7 +52,11 @@ Args parse_args(const Grammar& grammar, const std::vector<std::string>& args) {
     const bool inline_value = word.starts_with("--") && eq != std::string::npos;
     const std::string name = inline_value ? word.substr(0, eq) : word;
     const Option* option = find_option(grammar, name);
-    if (!option) refuse("unknown option '" + name + "'");
+    if (!option) {
+      std::vector<std::string> names;
+      for (const auto& o : grammar.options) names.push_back(o.name);
+      refuse("unknown option '" + name + "'" + did_you_mean(name, names));
+    }
     std::string value;
     if (!option->takes_value) {
       if (inline_value) refuse(name + " is a switch and takes no value (got '" + word + "')");

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -10,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "reference_engine/comm/backends.h"
+#include "reference_engine/config/json_text.h"
 #include "reference_engine/config/model_config.h"
 #include "suite/checks/check.h"
 #include "suite/cli/subcommand.h"
@@ -32,6 +35,8 @@ const tpb::cli::Grammar kGrammar = {{{"--json"}}, 0, ""};
 struct Listing {
   std::vector<std::string> presets;
   std::vector<std::pair<std::string, std::vector<std::string>>> scenarios;  // folder -> names
+  std::map<std::string, std::string> summary;  // name -> the first sentence of its description
+  std::map<std::string, bool> profile;         // name -> a qualification profile (it has probes)
   struct Workload {
     const char* name;
     const char* description;
@@ -39,6 +44,30 @@ struct Listing {
   std::vector<Workload> workloads = {{"engine", "the reference engine's prefill or decode"},
                                      {"allreduce", "communicator only: allreduce of the swept message sizes"}};
 };
+
+// The first sentence of a file's "description" (cut at 56 characters) and whether it is a
+// qualification profile; a file that does not read says so instead.
+void describe(const std::string& path, const std::string& name, Listing& l) {
+  std::string text;
+  try {
+    std::ifstream in(path, std::ios::binary);
+    const tpb::JsonText doc = tpb::parse_json_text(tpb::read_bounded_json_text(in, path));
+    if (!doc.problem.empty() || !doc.value.is_object()) {
+      l.summary[name] = "(not valid JSON)";
+      return;
+    }
+    l.profile[name] = doc.value.contains("probes") && !doc.value.contains("workload");
+    const auto d = doc.value.find("description");
+    if (d != doc.value.end() && d->is_string()) text = d->get<std::string>();
+  } catch (const std::exception&) {
+    l.summary[name] = "(unreadable)";
+    return;
+  }
+  const std::size_t end = text.find(". ");
+  if (end != std::string::npos) text = text.substr(0, end + 1);
+  if (text.size() > 56) text = text.substr(0, 53) + "...";  // a line of `list` fits 100 columns
+  l.summary[name] = text;
+}
 
 Listing gather() {
   Listing l;
@@ -53,6 +82,7 @@ Listing gather() {
       const std::string rel = fs::relative(e.path(), dir).replace_extension().string();
       if (rel.starts_with("models/")) continue;
       names.push_back(rel);
+      describe(e.path().string(), rel, l);
     }
     std::sort(names.begin(), names.end());
     l.scenarios.emplace_back(dir, std::move(names));
@@ -70,7 +100,15 @@ void print_json(const Listing& l) {
   out["models_dir"] = tpb::models_dir();
   out["presets"] = l.presets;
   out["scenarios"] = nlohmann::json::array();
-  for (const auto& [dir, names] : l.scenarios) out["scenarios"].push_back({{"dir", dir}, {"names", names}});
+  for (const auto& [dir, names] : l.scenarios) {
+    nlohmann::json described = nlohmann::json::object();
+    std::vector<std::string> profiles;
+    for (const auto& n : names) {
+      described[n] = l.summary.count(n) ? l.summary.at(n) : "";
+      if (l.profile.count(n) && l.profile.at(n)) profiles.push_back(n);
+    }
+    out["scenarios"].push_back({{"dir", dir}, {"names", names}, {"descriptions", described}, {"profiles", profiles}});
+  }
   out["allreduce_backends"] = nlohmann::json::array();
   for (const tpb::BackendInfo* b : tpb::backend_table())
     out["allreduce_backends"].push_back({{"name", b->name},
@@ -95,10 +133,16 @@ int run_list(const tpb::cli::Args& args) {
   std::printf("model presets (%s):\n", tpb::models_dir().c_str());
   for (const auto& p : l.presets) std::printf("  %s\n", p.c_str());
   if (l.presets.empty()) std::printf("  (none)\n");
-  for (const auto& [dir, names] : l.scenarios) {
-    std::printf("scenarios (%s):\n", dir.c_str());
-    for (const auto& n : names) std::printf("  %s\n", n.c_str());
-  }
+  // Scenarios (tpbench run NAME) and qualification profiles (tpbench qualify NAME) apart, each
+  // with the first sentence of its description.
+  for (const auto& [dir, names] : l.scenarios)
+    for (const bool profiles : {false, true}) {
+      std::printf(profiles ? "qualification profiles, tpbench qualify NAME (%s):\n" : "scenarios, tpbench run NAME (%s):\n",
+                  dir.c_str());
+      for (const auto& n : names)
+        if ((l.profile.count(n) && l.profile.at(n)) == profiles)
+          std::printf("  %-40s %s\n", n.c_str(), l.summary.count(n) ? l.summary.at(n).c_str() : "");
+    }
   std::printf("allreduce backends:\n");
   for (const tpb::BackendInfo* b : tpb::backend_table())
     std::printf("  %-15s %s%s\n", b->name, b->runs_on == tpb::BackendDevice::gpu ? "gpu" : "cpu",
@@ -106,9 +150,21 @@ int run_list(const tpb::cli::Args& args) {
   std::printf("workloads:\n");
   for (const auto& w : l.workloads) std::printf("  %-11s %s\n", w.name, w.description);
   std::printf("checks:\n");
-  for (const auto& name : tpb::known_check_names())
-    std::printf("  %-24s %s%s\n", name.c_str(), tpb::find_check(name)->summary,
-                check_implemented(name) ? "" : "  (not implemented yet)");
+  for (const auto& name : tpb::known_check_names()) {
+    // Wrapped under its column where it would pass 100 columns.
+    std::string text = std::string(tpb::find_check(name)->summary) + (check_implemented(name) ? "" : "  (not implemented yet)");
+    const std::size_t width = 100 - 27;
+    std::string first = text;
+    if (text.size() > width) {
+      const std::size_t cut = text.rfind(' ', width);
+      first = text.substr(0, cut);
+      text = text.substr(cut + 1);
+    } else {
+      text.clear();
+    }
+    std::printf("  %-24s %s\n", name.c_str(), first.c_str());
+    if (!text.empty()) std::printf("%27s%s\n", "", text.c_str());
+  }
   return 0;
 }
 

@@ -12,6 +12,7 @@
 
 #include "suite/cli/subcommand.h"
 #include "tpb/check.h"
+#include "tpb/did_you_mean.h"
 
 namespace tpb::cli {
 
@@ -89,7 +90,12 @@ int dispatch(std::vector<std::string> args, std::string& command) {
   }
   if (name == "--version" || name == "-V") name = "version";
   const Subcommand* s = find_subcommand(name);
-  TPB_INPUT_CHECK(s, "unknown subcommand '" << name << "' (see tpbench --help)");
+  if (s == nullptr) {
+    std::vector<std::string> names;
+    for (const auto& sub : registry())
+      if (!sub.hidden) names.emplace_back(sub.name);
+    TPB_INPUT_FAIL("unknown subcommand '" << name << "'" << did_you_mean(name, names) << " (see tpbench --help)");
+  }
   command = s->name;
   const Args parsed = parse_args(s->grammar, std::vector<std::string>(args.begin() + 1, args.end()));
   if (parsed.help && !s->hidden) {

@@ -22,6 +22,7 @@
 #include "suite/checks/check.h"
 #include "suite/records/safe_paths.h"
 #include "suite/scenario/axes.h"
+#include "tpb/did_you_mean.h"
 #include "suite/scenario/scenario_validator.h"
 #include "tpb/dtype.h"
 #include "tpb/kernels/device.h"
@@ -671,6 +672,11 @@ void ScenarioParser::read_comm() {
 }  // namespace
 
 Scenario parse_scenario(const json& doc, const std::string& source, const ScenarioEnv& env) {
+  // A qualification profile (its probes) is no scenario: one line that says what runs it,
+  // not a list of the scenario keys it lacks.
+  if (doc.is_object() && doc.contains("probes") && !doc.contains("workload"))
+    throw ScenarioError({source + ": a qualification profile (it has probes), not a scenario: run it with `tpbench "
+                                  "qualify " + source + "`"});
   return ScenarioParser(doc, source, env).parse();
 }
 
@@ -716,7 +722,21 @@ std::string resolve_in_scenario_dirs(const std::string& name_or_path, const std:
     if (fs::is_regular_file(p, ec)) return p.string();
     looked.push_back(p.string());
   }
+  // A path (absolute, or ./x): as given, no scenarios/ folder searched for it.
+  if (fs::path(name_or_path).is_absolute() || name_or_path.starts_with("./") || name_or_path.starts_with("../"))
+    TPB_INPUT_FAIL(what << " '" << name_or_path << "': no such file");
+  // The names a user could have meant: every scenario of the searched folders.
+  std::vector<std::string> known;
+  for (const auto& dir : scenario_search_dirs())
+    for (const auto& e : fs::recursive_directory_iterator(dir, ec))
+      if (e.path().extension() == ".json") {
+        std::string name = fs::relative(e.path(), fs::path(dir) / subfolder, ec).replace_extension().generic_string();
+        if (!name.empty() && !name.starts_with("..")) known.push_back(name);
+      }
+  const std::string stem = fs::path(relative).replace_extension().generic_string();
+  const std::string asked = subfolder.empty() ? stem : fs::relative(fs::path(stem), fs::path(subfolder)).generic_string();
   TPB_INPUT_FAIL(what << " '" << name_or_path << "': no such file, and not found as scenarios/" << relative.string()
+                      << did_you_mean(asked, known)
                       << (looked.empty() ? std::string(" (no scenarios/ folder in the working directory, $TPB_HOME, the install prefix or the source tree)")
                                          : " (looked in: " + join(looked) + ")"));
 }

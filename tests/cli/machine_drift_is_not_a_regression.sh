@@ -154,7 +154,7 @@ cp "$out" "$SCRATCH/run-regression.out"
 [[ $rc -eq 1 ]] || { cat "$out" >&2; fail "one slowed case: exit $rc, expected 1"; }
 verdicts "$(last_run)/results.jsonl" >"$SCRATCH/verdicts.txt"
 grep -q "^sweep 262144 regression$" "$SCRATCH/verdicts.txt" || { cat "$SCRATCH/verdicts.txt" >&2; fail "slowed case not a regression"; }
-grep -Eq "^FAILED .*: latency_us regression x[0-9.]+ \(p [0-9.e-]+\)$" "$out" || { cat "$out" >&2; fail "no FAILED line names the regression"; }
+grep -Eq "^FAILED .*: latency_us regression x[0-9.e+]+ \(p [0-9.e-]+\)$" "$out" || { cat "$out" >&2; fail "no FAILED line names the regression"; }
 # The JUnit says so too (issue 34: every suite read failures="0" while the run exited 1): a
 # failing "baseline latency_us" testcase in the slowed case's suite, its ratio in the message,
 # and the counts a CI adds up.

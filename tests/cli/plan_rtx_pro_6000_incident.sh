@@ -104,7 +104,7 @@ expect_rc 0 "$TPBENCH" plan --model kimi-k2.5 --gpu rtx-pro-6000 --tp 8 --quant 
 
 # 4. Refusals: exit 2, naming what is allowed.
 expect_rc 2 "$TPBENCH" plan --model kimi-k2.5 --gpu "RTX PRO 5000" --tp 8
-grep -qF "unknown GPU 'RTX PRO 5000' (known: " "$SCRATCH/last.out" || fail "no unknown-GPU message: $(cat "$SCRATCH/last.out")"
+grep -qF "unknown GPU 'RTX PRO 5000'; did you mean 'RTX-PRO-6000'? (known: " "$SCRATCH/last.out" || fail "no unknown-GPU message: $(cat "$SCRATCH/last.out")"
 for name in H100-80GB H100-PCIe H100-NVL H200 H20-96GB H20-141GB A100-80GB B200 L40S RTX-PRO-6000; do
   grep -qE "known: .*\b$name\b" "$SCRATCH/last.out" || fail "unknown-GPU message does not list $name: $(cat "$SCRATCH/last.out")"
 done
