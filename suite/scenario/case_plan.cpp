@@ -1,5 +1,6 @@
 #include "suite/scenario/case_plan.h"
 
+#include "reference_engine/config/json_text.h"
 #include "reference_engine/config/model_config.h"
 #include "reference_engine/memory/engine_buffers.h"
 #include "reference_engine/memory/gpu_catalog.h"
@@ -13,12 +14,12 @@ CaseModelParams case_model_params(const CaseParams& params) {
   CaseModelParams out;
   if (const auto& v = params.layers.written; v && !v->is_null()) {
     TPB_INPUT_CHECK(v->is_number_integer() && v->get<std::int64_t>() >= 1,
-                    "case_spec.params.layers: expected a positive integer, got " << v->dump());
+                    "case_spec.params.layers: expected a positive integer, got " << shown_json(*v));
     out.layers = v->get<std::int64_t>();
   }
   if (const auto& v = params.quant.written; v && !v->is_null()) {
     TPB_INPUT_CHECK(v->is_string() && (*v == "bf16" || *v == "int4"),
-                    "case_spec.params.quant: expected \"bf16\" or \"int4\", got " << v->dump());
+                    "case_spec.params.quant: expected \"bf16\" or \"int4\", got " << shown_json(*v));
     out.quant = parse_quantization(v->get<std::string>(), "case_spec.params.quant");
   }
   return out;
