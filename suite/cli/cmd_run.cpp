@@ -21,10 +21,12 @@
 #include "suite/records/provenance.h"
 #include "suite/cli/subcommand.h"
 #include "suite/records/results.h"
+#include "suite/records/run_folder.h"
 #include "suite/runner/runner.h"
 #include "suite/scenario/scenario.h"
 #include "suite/scenario/sweep.h"
 #include "tpb/check.h"
+#include "tpb/message_text.h"
 #include "tpb/kernels/device.h"
 #include "tpb/kernels/kernel_paths.h"
 
@@ -324,8 +326,7 @@ PlannedRun resumed_run(const RunArgs& args, const tpb::cli::Args& given) {
   p.launch = args.launch;
   if (!args.resume.empty()) {
     const std::string rj = (fs::path(args.resume) / "run.json").string();
-    TPB_INPUT_CHECK(fs::is_regular_file(rj), "--resume " << args.resume << ": no run.json there (not a tpbench run folder)");
-    p.earlier_run = tpb::read_json_file(rj);
+    p.earlier_run = tpb::read_run_json_for_resume(args.resume);  // its shape checked, once
     p.selection = tpb::CaseSelection::from_json(p.earlier_run.value("selection", nlohmann::json()));
     // The ranks start as they did in the run resumed, unless --launcher says otherwise.
     if (!given.has("--launcher") && p.earlier_run.contains("launcher")) p.launch = tpb::launcher_from_json(p.earlier_run["launcher"], rj);
@@ -344,9 +345,8 @@ PlannedRun resumed_run(const RunArgs& args, const tpb::cli::Args& given) {
 void load_cases(const RunArgs& args, PlannedRun& p) {
   if (args.scenario.empty() && !args.resume.empty()) {
     // Resume with the scenario the run recorded, as it was then.
-    const auto& run_json = p.earlier_run;
-    const auto& sc = run_json.at("scenario");
-    p.scenario = tpb::parse_scenario(sc.at("document"), sc.value("source", std::string("run.json")));
+    const auto& sc = p.earlier_run["scenario"];  // read_run_json_for_resume checked it
+    p.scenario = tpb::parse_scenario(sc["document"], sc.value("source", std::string("run.json")));
   } else if (args.scenario == "-") {
     p.scenario = load_stdin_scenario();
   } else {
