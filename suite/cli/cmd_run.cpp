@@ -1,6 +1,7 @@
 // tpbench run: validate a scenario, expand its sweep, run every case, check, record.
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -54,7 +55,7 @@ constexpr const char* kUsage =
     "                   [--allow-unlike-baseline] [--force-dirty-baseline REASON]]\n"
     "                   [--placement exclusive|shared] [--mps auto|off|require] [--no-localize]\n"
     "                   [--launcher fork|mpirun|srun [--hosts H:N,...] [--launcher-args ARGS]\n"
-    "                   [--control-host ADDR]] [--virtual-hosts N]\n"
+    "                   [--control-host ADDR]] [--virtual-hosts N] [--cpu-mem-gib G]\n"
     "Run a scenario: validate it, expand its sweep, run every case, check, record.\n"
     "\n"
     "  SCENARIO          a file, or a name looked up as scenarios/<name>.json in the working\n"
@@ -130,6 +131,12 @@ constexpr const char* kUsage =
     "  --virtual-hosts N each group's ranks claim N hosts (blocks of consecutive ranks), to test\n"
     "                    the host-local rules on one machine: shm is refused for a group that\n"
     "                    spans hosts, custom allreduce runs nccl (recorded as a fallback)\n"
+    "  --cpu-mem-gib G   what one host gives a CPU engine case's ranks, GiB (default: what it\n"
+    "                    has available as the run starts: MemAvailable, within its cgroup's\n"
+    "                    limit). A case whose ranks need more (fp32 weights, KV cache,\n"
+    "                    activations: the planner's count) is recorded infeasible with the\n"
+    "                    planner's sentence, and no rank starts for it. A host holds all of a\n"
+    "                    case's ranks, or ceil(tp / hosts) of them with --hosts\n"
     "  --no-report       do not build the report (report.html, summary.md, plots; needs\n"
     "                    python3 + matplotlib; `tpbench report RUN_DIR` makes it later)\n"
     "\n"
@@ -165,6 +172,7 @@ struct RunArgs {
   bool no_localize = false;
   tpb::CaseSelection selection;  // --case, --filter
   tpb::LauncherOptions launch;   // --launcher, --hosts, --launcher-args, --virtual-hosts, --control-host
+  std::optional<tpb::HostMemory> cpu_memory;  // --cpu-mem-gib, as bytes and as given; unset: the host's available memory
 };
 
 const tpb::cli::Grammar kGrammar = {
@@ -172,7 +180,7 @@ const tpb::cli::Grammar kGrammar = {
      {"--baselines", true}, {"--update-baselines"}, {"--allow-unlike-baseline"}, {"--force-dirty-baseline", true},
      {"--placement", true}, {"--mps", true}, {"--retry-failed"}, {"--no-localize"}, {"--case", true, true},
      {"--filter", true, true}, {"--launcher", true}, {"--hosts", true}, {"--launcher-args", true},
-     {"--virtual-hosts", true}, {"--control-host", true}},
+     {"--virtual-hosts", true}, {"--control-host", true}, {"--cpu-mem-gib", true}},
     1,
     "SCENARIO"};
 
@@ -225,8 +233,20 @@ RunArgs read_args(const tpb::cli::Args& given) {
   if (auto vh = given.value("--virtual-hosts")) {
     const std::string& v = *vh;
     TPB_INPUT_CHECK(!v.empty() && v.size() <= 3 && v.find_first_not_of("0123456789") == std::string::npos && std::stoi(v) >= 2,
-                    "run: --virtual-hosts: expected a number of hosts, at least 2, got '" << v << "'");
+                    "run: --virtual-hosts: expected a number of hosts, at least 2, got '" << tpb::cut_for_message(v) << "'");
     a.launch.virtual_hosts = std::stoi(v);
+  }
+  if (auto gib = given.value("--cpu-mem-gib")) {
+    double v = std::nan("");
+    try {
+      std::size_t used = 0;
+      v = std::stod(*gib, &used);
+      if (used != gib->size()) v = std::nan("");
+    } catch (const std::exception&) {
+    }
+    TPB_INPUT_CHECK(std::isfinite(v) && v > 0 && v <= 1 << 24,
+                    "run: --cpu-mem-gib: expected a number of GiB in (0, 16777216], got '" << tpb::cut_for_message(*gib) << "'");
+    a.cpu_memory = tpb::HostMemory{static_cast<std::int64_t>(std::llround(v * double(1ll << 30))), "--cpu-mem-gib " + *gib};
   }
   TPB_INPUT_CHECK(!a.update_baselines || !a.baselines.empty(), "run: --update-baselines needs --baselines DIR");
   TPB_INPUT_CHECK(!a.retry_failed || !a.resume.empty(), "run: --retry-failed needs --resume RUN_DIR");
@@ -418,6 +438,7 @@ tpb::RunOptions run_options(const RunArgs& args, const PlannedRun& p) {
   opt.mps_mode = tpb::parse_mps_mode(args.mps.empty() ? "auto" : args.mps, "run: --mps");
   opt.retry_failed = args.retry_failed;
   opt.localize = !args.no_localize;
+  opt.cpu_memory = args.cpu_memory;
   // The options that changed the cases, for every record's `reproduce`: this invocation's,
   // else (resuming) the ones the run was started with.
   const std::string placement = !args.placement.empty() ? args.placement : recorded_option(p.earlier_run, "--placement");

@@ -273,7 +273,7 @@ class ScenarioRun {
   std::vector<json> stored_builds;
   json mps_json;                        // the MPS state, for run.json and each record's placement
   std::map<std::string, double> wall_by_id;
-  std::optional<PlanGpu> plan_gpu;      // the GPU engine cases are planned against
+  CasePlanner planner;                  // where engine cases are planned: a GPU, or this host's memory
   LatencyControl run_control;           // this run's control against the baseline's, once it ran
   std::map<std::string, json> localized;  // localization_key -> Divergence::to_json + the reruns' ids
   std::vector<std::string> classnames;    // JUnit classname of each case, in case order
@@ -339,14 +339,10 @@ void ScenarioRun::run_in_folder() {
   write_file_atomic((fs::path(run_dir) / "run.json").string(), run_json.dump(2) + "\n");
   Launcher launcher(lo);
   Progress progress(static_cast<int>(cases.size()), stdout, opt.tty);
-  // Engine cases on GPUs are planned first, as a serving engine sizes its KV cache: one the
-  // plan says cannot fit is recorded `infeasible` with the planner's sentence, not run.
-  if (s.device == "cuda" && s.workload == "engine") {
-    const auto gpus = visible_gpus();
-    if (!gpus.empty())
-      plan_gpu = PlanGpu{gpus.front().name, static_cast<std::int64_t>(gpus.front().memory_bytes),
-                         default_cuda_context_bytes()};
-  }
+  // Engine cases are planned first, as a serving engine sizes its KV cache (GPU) or against the
+  // host's memory (CPU): one the plan says cannot fit is recorded `infeasible` with the
+  // planner's sentence, and no rank starts for it.
+  planner = case_planner(s, opt.cpu_memory, static_cast<int>(opt.launch.hosts.size()));
   run_cases(launcher, writer, progress);
   progress.done();
   graceful.reset();
@@ -481,7 +477,7 @@ void ScenarioRun::run_cases(Launcher& launcher, ResultsWriter& writer, Progress&
       record["placement"] = placement_json(c.placement);
       record["placement"]["mps"] = mps_json.value("state", "");
     }
-    if (c.skip_reason.empty() && plan_gpu) plan = plan_engine_case(s, c, *plan_gpu);  // a shared rank: its share
+    plan = planner.plan(s, c);
     if (!c.skip_reason.empty()) {
       record["status"] = "skipped";
       record["error"] = c.skip_reason;
@@ -493,8 +489,11 @@ void ScenarioRun::run_cases(Launcher& launcher, ResultsWriter& writer, Progress&
       CaseSpec spec = case_spec(s, c);
       spec.trace_dir = (fs::path(run_dir) / "traces").string();  // instrumentation=trace|debug writes here
       bool hosts_changed = false;
-      if (run_into_record(launcher, s, c, spec, record, run_json["provenance"]["hosts"], &hosts_changed) && plan)
-        record["plan"] = plan->plan;  // the serving plan (its breakdown: the same terms)
+      // A GPU case's serving plan replaces the rank's (its breakdown: the same terms); a CPU
+      // case keeps the rank's, which plan_matches_measured holds against its heap.
+      if (run_into_record(launcher, s, c, spec, record, run_json["provenance"]["hosts"], &hosts_changed) && plan &&
+          planner.gpu)
+        record["plan"] = plan->plan;
       // A host seen for the first time, or again: run.json says so before the next case.
       if (hosts_changed)
         write_file_atomic((fs::path(run_dir) / "run.json").string(), run_json.dump(2) + "\n");
