@@ -52,7 +52,8 @@ std::string parse_problem_text(const std::string& what) {
     if (dash != std::string::npos) s.erase(0, dash + 3);
   }
   if (s.rfind("number overflow parsing '", 0) == 0 && s.size() > 26 && s.back() == '\'')
-    return "a number too large for a double: " + shown_snippet(std::string_view(s).substr(25, s.size() - 26));
+    // The report's words for the same rule (report/results_reader.py).
+    return "the number " + shown_snippet(std::string_view(s).substr(25, s.size() - 26)) + " is too large for a double";
   const std::string marker = "; last read: '";
   const auto read = s.find(marker);
   if (read != std::string::npos) {

@@ -267,7 +267,10 @@ std::string self_binary() {
 
 // The value of `option` in an earlier invocation's case_options ("" when absent).
 std::string recorded_option(const nlohmann::json& run_json, const std::string& option) {
-  const nlohmann::json opts = run_json.value("invocation", nlohmann::json::object()).value("case_options", nlohmann::json::array());
+  // read_run_json_for_resume checked the shape: invocation null or an object, its case_options strings.
+  const auto invocation = run_json.find("invocation");
+  if (invocation == run_json.end() || !invocation->is_object()) return "";
+  const nlohmann::json opts = invocation->value("case_options", nlohmann::json::array());
   for (std::size_t i = 0; i + 1 < opts.size(); ++i)
     if (opts[i] == option) return opts[i + 1].get<std::string>();
   return "";

@@ -103,8 +103,8 @@ json read_run_json_for_resume(const std::string& run_dir) {
     for (const char* key : {"case", "filter"})
       if (sel.contains(key)) shape.strings(sel[key], std::string("$.selection.") + key);
   }
-  shape.optional(j, "invocation", "$", is_object, "an object");
-  if (j.contains("invocation") && j["invocation"].contains("case_options"))
+  shape.optional(j, "invocation", "$", [](const json& v) { return v.is_null() || v.is_object(); }, "null or an object");
+  if (j.contains("invocation") && j["invocation"].is_object() && j["invocation"].contains("case_options"))
     shape.strings(j["invocation"]["case_options"], "$.invocation.case_options");
   const json& prov = j.contains("provenance") ? j["provenance"] : json();
   shape.expect(prov.is_object(), "$.provenance", "an object", prov);

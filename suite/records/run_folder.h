@@ -36,7 +36,7 @@ std::string resumable_note(const std::string& run_dir);
 // expected (once, before anything runs), never a type error deep in the runner: an object;
 // run_id a non-empty string; scenario an object with name (string), document (object) and
 // source (string, when present); selection null or {case: [string], filter: [string]};
-// invocation an object whose case_options, when present, are strings; provenance an object
+// invocation null or an object whose case_options, when present, are strings; provenance an object
 // whose hosts, when present, are objects with a string host_id; resumed and cases arrays,
 // launcher and summary objects, when present. A folder without run.json is an InputError
 // "not a tpbench run folder".

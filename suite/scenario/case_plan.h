@@ -1,3 +1,7 @@
+// The memory plan of one engine case before any rank starts: on a GPU as a serving engine sizes
+// its KV cache (below), on the CPU against the host's memory (plan_cpu_engine_case, further
+// down); a case that cannot fit is recorded `infeasible` with the planner's sentence.
+//
 // The memory plan of one engine case on a GPU, as a serving engine would size its KV cache
 // for it (ARCHITECTURE.md, "How one case flows": Case -> plan -> MemoryPlan; infeasible cases
 // are recorded, not run). The plan is the planner's (reference_engine/memory/planner.h) for

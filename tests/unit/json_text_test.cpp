@@ -58,7 +58,7 @@ TEST(JsonText, NulAndHugeNumbersAreRefused) {
   EXPECT_EQ(parse_json_text(R"({"name": "a\u0000b"})").problem, "a string holds \\u0000 (NUL)");
   EXPECT_EQ(parse_json_text(R"({"name": "a\\u0000b"})").problem, "");  // a backslash, then text
   EXPECT_NE(parse_json_text(std::string("{\"a\": \"x\0y\"}", 12)).problem, "");  // a raw NUL: a syntax error
-  EXPECT_EQ(parse_json_text(R"({"x": 1e400})").problem, "a number too large for a double: 1e400");
+  EXPECT_EQ(parse_json_text(R"({"x": 1e400})").problem, "the number 1e400 is too large for a double");
   EXPECT_NE(parse_json_text(R"({"x": NaN})").problem, "");
   EXPECT_EQ(line_column("ab\ncd\nef", 5), "2:2");
 }
