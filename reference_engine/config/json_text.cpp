@@ -2,16 +2,71 @@
 // nlohmann's parser with a callback that keeps the keys of each open object.
 #include "reference_engine/config/json_text.h"
 
+#include <cstdio>
 #include <fstream>
 #include <iterator>
 #include <set>
 #include <vector>
 
 #include "tpb/check.h"
+#include "tpb/message_text.h"
 
 namespace tpb {
 
 namespace {
+
+// What the parser last read, for a message: control and non-ASCII bytes as \xNN (the text may
+// not be valid UTF-8: that may be the problem), cut to a message's length.
+std::string shown_snippet(std::string_view raw) {
+  std::string out;
+  for (const char c : raw) {
+    const auto b = static_cast<unsigned char>(c);
+    if (b >= 0x20 && b < 0x7f) {
+      out += c;
+    } else {
+      char hex[8];
+      std::snprintf(hex, sizeof hex, "\\x%02X", b);
+      out += hex;
+    }
+  }
+  return cut_for_message(out, 40);
+}
+
+// nlohmann's message in tpbench's words (issue 37, finding 10): without its
+// "[json.exception.parse_error.101]" code and its "parse error at line 1, column 11:" (the
+// caller says where, as line:column of the file), and with what it last read cut. E.g.
+// "syntax error while parsing value - invalid string: missing closing quote; last read: '"abc'"
+// becomes "invalid string: missing closing quote; last read: '"abc'".
+std::string parse_problem_text(const std::string& what) {
+  std::string s = what;
+  if (s.rfind("[json.exception.", 0) == 0) {
+    const auto end = s.find("] ");
+    if (end != std::string::npos) s.erase(0, end + 2);
+  }
+  if (s.rfind("parse error", 0) == 0) {
+    const auto colon = s.find(": ");
+    if (colon != std::string::npos) s.erase(0, colon + 2);
+  }
+  if (s.rfind("syntax error while parsing ", 0) == 0) {
+    const auto dash = s.find(" - ");
+    if (dash != std::string::npos) s.erase(0, dash + 3);
+  }
+  if (s.rfind("number overflow parsing '", 0) == 0 && s.size() > 26 && s.back() == '\'')
+    // The report's words for the same rule (report/results_reader.py).
+    return "the number " + shown_snippet(std::string_view(s).substr(25, s.size() - 26)) + " is too large for a double";
+  const std::string marker = "; last read: '";
+  const auto read = s.find(marker);
+  if (read != std::string::npos) {
+    // The quoted text runs to the last quote (it may hold quotes itself); "; expected ..." may follow.
+    const auto close = s.rfind('\'');
+    if (close != std::string::npos && close >= read + marker.size()) {
+      const std::string rest = s.substr(close + 1);
+      s = s.substr(0, read) + marker + shown_snippet(std::string_view(s).substr(read + marker.size(), close - read - marker.size())) +
+          "'" + rest;
+    }
+  }
+  return cut_for_message(s, 200);
+}
 
 // The first byte (1-based) where nesting exceeds the limit or a string holds "\u0000";
 // 0 when neither. Strings are skipped with their escapes; syntax is left to the parser.
@@ -120,13 +175,17 @@ JsonText parse_json_text(std::string_view text) {
   } catch (const DuplicateKey& d) {
     r.problem = d.path;
   } catch (const nlohmann::json::parse_error& e) {
-    r.problem = e.what();
+    r.problem = parse_problem_text(e.what());
     r.byte = e.byte;
   } catch (const nlohmann::json::exception& e) {  // out_of_range for a number like 1e400
-    r.problem = e.what();
+    r.problem = parse_problem_text(e.what());
   }
   if (!r.problem.empty()) r.value = nullptr;
   return r;
+}
+
+std::string shown_json(const nlohmann::json& value) {
+  return cut_for_message(value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
 }
 
 std::string line_column(std::string_view text, std::size_t byte) {

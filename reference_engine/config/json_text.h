@@ -35,8 +35,14 @@ struct JsonText {
   std::size_t byte = 0;  // where the problem is, 1-based byte offset; 0 when unknown
 };
 
-// Parses `text` with the rules above; never throws for bad text.
+// Parses `text` with the rules above; never throws for bad text. `problem` is in tpbench's
+// words: the parser's own message without its exception code and position, what it last
+// read cut to a message's length.
 JsonText parse_json_text(std::string_view text);
+
+// A JSON value as a message quotes it: its compact text, cut with its length said when it is
+// longer than a message holds (tpb/message_text.h); invalid UTF-8 shown as U+FFFD.
+std::string shown_json(const nlohmann::json& value);
 
 // "12:5" for a 1-based byte offset in `text` (line and column, both 1-based).
 std::string line_column(std::string_view text, std::size_t byte);

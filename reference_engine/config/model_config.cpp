@@ -49,7 +49,7 @@ struct FieldReader {
     else if constexpr (std::is_integral_v<T>) ok = it->is_number_integer();
     else if constexpr (std::is_floating_point_v<T>) ok = it->is_number();
     else ok = it->is_string();
-    TPB_INPUT_CHECK(ok, source << ": " << prefix << key << ": expected " << kind<T>() << ", got " << it->dump());
+    TPB_INPUT_CHECK(ok, source << ": " << prefix << key << ": expected " << kind<T>() << ", got " << shown_json(*it));
     out = it->get<T>();
   }
 
@@ -128,11 +128,8 @@ std::string one_of(const std::vector<std::string>& names) {
   return out;
 }
 
-// A JSON value in a message, cut where it is long.
-std::string shown(const nlohmann::json& value) {
-  const std::string text = value.dump();
-  return text.size() <= 80 ? text : text.substr(0, 60) + "... (" + std::to_string(text.size()) + " characters)";
-}
+// A JSON value in a message, cut where it is long (json_text.h).
+std::string shown(const nlohmann::json& value) { return shown_json(value); }
 
 // `object`'s model_type and architectures name one of `types` / `architectures`; `what` says
 // which model family that is, for the message.
@@ -183,7 +180,7 @@ void parse_rope(const FieldReader& text, ModelConfig& c) {
   if (block.contains("rope_type")) b.read("rope_type", type);
   else if (block.contains("type")) b.read("type", type);
   if (type.empty() || type == "default") return;
-  TPB_INPUT_CHECK(type == "yarn", source << ": " << bp << "rope_type: expected \"yarn\" or \"default\", got \"" << type << "\"");
+  TPB_INPUT_CHECK(type == "yarn", source << ": " << bp << "rope_type: expected \"yarn\" or \"default\", got " << shown(type));
   c.rope.type = "yarn";
   TPB_INPUT_CHECK(block.contains("factor"), source << ": " << bp << "factor: missing (yarn needs it; HF has no default)");
   b.read("factor", c.rope.factor);
@@ -227,7 +224,7 @@ void check_vision_limits(const nlohmann::json& v, const std::string& source) {
     for (const auto& x : values)
       TPB_INPUT_CHECK(!x.is_number_integer() || (x.get<std::int64_t>() >= 0 && x.get<std::int64_t>() <= l.max),
                       source << ": $.vision_config." << l.key << ": expected 0.." << l.max << " (tpbench's limit), got "
-                             << it->dump());
+                             << shown(*it));
   }
 }
 // The checkpoint's quantization_config (MODEL.md): none is bf16; Kimi-K2.5's compressed-tensors
@@ -235,7 +232,7 @@ void check_vision_limits(const nlohmann::json& v, const std::string& source) {
 // here, naming the field, rather than read as numbers it does not hold.
 Quantization parse_quantization_config(const nlohmann::json& q, const std::string& source, const std::string& path) {
   auto fail_unless = [&](bool ok, const std::string& field, const std::string& expected, const nlohmann::json& got) {
-    TPB_INPUT_CHECK(ok, source << ": " << path << field << ": expected " << expected << ", got " << got.dump()
+    TPB_INPUT_CHECK(ok, source << ": " << path << field << ": expected " << expected << ", got " << shown(got)
                                << " (tpbench runs Kimi-K2.5's INT4 format: compressed-tensors pack-quantized, "
                                   "4-bit int, symmetric, group 32)");
   };
@@ -420,8 +417,8 @@ void ModelConfig::validate() const {
     TPB_INPUT_CHECK(n_group == 1 || n_routed_experts / n_group >= 2,
                     src << ": n_group: grouped routing sums the top-2 scores of each group, so a group needs >= 2 experts (n_group "
                         << got("n_group", n_group) << ", n_routed_experts " << got("n_routed_experts", n_routed_experts) << ")");
-    TPB_INPUT_CHECK(scoring_func == "sigmoid", src << ": scoring_func: expected \"sigmoid\", got \"" << scoring_func << "\"");
-    TPB_INPUT_CHECK(topk_method == "noaux_tc", src << ": topk_method: expected \"noaux_tc\", got \"" << topk_method << "\"");
+    TPB_INPUT_CHECK(scoring_func == "sigmoid", src << ": scoring_func: expected \"sigmoid\", got " << shown_json(scoring_func));
+    TPB_INPUT_CHECK(topk_method == "noaux_tc", src << ": topk_method: expected \"noaux_tc\", got " << shown_json(topk_method));
   }
   TPB_INPUT_CHECK(q_lora_rank >= 0, src << ": q_lora_rank: expected >= 0, got " << q_lora_rank);
   TPB_INPUT_CHECK(rms_norm_eps > 0, src << ": rms_norm_eps: expected > 0, got " << rms_norm_eps);
@@ -548,18 +545,18 @@ void apply_overrides(ModelConfig& config, const nlohmann::json& overrides, const
     bool known = false;
     for (const auto& f : int_fields()) {
       if (key != f.key) continue;
-      TPB_INPUT_CHECK(value.is_number_integer(), source << ": " << path << ": expected an integer, got " << value.dump());
+      TPB_INPUT_CHECK(value.is_number_integer(), source << ": " << path << ": expected an integer, got " << shown(value));
       config.*(f.member) = value.get<std::int64_t>();
       known = true;
     }
     for (const auto& f : float_fields()) {
       if (key != f.key) continue;
-      TPB_INPUT_CHECK(value.is_number(), source << ": " << path << ": expected a number, got " << value.dump());
+      TPB_INPUT_CHECK(value.is_number(), source << ": " << path << ": expected a number, got " << shown(value));
       config.*(f.member) = value.get<double>();
       known = true;
     }
     if (key == "norm_topk_prob") {
-      TPB_INPUT_CHECK(value.is_boolean(), source << ": " << path << ": expected a boolean, got " << value.dump());
+      TPB_INPUT_CHECK(value.is_boolean(), source << ": " << path << ": expected a boolean, got " << shown(value));
       config.norm_topk_prob = value.get<bool>();
       known = true;
     }

@@ -4,6 +4,7 @@
 
 #include "tpb/check.h"
 #include "tpb/did_you_mean.h"
+#include "tpb/message_text.h"
 
 namespace tpb::cli {
 
@@ -17,7 +18,7 @@ const Option* find_option(const Grammar& grammar, const std::string& name) {
 
 std::string quoted_list(const std::vector<std::string>& words) {
   std::string out;
-  for (const auto& w : words) out.append(out.empty() ? "'" : ", '").append(w).append("'");
+  for (const auto& w : words) out.append(out.empty() ? "'" : ", '").append(cut_for_message(w)).append("'");
   return out;
 }
 
@@ -55,17 +56,17 @@ Args parse_args(const Grammar& grammar, const std::vector<std::string>& args) {
     if (!option) {
       std::vector<std::string> names;
       for (const auto& o : grammar.options) names.push_back(o.name);
-      refuse("unknown option '" + name + "'" + did_you_mean(name, names));
+      refuse("unknown option '" + cut_for_message(name) + "'" + did_you_mean(name, names));
     }
     std::string value;
     if (!option->takes_value) {
-      if (inline_value) refuse(name + " is a switch and takes no value (got '" + word + "')");
+      if (inline_value) refuse(name + " is a switch and takes no value (got '" + cut_for_message(word) + "')");
     } else if (inline_value) {
       value = word.substr(eq + 1);
     } else {
       if (i + 1 >= args.size()) refuse(name + " needs a value");
       if (args[i + 1].starts_with("--"))
-        refuse(name + " needs a value (got the option '" + args[i + 1] + "'; write " + name + "=VALUE for a value "
+        refuse(name + " needs a value (got the option '" + cut_for_message(args[i + 1]) + "'; write " + name + "=VALUE for a value "
                "that starts with --)");
       value = args[++i];
     }

@@ -16,6 +16,7 @@
 #include "suite/records/jsonl.h"
 #include "suite/records/results.h"
 #include "tpb/check.h"
+#include "tpb/message_text.h"
 
 namespace {
 
@@ -71,7 +72,7 @@ double parse_number(const std::string& flag, const std::string& value, double lo
   } catch (const std::exception&) {
   }
   TPB_INPUT_CHECK(std::isfinite(v) && v >= lo && v <= hi,
-                  "compare: " << flag << ": expected a number in [" << lo << ", " << hi << "], got '" << value << "'");
+                  "compare: " << flag << ": expected a number in [" << lo << ", " << hi << "], got '" << tpb::cut_for_message(value) << "'");
   return v;
 }
 
@@ -87,8 +88,9 @@ std::vector<nlohmann::json> read_side(const std::string& given) {
   return records;
 }
 
-// The case's label, or its id where it has none: a row always names its case.
-std::string row_label(const tpb::MetricVerdict& v) { return v.label.empty() ? v.case_id : v.label; }
+// The case's label, or its id where it has none: a row always names its case (a label from a
+// hand-edited file cut, so that one long label does not widen every row).
+std::string row_label(const tpb::MetricVerdict& v) { return tpb::cut_for_message(v.label.empty() ? v.case_id : v.label); }
 
 bool is_equal_digest(const tpb::MetricVerdict& v) { return v.metric.rfind("digest.", 0) == 0 && v.verdict == "ok"; }
 
@@ -181,13 +183,13 @@ int run_compare_placements(const std::vector<std::string>& files, bool as_json) 
   std::printf("A: %s (%s placement)\nB: %s (%s placement)\n", files[0].c_str(), c.placement_a.c_str(),
               files[1].c_str(), c.placement_b.c_str());
   std::size_t lw = 4;
-  for (const auto& p : c.pairs) lw = std::max(lw, p.label.size());
+  for (const auto& p : c.pairs) lw = std::max(lw, tpb::cut_for_message(p.label).size());
   const int w = static_cast<int>(lw);
   const std::string a_us = c.placement_a + " us", b_us = c.placement_b + " us";
   std::printf("%-*s %-15s %3s %12s %12s  %-25s %s\n", w, "case", "backend", "tp", a_us.c_str(), b_us.c_str(), "rule",
               "digests");
   for (const auto& p : c.pairs) {
-    std::printf("%-*s %-15s %3lld %12s %12s  %-25s %s%s%s\n", w, p.label.c_str(), p.backend.c_str(), p.tp,
+    std::printf("%-*s %-15s %3lld %12s %12s  %-25s %s%s%s\n", w, tpb::cut_for_message(p.label).c_str(), p.backend.c_str(), p.tp,
                 step_text(p.step_us_a).c_str(), step_text(p.step_us_b).c_str(), p.rule.c_str(), p.verdict.c_str(),
                 p.detail.empty() ? "" : ": ", p.detail.c_str());
   }

@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "reference_engine/config/json_text.h"
 #include "reference_engine/config/model_config.h"
 #include "reference_engine/memory/attention_widths.h"
 #include "reference_engine/model/engine.h"
@@ -28,6 +29,7 @@
 #include "suite/scenario/sweep.h"
 #include "suite/workloads/engine_workload.h"
 #include "tpb/check.h"
+#include "tpb/message_text.h"
 
 namespace {
 
@@ -97,7 +99,7 @@ std::int64_t integer_option(const tpb::cli::Args& args, const std::string& flag,
     if (n == v->size()) return x;
   } catch (...) {
   }
-  TPB_INPUT_FAIL("logits: " << flag << ": expected an integer, got '" << *v << "'");
+  TPB_INPUT_FAIL("logits: " << flag << ": expected an integer, got '" << tpb::cut_for_message(*v) << "'");
 }
 
 // Runs the rank processes of `spec` through the Launcher (rank 0 writes the file) and checks
@@ -143,7 +145,7 @@ int run_logits(const tpb::cli::Args& args) {
   const std::int64_t prefill = integer_option(args, "--prefill", 0), seed = integer_option(args, "--seed", 1234);
   TPB_INPUT_CHECK(!model.empty() && !ids_path.empty() && !out.empty(),
                   "logits: --model, --input-ids and --out are required (see tpbench logits --help)");
-  TPB_INPUT_CHECK(device == "cpu" || device == "cuda", "logits: --device: expected cpu or cuda, got '" << device << "'");
+  TPB_INPUT_CHECK(device == "cpu" || device == "cuda", "logits: --device: expected cpu or cuda, got '" << tpb::cut_for_message(device) << "'");
   const bool gpu = device == "cuda";
   TPB_INPUT_CHECK(!gpu || tpb::build_info().have_cuda, "logits: --device cuda: this tpbench was built without CUDA");
   TPB_INPUT_CHECK(tp >= 1, "logits: --tp: expected >= 1, got " << tp);
@@ -152,7 +154,7 @@ int run_logits(const tpb::cli::Args& args) {
   TPB_INPUT_CHECK(tpb::find_backend(backend) != nullptr && tpb::is_gpu_backend(backend) == gpu,
                   "logits: --allreduce: expected a " << device << " backend ("
                                                      << tpb::backend_list(gpu ? tpb::BackendDevice::gpu : tpb::BackendDevice::host)
-                                                     << "), got '" << backend << "'");
+                                                     << "), got '" << tpb::cut_for_message(backend) << "'");
   TPB_INPUT_CHECK(gpu || !args.value("--placement"), "logits: --placement: places GPU ranks; --device is cpu");
 
   const tpb::ModelConfig config = tpb::load_model_config_by_name(model);
@@ -166,16 +168,11 @@ int run_logits(const tpb::cli::Args& args) {
   if (weights.empty()) weights = has_safetensors(model) ? model : "synthetic";
   if (weights != "synthetic") weights = fs::absolute(weights).string();
 
-  json ids_json;
   {
     std::ifstream f(ids_path);
     TPB_INPUT_CHECK(f.good(), "logits: cannot read --input-ids " << ids_path);
-    try {
-      ids_json = json::parse(f);
-    } catch (const std::exception& e) {
-      TPB_INPUT_FAIL(ids_path << ": not valid JSON: " << e.what());
-    }
   }
+  const json ids_json = tpb::read_json_text_file(ids_path);  // strict and bounded (json_text.h)
   const auto ids = tpb::read_input_ids(ids_json, ids_path);
   for (std::size_t b = 0; b < ids.size(); ++b)
     for (std::size_t i = 0; i < ids[b].size(); ++i)

@@ -16,11 +16,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include "reference_engine/config/json_text.h"
 #include "reference_engine/config/model_config.h"
 #include "reference_engine/memory/gpu_catalog.h"
 #include "reference_engine/memory/planner.h"
 #include "suite/cli/subcommand.h"
 #include "tpb/check.h"
+#include "tpb/message_text.h"
 
 namespace {
 
@@ -132,7 +134,7 @@ double to_double(const std::string& flag, const std::string& s) {
   } catch (const std::exception&) {
     used = 0;
   }
-  TPB_INPUT_CHECK(used == s.size() && !s.empty() && std::isfinite(v), "plan: " << flag << ": expected a number, got '" << s << "'");
+  TPB_INPUT_CHECK(used == s.size() && !s.empty() && std::isfinite(v), "plan: " << flag << ": expected a number, got '" << tpb::cut_for_message(s) << "'");
   return v;
 }
 
@@ -144,14 +146,14 @@ std::int64_t to_int(const std::string& flag, const std::string& s, std::int64_t 
   } catch (const std::exception&) {
     used = 0;
   }
-  TPB_INPUT_CHECK(used == s.size() && !s.empty(), "plan: " << flag << ": expected an integer, got '" << s << "'");
+  TPB_INPUT_CHECK(used == s.size() && !s.empty(), "plan: " << flag << ": expected an integer, got '" << tpb::cut_for_message(s) << "'");
   TPB_INPUT_CHECK(v >= min, "plan: " << flag << ": expected >= " << min << ", got " << v);
   return v;
 }
 
 std::int64_t kv_dtype_bytes(const Args& a) {
   const std::string d = a.value("--kv-dtype").value_or("bf16");
-  TPB_INPUT_CHECK(d == "bf16" || d == "fp8", "plan: --kv-dtype: expected bf16 or fp8, got '" << d << "'");
+  TPB_INPUT_CHECK(d == "bf16" || d == "fp8", "plan: --kv-dtype: expected bf16 or fp8, got '" << tpb::cut_for_message(d) << "'");
   return d == "fp8" ? 1 : 2;
 }
 
@@ -168,13 +170,11 @@ tpb::ModelConfig load_model(const Args& a) {
   TPB_INPUT_CHECK(model, "plan: --model PRESET|DIR is required");
   tpb::ModelConfig c = tpb::load_model_config_by_name(*model);
   if (auto o = a.value("--overrides")) {
-    nlohmann::json j;
-    try {
-      j = nlohmann::json::parse(*o);
-    } catch (const nlohmann::json::exception& e) {  // parse_error, and out_of_range for a number like 1e400
-      TPB_INPUT_FAIL("plan: --overrides: not valid JSON: " << e.what());
-    }
-    tpb::apply_overrides(c, j, "--overrides", "$");
+    // Strict, as a file is read (json_text.h): duplicate keys, 1e400 and the like are refused.
+    const tpb::JsonText j = tpb::parse_json_text(*o);
+    TPB_INPUT_CHECK(j.problem.empty(), "plan: --overrides: not valid JSON: " << j.problem
+                                           << (j.byte > 0 ? " (at character " + std::to_string(j.byte) + ")" : std::string()));
+    tpb::apply_overrides(c, j.value, "--overrides", "$");
   }
   return c;
 }

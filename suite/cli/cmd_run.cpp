@@ -1,6 +1,7 @@
 // tpbench run: validate a scenario, expand its sweep, run every case, check, record.
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -21,10 +22,12 @@
 #include "suite/records/provenance.h"
 #include "suite/cli/subcommand.h"
 #include "suite/records/results.h"
+#include "suite/records/run_folder.h"
 #include "suite/runner/runner.h"
 #include "suite/scenario/scenario.h"
 #include "suite/scenario/sweep.h"
 #include "tpb/check.h"
+#include "tpb/message_text.h"
 #include "tpb/kernels/device.h"
 #include "tpb/kernels/kernel_paths.h"
 
@@ -53,7 +56,7 @@ constexpr const char* kUsage =
     "                   [--force-dirty-baseline REASON]]\n"
     "                   [--placement exclusive|shared] [--mps auto|off|require] [--no-localize]\n"
     "                   [--launcher fork|mpirun|srun [--hosts H:N,...] [--launcher-args ARGS]\n"
-    "                   [--control-host ADDR]] [--virtual-hosts N]\n"
+    "                   [--control-host ADDR]] [--virtual-hosts N] [--cpu-mem-gib G]\n"
     "Run a scenario: validate it, expand its sweep, run every case, check, record.\n"
     "\n"
     "  SCENARIO          a file, or a name looked up as scenarios/<name>.json in the working\n"
@@ -133,6 +136,12 @@ constexpr const char* kUsage =
     "  --virtual-hosts N each group's ranks claim N hosts (blocks of consecutive ranks), to test\n"
     "                    the host-local rules on one machine: shm is refused for a group that\n"
     "                    spans hosts, custom allreduce runs nccl (recorded as a fallback)\n"
+    "  --cpu-mem-gib G   what one host gives a CPU engine case's ranks, GiB (default: what it\n"
+    "                    has available as the run starts: MemAvailable, within its cgroup's\n"
+    "                    limit). A case whose ranks need more (fp32 weights, KV cache,\n"
+    "                    activations: the planner's count) is recorded infeasible with the\n"
+    "                    planner's sentence, and no rank starts for it. A host holds all of a\n"
+    "                    case's ranks, or ceil(tp / hosts) of them with --hosts\n"
     "  --no-report       do not build the report (report.html, summary.md, plots; needs\n"
     "                    python3 + matplotlib; `tpbench report RUN_DIR` makes it later)\n"
     "\n"
@@ -169,6 +178,7 @@ struct RunArgs {
   bool no_localize = false;
   tpb::CaseSelection selection;  // --case, --filter
   tpb::LauncherOptions launch;   // --launcher, --hosts, --launcher-args, --virtual-hosts, --control-host
+  std::optional<tpb::HostMemory> cpu_memory;  // --cpu-mem-gib, as bytes and as given; unset: the host's available memory
 };
 
 const tpb::cli::Grammar kGrammar = {
@@ -177,7 +187,7 @@ const tpb::cli::Grammar kGrammar = {
      {"--force-dirty-baseline", true},
      {"--placement", true}, {"--mps", true}, {"--retry-failed"}, {"--no-localize"}, {"--case", true, true},
      {"--filter", true, true}, {"--launcher", true}, {"--hosts", true}, {"--launcher-args", true},
-     {"--virtual-hosts", true}, {"--control-host", true}},
+     {"--virtual-hosts", true}, {"--control-host", true}, {"--cpu-mem-gib", true}},
     1,
     "SCENARIO"};
 
@@ -231,8 +241,20 @@ RunArgs read_args(const tpb::cli::Args& given) {
   if (auto vh = given.value("--virtual-hosts")) {
     const std::string& v = *vh;
     TPB_INPUT_CHECK(!v.empty() && v.size() <= 3 && v.find_first_not_of("0123456789") == std::string::npos && std::stoi(v) >= 2,
-                    "run: --virtual-hosts: expected a number of hosts, at least 2, got '" << v << "'");
+                    "run: --virtual-hosts: expected a number of hosts, at least 2, got '" << tpb::cut_for_message(v) << "'");
     a.launch.virtual_hosts = std::stoi(v);
+  }
+  if (auto gib = given.value("--cpu-mem-gib")) {
+    double v = std::nan("");
+    try {
+      std::size_t used = 0;
+      v = std::stod(*gib, &used);
+      if (used != gib->size()) v = std::nan("");
+    } catch (const std::exception&) {
+    }
+    TPB_INPUT_CHECK(std::isfinite(v) && v > 0 && v <= 1 << 24,
+                    "run: --cpu-mem-gib: expected a number of GiB in (0, 16777216], got '" << tpb::cut_for_message(*gib) << "'");
+    a.cpu_memory = tpb::HostMemory{static_cast<std::int64_t>(std::llround(v * double(1ll << 30))), "--cpu-mem-gib " + *gib};
   }
   TPB_INPUT_CHECK(!a.update_baselines || !a.baselines.empty(), "run: --update-baselines needs --baselines DIR");
   TPB_INPUT_CHECK(!a.retry_failed || !a.resume.empty(), "run: --retry-failed needs --resume RUN_DIR");
@@ -263,7 +285,10 @@ std::string self_binary() {
 
 // The value of `option` in an earlier invocation's case_options ("" when absent).
 std::string recorded_option(const nlohmann::json& run_json, const std::string& option) {
-  const nlohmann::json opts = run_json.value("invocation", nlohmann::json::object()).value("case_options", nlohmann::json::array());
+  // read_run_json_for_resume checked the shape: invocation null or an object, its case_options strings.
+  const auto invocation = run_json.find("invocation");
+  if (invocation == run_json.end() || !invocation->is_object()) return "";
+  const nlohmann::json opts = invocation->value("case_options", nlohmann::json::array());
   for (std::size_t i = 0; i + 1 < opts.size(); ++i)
     if (opts[i] == option) return opts[i + 1].get<std::string>();
   return "";
@@ -342,8 +367,7 @@ PlannedRun resumed_run(const RunArgs& args, const tpb::cli::Args& given) {
   p.launch = args.launch;
   if (!args.resume.empty()) {
     const std::string rj = (fs::path(args.resume) / "run.json").string();
-    TPB_INPUT_CHECK(fs::is_regular_file(rj), "--resume " << args.resume << ": no run.json there (not a tpbench run folder)");
-    p.earlier_run = tpb::read_json_file(rj);
+    p.earlier_run = tpb::read_run_json_for_resume(args.resume);  // its shape checked, once
     p.selection = tpb::CaseSelection::from_json(p.earlier_run.value("selection", nlohmann::json()));
     // The ranks start as they did in the run resumed, unless --launcher says otherwise.
     if (!given.has("--launcher") && p.earlier_run.contains("launcher")) p.launch = tpb::launcher_from_json(p.earlier_run["launcher"], rj);
@@ -362,9 +386,8 @@ PlannedRun resumed_run(const RunArgs& args, const tpb::cli::Args& given) {
 void load_cases(const RunArgs& args, PlannedRun& p) {
   if (args.scenario.empty() && !args.resume.empty()) {
     // Resume with the scenario the run recorded, as it was then.
-    const auto& run_json = p.earlier_run;
-    const auto& sc = run_json.at("scenario");
-    p.scenario = tpb::parse_scenario(sc.at("document"), sc.value("source", std::string("run.json")));
+    const auto& sc = p.earlier_run["scenario"];  // read_run_json_for_resume checked it
+    p.scenario = tpb::parse_scenario(sc["document"], sc.value("source", std::string("run.json")));
   } else if (args.scenario == "-") {
     p.scenario = load_stdin_scenario();
   } else {
@@ -436,6 +459,7 @@ tpb::RunOptions run_options(const RunArgs& args, const PlannedRun& p) {
   opt.mps_mode = tpb::parse_mps_mode(args.mps.empty() ? "auto" : args.mps, "run: --mps");
   opt.retry_failed = args.retry_failed;
   opt.localize = !args.no_localize;
+  opt.cpu_memory = args.cpu_memory;
   // The options that changed the cases, for every record's `reproduce`: this invocation's,
   // else (resuming) the ones the run was started with.
   const std::string placement = !args.placement.empty() ? args.placement : recorded_option(p.earlier_run, "--placement");

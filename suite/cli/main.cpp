@@ -4,6 +4,7 @@
 #include <csignal>
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -13,6 +14,7 @@
 #include "suite/cli/subcommand.h"
 #include "tpb/check.h"
 #include "tpb/did_you_mean.h"
+#include "tpb/message_text.h"
 
 namespace tpb::cli {
 
@@ -44,13 +46,36 @@ std::string without_command_prefix(const std::string& command, std::string messa
 // "tpbench run" for a subcommand's lines, "tpbench" before one is known.
 std::string who(const std::string& command) { return command.empty() ? "tpbench" : "tpbench " + command; }
 
+// The last guard of "a message quotes a value, not the whole of it" (tpb/message_text.h):
+// the sources cut what they quote; a line that still runs past this is cut here, its length said.
+constexpr std::size_t kMaxErrorLineChars = 1000;
+
+std::string lines_cut(const std::string& message) {
+  std::string out;
+  for (std::size_t start = 0; start <= message.size();) {
+    const std::size_t end = std::min(message.find('\n', start), message.size());
+    out += tpb::cut_for_message(std::string_view(message).substr(start, end - start), kMaxErrorLineChars);
+    if (end < message.size()) out += '\n';
+    start = end + 1;
+  }
+  return out;
+}
+
 }  // namespace
 
 void print_error(const std::string& command, const std::string& message) {
-  std::fprintf(stderr, "%s: error: %s\n", who(command).c_str(), without_command_prefix(command, message).c_str());
+  std::fprintf(stderr, "%s: error: %s\n", who(command).c_str(), lines_cut(without_command_prefix(command, message)).c_str());
 }
 
 namespace {
+
+// A library's exception text without its code: "[json.exception.type_error.302] type must be
+// string, but is number" -> "type must be string, but is number".
+std::string without_library_code(const std::string& what) {
+  if (what.rfind("[json.exception.", 0) != 0) return what;
+  const auto end = what.find("] ");
+  return end == std::string::npos ? what : what.substr(end + 2);
+}
 
 void print_overview() {
   std::printf(
@@ -118,7 +143,7 @@ int main(int argc, char** argv) {
   std::string command;  // the subcommand, once known: every error line names it
   auto failed = [&](const std::string& message) {
     std::fprintf(stderr, "%s: failed: %s\n", tpb::cli::who(command).c_str(),
-                 tpb::cli::without_command_prefix(command, message).c_str());
+                 tpb::cli::lines_cut(tpb::cli::without_command_prefix(command, message)).c_str());
     return 1;
   };
   try {
@@ -129,8 +154,14 @@ int main(int argc, char** argv) {
   } catch (const nlohmann::json::exception& e) {
     // A JSON value of an unexpected shape that no validator caught: it came from an input
     // file, so it is bad input (2), said plainly, not "failed" (1, which means a failed case).
-    tpb::cli::print_error(command, std::string("malformed JSON input: ") + e.what());
+    // The validators name the file and the path; reaching here is a check missing in tpbench.
+    tpb::cli::print_error(command, "an input file holds a JSON value of a shape tpbench does not check for (" +
+                                       tpb::cli::without_library_code(e.what()) +
+                                       "); please report this with the command line");
     return 2;
+  } catch (const std::filesystem::filesystem_error& e) {
+    // A folder or file the machine refused (a full or read-only disk), in our words: the path and errno.
+    return failed(e.path1().string() + (e.path2().empty() ? "" : " -> " + e.path2().string()) + ": " + e.code().message());
   } catch (const std::exception& e) {
     return failed(e.what());
   } catch (...) {

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "tpb/check.h"
+#include "tpb/message_text.h"
 
 namespace tpb {
 namespace {
@@ -40,7 +41,7 @@ std::optional<LauncherKind> launcher_kind(const std::string& name) {
 
 LauncherKind parse_launcher(const std::string& name, const std::string& what) {
   const std::optional<LauncherKind> k = launcher_kind(name);
-  TPB_INPUT_CHECK(k.has_value(), what << ": expected a launcher (one of fork, mpirun, srun), got '" << name << "'");
+  TPB_INPUT_CHECK(k.has_value(), what << ": expected a launcher (one of fork, mpirun, srun), got '" << cut_for_message(name) << "'");
   return *k;
 }
 
@@ -64,8 +65,8 @@ std::vector<HostSlots> parse_hosts(const std::string& text, const std::string& w
     h.host = item.substr(0, colon);
     const bool slots_ok = colon == std::string::npos || (parse_count(item.substr(colon + 1), 1 << 16, h.slots) && h.slots > 0);
     TPB_INPUT_CHECK(!h.host.empty() && slots_ok && h.host.find_first_of(" \t'\"") == std::string::npos,
-                    what << ": expected HOST[:SLOTS] items separated by commas (e.g. node1:8,node2:8), got '" << item
-                         << "' in '" << text << "'");
+                    what << ": expected HOST[:SLOTS] items separated by commas (e.g. node1:8,node2:8), got '" << cut_for_message(item)
+                         << "' in '" << cut_for_message(text) << "'");
     hosts.push_back(h);
     if (comma == std::string::npos) break;
     start = comma + 1;

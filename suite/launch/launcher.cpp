@@ -45,7 +45,9 @@
 #include "suite/launch/host_facts.h"
 #include "suite/launch/launcher_group.h"
 #include "suite/launch/mps.h"
+#include "reference_engine/config/json_text.h"
 #include "tpb/check.h"
+#include "tpb/system_check.h"
 
 namespace tpb {
 
@@ -61,18 +63,31 @@ nlohmann::json launcher_to_json(const LauncherOptions& o) {
 }
 
 LauncherOptions launcher_from_json(const nlohmann::json& j, const std::string& file) {
+  // Each field checked for the type tpbench writes, so that a damaged run.json names its path.
+  auto field = [&](const char* key, bool (nlohmann::json::*is)() const noexcept, const char* what) -> const nlohmann::json& {
+    TPB_INPUT_CHECK(j.is_object(), file << ": $.launcher: expected an object with kind, hosts, launcher_args, "
+                                           "virtual_hosts and control_host, as tpbench writes it, got " << shown_json(j));
+    const auto it = j.find(key);
+    TPB_INPUT_CHECK(it != j.end() && ((*it).*is)(), file << ": $.launcher." << key << ": expected " << what
+                                                         << ", as tpbench writes it, got "
+                                                         << (it == j.end() ? std::string("nothing") : shown_json(*it)));
+    return *it;
+  };
   LauncherOptions o;
-  try {
-    o.kind = parse_launcher(j.at("kind").get<std::string>(), file + ": $.launcher.kind");
-    const std::string hosts = j.at("hosts").get<std::string>();
-    if (!hosts.empty()) o.hosts = parse_hosts(hosts, file + ": $.launcher.hosts");
-    o.launcher_args = j.at("launcher_args").get<std::vector<std::string>>();
-    o.virtual_hosts = j.at("virtual_hosts").get<int>();
-    o.control_host = j.at("control_host").get<std::string>();
-  } catch (const nlohmann::json::exception& e) {
-    TPB_INPUT_FAIL(file << ": $.launcher: expected kind, hosts, launcher_args, virtual_hosts and control_host as tpbench "
-                           "writes them (" << e.what() << ")");
+  o.kind = parse_launcher(field("kind", &nlohmann::json::is_string, "a string").get<std::string>(), file + ": $.launcher.kind");
+  const std::string hosts = field("hosts", &nlohmann::json::is_string, "a string").get<std::string>();
+  if (!hosts.empty()) o.hosts = parse_hosts(hosts, file + ": $.launcher.hosts");
+  const nlohmann::json& args = field("launcher_args", &nlohmann::json::is_array, "a list of strings");
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    TPB_INPUT_CHECK(args[i].is_string(), file << ": $.launcher.launcher_args[" << i << "]: expected a string, got "
+                                              << shown_json(args[i]));
+    o.launcher_args.push_back(args[i].get<std::string>());
   }
+  const nlohmann::json& vh = field("virtual_hosts", &nlohmann::json::is_number_integer, "an integer");
+  TPB_INPUT_CHECK(vh.get<std::int64_t>() >= 0 && vh.get<std::int64_t>() <= 1024,
+                  file << ": $.launcher.virtual_hosts: expected 0..1024, got " << shown_json(vh));
+  o.virtual_hosts = vh.get<int>();
+  o.control_host = field("control_host", &nlohmann::json::is_string, "a string").get<std::string>();
   return o;
 }
 
@@ -83,7 +98,7 @@ Launcher::Launcher(LauncherOptions options) : options_(std::move(options)) {
   }
   std::error_code ec;
   std::filesystem::create_directories(options_.log_dir, ec);
-  TPB_CHECK(!ec, "launcher: cannot create log folder '" << options_.log_dir << "': " << ec.message());
+  TPB_SYSTEM_CHECK(!ec, "launcher: cannot create log folder '" << options_.log_dir << "': " << ec.message());
   TPB_INPUT_CHECK(!options_.worker_binary.empty(), "launcher: no worker binary given");
   // A rank's own children outlive it when it is killed; as a subreaper this process inherits
   // them and can reap them, instead of leaving zombies to whatever init the machine has.

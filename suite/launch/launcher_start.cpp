@@ -33,6 +33,7 @@
 #include "suite/launch/host_facts.h"
 #include "suite/launch/mps.h"
 #include "tpb/check.h"
+#include "tpb/system_check.h"
 
 extern char** environ;
 
@@ -140,7 +141,7 @@ void Launcher::start_job(const std::string& group_key, int world_size) {
   for (auto& e : env) envp.push_back(e.data());
   envp.push_back(nullptr);
   const int log_fd = open(g->job_log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
-  TPB_CHECK(log_fd >= 0, "launcher: cannot create log file '" << g->job_log << "': " << std::strerror(errno));
+  TPB_SYSTEM_CHECK(log_fd >= 0, "launcher: cannot create log file '" << g->job_log << "': " << std::strerror(errno));
   const int null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
   const pid_t controller = getpid();
   const pid_t pid = fork_child([&](const sigset_t* before) {
@@ -150,7 +151,7 @@ void Launcher::start_job(const std::string& group_key, int world_size) {
   const int fork_errno = errno;
   close(log_fd);
   if (null_fd >= 0) close(null_fd);
-  TPB_CHECK(pid > 0, "launcher: fork failed: " << std::strerror(fork_errno));
+  TPB_SYSTEM_CHECK(pid > 0, "launcher: fork failed: " << std::strerror(fork_errno));
   setpgid(pid, pid);
   g->job_pid = pid;
   g->pgid = pid;
@@ -187,7 +188,7 @@ void Launcher::start_group(const std::string& group_key, int world_size, const R
   const std::vector<std::string> base_env =
       inherited_environment(environ, placement != nullptr && placement->device_shared());
   const int null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
-  TPB_CHECK(null_fd >= 0, "launcher: cannot open /dev/null: " << std::strerror(errno));
+  TPB_SYSTEM_CHECK(null_fd >= 0, "launcher: cannot open /dev/null: " << std::strerror(errno));
   const pid_t controller = getpid();
   std::string argv0 = options_.worker_binary;
   std::string argv1 = "__worker";
@@ -225,7 +226,7 @@ void Launcher::start_group(const std::string& group_key, int world_size, const R
       close(null_fd);
       group_->kill_all();
       group_.reset();
-      TPB_FAIL("launcher: cannot create log file '" << rk.log_path << "': " << std::strerror(err));
+      TPB_SYSTEM_FAIL("launcher: cannot create log file '" << rk.log_path << "': " << std::strerror(err));
     }
     const pid_t pid = fork_child([&](const sigset_t* before) {
       exec_child(argv0.c_str(), argv, envp.data(), log_fd, null_fd, group.progress->fd(), false, group.pgid, controller,
@@ -237,7 +238,7 @@ void Launcher::start_group(const std::string& group_key, int world_size, const R
       close(null_fd);
       group_->kill_all();
       group_.reset();
-      TPB_FAIL("launcher: fork failed: " << std::strerror(fork_errno));
+      TPB_SYSTEM_FAIL("launcher: fork failed: " << std::strerror(fork_errno));
     }
     rk.pid = pid;
     if (r == 0) {

@@ -11,6 +11,8 @@
 #include "suite/measure/digest.h"
 #include "tpb/check.h"
 #include "tpb/fnv1a.h"
+#include "tpb/message_text.h"
+#include "tpb/system_check.h"
 
 namespace tpb {
 
@@ -36,7 +38,7 @@ InstrumentationLevel instrumentation_level_of(const nlohmann::json& v) {
   if (name == "debug") return InstrumentationLevel::debug;
   if (name == "digests") return InstrumentationLevel::digests;
   TPB_INPUT_FAIL("case_spec.params.instrumentation: expected \"off\", \"timing\", \"trace\", \"debug\" or \"digests\", got "
-                 << v.dump());
+                 << cut_for_message(v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)));
 }
 
 const char* instrumentation_level_name(InstrumentationLevel level) {
@@ -161,10 +163,10 @@ void write_chrome_trace(const std::string& path, const std::vector<Span>& spans,
   }
   const nlohmann::json doc = {{"traceEvents", events}, {"displayTimeUnit", "ns"}};
   std::ofstream out(path);
-  TPB_CHECK(out.good(), "trace: cannot write '" << path << "'");
+  TPB_SYSTEM_CHECK(out.good(), "trace: cannot write '" << path << "'");
   out << doc.dump() << "\n";
   out.close();
-  TPB_CHECK(out.good(), "trace: writing '" << path << "' failed");
+  TPB_SYSTEM_CHECK(out.good(), "trace: writing '" << path << "' failed");
 }
 
 std::string trace_path(const std::optional<std::string>& trace_dir, const std::string& case_id, int rank) {
@@ -177,7 +179,7 @@ std::string trace_path(const std::optional<std::string>& trace_dir, const std::s
   }
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
-  TPB_CHECK(!ec, "trace: cannot create folder '" << dir << "' (case_spec.trace_dir): " << ec.message());
+  TPB_SYSTEM_CHECK(!ec, "trace: cannot create folder '" << dir << "' (case_spec.trace_dir): " << ec.message());
   const std::string id = case_id.empty() ? "case" : case_id;
   return (std::filesystem::path(dir) / ("trace-" + id + "-rank" + std::to_string(rank) + ".json")).string();
 }

@@ -9,8 +9,10 @@
 #include <set>
 #include <sstream>
 
+#include "reference_engine/config/json_text.h"
 #include "suite/records/results.h"
 #include "suite/measure/stats.h"
+#include "tpb/message_text.h"
 
 namespace tpb {
 
@@ -256,10 +258,7 @@ void compare_digests(const nlohmann::json& o, const nlohmann::json& n, std::vect
   }
 }
 
-std::string got(const nlohmann::json& v) {
-  const std::string text = v.dump();
-  return text.size() > 60 ? text.substr(0, 57) + "..." : text;
-}
+std::string got(const nlohmann::json& v) { return shown_json(v); }
 
 }  // namespace
 
@@ -516,9 +515,10 @@ std::string sha_text(const nlohmann::json& b) {
   return sha + "+dirty?";
 }
 
+// A build field as the comparison quotes it: cut where long (a results file is input too).
 std::string value_text(const nlohmann::json& v) {
-  if (v.is_string()) return v.get<std::string>().empty() ? "(none)" : v.get<std::string>();
-  return v.dump();
+  if (v.is_string()) return v.get<std::string>().empty() ? "(none)" : cut_for_message(v.get<std::string>());
+  return shown_json(v);
 }
 
 // Whether a build has CUDA code: have_cuda, else a CUDA compiler named; null when unknown.

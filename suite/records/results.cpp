@@ -16,6 +16,7 @@
 
 #include "reference_engine/config/json_text.h"
 #include "tpb/check.h"
+#include "tpb/system_check.h"
 
 namespace fs = std::filesystem;
 
@@ -59,22 +60,35 @@ int write_all(int fd, const char* data, std::size_t size, std::size_t* written =
   return err;
 }
 
+// fsyncs a folder, so that a rename in it survives a crash: best effort, as some file systems
+// refuse fsync on a folder.
+void sync_folder(const fs::path& folder) {
+  const int dir = ::open(folder.empty() ? "." : folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir >= 0) {
+    ::fsync(dir);
+    ::close(dir);
+  }
+}
+
 }  // namespace
 
 ResultsWriter::ResultsWriter(const std::string& path) : path_(path) {
   const fs::path parent = fs::path(path).parent_path();
-  if (!parent.empty()) fs::create_directories(parent);
+  std::error_code ec;
+  if (!parent.empty()) fs::create_directories(parent, ec);
+  TPB_SYSTEM_CHECK(!ec, path << ": cannot create its folder: " << ec.message());
   fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-  TPB_CHECK(fd_ >= 0, path << ": cannot open for appending: " << std::strerror(errno));
+  TPB_SYSTEM_CHECK(fd_ >= 0, path << ": cannot open for appending: " << std::strerror(errno));
   // A previous run that died mid-line left no newline: start on a fresh line, so that the
   // damaged line stays one (skipped) line and the next record is whole.
-  const auto size = fs::file_size(path);
+  const auto size = fs::file_size(path, ec);
+  TPB_SYSTEM_CHECK(!ec, path << ": cannot read its size: " << ec.message());
   if (size > 0) {
     std::ifstream in(path, std::ios::binary);
     in.seekg(static_cast<std::streamoff>(size) - 1);
     char last = '\n';
     in.get(last);
-    if (last != '\n') TPB_CHECK(::write(fd_, "\n", 1) == 1, path << ": write failed: " << std::strerror(errno));
+    if (last != '\n') TPB_SYSTEM_CHECK(::write(fd_, "\n", 1) == 1, path << ": write failed: " << std::strerror(errno));
   }
 }
 
@@ -88,16 +102,16 @@ void ResultsWriter::append(const nlohmann::json& record) {
   // A record is on disk whole or not at all: a write that fails part-way (a full disk) is cut
   // back to where the line began, so the file never ends in half a record.
   const off_t start = ::lseek(fd_, 0, SEEK_END);
-  TPB_CHECK(start >= 0, path_ << ": cannot seek: " << std::strerror(errno));
+  TPB_SYSTEM_CHECK(start >= 0, path_ << ": cannot seek: " << std::strerror(errno));
   std::size_t done = 0;
   if (const int err = write_all(fd_, line.data(), line.size(), &done); err != 0) {
     const bool cut = ::ftruncate(fd_, start) == 0;
-    TPB_CHECK(false, path_ << ": writing a record failed after " << done << " of " << line.size()
+    TPB_SYSTEM_FAIL(path_ << ": writing a record failed after " << done << " of " << line.size()
                            << " bytes: " << std::strerror(err)
                            << (cut ? " (the partial line was removed; earlier records are intact)"
                                    : " (and removing the partial line failed too)"));
   }
-  TPB_CHECK(::fsync(fd_) == 0, path_ << ": fsync failed: " << std::strerror(errno));
+  TPB_SYSTEM_CHECK(::fsync(fd_) == 0, path_ << ": fsync failed: " << std::strerror(errno));
 }
 
 namespace {
@@ -170,36 +184,43 @@ std::set<std::string> failed_case_ids(const std::vector<nlohmann::json>& records
   return ids;
 }
 
-void write_file_atomic(const std::string& path, const std::string& content) {
+std::string write_file_atomic_or_reason(const std::string& path, const std::string& content) {
   const fs::path parent = fs::path(path).parent_path();
-  if (!parent.empty()) fs::create_directories(parent);
+  std::error_code ec;
+  if (!parent.empty()) fs::create_directories(parent, ec);
+  if (ec) return "cannot create the folder " + parent.string() + ": " + ec.message();
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
   // Durable: the content is fsync'ed before the rename and the folder after it, so that after
   // a crash the file is the old one or the new one, whole. Nothing is left behind on error.
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  TPB_CHECK(fd >= 0, tmp << ": cannot create: " << std::strerror(errno));
-  auto fail = [&](const char* what, int err) {
+  if (fd < 0) return std::string("cannot create a file beside it: ") + std::strerror(errno);
+  auto failed = [&](const char* what, int err) {
     ::close(fd);
     ::unlink(tmp.c_str());
-    TPB_CHECK(false, path << ": " << what << " failed: " << std::strerror(err) << " (" << path << " is unchanged)");
+    return std::string(what) + " failed: " + std::strerror(err);
   };
-  if (const int err = write_all(fd, content.data(), content.size()); err != 0) fail("write", err);
-  if (::fsync(fd) != 0) fail("fsync", errno);
+  if (const int err = write_all(fd, content.data(), content.size()); err != 0) return failed("write", err);
+  if (::fsync(fd) != 0) return failed("fsync", errno);
   if (::close(fd) != 0) {
     const int err = errno;
     ::unlink(tmp.c_str());
-    TPB_CHECK(false, path << ": close failed: " << std::strerror(err) << " (" << path << " is unchanged)");
+    return std::string("close failed: ") + std::strerror(err);
   }
   if (::rename(tmp.c_str(), path.c_str()) != 0) {
     const int err = errno;
     ::unlink(tmp.c_str());
-    TPB_CHECK(false, path << ": rename failed: " << std::strerror(err) << " (" << path << " is unchanged)");
+    return std::string("rename failed: ") + std::strerror(err);
   }
-  const int dir = ::open(parent.empty() ? "." : parent.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dir >= 0) {
-    ::fsync(dir);  // best effort: some file systems refuse fsync on a folder
-    ::close(dir);
-  }
+  sync_folder(parent);
+  return {};
+}
+
+void write_file_atomic(const std::string& path, const std::string& content) {
+  std::error_code ec;
+  const bool existed = fs::exists(path, ec);
+  const std::string why = write_file_atomic_or_reason(path, content);
+  TPB_SYSTEM_CHECK(why.empty(), path << ": " << why << " (" << path
+                                     << (existed ? " is as it was)" : " was not written)"));
 }
 
 int drop_damaged_lines(const std::string& path) {
@@ -221,11 +242,11 @@ int drop_damaged_lines(const std::string& path) {
   // What is removed is kept beside it (appended: several recoveries keep all they removed).
   const std::string copy = path + ".damaged";
   const int fd = ::open(copy.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-  TPB_CHECK(fd >= 0, copy << ": cannot open: " << std::strerror(errno));
+  TPB_SYSTEM_CHECK(fd >= 0, copy << ": cannot open: " << std::strerror(errno));
   int err = write_all(fd, damaged.data(), damaged.size());
   if (err == 0 && ::fsync(fd) != 0) err = errno;
   ::close(fd);
-  TPB_CHECK(err == 0, copy << ": write failed: " << std::strerror(err) << " (" << path << " left as it was)");
+  TPB_SYSTEM_CHECK(err == 0, copy << ": write failed: " << std::strerror(err) << " (" << path << " left as it was)");
   write_file_atomic(path, kept);
   return count;
 }
@@ -233,7 +254,7 @@ int drop_damaged_lines(const std::string& path) {
 RunFolderLock::RunFolderLock(const std::string& run_dir) {
   const std::string path = (fs::path(run_dir) / ".tpbench.lock").string();
   fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  TPB_CHECK(fd_ >= 0, path << ": cannot open: " << std::strerror(errno));
+  TPB_SYSTEM_CHECK(fd_ >= 0, path << ": cannot open: " << std::strerror(errno));
   if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
     const int err = errno;
     char holder[32] = {0};
@@ -245,7 +266,7 @@ RunFolderLock::RunFolderLock(const std::string& run_dir) {
     TPB_INPUT_CHECK(err != EWOULDBLOCK,
                     run_dir << ": in use by another tpbench (" << (pid.empty() ? std::string("pid unknown") : "pid " + pid)
                             << ") writing this run; two writers would run cases twice. Wait for it, or resume later");
-    TPB_CHECK(false, path << ": cannot lock: " << std::strerror(err));
+    TPB_SYSTEM_FAIL(path << ": cannot lock: " << std::strerror(err));
   }
   const std::string pid = std::to_string(::getpid()) + "\n";
   if (::ftruncate(fd_, 0) == 0) (void)!::pwrite(fd_, pid.data(), pid.size(), 0);

@@ -59,8 +59,13 @@ std::string results_file_of(const std::string& path);
 
 // Writes `content` to `path` through a temporary file, fsync and rename, then fsyncs the
 // folder: readers never see half a file, a crash leaves the old or the new one, and an error
-// (naming errno) leaves `path` unchanged and no temporary file behind.
+// leaves `path` as it was (or absent, as it was) and no temporary file behind. The folders up
+// to `path` are created. An error is a tpb::Error naming the path, what failed and errno, and
+// whether the file was there before ("... (run.json is as it was)", "... was not written").
 void write_file_atomic(const std::string& path, const std::string& content);
+// The same, for a caller that words its own message: "" when written, else what failed and
+// errno ("write failed: No space left on device").
+std::string write_file_atomic_or_reason(const std::string& path, const std::string& content);
 
 // Rewrites a results.jsonl without its damaged lines (a record cut short by a crash), after
 // appending them to <path>.damaged; returns how many were removed (0: file untouched). What

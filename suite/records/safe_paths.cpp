@@ -1,6 +1,11 @@
 #include "suite/records/safe_paths.h"
 
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 
 #include "tpb/check.h"
 
@@ -31,6 +36,21 @@ std::filesystem::path path_under(const std::filesystem::path& root, const std::f
   for (const auto& part : relative.lexically_normal())
     TPB_INPUT_CHECK(part != "..", what << ": '" << relative.string() << "' leaves " << root.string());
   return root / relative.lexically_normal();
+}
+
+std::string unwritable_file_reason(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) return "it is a folder";
+  fs::path parent = fs::absolute(fs::path(path), ec).parent_path();
+  while (!parent.empty() && !fs::exists(parent, ec) && parent != parent.parent_path()) parent = parent.parent_path();
+  if (!fs::is_directory(parent, ec)) return parent.string() + " is not a folder";
+  std::string probe = (parent / ".tpbench-write-probe-XXXXXX").string();
+  const int fd = ::mkstemp(probe.data());
+  if (fd < 0) return "the folder " + parent.string() + " takes no new file (" + std::strerror(errno) + ")";
+  ::close(fd);
+  ::unlink(probe.c_str());
+  return {};
 }
 
 }  // namespace tpb

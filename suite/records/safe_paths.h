@@ -21,4 +21,10 @@ std::string safe_name_problem(std::string_view name);
 std::filesystem::path path_under(const std::filesystem::path& root, const std::filesystem::path& relative,
                                  const std::string& what);
 
+// Empty when a file can be written at `path`, else why not: the path is no folder, and its
+// nearest existing ancestor is a folder that takes a new entry (write_file_atomic creates the
+// folders in between). A probe file is created there and removed. Output paths (--junit) are
+// checked with it before any case runs.
+std::string unwritable_file_reason(const std::string& path);
+
 }  // namespace tpb

@@ -33,10 +33,12 @@
 #include "suite/runner/progress.h"
 #include "suite/records/provenance.h"
 #include "suite/records/results.h"
+#include "suite/records/run_folder.h"
 #include "suite/records/safe_paths.h"
 #include "suite/measure/stats.h"
 #include "reference_engine/memory/gpu_catalog.h"
 #include "tpb/kernels/device.h"
+#include "tpb/message_text.h"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -168,28 +170,6 @@ int run_exit_code(const RunSummary& sum, bool with_baselines) {
   return kExitOk;
 }
 
-namespace {
-
-// Empty when a file can be written at `path`, else why not: the path is no folder, and its
-// nearest existing ancestor is a folder that takes a new entry (write_file_atomic creates the
-// folders in between). A probe file is created there and removed.
-std::string unwritable_file_reason(const std::string& path) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  if (fs::is_directory(path, ec)) return "it is a folder";
-  fs::path parent = fs::absolute(fs::path(path), ec).parent_path();
-  while (!parent.empty() && !fs::exists(parent, ec) && parent != parent.parent_path()) parent = parent.parent_path();
-  if (!fs::is_directory(parent, ec)) return parent.string() + " is not a folder";
-  std::string probe = (parent / ".tpbench-write-probe-XXXXXX").string();
-  const int fd = ::mkstemp(probe.data());
-  if (fd < 0) return "the folder " + parent.string() + " takes no new file (" + std::strerror(errno) + ")";
-  ::close(fd);
-  ::unlink(probe.c_str());
-  return {};
-}
-
-}  // namespace
-
 void check_run_options(const RunOptions& opt) {
   // Output paths are checked before any case runs: a JUnit file that cannot be written once
   // failed only after the whole sweep had run.
@@ -225,6 +205,7 @@ class ScenarioRun {
  private:
   void open_run_folder();    // a new folder, or the one --resume names (locked, its records read)
   void begin_run_json();     // the records carried over, run.json's first version
+  void run_in_folder();      // the rest, once the run folder holds a run.json
   void load_baselines();     // the stored baseline and its build against this one
   void run_cases(Launcher& launcher, ResultsWriter& writer, Progress& progress);  // the case loop
   void localize_divergences(Launcher& launcher, ResultsWriter& writer);            // digests reruns
@@ -256,7 +237,7 @@ class ScenarioRun {
   std::vector<json> stored_builds;
   json mps_json;                        // the MPS state, for run.json and each record's placement
   std::map<std::string, double> wall_by_id;
-  std::optional<PlanGpu> plan_gpu;      // the GPU engine cases are planned against
+  CasePlanner planner;                  // where engine cases are planned: a GPU, or this host's memory
   LatencyControl run_control;           // this run's control against the baseline's, once it ran
   std::map<std::string, json> localized;  // localization_key -> Divergence::to_json + the reruns' ids
   std::vector<std::string> classnames;    // JUnit classname of each case, in case order
@@ -275,14 +256,30 @@ RunSummary ScenarioRun::run() {
   sum.cases = static_cast<int>(cases.size());
   start_time = utc_now_iso8601();
   open_run_folder();
-  begin_run_json();
-  load_baselines();
+  // A new run's folder appears whole or not at all (create_run_folder says which); once it
+  // holds a run.json, a failure leaves it resumable, and the message says so and how.
+  const std::string run_json_path = (fs::path(run_dir) / "run.json").string();
+  auto resumable = [&] {
+    std::error_code ec;
+    return fs::is_regular_file(run_json_path, ec) ? resumable_note(run_dir) : std::string();
+  };
+  try {
+    begin_run_json();
+    run_in_folder();
+  } catch (const InputError& e) {
+    throw InputError(e.what() + resumable());
+  } catch (const Error& e) {
+    throw Error(e.what() + resumable());
+  }
+  return sum;
+}
 
+void ScenarioRun::run_in_folder() {
+  load_baselines();
   ResultsWriter writer((fs::path(run_dir) / "results.jsonl").string());
   LauncherOptions lo = opt.launch;
   lo.worker_binary = opt.worker_binary;
   lo.log_dir = (fs::path(run_dir) / "logs").string();
-  fs::create_directories(lo.log_dir);
   // Ranks sharing a GPU run at once under an MPS server (or time-slice without one): one for
   // the whole run, stopped when it ends (also on SIGINT/SIGTERM: the handlers below).
   install_cleanup_signal_handlers();
@@ -306,14 +303,10 @@ RunSummary ScenarioRun::run() {
   write_file_atomic((fs::path(run_dir) / "run.json").string(), run_json.dump(2) + "\n");
   Launcher launcher(lo);
   Progress progress(static_cast<int>(cases.size()), stdout, opt.tty);
-  // Engine cases on GPUs are planned first, as a serving engine sizes its KV cache: one the
-  // plan says cannot fit is recorded `infeasible` with the planner's sentence, not run.
-  if (s.device == "cuda" && s.workload == "engine") {
-    const auto gpus = visible_gpus();
-    if (!gpus.empty())
-      plan_gpu = PlanGpu{gpus.front().name, static_cast<std::int64_t>(gpus.front().memory_bytes),
-                         default_cuda_context_bytes()};
-  }
+  // Engine cases are planned first, as a serving engine sizes its KV cache (GPU) or against the
+  // host's memory (CPU): one the plan says cannot fit is recorded `infeasible` with the
+  // planner's sentence, and no rank starts for it.
+  planner = case_planner(s, opt.cpu_memory, static_cast<int>(opt.launch.hosts.size()));
   run_cases(launcher, writer, progress);
   progress.done();
   graceful.reset();
@@ -326,7 +319,6 @@ RunSummary ScenarioRun::run() {
   store_baseline();
   write_summary();
   write_junit();
-  return sum;
 }
 
 void ScenarioRun::open_run_folder() {
@@ -335,15 +327,15 @@ void ScenarioRun::open_run_folder() {
   int damaged = 0;
   if (!opt.resume_dir.empty()) {
     run_dir = opt.resume_dir;
-    const std::string rj = (fs::path(run_dir) / "run.json").string();
-    TPB_INPUT_CHECK(fs::is_regular_file(rj), "--resume " << run_dir << ": no run.json there (not a tpbench run folder)");
+    std::error_code ec;
+    TPB_INPUT_CHECK(fs::is_regular_file(fs::path(run_dir) / "run.json", ec),
+                    "--resume " << run_dir << ": no run.json there (not a tpbench run folder)");
     lock.emplace(run_dir);  // before reading: a second --resume must not read what the first is writing
-    run_json = read_json_file(rj);
-    run_id = run_json.value("run_id", "");
-    TPB_INPUT_CHECK(!run_id.empty(), rj << ": $.run_id: expected the run id, got nothing");
-    const std::string earlier_name = run_json.value("scenario", json::object()).value("name", "");
-    TPB_INPUT_CHECK(earlier_name == s.name, "--resume " << run_dir << ": that run is of scenario '" << earlier_name
-                                                        << "', not '" << s.name << "'");
+    run_json = read_run_json_for_resume(run_dir);
+    run_id = run_json["run_id"].get<std::string>();
+    const std::string earlier_name = run_json["scenario"]["name"].get<std::string>();
+    TPB_INPUT_CHECK(earlier_name == s.name, "--resume " << run_dir << ": that run is of scenario '"
+                                                        << cut_for_message(earlier_name) << "', not '" << s.name << "'");
     earlier = read_results((fs::path(run_dir) / "results.jsonl").string(), &damaged);
   } else {
     run_id = new_run_id();
@@ -400,9 +392,12 @@ void ScenarioRun::begin_run_json() {
   // The hosts the ranks reported from, over every invocation of the run (suite/launch/host_facts.h);
   // the controller's own machine is the rest of provenance.
   if (!run_json["provenance"].contains("hosts")) run_json["provenance"]["hosts"] = json::array();
-  fs::create_directories(run_dir);
-  if (!lock) lock.emplace(run_dir);
-  write_file_atomic((fs::path(run_dir) / "run.json").string(), run_json.dump(2) + "\n");
+  if (lock) {  // --resume: the folder is there, and locked
+    write_file_atomic((fs::path(run_dir) / "run.json").string(), run_json.dump(2) + "\n");
+  } else {
+    create_run_folder(run_dir, run_json.dump(2) + "\n");
+    lock.emplace(run_dir);
+  }
 }
 
 void ScenarioRun::load_baselines() {
@@ -459,7 +454,7 @@ void ScenarioRun::run_cases(Launcher& launcher, ResultsWriter& writer, Progress&
       record["placement"] = placement_json(c.placement);
       record["placement"]["mps"] = mps_json.value("state", "");
     }
-    if (c.skip_reason.empty() && plan_gpu) plan = plan_engine_case(s, c, *plan_gpu);  // a shared rank: its share
+    plan = planner.plan(s, c);
     if (!c.skip_reason.empty()) {
       record["status"] = "skipped";
       record["error"] = c.skip_reason;
@@ -471,8 +466,11 @@ void ScenarioRun::run_cases(Launcher& launcher, ResultsWriter& writer, Progress&
       CaseSpec spec = case_spec(s, c);
       spec.trace_dir = (fs::path(run_dir) / "traces").string();  // instrumentation=trace|debug writes here
       bool hosts_changed = false;
-      if (run_into_record(launcher, s, c, spec, record, run_json["provenance"]["hosts"], &hosts_changed) && plan)
-        record["plan"] = plan->plan;  // the serving plan (its breakdown: the same terms)
+      // A GPU case's serving plan replaces the rank's (its breakdown: the same terms); a CPU
+      // case keeps the rank's, which plan_matches_measured holds against its heap.
+      if (run_into_record(launcher, s, c, spec, record, run_json["provenance"]["hosts"], &hosts_changed) && plan &&
+          planner.gpu)
+        record["plan"] = plan->plan;
       // A host seen for the first time, or again: run.json says so before the next case.
       if (hosts_changed)
         write_file_atomic((fs::path(run_dir) / "run.json").string(), run_json.dump(2) + "\n");
@@ -700,8 +698,7 @@ void ScenarioRun::store_baseline() {
         lines += stored.dump() + "\n";
       }
     }
-    fs::create_directories(fs::path(sum.baseline_file).parent_path());
-    write_file_atomic(sum.baseline_file, lines);
+    write_file_atomic(sum.baseline_file, lines);  // its folder created
     json stored_provenance_doc = {{"scenario", s.name}, {"run_id", run_id}, {"stability", sum.stability},
                                   {"provenance", provenance}};
     if (forced_dirty) stored_provenance_doc["forced_dirty_reason"] = opt.force_dirty_baseline_reason;

@@ -6,11 +6,14 @@
 // in the record that completed the group) and once more over the whole run at the end.
 #pragma once
 
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "reference_engine/memory/host_memory.h"
 #include "suite/records/baseline.h"
 #include "suite/scenario/case_spec.h"
 #include "suite/launch/launcher.h"
@@ -47,6 +50,9 @@ struct RunOptions {
                                          // invocation was started, for run.json
   nlohmann::json selection;              // --case/--filter (suite/scenario/case_selection.h) with the counts
                                          // selected and expanded; null: every case. For run.json
+  std::optional<HostMemory> cpu_memory;  // --cpu-mem-gib: what one host gives a CPU engine case's
+                                         // ranks, and the option as given; unset: what the host has
+                                         // available now (reference_engine/memory/host_memory.h)
   bool localize = true;                  // a failing equal_across_allreduce, deterministic or
                                          // tp_invariant group has its two sides rerun at
                                          // instrumentation=digests and says where they part

@@ -1,6 +1,7 @@
 // A case's typed params (see case_params.h).
 #include "suite/scenario/case_params.h"
 
+#include "reference_engine/config/json_text.h"
 #include "suite/scenario/axes.h"
 #include "tpb/check.h"
 
@@ -47,7 +48,7 @@ template <class T>
 T CaseParam<T>::get_written(const T& fallback) const {
   if (!written) return fallback;
   TPB_INPUT_CHECK(holds<T>(*written),
-                  "case_spec.params." << key << ": expected " << expected_type<T>() << ", got " << written->dump());
+                  "case_spec.params." << key << ": expected " << expected_type<T>() << ", got " << shown_json(*written));
   return written->template get<T>();
 }
 

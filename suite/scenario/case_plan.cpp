@@ -1,11 +1,18 @@
 #include "suite/scenario/case_plan.h"
 
+#include "reference_engine/config/json_text.h"
 #include "reference_engine/config/model_config.h"
+#include "reference_engine/memory/cpu_engine_bytes.h"
 #include "reference_engine/memory/engine_buffers.h"
 #include "reference_engine/memory/gpu_catalog.h"
+#include "reference_engine/memory/host_memory.h"
 #include "reference_engine/memory/planner.h"
 #include "reference_engine/memory/weight_bytes.h"
 #include "tpb/check.h"
+#include "tpb/kernels/device.h"
+
+#include <cmath>
+#include <cstdio>
 
 namespace tpb {
 
@@ -13,12 +20,12 @@ CaseModelParams case_model_params(const CaseParams& params) {
   CaseModelParams out;
   if (const auto& v = params.layers.written; v && !v->is_null()) {
     TPB_INPUT_CHECK(v->is_number_integer() && v->get<std::int64_t>() >= 1,
-                    "case_spec.params.layers: expected a positive integer, got " << v->dump());
+                    "case_spec.params.layers: expected a positive integer, got " << shown_json(*v));
     out.layers = v->get<std::int64_t>();
   }
   if (const auto& v = params.quant.written; v && !v->is_null()) {
     TPB_INPUT_CHECK(v->is_string() && (*v == "bf16" || *v == "int4"),
-                    "case_spec.params.quant: expected \"bf16\" or \"int4\", got " << v->dump());
+                    "case_spec.params.quant: expected \"bf16\" or \"int4\", got " << shown_json(*v));
     out.quant = parse_quantization(v->get<std::string>(), "case_spec.params.quant");
   }
   return out;
@@ -151,6 +158,90 @@ bool gpu_engine_last_position_logits(bool decode, std::int64_t batch, std::int64
 
 std::int64_t gpu_engine_prefill_tokens(bool decode, std::int64_t batch, std::int64_t seq_len) {
   return !decode || batch * seq_len <= kGpuRealPrefillMaxTokens ? batch * seq_len : batch;
+}
+
+namespace {
+
+// "2.27 TiB": bytes in the largest binary unit that keeps the number >= 1.
+std::string bytes_text(double bytes) {
+  static const char* const units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB", "ZiB", "YiB"};
+  int u = 0;
+  while (bytes >= 1024 && u < 8) bytes /= 1024, ++u;
+  char buf[48];
+  std::snprintf(buf, sizeof buf, u == 0 ? "%.0f %s" : "%.2f %s", bytes, units[u]);
+  return buf;
+}
+
+}  // namespace
+
+std::optional<CasePlan> plan_cpu_engine_case(const Scenario& s, const Case& c, const PlanHost& host) {
+  if (s.workload != "engine" || !s.model || s.device != "cpu") return std::nullopt;
+  const nlohmann::json& p = c.params;
+  const ModelConfig config = case_model_config(*case_spec(s, c).model, case_model_params(p));
+  CpuEngineShape shape;
+  shape.tp = c.tp;
+  shape.batch = p.value("batch_size", std::int64_t{1});
+  shape.seq_len = p.value("seq_len", std::int64_t{16});
+  shape.decode = p.value("mode", std::string("decode")) != "prefill";
+  const int ranks = (c.tp + std::max(1, host.hosts) - 1) / std::max(1, host.hosts);
+  const CpuEngineBytes rank = cpu_engine_bytes(config, shape);
+  const double needed = ranks * rank.total(), have = static_cast<double>(host.memory_bytes);
+
+  CasePlan out;
+  out.feasible = needed <= have;
+  const std::string who = std::to_string(ranks) + (ranks == 1 ? " rank of this case on one host needs " : " ranks of this case on one host need ");
+  const std::string has = bytes_text(have) + " (" + host.memory_source + ")";
+  if (out.feasible) {
+    out.verdict = "fits: " + who + bytes_text(needed) + " of the host's " + has;
+  } else {
+    // The largest batch that fits at this seq_len (the need grows with the batch), for the sentence.
+    std::int64_t lo = 0, hi = shape.batch;
+    while (lo < hi) {
+      CpuEngineShape tried = shape;
+      tried.batch = lo + (hi - lo + 1) / 2;
+      if (ranks * cpu_engine_bytes(config, tried).total() <= have) lo = tried.batch;
+      else hi = tried.batch - 1;
+    }
+    out.verdict = "not enough memory: " + who + bytes_text(needed) + " (per rank: weights " +
+                  bytes_text(rank.weights) + ", KV cache " + bytes_text(rank.kv_cache) + ", activations " +
+                  bytes_text(rank.activations) + ", inputs " + bytes_text(rank.inputs) + "), and the host has " + has +
+                  "; at seq_len " + std::to_string(shape.seq_len) +
+                  (lo >= 1 ? ", batch_size <= " + std::to_string(lo) + " fits"
+                           : ", not even batch_size 1 fits: a smaller seq_len or model does");
+  }
+  out.plan = {{"source", "planner (f32, tp " + std::to_string(c.tp) + ") for the CPU engine on this host"},
+              {"breakdown",
+               {{"weights", rank.weights}, {"kv_cache", rank.kv_cache}, {"activations", rank.activations}, {"inputs", rank.inputs}}},
+              {"feasible", out.feasible},
+              {"verdict", out.verdict},
+              {"host_memory_bytes", host.memory_bytes},
+              {"host_memory_source", host.memory_source},
+              {"ranks_on_host", ranks},
+              {"needed_bytes", needed}};
+  return out;
+}
+
+std::optional<CasePlan> CasePlanner::plan(const Scenario& scenario, const Case& c) const {
+  if (!c.skip_reason.empty()) return std::nullopt;
+  if (gpu) return plan_engine_case(scenario, c, *gpu);  // a shared rank: its share
+  if (host) return plan_cpu_engine_case(scenario, c, *host);
+  return std::nullopt;
+}
+
+CasePlanner case_planner(const Scenario& s, const std::optional<HostMemory>& cpu_memory, int hosts) {
+  CasePlanner planner;
+  if (s.workload != "engine") return planner;
+  if (s.device == "cuda") {
+    const auto gpus = visible_gpus();
+    if (!gpus.empty())
+      planner.gpu = PlanGpu{gpus.front().name, static_cast<std::int64_t>(gpus.front().memory_bytes),
+                            default_cuda_context_bytes()};
+  } else if (cpu_memory) {
+    planner.host = PlanHost{cpu_memory->bytes, cpu_memory->source, std::max(1, hosts)};
+  } else if (const auto memory = available_host_memory()) {
+    planner.host = PlanHost{memory->bytes, memory->source, std::max(1, hosts)};
+  }
+  return planner;
 }
 
 }  // namespace tpb

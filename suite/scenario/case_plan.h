@@ -1,3 +1,7 @@
+// The memory plan of one engine case before any rank starts: on a GPU as a serving engine sizes
+// its KV cache (below), on the CPU against the host's memory (plan_cpu_engine_case, further
+// down); a case that cannot fit is recorded `infeasible` with the planner's sentence.
+//
 // The memory plan of one engine case on a GPU, as a serving engine would size its KV cache
 // for it (ARCHITECTURE.md, "How one case flows": Case -> plan -> MemoryPlan; infeasible cases
 // are recorded, not run). The plan is the planner's (reference_engine/memory/planner.h) for
@@ -32,6 +36,7 @@
 #include <nlohmann/json.hpp>
 
 #include "reference_engine/config/model_config.h"
+#include "reference_engine/memory/host_memory.h"
 #include "suite/scenario/case_params.h"
 #include "suite/scenario/case_spec.h"
 #include "suite/scenario/scenario.h"
@@ -94,5 +99,37 @@ std::int64_t gpu_engine_prefill_tokens(bool decode, std::int64_t batch, std::int
 // shared placement, is planned on its share with its own context footprint); nullopt for other
 // workloads.
 std::optional<CasePlan> plan_engine_case(const Scenario& scenario, const Case& c, const PlanGpu& gpu);
+
+// The host a CPU engine case is planned on (issue 37, finding 7): the memory one host gives the
+// case's ranks, and how the ranks spread over hosts.
+struct PlanHost {
+  std::int64_t memory_bytes = 0;  // what one host gives the case's ranks, bytes
+  std::string memory_source;      // for the verdict: "MemAvailable", "the cgroup's limit (...)", "--cpu-mem-gib 2"
+  int hosts = 1;                  // hosts a group's ranks spread over (mpirun/srun --hosts: their count;
+                                  // fork, virtual hosts included: 1); each holds ceil(tp / hosts) ranks
+};
+
+// The plan of a CPU engine case on `host`: every rank's buffers (weights in fp32, the KV cache,
+// the activations of its largest forward, the workload's inputs:
+// reference_engine/memory/cpu_engine_bytes.h) times the ranks one host holds, against the
+// host's memory. Infeasible when they exceed it, with one sentence: what the ranks need, term by
+// term, what the host has and from where, and the largest batch_size that fits at the case's
+// seq_len. record.plan of an infeasible case: source, breakdown (one rank's weights, kv_cache,
+// activations, inputs), feasible, verdict, host_memory_bytes, host_memory_source, ranks_on_host,
+// needed_bytes. nullopt for other workloads and devices.
+std::optional<CasePlan> plan_cpu_engine_case(const Scenario& scenario, const Case& c, const PlanHost& host);
+
+// How a run plans its engine cases, chosen once as it starts: GPU cases on the first visible
+// GPU, as a serving engine sizes its KV cache; CPU cases on this host's memory (`cpu_memory`
+// when set, --cpu-mem-gib; else available_host_memory(), reference_engine/memory/host_memory.h),
+// with the ranks of a group spread over `hosts`. Nothing is planned for the allreduce workload,
+// or where the memory cannot be read.
+struct CasePlanner {
+  std::optional<PlanGpu> gpu;
+  std::optional<PlanHost> host;
+  // The case's plan; nullopt where none is made.
+  std::optional<CasePlan> plan(const Scenario& scenario, const Case& c) const;
+};
+CasePlanner case_planner(const Scenario& scenario, const std::optional<HostMemory>& cpu_memory, int hosts);
 
 }  // namespace tpb

@@ -1,6 +1,7 @@
 // The case spec and the rank result to and from JSON (see case_spec.h).
 #include "suite/scenario/case_spec.h"
 
+#include "reference_engine/config/json_text.h"
 #include "tpb/check.h"
 
 namespace tpb {
@@ -10,10 +11,7 @@ using nlohmann::json;
 namespace {
 
 // A value for an error message: a wrongly typed list of samples would fill the screen.
-std::string shown(const json& v) {
-  std::string s = v.dump();
-  return s.size() > 120 ? s.substr(0, 120) + "..." : s;
-}
+std::string shown(const json& v) { return shown_json(v); }
 
 // The fields of one JSON object at `path` ("case_spec.measure"), read with their types
 // checked. A field absent or null is left out: the caller's default applies.

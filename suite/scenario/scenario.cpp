@@ -25,6 +25,7 @@
 #include "tpb/did_you_mean.h"
 #include "suite/scenario/scenario_validator.h"
 #include "tpb/dtype.h"
+#include "tpb/message_text.h"
 #include "tpb/kernels/device.h"
 
 namespace fs = std::filesystem;
@@ -35,6 +36,14 @@ namespace tpb {
 using namespace scenario_parse;
 
 namespace {
+
+// " (looked for <resolved>)" for a path the scenario names, where the value is short enough to
+// quote: a longer one is quoted, cut, as the value it is, and its resolved path would repeat it.
+std::string looked_for(const std::string& resolved, const json& written) {
+  if (!written.is_string() || written.get<std::string>().size() > kMessageValueChars) return "";
+  // Built with append: `"literal" + std::string&&` trips a false -Wrestrict in g++ 12 at -O3.
+  return std::string(" (looked for ").append(cut_for_message(resolved, kMessagePathChars)).append(")");
+}
 
 // The model presets folder: ModelConfig's models_dir() when it exists, else models/ beside
 // the scenario folders this binary searches (which include the source tree it was built from).
@@ -109,7 +118,7 @@ std::optional<ModelSpec> parse_model(Validator& val, const json& m, const std::s
       std::error_code ec;
       if (fs::is_directory(file, ec)) file /= "config.json";
       if (!fs::is_regular_file(file, ec)) {
-        val.expected(path + ".path", "an existing config.json or folder holding one (looked for " + file.string() + ")", p);
+        val.expected(path + ".path", std::string("an existing config.json or folder holding one").append(looked_for(file.string(), p)), p);
         ok = false;
       } else {
         spec.config_path = file.string();
@@ -134,7 +143,7 @@ std::optional<ModelSpec> parse_model(Validator& val, const json& m, const std::s
       const std::string dir = resolve_relative(scenario_dir(source), w.get<std::string>());
       std::error_code ec;
       if (!fs::is_directory(dir, ec))
-        val.expected(path + ".weights", "\"synthetic\" or an existing checkpoint folder (looked for " + dir + ")", w);
+        val.expected(path + ".weights", std::string("\"synthetic\" or an existing checkpoint folder").append(looked_for(dir, w)), w);
       else
         spec.weights = dir;
     }
@@ -722,6 +731,10 @@ std::string resolve_in_scenario_dirs(const std::string& name_or_path, const std:
     if (fs::is_regular_file(p, ec)) return p.string();
     looked.push_back(p.string());
   }
+  // A name longer than a path a message quotes is no scenario's name: where it was looked for would
+  // only repeat it.
+  TPB_INPUT_CHECK(name_or_path.size() <= kMessagePathChars,
+                  what << " '" << cut_for_message(name_or_path, kMessagePathChars) << "': no such file");
   // A path (absolute, or ./x): as given, no scenarios/ folder searched for it.
   if (fs::path(name_or_path).is_absolute() || name_or_path.starts_with("./") || name_or_path.starts_with("../"))
     TPB_INPUT_FAIL(what << " '" << name_or_path << "': no such file");

@@ -11,6 +11,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "reference_engine/config/json_text.h"
+
 namespace tpb::scenario_parse {
 
 using nlohmann::json;
@@ -33,12 +35,8 @@ inline std::string join(const std::vector<std::string>& items, const char* sep =
   return out;
 }
 
-// A value as the user wrote it, shortened so that one problem stays one line.
-inline std::string show(const json& v) {
-  std::string s = v.dump();
-  if (s.size() > 60) s = s.substr(0, 57) + "...";
-  return s;
-}
+// A value as the user wrote it, cut with its length said so that one problem stays one line.
+inline std::string show(const json& v) { return shown_json(v); }
 
 class Validator {
  public:

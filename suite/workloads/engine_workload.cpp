@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "reference_engine/comm/backends.h"
+#include "reference_engine/config/json_text.h"
 #include "reference_engine/config/model_config.h"
 #include "reference_engine/memory/meter.h"
 #include "reference_engine/memory/planner.h"
@@ -150,7 +151,7 @@ std::vector<std::vector<std::int64_t>> read_input_ids(const json& ids, const std
     std::vector<std::int64_t> r;
     for (std::size_t i = 0; i < row.size(); ++i) {
       TPB_INPUT_CHECK(row[i].is_number_integer() && row[i].get<std::int64_t>() >= 0,
-                      source << ": $[" << b << "][" << i << "]: expected a non-negative integer token id, got " << row[i].dump());
+                      source << ": $[" << b << "][" << i << "]: expected a non-negative integer token id, got " << shown_json(row[i]));
       r.push_back(row[i].get<std::int64_t>());
     }
     out.push_back(std::move(r));

@@ -278,6 +278,8 @@ class Results(unittest.TestCase):
         run("ci-smoke", "scenarios/ci-smoke.json")
         # Engine records: plans, measured memory, logits samples, plan_matches_measured.
         run("engine", "scenarios/conformance/cpu-engine-decode.json")
+        # CPU engine cases planned infeasible: the host plan (100 KiB given to the ranks, less than the weights).
+        run("cpu-infeasible", "scenarios/conformance/cpu-engine-decode.json", "--cpu-mem-gib", "0.0001")
         # Baseline sections: store a baseline (this build may be dirty: forced), then compare.
         # Their latency verdicts judge this machine's timing, which a busy runner moves (a
         # drifting control or a regression exits 1): only the records are judged here.
@@ -302,6 +304,11 @@ class Results(unittest.TestCase):
         compared = read_jsonl(os.path.join(self.runs["baseline-compare"], "results.jsonl"))
         self.assertTrue(any(isinstance(r["baseline"], dict) and "latency_us" in r["baseline"] for r in compared),
                         "the compare run has no baseline section to validate")
+
+    def test_infeasible_cpu_cases_carry_the_host_plan(self):
+        records = read_jsonl(os.path.join(self.runs["cpu-infeasible"], "results.jsonl"))
+        self.assertTrue(records and all(r["status"] == "infeasible" for r in records), [r["status"] for r in records])
+        self.assertTrue(all(r["plan"]["host_memory_source"] == "--cpu-mem-gib 0.0001" for r in records))
 
     def test_fixtures_and_stored_baselines(self):
         files = sorted(set(glob.glob(os.path.join(ROOT, "tests", "**", "results.jsonl"), recursive=True) +

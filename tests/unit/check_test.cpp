@@ -2,6 +2,8 @@
 
 #include "tpb/check.h"
 #include "tpb/dtype.h"
+#include "tpb/message_text.h"
+#include "tpb/system_check.h"
 
 namespace tpb {
 namespace {
@@ -26,6 +28,30 @@ TEST(Check, ErrorCarriesStatementAndLocation) {
     EXPECT_NE(what.find("broken [2 < 1 at "), std::string::npos) << what;
     EXPECT_NE(what.find("check_test.cpp"), std::string::npos) << what;
   }
+}
+
+// A full disk is the user's machine, not a bug: the message alone, no "[statement at file:line]".
+TEST(Check, SystemErrorCarriesTheMessageAlone) {
+  try {
+    TPB_SYSTEM_CHECK(1 > 2, "results/run.json: write failed: " << "No space left on device");
+    FAIL() << "no throw";
+  } catch (const InputError&) {
+    FAIL() << "a system failure is not bad input (exit 1, not 2)";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "results/run.json: write failed: No space left on device");
+  }
+}
+
+// A message quotes a value, not the whole of it (issue 37, finding 10).
+TEST(MessageText, LongValuesAreCutWithTheirLengthSaid) {
+  EXPECT_EQ(cut_for_message("short"), "short");
+  EXPECT_EQ(cut_for_message(std::string(kMessageValueChars, 'x')), std::string(kMessageValueChars, 'x'));
+  EXPECT_EQ(cut_for_message(std::string(5000, 'x')), std::string(kMessageValueChars, 'x') + "... (5000 characters)");
+  EXPECT_EQ(cut_for_message("abcdef", 3), "abc... (6 characters)");
+  // Never half a UTF-8 character, and the length in characters: "é" is two bytes.
+  std::string accents;
+  for (int i = 0; i < 10; ++i) accents += "\u00e9";
+  EXPECT_EQ(cut_for_message(accents, 5), "\u00e9\u00e9... (10 characters)");
 }
 
 TEST(DType, Bf16RoundsToNearestEven) {

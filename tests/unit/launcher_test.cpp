@@ -536,7 +536,8 @@ TEST(AllreduceWorkload, IntegerInputsAboveTwoRanksSumExactlyInAnyOrder) {
 }
 
 // run.json's "launcher" reads back into the options that wrote it (--resume keeps the run's
-// launcher), and a document not as tpbench writes it names the file and $.launcher.
+// launcher), and a document not as tpbench writes it names the file and the field's JSON path
+// (it quoted nlohmann's type_error before: issue 37, finding 10).
 TEST(LauncherJson, RoundTripsAndNamesWhatIsWrong) {
   LauncherOptions o;
   o.kind = LauncherKind::mpirun;
@@ -551,15 +552,29 @@ TEST(LauncherJson, RoundTripsAndNamesWhatIsWrong) {
   EXPECT_EQ(back.launcher_args, o.launcher_args);
   EXPECT_EQ(back.virtual_hosts, 2);
   EXPECT_EQ(back.control_host, "10.0.0.1");
+  auto refused = [](const nlohmann::json& launcher) {
+    try {
+      launcher_from_json(launcher, "runs/x/run.json");
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string("read");
+  };
   nlohmann::json broken = j;
   broken.erase("virtual_hosts");
-  try {
-    launcher_from_json(broken, "runs/x/run.json");
-    FAIL() << "a launcher without virtual_hosts was read";
-  } catch (const InputError& e) {
-    EXPECT_NE(std::string(e.what()).find("runs/x/run.json: $.launcher: expected kind, hosts"), std::string::npos)
-        << e.what();
-  }
+  EXPECT_EQ(refused(broken), "runs/x/run.json: $.launcher.virtual_hosts: expected an integer, as tpbench writes it, got nothing");
+  broken = j;
+  broken["launcher_args"] = {"-x", 7};
+  EXPECT_EQ(refused(broken), "runs/x/run.json: $.launcher.launcher_args[1]: expected a string, got 7");
+  broken = j;
+  broken["kind"] = std::string(5000, 'k');
+  const std::string long_kind = refused(broken);
+  EXPECT_NE(long_kind.find("runs/x/run.json: $.launcher.kind: expected a launcher (one of fork, mpirun, srun), got 'kkk"),
+            std::string::npos) << long_kind;
+  EXPECT_NE(long_kind.find("... (5000 characters)'"), std::string::npos) << long_kind;
+  EXPECT_EQ(refused("mpirun"),
+            "runs/x/run.json: $.launcher: expected an object with kind, hosts, launcher_args, virtual_hosts and "
+            "control_host, as tpbench writes it, got \"mpirun\"");
 }
 
 }  // namespace

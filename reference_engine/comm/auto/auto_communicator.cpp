@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "reference_engine/config/data_home.h"
+#include "reference_engine/config/json_text.h"
 #include "tpb/check.h"
 #include "tpb/kernels/device.h"
 
@@ -39,12 +40,7 @@ AllreduceThresholds load_allreduce_thresholds(const std::string& path, const std
     t.source = "no calibration file " + path;
     return t;
   }
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(f);
-  } catch (const std::exception& e) {
-    TPB_INPUT_FAIL(path << ": not valid JSON: " << e.what());
-  }
+  const nlohmann::json j = read_json_text_file(path);  // strict and bounded: a problem names the file, line and column
   auto need = [&](const char* key) -> const nlohmann::json& {
     TPB_INPUT_CHECK(j.contains(key), path << ": missing field /" << key);
     return j.at(key);

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "tpb/check.h"
+#include "tpb/system_check.h"
 
 namespace tpb {
 namespace {
@@ -121,7 +122,7 @@ ShmCommunicator::ShmCommunicator(Bootstrap& bootstrap, const CommOptions& option
   }
   const std::vector<std::string> names = bootstrap.all_gather(rank_ == 0 ? (failure.empty() ? name : "!" + failure) : "");
   TPB_CHECK(!names.empty() && !names[0].empty(), "shm: rank 0 sent no segment name");
-  if (names[0][0] == '!') TPB_FAIL("shm: rank 0 could not create the segment: " << names[0].substr(1));
+  if (names[0][0] == '!') TPB_SYSTEM_FAIL("shm: rank 0 could not create the segment: " << names[0].substr(1));
   name = names[0];
 
   if (rank_ != 0) {
@@ -154,7 +155,7 @@ ShmCommunicator::ShmCommunicator(Bootstrap& bootstrap, const CommOptions& option
     if (!mapped[static_cast<std::size_t>(r)].empty()) {
       if (base_ != nullptr) munmap(base_, segment_bytes_);
       base_ = nullptr;
-      TPB_FAIL("shm: rank " << r << ": " << mapped[static_cast<std::size_t>(r)]);
+      TPB_SYSTEM_FAIL("shm: rank " << r << ": " << mapped[static_cast<std::size_t>(r)]);
     }
   }
   for (int r = 0; r < size_; ++r) slots_.push_back(slot(r));
