@@ -103,7 +103,7 @@ def results_section(records):
         out.append('<h3 id="results-allreduce">Allreduce: time and bandwidth per message size'
                    "</h3>")
         out.append('<p class="caption">As nccl-tests prints it, a table per backend: time is '
-                   "latency p50 (and p99) per call, algbw = bytes / time, busbw = algbw x "
+                   "latency p50, p99 and mean per call, algbw = bytes / mean time, busbw = algbw x "
                    "2(n-1)/n, as recorded.</p>")
         for title, table in allreduce:
             out.append(f"<h4>{esc(title)}</h4>" + render_table(table))

@@ -63,8 +63,8 @@ def results_section(records):
     allreduce = tables.allreduce_results(records)
     if allreduce:
         out += ["### Allreduce: time and bandwidth per message size", "",
-                "As nccl-tests prints it, a table per backend: time is latency p50 (and p99) per "
-                "call, algbw = bytes / time, busbw = algbw x 2(n-1)/n, as recorded.", ""]
+                "As nccl-tests prints it, a table per backend: time is latency p50, p99 and mean per "
+                "call, algbw = bytes / mean time, busbw = algbw x 2(n-1)/n, as recorded.", ""]
         for title, table in allreduce:
             out += [f"#### {md(title)}", "", render_table(table)]
     for mode, title in (("decode", "Decode: step latency and throughput"),

@@ -479,7 +479,9 @@ def _group_name(rec, extra):
 
 def allreduce_results(records):
     """[(title, Table)] like nccl-tests' output: one table per backend (and any other param
-    that varies, e.g. tp or dtype), a row per message size: time (p50, p99), algbw, busbw."""
+    that varies, e.g. tp or dtype), a row per message size: time (p50, p99, mean), algbw, busbw.
+    The bandwidths come from the mean time (the record's throughput basis), so the mean is shown
+    beside them: one statistic per column, said in its header."""
     from plots import varying_params, _backend_rank  # shared grouping rule
     recs = [r for r in records if rio.is_allreduce(r)]
     extra = varying_params(recs, {"allreduce", "message_bytes", "mode"})
@@ -489,8 +491,8 @@ def allreduce_results(records):
         groups.setdefault(key, []).append(rec)
     out = []
     for key in sorted(groups):
-        table = Table(["size (B)", "size", "type", "time p50 µs", "time p99 µs", "algbw GB/s",
-                       "busbw GB/s", "status", "case_id"])
+        table = Table(["size (B)", "size", "type", "time p50 µs", "time p99 µs", "time mean µs",
+                       "algbw GB/s", "busbw GB/s", "status", "case_id"])
         rows = sorted(groups[key], key=lambda r: (rio.message_bytes(r) or 0,
                                                   r.get("role") not in (None, "", "sweep"),
                                                   r["_line"]))
@@ -498,7 +500,8 @@ def allreduce_results(records):
             size = rio.message_bytes(rec)
             table.add([num(size), rio.bytes_text(size) if size is not None else None,
                        text(rio.param(rec, "dtype")), num(rio.latency(rec)),
-                       num(rio.latency(rec, "p99")), num(rio.metric(rec, "algbw_GBps")),
+                       num(rio.latency(rec, "p99")), num(rio.latency(rec, "mean")),
+                       num(rio.metric(rec, "algbw_GBps")),
                        num(rio.metric(rec, "busbw_GBps")), status_text(rec), rec["case_id"]],
                       STATUS_CSS.get(rec["status"], ""))
         out.append((_group_name(rows[0], extra), table))
@@ -507,8 +510,8 @@ def allreduce_results(records):
 
 def engine_results(records, mode):
     """One table per mode: a row per case (backend, tp, batch, seq_len), step latency p50/p99
-    (for prefill: the time to first token), tokens/s, and the weight-read roofline ratio
-    where the records have it (GPU decode)."""
+    (for prefill: the time to first token), the mean step that tokens/s comes from, tokens/s,
+    and the weight-read roofline ratio where the records have it (GPU decode)."""
     from plots import varying_params, _backend_rank
     recs = [r for r in records if not rio.is_allreduce(r) and rio.param(r, "mode") == mode]
     if not recs:
@@ -517,7 +520,7 @@ def engine_results(records, mode):
     roofline = any(rio.is_number(rio.metric(r, "x_weight_read_time")) for r in recs)
     step = "TTFT p50 µs" if mode == "prefill" else "step p50 µs"
     headers = (["backend", "tp", "batch", "seq_len"] + (["config"] if extra else [])
-               + [step, "p99 µs", "tokens/s"] + (["x roofline"] if roofline else [])
+               + [step, "p99 µs", "mean µs", "tokens/s"] + (["x roofline"] if roofline else [])
                + ["status", "case_id"])
     table = Table(headers)
     recs.sort(key=lambda r: ([str(rio.param(r, k)) for k in extra], _backend_rank(rio.backend(r)),
@@ -529,7 +532,7 @@ def engine_results(records, mode):
                rio.param(rec, "seq_len")]
         if extra:
             row.append(" ".join(f"{k}={rio.param(rec, k)}" for k in extra))
-        row += [num(rio.latency(rec)), num(rio.latency(rec, "p99")),
+        row += [num(rio.latency(rec)), num(rio.latency(rec, "p99")), num(rio.latency(rec, "mean")),
                 num(rio.metric(rec, "tokens_per_s"))]
         if roofline:
             row.append(num(rio.metric(rec, "x_weight_read_time")))

@@ -108,7 +108,7 @@ class FixtureResultsFirst(unittest.TestCase):
         self.assertEqual(re.findall(r"<h4>([^<]*)</h4>", section),
                          ["nccl", "custom-oneshot", "custom-twoshot", "auto"])
         self.assertIn("<th>size (B)</th><th>size</th><th>type</th><th>time p50 µs</th>"
-                      "<th>time p99 µs</th><th>algbw GB/s</th><th>busbw GB/s</th>", section)
+                      "<th>time p99 µs</th><th>time mean µs</th><th>algbw GB/s</th><th>busbw GB/s</th>", section)
 
     def test_engine_results_per_mode_with_roofline(self):
         decode = md_table_after(self.r.md, "### Decode: step latency and throughput")
@@ -259,7 +259,8 @@ class RealEngineRun(unittest.TestCase):
                                            str(rec["params"]["seq_len"])])
                 self.assertEqual(row[4], cell(rec["latency"]["p50"]))
                 self.assertEqual(row[5], cell(rec["latency"]["p99"]))
-                self.assertEqual(row[6], cell(rec["throughput"]["tokens_per_s"]))
+                self.assertEqual(row[6], cell(rec["latency"]["mean"]))
+                self.assertEqual(row[7], cell(rec["throughput"]["tokens_per_s"]))
 
 
 class RealAllreduceRun(unittest.TestCase):
@@ -275,8 +276,9 @@ class RealAllreduceRun(unittest.TestCase):
                 rec = by_id[row[-1]]
                 self.assertEqual(row[0], str(rec["params"]["message_bytes"]))
                 self.assertEqual(row[3], cell(rec["latency"]["p50"]))
-                self.assertEqual(row[5], cell(rec["throughput"]["algbw_GBps"]))
-                self.assertEqual(row[6], cell(rec["throughput"]["busbw_GBps"]))
+                self.assertEqual(row[5], cell(rec["latency"]["mean"]))
+                self.assertEqual(row[6], cell(rec["throughput"]["algbw_GBps"]))
+                self.assertEqual(row[7], cell(rec["throughput"]["busbw_GBps"]))
             groups = re.findall(r"^#### (.+)$", r.md, re.M)
             self.assertEqual(len(groups), 6)  # tp 1/2/4 x bf16/f32
             self.assertTrue(all(g.startswith("shm · ") for g in groups), groups)

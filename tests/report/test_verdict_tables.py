@@ -295,24 +295,25 @@ class Status(unittest.TestCase):
         self.assertIsNone(tables.placement_note([placed(1), rec("b"), rec("c", placement={"mps": "x"})]))
 
 
-def allreduce(case_id, backend, size, line, status="ok", p50=None, p99=None, **fields):
+def allreduce(case_id, backend, size, line, status="ok", p50=None, p99=None, mean=None, **fields):
     params = dict({"allreduce": backend, "message_bytes": size, "dtype": "bf16"}, **fields.pop("params", {}))
     return rec(case_id, status, line, workload="allreduce", params=params,
-               latency={"p50": p50, "p99": p99}, **fields)
+               latency={"p50": p50, "p99": p99, "mean": mean}, **fields)
 
 
 def engine(case_id, backend, mode, line, status="ok", tp=2, batch=1, seq=128, p50=None, **fields):
     params = dict({"allreduce": backend, "mode": mode, "tp": tp, "batch_size": batch, "seq_len": seq},
                   **fields.pop("params", {}))
     return rec(case_id, status, line, workload="engine", params=params,
-               latency={"p50": p50, "p99": None if p50 is None else p50 * 2}, **fields)
+               latency={"p50": p50, "p99": None if p50 is None else p50 * 2,
+                        "mean": None if p50 is None else p50 * 1.5}, **fields)
 
 
 class ResultsTables(unittest.TestCase):
     def test_allreduce_tables_are_per_backend_in_backend_order_rows_by_size_sweep_first(self):
         records = [
             allreduce("c1", "custom-oneshot", 2048, 1, p50=3.0, p99=4.0),
-            allreduce("n2", "nccl", 2 ** 20, 2, p50=20.123456, p99=30.0,
+            allreduce("n2", "nccl", 2 ** 20, 2, p50=20.123456, p99=30.0, mean=21.5,
                       throughput={"algbw_GBps": 52.4288, "busbw_GBps": 78.6432}),
             allreduce("n1c", "nccl", 1024, 3, p50=9.0, role="control"),
             allreduce("n1", "nccl", 1024, 4, p50=10.0, p99=12.0),
@@ -324,13 +325,13 @@ class ResultsTables(unittest.TestCase):
         out = tables.allreduce_results(records)
         self.assertEqual([title for title, _ in out], ["nccl", "custom-oneshot", "zeta"])
         nccl = out[0][1]
-        self.assertEqual(nccl.headers, ["size (B)", "size", "type", "time p50 µs", "time p99 µs", "algbw GB/s",
-                                        "busbw GB/s", "status", "case_id"])
+        self.assertEqual(nccl.headers, ["size (B)", "size", "type", "time p50 µs", "time p99 µs", "time mean µs",
+                                        "algbw GB/s", "busbw GB/s", "status", "case_id"])
         self.assertEqual(nccl.rows, [
-            [512, "512 B", "bf16", None, None, None, None, "failed", "n0"],
-            [1024, "1 KiB", "bf16", 10, 12, None, None, "ok", "n1"],
-            [1024, "1 KiB", "bf16", 9, None, None, None, "ok [control]", "n1c"],
-            [1048576, "1 MiB", "bf16", 20.12, 30, 52.43, 78.64, "ok", "n2"],
+            [512, "512 B", "bf16", None, None, None, None, None, "failed", "n0"],
+            [1024, "1 KiB", "bf16", 10, 12, None, None, None, "ok", "n1"],
+            [1024, "1 KiB", "bf16", 9, None, None, None, None, "ok [control]", "n1c"],
+            [1048576, "1 MiB", "bf16", 20.12, 30, 21.5, 52.43, 78.64, "ok", "n2"],
         ])
         self.assertEqual(nccl.classes, ["bad", "", "", ""])
         custom = out[1][1]
@@ -372,21 +373,21 @@ class ResultsTables(unittest.TestCase):
             allreduce("ar", "nccl", 1024, 9, p50=1.0, params={"mode": "decode"}),
         ]
         table = tables.engine_results(records, "decode")
-        self.assertEqual(table.headers, ["backend", "tp", "batch", "seq_len", "step p50 µs", "p99 µs", "tokens/s",
-                                         "status", "case_id"])
+        self.assertEqual(table.headers, ["backend", "tp", "batch", "seq_len", "step p50 µs", "p99 µs", "mean µs",
+                                         "tokens/s", "status", "case_id"])
         self.assertEqual(table.rows, [
-            ["nccl", 1, 1, 256, 2, 4, None, "ok", "n1t1"],
-            ["nccl", 2, 1, 64, 2.5, 5, None, "ok", "n1s"],
-            ["nccl", 2, 1, 128, 1, 2, None, "ok", "n1"],
-            ["nccl", 2, 1, 128, 1.1, 2.2, None, "ok [repeat]", "n1r"],
-            ["nccl", 2, 2, 128, None, None, None, "failed", "x"],
-            ["nccl", 2, 8, 128, 3, 6, 1235, "ok", "n8"],
-            ["shm", 2, 8, 128, 4, 8, None, "ok", "s8"],
+            ["nccl", 1, 1, 256, 2, 4, 3, None, "ok", "n1t1"],
+            ["nccl", 2, 1, 64, 2.5, 5, 3.75, None, "ok", "n1s"],
+            ["nccl", 2, 1, 128, 1, 2, 1.5, None, "ok", "n1"],
+            ["nccl", 2, 1, 128, 1.1, 2.2, 1.65, None, "ok [repeat]", "n1r"],
+            ["nccl", 2, 2, 128, None, None, None, None, "failed", "x"],
+            ["nccl", 2, 8, 128, 3, 6, 4.5, 1235, "ok", "n8"],
+            ["shm", 2, 8, 128, 4, 8, 6, None, "ok", "s8"],
         ])
         self.assertEqual(table.classes, ["", "", "", "", "bad", "", ""])
         prefill = tables.engine_results(records, "prefill")
         self.assertEqual(prefill.headers[4], "TTFT p50 µs")
-        self.assertEqual(prefill.rows, [["nccl", 2, 1, 128, 9, 18, None, "ok", "p"]])
+        self.assertEqual(prefill.rows, [["nccl", 2, 1, 128, 9, 18, 13.5, None, "ok", "p"]])
         missing = [engine("all", "nccl", "decode", 1, tp=1, seq=1, batch=1),
                    engine("no-tp", "nccl", "decode", 2, tp=None, seq=1, batch=1),
                    engine("no-seq", "nccl", "decode", 3, tp=1, seq=None, batch=1),
@@ -406,11 +407,11 @@ class ResultsTables(unittest.TestCase):
                    engine("c", "custom-oneshot", "decode", 3, p50=2.5, params={"quant": "bf16", "dtype": "fp8"})]
         table = tables.engine_results(records, "decode")
         self.assertEqual(table.headers, ["backend", "tp", "batch", "seq_len", "config", "step p50 µs", "p99 µs",
-                                         "tokens/s", "x roofline", "status", "case_id"])
-        self.assertEqual(table.rows, [["nccl", 2, 1, 128, "dtype=bf16 quant=bf16", 3, 6, None, None, "ok", "b"],
-                                      ["nccl", 2, 1, 128, "dtype=bf16 quant=int4", 2, 4, None, 1.4, "ok", "a"],
-                                      ["custom-oneshot", 2, 1, 128, "dtype=fp8 quant=bf16", 2.5, 5, None, None, "ok",
-                                       "c"]])
+                                         "mean µs", "tokens/s", "x roofline", "status", "case_id"])
+        self.assertEqual(table.rows, [["nccl", 2, 1, 128, "dtype=bf16 quant=bf16", 3, 6, 4.5, None, None, "ok", "b"],
+                                      ["nccl", 2, 1, 128, "dtype=bf16 quant=int4", 2, 4, 3, None, 1.4, "ok", "a"],
+                                      ["custom-oneshot", 2, 1, 128, "dtype=fp8 quant=bf16", 2.5, 5, 3.75, None, None,
+                                       "ok", "c"]])
 
     def test_backends_rank_in_a_fixed_order_then_by_name(self):
         names = ["zeta", "mpi", "alpha", "shm", "auto", "custom-twoshot", "custom-oneshot", "nccl"]
