@@ -31,6 +31,20 @@ mkdir -p "$SCRATCH/dir" && touch "$SCRATCH/dir/file.json"
 for opt in $("$TPBENCH" run --help | grep -oE -- '^ +--[a-z][a-z-]*' | sort -u); do
   [[ " $(complete_words run --) " == *" $opt "* ]] || fail "run --help names $opt, completion does not offer it"
 done
-expect_rc 2 "$TPBENCH" completion zsh
-grep -q "tpbench completion: error: expected the shell" "$SCRATCH/last.out" || { cat "$SCRATCH/last.out"; fail "zsh not refused"; }
+# Options with a fixed set of values complete the values (issue 34, point 11: --gpu, --quant and
+# --placement completed file names).
+[[ $(complete_words plan --quant i) == "int4" ]] || fail "--quant values: got '$(complete_words plan --quant i)'"
+[[ $(complete_words plan --gpu RTX) == "RTX-PRO-6000" ]] || fail "--gpu values: got '$(complete_words plan --gpu RTX)'"
+[[ $(complete_words run --placement s) == "shared" ]] || fail "--placement values: got '$(complete_words run --placement s)'"
+[[ $(complete_words plan --allreduce custom) == "custom-oneshot custom-twoshot" ]] \
+  || fail "--allreduce values: got '$(complete_words plan --allreduce custom)'"
+# zsh: the same script through bashcompinit.
+expect_rc 0 "$TPBENCH" completion zsh
+head -1 "$SCRATCH/last.out" | grep -qx "#compdef tpbench" || fail "zsh script without #compdef"
+grep -q "bashcompinit && bashcompinit" "$SCRATCH/last.out" || fail "zsh script without bashcompinit"
+if command -v zsh >/dev/null 2>&1; then
+  zsh -n "$SCRATCH/last.out" || fail "the zsh script does not parse"
+fi
+expect_rc 2 "$TPBENCH" completion fish
+grep -q "tpbench completion: error: expected the shell" "$SCRATCH/last.out" || { cat "$SCRATCH/last.out"; fail "fish not refused"; }
 echo ok
