@@ -44,6 +44,8 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from mutation_test import parse_slice  # noqa: E402  the --slice rule both scripts share
 REPORT = os.path.join(ROOT, "report")
 DEFAULT_LIST = os.path.join(ROOT, "tests", "mutation", "report_mutants.json")
 SEPARATOR = "\u01c1"  # mutmut's "ǁ" in the name of a method's mutants
@@ -142,19 +144,12 @@ def mangled(name):
 
 
 def digits_of_slice(spec):
-    """N/M or auto/M -> the last digits of the mutant numbers in the slice (None: all)."""
+    """N/M or auto/M (mutation_test.parse_slice) -> the last digits of the mutant numbers in
+    the slice (None: all); M must divide 10, so that the digits split evenly."""
     if not spec:
         return None
-    part, _, count = spec.partition("/")
-    try:
-        count = int(count)
-        if part == "auto":  # one slice per commit: every mutant within `count` submissions
-            out = subprocess.run(["git", "-C", ROOT, "rev-list", "--count", "HEAD"], capture_output=True, text=True)
-            part = int(out.stdout.strip() or 0) % count
-        part = int(part)
-    except ValueError:
-        fail_input(f"--slice {spec}: expected N/M or auto/M")
-    if count < 1 or 10 % count or not 0 <= part < count:
+    part, count = parse_slice(spec, fail_input)
+    if 10 % count:
         fail_input(f"--slice {spec}: expected 0 <= N < M, M one of 1, 2, 5, 10")
     return "".join(str(d) for d in range(10) if d % count == part)
 

@@ -69,20 +69,28 @@ def load_mutants(path):
     return mutants
 
 
-def pick_slice(mutants, spec):
-    if not spec:
-        return mutants
+def parse_slice(spec, fail):
+    """--slice N/M or auto/M -> (N, M); auto picks N from the commit count, so that each commit
+    runs another slice and every mutant runs within M submissions. Bad input calls fail(message).
+    Shared with scripts/mutation_report.py."""
     part, _, count = spec.partition("/")
     try:
         count = int(count)
-        if part == "auto":  # one slice per commit: every mutant within `count` submissions
+        if part == "auto":
             out = subprocess.run(["git", "-C", ROOT, "rev-list", "--count", "HEAD"], capture_output=True, text=True)
             part = int(out.stdout.strip() or 0) % count
         part = int(part)
-    except ValueError:
-        fail_input(f"--slice {spec}: expected N/M or auto/M")
+    except (ValueError, ZeroDivisionError):
+        fail(f"--slice {spec}: expected N/M or auto/M")
     if count < 1 or not 0 <= part < count:
-        fail_input(f"--slice {spec}: expected 0 <= N < M")
+        fail(f"--slice {spec}: expected 0 <= N < M")
+    return part, count
+
+
+def pick_slice(mutants, spec):
+    if not spec:
+        return mutants
+    part, count = parse_slice(spec, fail_input)
     return [m for i, m in enumerate(mutants) if i % count == part]
 
 
