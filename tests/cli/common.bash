@@ -108,3 +108,14 @@ require_mpirun() {
   "$TPBENCH" version | grep -q '^mpi: *yes' || { echo "skipped: this tpbench was built without MPI"; exit 77; }
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 }
+
+# smoke_tp2 OUT: ci-smoke's own settings (1 repetition a case, latency informational) on its
+# TP 2 shm cases only, a run of seconds, written to OUT.
+smoke_tp2() {
+  python3 - "$SOURCE_DIR/scenarios/ci-smoke.json" "$1" <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1]))
+s["sweep"].update(tp=[2], allreduce=["shm"])
+json.dump(s, open(sys.argv[2], "w"))
+PY
+}

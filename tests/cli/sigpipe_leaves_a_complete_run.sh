@@ -4,12 +4,7 @@
 # only fails the writes: every case runs, run.json gets its summary, the exit status is the run's.
 source "$(dirname "$0")/common.bash" "$@"
 cd "$SOURCE_DIR"
-python3 - "$SCRATCH/s.json" <<'PY'
-import json, sys
-s = json.load(open("scenarios/ci-smoke.json"))
-s["sweep"].update(tp=[2], allreduce=["shm"])
-json.dump(s, open(sys.argv[1], "w"))
-PY
+smoke_tp2 "$SCRATCH/s.json"
 set +e
 "$TPBENCH" run "$SCRATCH/s.json" --no-report --results-dir "$SCRATCH/runs" | head -1 >"$SCRATCH/head.out"
 statuses=("${PIPESTATUS[@]}")

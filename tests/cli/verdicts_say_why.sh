@@ -5,13 +5,7 @@
 # declares latency informational says so in its last lines.
 source "$(dirname "$0")/common.bash" "$@"
 cd "$SOURCE_DIR"
-# ci-smoke's own settings (1 repetition a case, latency informational) on a smaller sweep.
-python3 - "$SCRATCH/smoke.json" <<'PY'
-import json, sys
-s = json.load(open("scenarios/ci-smoke.json"))
-s["sweep"].update(tp=[2], allreduce=["shm"])
-json.dump(s, open(sys.argv[1], "w"))
-PY
+smoke_tp2 "$SCRATCH/smoke.json"
 run() { "$TPBENCH" run "$SCRATCH/smoke.json" --no-report "$@"; }
 expect_rc 0 run --results-dir "$SCRATCH/a"
 expect_rc 0 run --results-dir "$SCRATCH/b"
