@@ -106,4 +106,19 @@ std::string Args::value_or(const std::string& option, const std::string& fallbac
 
 const std::vector<std::string>& Args::values(const std::string& option) const { return given(option); }
 
+std::int64_t integer_value(const std::string& command, const std::string& option, const std::string& text,
+                           std::int64_t min) {
+  std::size_t used = 0;
+  long long v = 0;
+  try {
+    v = std::stoll(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  TPB_INPUT_CHECK(used == text.size() && !text.empty(),
+                  command << ": " << option << ": expected an integer, got '" << cut_for_message(text) << "'");
+  TPB_INPUT_CHECK(v >= min, command << ": " << option << ": expected >= " << min << ", got " << v);
+  return v;
+}
+
 }  // namespace tpb::cli

@@ -18,6 +18,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <string>
@@ -66,5 +67,11 @@ class Args {
 // Reads `args` (the words after the subcommand's name) by `grammar`'s rules; throws
 // tpb::InputError "<command>: <problem> (see tpbench <command> --help)".
 Args parse_args(const Grammar& grammar, const std::vector<std::string>& args);
+
+// An option's value read whole as an integer >= `min`; else tpb::InputError
+// "<command>: <option>: expected an integer, got '...'" (the value cut for the message) or
+// "<command>: <option>: expected >= <min>, got <value>".
+std::int64_t integer_value(const std::string& command, const std::string& option, const std::string& text,
+                           std::int64_t min);
 
 }  // namespace tpb::cli

@@ -17,6 +17,7 @@
 #include "suite/records/results.h"
 #include "suite/scenario/sweep.h"
 #include "tpb/check.h"
+#include "tpb/message_text.h"
 
 namespace fs = std::filesystem;
 
@@ -62,20 +63,15 @@ std::int64_t parse_size(const std::string& option, const std::string& text) {
                              : suffix == "G" || suffix == "g"                   ? 1LL << 30
                                                                                 : 0;
   TPB_INPUT_CHECK(n > 0 && scale > 0 && n <= (1LL << 40) / scale,
-                  "allreduce: " << option << ": expected a size in bytes such as 64, 8K, 128M or 1G, got '" << text << "'");
+                  "allreduce: " << option << ": expected a size in bytes such as 64, 8K, 128M or 1G, got '"
+                                << tpb::cut_for_message(text) << "'");
   return n * scale;
 }
 
 int parse_int(const std::string& option, const std::string& text, int min) {
-  std::size_t used = 0;
-  int n = min - 1;
-  try {
-    n = std::stoi(text, &used);
-  } catch (const std::exception&) {
-  }
-  TPB_INPUT_CHECK(used == text.size() && n >= min, "allreduce: " << option << ": expected an integer >= " << min
-                                                                  << ", got '" << text << "'");
-  return n;
+  const std::int64_t v = tpb::cli::integer_value("allreduce", option, text, min);
+  TPB_INPUT_CHECK(v <= 1 << 20, "allreduce: " << option << ": expected at most " << (1 << 20) << ", got " << v);
+  return static_cast<int>(v);
 }
 
 std::vector<std::string> split_commas(const std::string& text) {
@@ -145,7 +141,7 @@ int run_allreduce(const tpb::cli::Args& a) {
   TPB_INPUT_CHECK(min <= max, "allreduce: -b " << min << " is larger than -e " << max);
   const std::string dtype = a.value_or("--dtype", "f32");
   TPB_INPUT_CHECK(dtype == "bf16" || dtype == "f16" || dtype == "f32",
-                  "allreduce: --dtype: expected bf16, f16 or f32, got '" << dtype << "'");
+                  "allreduce: --dtype: expected bf16, f16 or f32, got '" << tpb::cut_for_message(dtype) << "'");
   const tpb::MachineInfo machine = tpb::detect_machine();
   const bool gpu = machine.cuda && machine.gpu_count > 0;
   const std::vector<std::string> backends = split_commas(a.value_or("--backend", gpu ? "nccl" : "shm"));

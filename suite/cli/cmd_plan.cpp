@@ -139,16 +139,7 @@ double to_double(const std::string& flag, const std::string& s) {
 }
 
 std::int64_t to_int(const std::string& flag, const std::string& s, std::int64_t min) {
-  std::size_t used = 0;
-  long long v = 0;
-  try {
-    v = std::stoll(s, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  TPB_INPUT_CHECK(used == s.size() && !s.empty(), "plan: " << flag << ": expected an integer, got '" << tpb::cut_for_message(s) << "'");
-  TPB_INPUT_CHECK(v >= min, "plan: " << flag << ": expected >= " << min << ", got " << v);
-  return v;
+  return tpb::cli::integer_value("plan", flag, s, min);
 }
 
 std::int64_t kv_dtype_bytes(const Args& a) {
