@@ -79,8 +79,12 @@ bool control_beyond_ceiling(const LatencyControl& control, const BaselineToleran
   return control.ratio > 0 && (control.ratio > tol.control_ceiling || control.ratio < 1 / tol.control_ceiling);
 }
 
+bool is_regression_verdict(const std::string& verdict) {
+  return verdict == "regression" || verdict == "mismatch" || verdict == "not-ok";
+}
+
 bool is_regression(const MetricVerdict& v) {
-  return v.verdict == "regression" || v.verdict == "mismatch" || v.verdict == "not-ok";
+  return is_regression_verdict(v.verdict);
 }
 
 namespace {

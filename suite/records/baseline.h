@@ -84,7 +84,10 @@ struct MetricVerdict {
   std::string detail;
 };
 
-bool is_regression(const MetricVerdict& v);  // regression, mismatch or not-ok
+// The verdicts that fail a run: regression, mismatch, not-ok (a record's "baseline" entries
+// carry them as text; the runner, its JUnit and its FAILED lines all read them through this).
+bool is_regression_verdict(const std::string& verdict);
+bool is_regression(const MetricVerdict& v);  // is_regression_verdict(v.verdict)
 
 // The control case of the new run against its stored counterpart: how much the machine moved.
 struct LatencyControl {

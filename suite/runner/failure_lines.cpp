@@ -2,6 +2,8 @@
 
 #include <cstdio>
 
+#include "suite/records/baseline.h"
+
 namespace tpb {
 
 using nlohmann::json;
@@ -65,7 +67,7 @@ std::vector<std::string> failure_lines(const std::vector<Case>& cases, const std
     if (it == records.end() || !it->second.contains("baseline") || !it->second["baseline"].is_object()) continue;
     for (const auto& [metric, v] : it->second["baseline"].items()) {
       const std::string verdict = v.is_object() ? text_of(v, "verdict") : "";
-      if (verdict != "regression" && verdict != "mismatch" && verdict != "not-ok") continue;
+      if (!is_regression_verdict(verdict)) continue;
       std::snprintf(buf, sizeof buf, " x%.4g", v.value("ratio", 0.0));
       std::string why = metric + " " + verdict + (v.value("ratio", 0.0) > 0 ? buf : "");
       if (v.contains("p_value") && v["p_value"].is_number()) {

@@ -62,7 +62,7 @@ std::vector<JunitCase> junit_baseline_cases(const std::string& classname, const 
     if (!v.is_object() || !v.contains("verdict") || !v["verdict"].is_string()) continue;  // build, fingerprint
     ++compared;
     const std::string verdict = v["verdict"].get<std::string>();
-    if (verdict != "regression" && verdict != "mismatch" && verdict != "not-ok") continue;
+    if (!is_regression_verdict(verdict)) continue;
     char numbers[160];
     std::snprintf(numbers, sizeof numbers, "x%.4g, old %.6g, new %.6g", v.value("ratio", 0.0), v.value("old", 0.0),
                   v.value("new", 0.0));
